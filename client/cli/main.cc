@@ -1,0 +1,6 @@
+// posbias: the command-line client. See commands.h for subcommands and exit codes.
+#include <iostream>
+
+#include "client/cli/commands.h"
+
+int main(int argc, char** argv) { return posbias::cli::RunCli(argc, argv, std::cout, std::cerr); }

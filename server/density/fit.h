@@ -1,0 +1,65 @@
+// Fitting the routing model to a measured per-position profile (THEORY.md sections 7 and 8).
+//
+// For each depth H considered, alpha is fitted by minimizing the RMSE of log-profiles (both
+// normalized to sum 1): a scan of 21 alphas in [0, 1] brackets the minimum, Brent's method refines
+// it. The Cesaro rows u^(r) = e_L^T M^r do not depend on alpha, so they are computed once and only
+// recombined per trial. With a depth range, every depth is fitted and the best kept; because real
+// profiles pin down lambda = alpha * H far better than H and alpha apart, the result reports lambda
+// with the interval spanned by the depths whose objective is within 5 % of the best plus 0.01
+// (the ridge).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "server/density/comparison.h"
+
+namespace posbias::density {
+
+enum class Quantity { kSquaredNorm, kNorm, kWeight };
+enum class Model { kCoherent, kIncoherent };
+
+inline constexpr uint64_t kMaxFitLength = 65536;
+inline constexpr uint32_t kMaxFitDepth = 4096;
+inline constexpr uint32_t kMaxFitDepthCount = 64;
+inline constexpr uint64_t kMaxFitWork = uint64_t{1} << 24;  // max_depth * L.
+
+struct FitOptions {
+  Quantity quantity = Quantity::kSquaredNorm;
+  std::vector<Model> models = {Model::kCoherent, Model::kIncoherent};
+  uint32_t min_depth = 24;
+  uint32_t max_depth = 24;
+  bool include_profiles = false;
+};
+
+struct RidgePoint {
+  uint32_t depth = 0;
+  double alpha = 0.0;
+  double rmse_log = 0.0;
+};
+
+struct ModelFit {
+  Model model = Model::kCoherent;
+  uint32_t depth = 0;
+  double alpha = 0.0;
+  double lambda = 0.0;
+  double lambda_low = 0.0;
+  double lambda_high = 0.0;
+  ComparisonMetrics metrics;
+  std::vector<RidgePoint> ridge;
+  std::vector<double> profile;  // Normalized model profile; only with include_profiles.
+};
+
+// Checks the measured values (>= 3 values, finite, >= 0, one positive) and the depth range.
+absl::Status CheckFitRequest(std::span<const double> measured, const FitOptions& options);
+
+absl::StatusOr<std::vector<ModelFit>> FitProfile(std::span<const double> measured,
+                                                 const FitOptions& options);
+
+// The normalized model profile for `quantity` at (depth, alpha), from precomputed Cesaro rows.
+std::vector<double> ModelProfile(const std::vector<std::vector<double>>& rows, Model model,
+                                 Quantity quantity, uint32_t depth, double alpha);
+
+}  // namespace posbias::density

@@ -1,0 +1,59 @@
+#include "server/density/routing.h"
+
+#include <cmath>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "server/status/error.h"
+
+namespace posbias::density {
+namespace {
+
+bool IsUnitInterval(double alpha) { return alpha >= 0.0 && alpha <= 1.0; }  // False for NaN.
+
+absl::Status CheckDepth(uint32_t depth, uint32_t max_depth, const std::string& allowed) {
+  if (depth >= 1 && depth <= max_depth) return absl::OkStatus();
+  return InvalidArgumentError({"INVALID_DEPTH", "depth", std::to_string(depth), allowed});
+}
+
+}  // namespace
+
+std::vector<double> Routing::layer_alphas() const {
+  return constant_ ? std::vector<double>(depth_, alphas_.front()) : alphas_;
+}
+
+absl::StatusOr<Routing> MakeRouting(uint32_t depth, double alpha) {
+  if (auto status = CheckDepth(depth, kMaxDepth, "1..100000"); !status.ok()) return status;
+  if (!IsUnitInterval(alpha)) {
+    return InvalidArgumentError({"INVALID_ALPHA", "alpha", FormatValue(alpha), "[0, 1]"});
+  }
+  Routing routing;
+  routing.depth_ = depth;
+  routing.constant_ = true;
+  routing.alphas_ = {alpha};
+  return routing;
+}
+
+absl::StatusOr<Routing> MakeScheduledRouting(uint32_t depth, const std::vector<double>& alphas) {
+  if (alphas.empty() || alphas.size() > kMaxScheduleDepth) {
+    return InvalidArgumentError({"INVALID_DEPTH", "alpha_schedule.alpha",
+                                 absl::StrCat(alphas.size(), " entries"), "1..4096 entries"});
+  }
+  if (depth != 0 && depth != alphas.size()) {
+    return InvalidArgumentError({"INVALID_DEPTH", "depth", std::to_string(depth),
+                                 absl::StrCat("0 or the schedule's length ", alphas.size())});
+  }
+  for (size_t l = 0; l < alphas.size(); ++l) {
+    if (!IsUnitInterval(alphas[l])) {
+      return InvalidArgumentError({"INVALID_ALPHA", absl::StrCat("alpha_schedule.alpha[", l, "]"),
+                                   FormatValue(alphas[l]), "[0, 1]"});
+    }
+  }
+  Routing routing;
+  routing.depth_ = static_cast<uint32_t>(alphas.size());
+  routing.constant_ = false;
+  routing.alphas_ = alphas;
+  return routing;
+}
+
+}  // namespace posbias::density

@@ -1,0 +1,137 @@
+// posbias-server: flags (or environment variables) -> options -> start -> wait for SIGTERM/SIGINT
+// -> drain -> exit 0.
+#include <csignal>
+#include <cstdio>
+#include <string>
+
+#include <grpcpp/grpcpp.h>
+#include <google/protobuf/stubs/common.h>
+
+#include "CLI/CLI.hpp"
+#include "server/logging/logging.h"
+#include "server/metrics/metrics.h"
+#include "server/service/server.h"
+#include "spdlog/spdlog.h"
+
+#ifndef POSBIAS_VERSION
+#define POSBIAS_VERSION "0.0.0"
+#endif
+
+namespace {
+
+struct Flags {
+  posbias::service::Server::Options server;
+  std::string metrics_listen = "127.0.0.1:9464";
+  std::string log_level = "info";
+  std::string log_format = "text";
+  int drain_seconds = 10;
+};
+
+void DefineFlags(CLI::App& app, Flags& flags) {
+  auto& limits = flags.server.density_limits;
+  app.add_option("--listen", flags.server.listen_address, "gRPC listen address HOST:PORT (port 0: any)")
+      ->envname("POSBIAS_LISTEN")->capture_default_str();
+  app.add_option("--metrics-listen", flags.metrics_listen, "Prometheus /metrics address HOST:PORT")
+      ->envname("POSBIAS_METRICS_LISTEN")->capture_default_str();
+  app.add_option("--log-level", flags.log_level, "trace|debug|info|warn|error|critical|off")
+      ->envname("POSBIAS_LOG_LEVEL")->capture_default_str();
+  app.add_option("--log-format", flags.log_format, "text or json (JSON lines)")
+      ->envname("POSBIAS_LOG_FORMAT")->check(CLI::IsMember({"text", "json"}))->capture_default_str();
+  app.add_option("--drain-seconds", flags.drain_seconds, "Grace period for in-flight calls on shutdown")
+      ->envname("POSBIAS_DRAIN_SECONDS")->check(CLI::Range(0, 3600))->capture_default_str();
+  app.add_option("--max-points", limits.max_points, "Most continuum points per request")
+      ->envname("POSBIAS_MAX_POINTS")->check(CLI::Range(uint64_t{1}, uint64_t{100'000'000}))->capture_default_str();
+  app.add_option("--max-discrete-length", limits.max_discrete_length, "Largest L of a discrete profile")
+      ->envname("POSBIAS_MAX_DISCRETE_LENGTH")->check(CLI::Range(uint64_t{1}, uint64_t{1'000'000'000}))->capture_default_str();
+  app.add_option("--max-discrete-work", limits.max_discrete_work, "Largest H*L of a discrete profile")
+      ->envname("POSBIAS_MAX_DISCRETE_WORK")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--max-returned-positions", limits.max_returned_positions, "Most positions in one response")
+      ->envname("POSBIAS_MAX_RETURNED_POSITIONS")->check(CLI::Range(uint64_t{1}, uint64_t{10'000'000}))->capture_default_str();
+  app.add_option("--max-message-bytes", flags.server.max_message_bytes, "Largest gRPC message, bytes")
+      ->envname("POSBIAS_MAX_MESSAGE_BYTES")->check(CLI::Range(1 << 20, 1 << 30))->capture_default_str();
+  app.add_option("--rpc-threads", flags.server.max_rpc_threads, "Threads handling RPCs")
+      ->envname("POSBIAS_RPC_THREADS")->check(CLI::Range(2, 1024))->capture_default_str();
+}
+
+// Splits "host:port" (IPv6 as "[::1]:port") into its parts; false when malformed.
+bool SplitHostPort(const std::string& address, std::string* host, int* port) {
+  const auto colon = address.rfind(':');
+  if (colon == std::string::npos || colon == 0) return false;
+  *host = address.substr(0, colon);
+  if (host->size() > 2 && host->front() == '[' && host->back() == ']') *host = host->substr(1, host->size() - 2);
+  try {
+    size_t used = 0;
+    *port = std::stoi(address.substr(colon + 1), &used);
+    return used == address.size() - colon - 1 && *port >= 0 && *port <= 65535;
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+void LogBanner(const Flags& flags, int grpc_port, int metrics_port) {
+  const auto& limits = flags.server.density_limits;
+  spdlog::info("posbias-server {} (gRPC {}, protobuf {})", POSBIAS_VERSION, grpc::Version(),
+               google::protobuf::internal::VersionString(GOOGLE_PROTOBUF_VERSION));
+  spdlog::info("config: listen={} metrics_listen={} log_level={} log_format={} drain_seconds={} "
+               "rpc_threads={} max_message_bytes={} max_points={} max_discrete_length={} "
+               "max_discrete_work={} max_returned_positions={}",
+               flags.server.listen_address, flags.metrics_listen, flags.log_level, flags.log_format,
+               flags.drain_seconds, flags.server.max_rpc_threads, flags.server.max_message_bytes,
+               limits.max_points, limits.max_discrete_length, limits.max_discrete_work,
+               limits.max_returned_positions);
+  spdlog::info("listening for gRPC on port {} ({}); metrics on http://{}/metrics (port {})", grpc_port,
+               flags.server.listen_address, flags.metrics_listen, metrics_port);
+}
+
+int WaitForTerminationSignal(const sigset_t& signals) {
+  int signal_number = 0;
+  sigwait(&signals, &signal_number);
+  return signal_number;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"posbias-server: transformer position-bias theory and measurement over gRPC"};
+  app.set_version_flag("--version", std::string("posbias-server ") + POSBIAS_VERSION);
+  Flags flags;
+  DefineFlags(app, flags);
+  CLI11_PARSE(app, argc, argv);
+  if (auto status = posbias::logging::ConfigureLogging(flags.log_level, flags.log_format); !status.ok()) {
+    std::fprintf(stderr, "posbias-server: %s\n", std::string(status.message()).c_str());
+    return 2;
+  }
+  std::string metrics_host;
+  int metrics_port = 0;
+  if (!SplitHostPort(flags.metrics_listen, &metrics_host, &metrics_port)) {
+    spdlog::error("--metrics-listen = {} is invalid: allowed HOST:PORT", flags.metrics_listen);
+    return 2;
+  }
+  // Block the termination signals before any thread starts, so only sigwait below sees them.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  posbias::metrics::Metrics metrics({POSBIAS_VERSION, grpc::Version(),
+                                     google::protobuf::internal::VersionString(GOOGLE_PROTOBUF_VERSION)});
+  posbias::metrics::MetricsHttpServer metrics_server(&metrics, metrics_host, metrics_port);
+  if (auto status = metrics_server.Start(); !status.ok()) {
+    spdlog::error("{}", std::string(status.message()));
+    return 1;
+  }
+  posbias::service::Server server(flags.server, &metrics);
+  if (auto status = server.Start(); !status.ok()) {
+    spdlog::error("{}", std::string(status.message()));
+    return 1;
+  }
+  LogBanner(flags, server.port(), metrics_server.port());
+  const int signal_number = WaitForTerminationSignal(signals);
+  spdlog::info("received signal {}; draining in-flight calls for up to {} s", signal_number,
+               flags.drain_seconds);
+  server.Shutdown(std::chrono::seconds(flags.drain_seconds));
+  metrics_server.Stop();
+  spdlog::info("stopped cleanly");
+  return 0;
+}

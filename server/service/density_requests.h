@@ -1,0 +1,38 @@
+// The density RPCs as plain functions: validate a request against the server's limits, compute with
+// the density room, fill the response. No gRPC types, so tests can call them directly.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+
+#include "absl/status/status.h"
+#include "posbias/v1/density_service.pb.h"
+
+namespace posbias::service {
+
+// Request limits (server flags). Units: points, positions, and layer-positions for work.
+struct DensityLimits {
+  uint64_t max_points = 1'000'000;
+  uint64_t max_discrete_length = 10'000'000;
+  double max_discrete_work = 4e9;  // H * L.
+  uint64_t max_returned_positions = 1'000'000;
+};
+
+absl::Status HandleEvaluateContinuum(const v1::EvaluateContinuumRequest& request,
+                                     const DensityLimits& limits,
+                                     v1::EvaluateContinuumResponse* response);
+
+// `keep_going` is polled during long computations; false cancels (the client went away).
+absl::Status HandleEvaluateDiscrete(const v1::EvaluateDiscreteRequest& request,
+                                    const DensityLimits& limits,
+                                    const std::function<bool()>& keep_going,
+                                    v1::EvaluateDiscreteResponse* response);
+
+absl::Status HandleSummarizeProfile(const v1::SummarizeProfileRequest& request,
+                                    const DensityLimits& limits,
+                                    v1::SummarizeProfileResponse* response);
+
+absl::Status HandleFitProfile(const v1::FitProfileRequest& request,
+                              v1::FitProfileResponse* response);
+
+}  // namespace posbias::service

@@ -75,6 +75,14 @@ ContinuumProfile::ContinuumProfile(const Routing& routing)
   for (uint32_t m = depth + 1; m-- > 0;) log_survival_[m] = LogAddExp(log_survival_[m + 1], log_c[m]);
   log_partial_.assign(depth + 1, kNegInf);
   for (uint32_t k = 1; k <= depth; ++k) log_partial_[k] = LogAddExp(log_partial_[k - 1], log_c[k]);
+  survival_ratio_.assign(depth + 1, 0.0);
+  partial_ratio_.assign(depth + 1, 1.0);
+  for (uint32_t k = 0; k + 2 <= depth + 1; ++k) {
+    survival_ratio_[k] = RatioOfLogs(log_survival_[k + 2], log_survival_[k + 1]);
+  }
+  for (uint32_t k = 1; k < depth; ++k) {
+    partial_ratio_[k] = log_partial_[k] == kNegInf ? 0.0 : RatioOfLogs(log_partial_[k + 1], log_partial_[k]);
+  }
   if (depth <= kHornerMaxDepth) {
     // rho(x) = sum_k c_{k+1} t^k / k!, k = 0..H-1.
     horner_ = HornerCoefficients({log_c.begin() + 1, log_c.end()}, kHornerMaxT);
@@ -123,14 +131,15 @@ void ContinuumProfile::EvaluateDensity(std::span<const double> x, std::span<doub
 void ContinuumProfile::EvaluateDensityBlock(const double* x, size_t count, double* density,
                                             double* log_density) const {
   double t[kBlock] = {};
-  bool fast = !horner_.empty();
+  bool horner[kBlock] = {};
   for (size_t i = 0; i < count; ++i) {
     t[i] = -std::log(x[i]);
-    fast = fast && HornerApplies(t[i]);
+    horner[i] = HornerApplies(t[i]);
+    if (!horner[i]) t[i] = 0.0;  // Evaluated below by the log-space sum instead.
   }
-  if (fast) HornerBlock(horner_, t, count, density);
+  if (!horner_.empty()) HornerBlock(horner_, t, count, density);
   for (size_t i = 0; i < count; ++i) {
-    if (fast && density[i] >= kHornerMinResult && density[i] <= kHornerMaxResult) {
+    if (horner[i] && density[i] >= kHornerMinResult && density[i] <= kHornerMaxResult) {
       log_density[i] = std::log(density[i]);
       continue;
     }
@@ -149,9 +158,7 @@ long double ContinuumProfile::LogCdf(long double t) const {
   auto log_term = [&](uint64_t k) {
     return -t + k * log_t - LogFactorial(k) + log_survival_[k + 1];
   };
-  auto ratio = [&](uint64_t k) {
-    return td / static_cast<double>(k + 1) * RatioOfLogs(log_survival_[k + 2], log_survival_[k + 1]);
-  };
+  auto ratio = [&](uint64_t k) { return td / static_cast<double>(k + 1) * survival_ratio_[k]; };
   return LogSumLogConcave(0, hi - 1, log_term, ratio);
 }
 
@@ -168,8 +175,7 @@ long double ContinuumProfile::LogCcdf(long double t) const {
   auto log_b = [&](uint64_t k) { return log_partial_[std::min<uint64_t>(k, depth)]; };
   auto log_term = [&](uint64_t k) { return -t + k * log_t - LogFactorial(k) + log_b(k); };
   auto ratio = [&](uint64_t k) {
-    const double b_ratio = k < depth ? RatioOfLogs(log_b(k + 1), log_b(k)) : 1.0;
-    return td / static_cast<double>(k + 1) * b_ratio;
+    return td / static_cast<double>(k + 1) * (k < depth ? partial_ratio_[k] : 1.0);
   };
   return LogAddExp(log_atom, LogSumLogConcave(lo, hi, log_term, ratio));
 }
@@ -189,17 +195,14 @@ void ContinuumProfile::EvaluateCdf(std::span<const double> x, std::span<double> 
 void ContinuumProfile::EvaluateCdfBlock(const double* x, size_t count, double* cdf,
                                         double* ccdf) const {
   double t[kBlock] = {};
-  bool fast = !cdf_horner_.empty();
+  bool horner[kBlock] = {};
   for (size_t i = 0; i < count; ++i) {
-    t[i] = -std::log(x[i]);
-    fast = fast && x[i] >= kHornerMinResult && x[i] < 1.0;
+    horner[i] = !cdf_horner_.empty() && x[i] >= kHornerMinResult && x[i] < 1.0;
+    t[i] = horner[i] ? -std::log(x[i]) : 0.0;
   }
-  if (fast) {
-    HornerBlock(cdf_horner_, t, count, cdf);
-    for (size_t i = 0; i < count; ++i) cdf[i] *= x[i];
-  }
+  if (!cdf_horner_.empty()) HornerBlock(cdf_horner_, t, count, cdf);
   for (size_t i = 0; i < count; ++i) {
-    if (!fast) cdf[i] = Cdf(x[i]);
+    cdf[i] = horner[i] ? cdf[i] * x[i] : Cdf(x[i]);
     ccdf[i] = cdf[i] <= 0.5 ? 1.0 - cdf[i] : Ccdf(x[i]);
   }
 }

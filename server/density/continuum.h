@@ -72,6 +72,8 @@ class ContinuumProfile {
   std::vector<double> cdf_horner_;         // S_{k+1} / k!: F(x) = x * sum_k S_{k+1} t^k / k!.
   std::vector<long double> log_survival_;  // ln S_m = ln sum_{r >= m} c_r, m = 0..H+1.
   std::vector<long double> log_partial_;   // ln B_k = ln sum_{r=1..k} c_r, k = 0..H.
+  std::vector<double> survival_ratio_;     // S_{k+2} / S_{k+1}, k = 0..H-1.
+  std::vector<double> partial_ratio_;      // B_{k+1} / B_k, k = 1..H-1.
 };
 
 }  // namespace posbias::density

@@ -1,0 +1,245 @@
+// In-process service tests: a real posbias server on a loopback port, called through the real
+// client library; metrics scraped over HTTP.
+#include "server/service/server.h"
+
+#include <httplib.h>
+
+#include <future>
+#include <memory>
+#include <string>
+
+#include "gtest/gtest.h"
+#include "posbias/client.h"
+#include "server/metrics/metrics.h"
+
+namespace posbias::service {
+namespace {
+
+class ServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    metrics_ = std::make_unique<metrics::Metrics>(metrics::BuildInfo{"test", "grpc", "protobuf"});
+    Server::Options options;
+    options.listen_address = "127.0.0.1:0";
+    options.density_limits.max_points = 1000;
+    server_ = std::make_unique<Server>(options, metrics_.get());
+    ASSERT_TRUE(server_->Start().ok());
+    client_ = std::make_unique<Client>(
+        ClientOptions{.target = "127.0.0.1:" + std::to_string(server_->port())});
+  }
+  void TearDown() override { server_->Shutdown(std::chrono::milliseconds(100)); }
+
+  static v1::EvaluateContinuumRequest ContinuumRequest(uint32_t depth, double alpha,
+                                                       std::initializer_list<double> x) {
+    v1::EvaluateContinuumRequest request;
+    request.mutable_model()->set_depth(depth);
+    request.mutable_model()->set_alpha(alpha);
+    for (double value : x) request.mutable_point_list()->add_x(value);
+    return request;
+  }
+
+  std::unique_ptr<metrics::Metrics> metrics_;
+  std::unique_ptr<Server> server_;
+  std::unique_ptr<Client> client_;
+};
+
+TEST_F(ServerTest, ReportsServingOverallAndForTheDensityService) {
+  EXPECT_EQ(*client_->Check(""), ServingStatus::kServing);
+  EXPECT_EQ(*client_->Check(kDensityServiceName), ServingStatus::kServing);
+  EXPECT_EQ(*client_->Check(kJobServiceName), ServingStatus::kNotServing);
+  EXPECT_EQ(client_->Check("no.such.Service").status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(ServerTest, EvaluatesTheContinuumAtGivenPoints) {
+  auto response = client_->EvaluateContinuum(ContinuumRequest(24, 0.5, {0.5, 1.0}));
+  ASSERT_TRUE(response.ok()) << response.status();
+  ASSERT_EQ(response->density_size(), 2);
+  EXPECT_NEAR(response->log_density(0), -9.0619683604, 1e-9);
+  EXPECT_DOUBLE_EQ(response->atom(), std::pow(0.5, 24));
+  EXPECT_DOUBLE_EQ(response->density(1), response->floor());
+  EXPECT_EQ(response->cdf(1), 1.0);
+  EXPECT_EQ(response->ccdf(1), 0.0);
+}
+
+TEST_F(ServerTest, EvaluatesOnALogGridEndingExactlyAtItsBounds) {
+  v1::EvaluateContinuumRequest request;
+  request.mutable_model()->set_depth(12);
+  request.mutable_model()->set_alpha(0.25);
+  request.mutable_grid()->set_start(1e-8);
+  request.mutable_grid()->set_stop(1.0);
+  request.mutable_grid()->set_count(9);
+  request.add_quantities(v1::DENSITY);
+  auto response = client_->EvaluateContinuum(request);
+  ASSERT_TRUE(response.ok()) << response.status();
+  ASSERT_EQ(response->x_size(), 9);
+  EXPECT_EQ(response->x(0), 1e-8);
+  EXPECT_EQ(response->x(8), 1.0);
+  EXPECT_NEAR(response->x(1), 1e-7, 1e-20);
+  EXPECT_EQ(response->density_size(), 9);
+  EXPECT_EQ(response->cdf_size(), 0);  // Only the requested quantity.
+}
+
+TEST_F(ServerTest, RejectsABadDepthWithItsReasonAndField) {
+  auto response = client_->EvaluateContinuum(ContinuumRequest(0, 0.5, {0.5}));
+  EXPECT_EQ(response.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ErrorReason(response.status()), "INVALID_DEPTH");
+  EXPECT_EQ(ErrorField(response.status()), "depth");
+  EXPECT_NE(response.status().message().find("1..100000"), std::string::npos);
+}
+
+TEST_F(ServerTest, RejectsAlphaOutsideTheUnitIntervalAndNan) {
+  for (double alpha : {-0.1, 1.5, std::nan("")}) {
+    auto response = client_->EvaluateContinuum(ContinuumRequest(3, alpha, {0.5}));
+    EXPECT_EQ(response.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(ErrorReason(response.status()), "INVALID_ALPHA");
+  }
+}
+
+TEST_F(ServerTest, RejectsPointsOutsideTheOpenClosedUnitIntervalNamingTheIndex) {
+  auto response = client_->EvaluateContinuum(ContinuumRequest(3, 0.5, {0.5, 0.0}));
+  EXPECT_EQ(ErrorReason(response.status()), "INVALID_POINT");
+  EXPECT_EQ(ErrorField(response.status()), "point_list.x[1]");
+  response = client_->EvaluateContinuum(ContinuumRequest(3, 0.5, {}));
+  EXPECT_EQ(ErrorReason(response.status()), "EMPTY_REQUEST");
+}
+
+TEST_F(ServerTest, RefusesMorePointsThanTheLimitAsResourceExhausted) {
+  v1::EvaluateContinuumRequest request = ContinuumRequest(3, 0.5, {});
+  for (int i = 0; i < 1001; ++i) request.mutable_point_list()->add_x(0.5);
+  auto response = client_->EvaluateContinuum(request);
+  EXPECT_EQ(response.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(ErrorReason(response.status()), "REQUEST_TOO_LARGE");
+}
+
+TEST_F(ServerTest, ReturnsTheDiscreteProfileAtAStrideWithSummaries) {
+  v1::EvaluateDiscreteRequest request;
+  request.mutable_model()->set_depth(24);
+  request.mutable_model()->set_alpha(0.5);
+  request.set_length(1000);
+  request.mutable_stride()->set_step(100);
+  auto response = client_->EvaluateDiscrete(request);
+  ASSERT_TRUE(response.ok()) << response.status();
+  ASSERT_EQ(response->position_size(), 10);
+  EXPECT_EQ(response->position(9), 901u);
+  EXPECT_EQ(response->coherent_size(), 10);
+  EXPECT_EQ(response->incoherent_size(), 10);
+  EXPECT_NEAR(response->coherent_summary().last_weight(), std::pow(0.5 + 0.5 / 1000, 24), 1e-15);
+  EXPECT_EQ(response->coherent_summary().floor_position(), 999u);
+  EXPECT_EQ(response->coherent_summary().quantiles_size(), 3);
+}
+
+TEST_F(ServerTest, SummarizesTenMillionPositionsWhenOnlySummariesAreAsked) {
+  v1::EvaluateDiscreteRequest request;
+  request.mutable_model()->set_depth(2);
+  request.mutable_model()->set_alpha(0.5);
+  request.set_length(10'000'000);
+  request.set_summaries_only(true);
+  request.add_profiles(v1::COHERENT);
+  auto response = client_->EvaluateDiscrete(request);
+  ASSERT_TRUE(response.ok()) << response.status();
+  EXPECT_EQ(response->position_size(), 0);
+  EXPECT_NEAR(response->coherent_summary().total(), 1.0, 1e-9);
+}
+
+TEST_F(ServerTest, RefusesTooManyReturnedPositionsAndPositionsOutOfRange) {
+  v1::EvaluateDiscreteRequest request;
+  request.mutable_model()->set_depth(2);
+  request.mutable_model()->set_alpha(0.5);
+  request.set_length(2'000'000);
+  EXPECT_EQ(ErrorReason(client_->EvaluateDiscrete(request).status()), "REQUEST_TOO_LARGE");
+  request.set_length(10);
+  request.mutable_positions()->add_position(11);
+  auto response = client_->EvaluateDiscrete(request);
+  EXPECT_EQ(ErrorReason(response.status()), "INVALID_POSITION");
+  EXPECT_EQ(ErrorField(response.status()), "positions.position[0]");
+  request.clear_positions();
+  request.set_length(0);
+  EXPECT_EQ(ErrorReason(client_->EvaluateDiscrete(request).status()), "INVALID_LENGTH");
+}
+
+TEST_F(ServerTest, SummarizesTheContinuumAndAMeasuredProfile) {
+  v1::SummarizeProfileRequest request;
+  request.mutable_theory()->mutable_model()->set_depth(24);
+  request.mutable_theory()->mutable_model()->set_alpha(0.5);
+  auto response = client_->SummarizeProfile(request);
+  ASSERT_TRUE(response.ok()) << response.status();
+  const auto& summary = response->summary();
+  EXPECT_NEAR(summary.leading_mass() + summary.middle_mass() + summary.trailing_mass(), 1.0, 1e-12);
+  EXPECT_DOUBLE_EQ(summary.last_weight(), std::pow(0.5, 24));
+  v1::SummarizeProfileRequest measured;
+  for (double value : {4.0, 1.0, 1.0, 2.0}) measured.mutable_measured()->add_values(value);
+  response = client_->SummarizeProfile(measured);
+  ASSERT_TRUE(response.ok()) << response.status();
+  EXPECT_DOUBLE_EQ(response->summary().first_weight(), 0.5);
+  EXPECT_EQ(response->summary().floor_position(), 2u);
+  EXPECT_DOUBLE_EQ(response->summary().last_token_jump(), 2.0);
+}
+
+TEST_F(ServerTest, FitsAlphaToAnExactCoherentProfile) {
+  v1::EvaluateDiscreteRequest discrete;
+  discrete.mutable_model()->set_depth(12);
+  discrete.mutable_model()->set_alpha(0.3);
+  discrete.set_length(128);
+  discrete.add_profiles(v1::COHERENT);
+  auto profile = client_->EvaluateDiscrete(discrete);
+  ASSERT_TRUE(profile.ok());
+  v1::FitProfileRequest request;
+  for (double v : profile->coherent()) request.mutable_measured()->add_values(v * v);
+  request.mutable_depth()->set_fixed(12);
+  request.add_models(v1::COHERENT);
+  auto response = client_->FitProfile(request);
+  ASSERT_TRUE(response.ok()) << response.status();
+  ASSERT_EQ(response->fits_size(), 1);
+  EXPECT_NEAR(response->fits(0).alpha(), 0.3, 1e-6);
+  EXPECT_GT(response->fits(0).metrics().spearman(), 0.999);
+  EXPECT_LT(response->fits(0).metrics().rmse_log(), 1e-6);
+}
+
+TEST_F(ServerTest, RejectsAMeasuredProfileWithNanNamingTheIndex) {
+  v1::FitProfileRequest request;
+  for (double value : {1.0, 2.0, std::nan(""), 3.0}) request.mutable_measured()->add_values(value);
+  auto response = client_->FitProfile(request);
+  EXPECT_EQ(ErrorReason(response.status()), "INVALID_PROFILE");
+  EXPECT_EQ(ErrorField(response.status()), "measured.values[2]");
+}
+
+TEST_F(ServerTest, AnswersModelAndJobServicesAsUnimplemented) {
+  EXPECT_EQ(client_->ListModels({}).status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_EQ(client_->SubmitJob({}).status().code(), absl::StatusCode::kUnimplemented);
+}
+
+TEST_F(ServerTest, ExportsRequestCountsLatenciesAndMemoryOverHttp) {
+  metrics::MetricsHttpServer http(metrics_.get(), "127.0.0.1", 0);
+  ASSERT_TRUE(http.Start().ok());
+  ASSERT_TRUE(client_->EvaluateContinuum(ContinuumRequest(3, 0.5, {0.5})).ok());
+  ASSERT_FALSE(client_->EvaluateContinuum(ContinuumRequest(0, 0.5, {0.5})).ok());
+  httplib::Client scraper("127.0.0.1", http.port());
+  auto result = scraper.Get("/metrics");
+  ASSERT_TRUE(result);
+  EXPECT_EQ(result->status, 200);
+  const std::string& body = result->body;
+  EXPECT_NE(body.find(R"(posbias_rpc_requests_total{code="OK",method="/posbias.v1.DensityService/EvaluateContinuum"} 1)"), std::string::npos) << body;
+  EXPECT_NE(body.find(R"(code="INVALID_ARGUMENT")"), std::string::npos);
+  EXPECT_NE(body.find("posbias_rpc_latency_seconds_bucket"), std::string::npos);
+  EXPECT_NE(body.find(R"(posbias_points_evaluated_total{kind="continuum"} 1)"), std::string::npos);
+  EXPECT_NE(body.find("posbias_rpcs_in_flight 0"), std::string::npos);
+  EXPECT_NE(body.find(R"(process_memory_bytes{type="resident"})"), std::string::npos);
+  http.Stop();
+}
+
+TEST_F(ServerTest, DrainsAnInFlightCallBeforeShuttingDown) {
+  v1::EvaluateDiscreteRequest request;
+  request.mutable_model()->set_depth(24);
+  request.mutable_model()->set_alpha(0.5);
+  request.set_length(5'000'000);
+  request.set_summaries_only(true);
+  auto in_flight = std::async(std::launch::async, [&] { return client_->EvaluateDiscrete(request); });
+  while (metrics_->rpcs_in_flight().Value() < 1) std::this_thread::yield();
+  server_->Shutdown(std::chrono::seconds(60));
+  const auto response = in_flight.get();
+  EXPECT_TRUE(response.ok()) << response.status();
+  EXPECT_FALSE(client_->EvaluateContinuum(ContinuumRequest(3, 0.5, {0.5})).ok());
+}
+
+}  // namespace
+}  // namespace posbias::service

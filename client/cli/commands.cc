@@ -140,9 +140,24 @@ int RunHealth(const Runner& runner, const HealthFlags& flags) {
 
 struct DensityFlags {
   RoutingFlags routing;
-  std::vector<double> x;
+  std::vector<std::string> x;  // As typed: empty items are dropped, the rest must be numbers.
   std::string grid;
 };
+
+// Parses the --x items; false (with a message) when one is not a number.
+bool ParsePoints(const std::vector<std::string>& items, std::vector<double>* points, std::ostream& err) {
+  for (const std::string& item : items) {
+    if (item.empty()) continue;
+    char* end = nullptr;
+    const double value = std::strtod(item.c_str(), &end);
+    if (end == item.c_str() || *end != '\0') {
+      err << "error: --x item '" << item << "' is not a number\n";
+      return false;
+    }
+    points->push_back(value);
+  }
+  return true;
+}
 
 // "start:stop:count[:log|linear]" -> Grid.
 bool ParseGrid(const std::string& text, v1::Grid* grid) {
@@ -171,7 +186,9 @@ int RunDensity(const Runner& runner, const DensityFlags& flags) {
       return kExitUsage;
     }
   } else {
-    request.mutable_point_list()->mutable_x()->Add(flags.x.begin(), flags.x.end());
+    std::vector<double> points;
+    if (!ParsePoints(flags.x, &points, runner.err())) return kExitUsage;
+    request.mutable_point_list()->mutable_x()->Add(points.begin(), points.end());
   }
   auto response = runner.MakeClient().EvaluateContinuum(request);
   if (!response.ok()) return runner.Fail(response.status());
@@ -416,7 +433,7 @@ int RunCli(int argc, const char* const* argv, std::ostream& out, std::ostream& e
   Runner runner(common, out, err);
   if (*health_cmd) return RunHealth(runner, health);
   if (*density_cmd) {
-    if (density.x.empty() && density.grid.empty()) {
+    if (x_opt->count() == 0 && density.grid.empty()) {
       err << "error: density needs --x or --grid\n";
       return kExitUsage;
     }

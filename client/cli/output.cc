@@ -54,7 +54,7 @@ void PrintJson(const Table& table, std::ostream& out) {
   for (const auto& column : table.columns) {
     auto& array = json[column.name] = nlohmann::ordered_json::array();
     for (double value : column.values) {
-      if (column.integer) {
+      if (column.integer && std::isfinite(value)) {
         array.push_back(static_cast<long long>(value));
       } else {
         array.push_back(value);  // Non-finite values become null.

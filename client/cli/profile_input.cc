@@ -40,18 +40,27 @@ absl::StatusOr<std::vector<double>> ParseJson(const std::string& text, const std
       source, ": expected a JSON array or an object with \"values\", \"profile\" or \"sq_norm_mean\""));
 }
 
+// Cells of a line: split at commas, semicolons or tabs when there are any (empty cells kept, so
+// columns never shift), otherwise at runs of spaces.
 std::vector<std::string> SplitCells(const std::string& line) {
+  const bool delimited = line.find_first_of(",;\t") != std::string::npos;
   std::vector<std::string> cells;
   std::string cell;
+  auto flush = [&](bool keep_empty) {
+    const auto first = cell.find_first_not_of(' ');
+    cell = first == std::string::npos ? "" : cell.substr(first, cell.find_last_not_of(' ') - first + 1);
+    if (!cell.empty() || keep_empty) cells.push_back(cell);
+    cell.clear();
+  };
   for (char c : line) {
-    if (c == ',' || c == ';' || c == '\t' || c == ' ') {
-      if (!cell.empty()) cells.push_back(cell);
-      cell.clear();
-    } else if (c != '\r') {
+    if (c == '\r') continue;
+    if (delimited ? (c == ',' || c == ';' || c == '\t') : c == ' ') {
+      flush(delimited);
+    } else {
       cell += c;
     }
   }
-  if (!cell.empty()) cells.push_back(cell);
+  flush(delimited && !cells.empty());
   return cells;
 }
 
@@ -89,6 +98,10 @@ absl::StatusOr<std::vector<double>> ParseText(const std::string& text, const std
       if (index == -2) return absl::InvalidArgumentError(absl::StrCat(source, ": no column ", column));
       continue;
     }
+    if (index == -2) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(source, ": no column ", column, " (the input has no header line)"));
+    }
     const size_t at = index < 0 ? cells.size() - 1 : static_cast<size_t>(index);
     if (at >= cells.size() || !ParseDouble(cells[at], &value)) {
       return absl::InvalidArgumentError(
@@ -101,8 +114,9 @@ absl::StatusOr<std::vector<double>> ParseText(const std::string& text, const std
 
 }  // namespace
 
-absl::StatusOr<std::vector<double>> ParseProfile(const std::string& text, const std::string& column,
+absl::StatusOr<std::vector<double>> ParseProfile(const std::string& raw, const std::string& column,
                                                  const std::string& source) {
+  const std::string text = raw.rfind("\xEF\xBB\xBF", 0) == 0 ? raw.substr(3) : raw;  // UTF-8 BOM.
   const auto first = text.find_first_not_of(" \t\r\n");
   absl::StatusOr<std::vector<double>> values =
       first != std::string::npos && (text[first] == '[' || text[first] == '{')

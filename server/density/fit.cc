@@ -114,9 +114,14 @@ absl::Status CheckFitRequest(std::span<const double> measured, const FitOptions&
                          "3..65536 values");
   }
   if (auto status = CheckProfileValues(measured, "measured.values"); !status.ok()) return status;
+  if (options.min_depth == options.max_depth &&
+      (options.min_depth < 1 || options.min_depth > kMaxFitDepth)) {
+    return InvalidArgumentError({"INVALID_DEPTH", "depth.fixed", std::to_string(options.min_depth),
+                                 "1..4096"});
+  }
   if (options.min_depth < 1 || options.max_depth > kMaxFitDepth ||
       options.min_depth > options.max_depth) {
-    return InvalidArgumentError({"INVALID_DEPTH", "depth",
+    return InvalidArgumentError({"INVALID_DEPTH", "depth.range",
                                  absl::StrCat(options.min_depth, "..", options.max_depth),
                                  "1 <= min <= max <= 4096"});
   }

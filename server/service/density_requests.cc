@@ -218,6 +218,10 @@ absl::Status HandleSummarizeProfile(const v1::SummarizeProfileRequest& request,
                                     v1::SummarizeProfileResponse* response) {
   if (request.has_measured()) {
     const auto& values = request.measured().values();
+    if (values.empty()) {
+      return InvalidArgumentError({"EMPTY_REQUEST", "measured.values", "no values",
+                                   absl::StrCat("1..", limits.max_discrete_length, " values")});
+    }
     if (auto status = CheckLength(values.size(), limits, "measured.values"); !status.ok()) return status;
     if (auto status = density::CheckProfileValues({values.data(), static_cast<size_t>(values.size())},
                                                   "measured.values");

@@ -10,7 +10,9 @@ namespace posbias::service {
 Server::Server(Options options, metrics::Metrics* metrics)
     : options_(std::move(options)),
       metrics_(metrics),
-      density_service_(options_.density_limits, metrics_) {}
+      density_service_(options_.density_limits, metrics_),
+      model_service_(metrics_),
+      job_service_(metrics_) {}
 
 Server::~Server() {
   if (server_ && !shut_down_) Shutdown(std::chrono::milliseconds(0));

@@ -12,10 +12,9 @@
 #include <grpcpp/grpcpp.h>
 
 #include "absl/status/status.h"
-#include "posbias/v1/job_service.grpc.pb.h"
-#include "posbias/v1/model_service.grpc.pb.h"
 #include "server/metrics/metrics.h"
 #include "server/service/density_service_impl.h"
+#include "server/service/unimplemented_services.h"
 
 namespace posbias::service {
 
@@ -47,8 +46,8 @@ class Server {
   Options options_;
   metrics::Metrics* metrics_;
   DensityServiceImpl density_service_;
-  v1::ModelService::Service model_service_;  // UNIMPLEMENTED until the model registry lands.
-  v1::JobService::Service job_service_;      // UNIMPLEMENTED until the job queue lands.
+  UnimplementedModelService model_service_;  // Until the model registry lands.
+  UnimplementedJobService job_service_;      // Until the job queue lands.
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
   bool shut_down_ = false;

@@ -38,9 +38,9 @@ struct ClientOptions {
   // Largest message received or sent, in bytes (responses of discrete profiles can be large).
   int max_message_bytes = 64 << 20;
   // Channel credentials; null = insecure (plaintext), the server's default.
-  std::shared_ptr<grpc::ChannelCredentials> credentials;
+  std::shared_ptr<grpc::ChannelCredentials> credentials = nullptr;
   // Extra channel arguments (keepalive, load balancing, ...), applied after the ones above.
-  grpc::ChannelArguments channel_arguments;
+  grpc::ChannelArguments channel_arguments = {};
 };
 
 struct CallSettings {

@@ -23,6 +23,9 @@ absl::Status Server::Start() {
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   builder.AddListeningPort(options_.listen_address, grpc::InsecureServerCredentials(), &port_);
+  // One socket per address: with SO_REUSEPORT gRPC binds a second one, which for port 0 lands on
+  // a different, unreported port.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.SetMaxReceiveMessageSize(options_.max_message_bytes);
   builder.SetMaxSendMessageSize(options_.max_message_bytes);
   grpc::ResourceQuota quota("posbias");

@@ -1,0 +1,232 @@
+#include "server/models/config.h"
+
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "nlohmann/json.hpp"
+#include "server/status/error.h"
+
+namespace posbias::models {
+namespace {
+
+ModelConfig Gpt2(int64_t layers, int64_t width, int64_t heads) {
+  ModelConfig config;
+  config.family = Family::kGpt2;
+  config.num_layers = layers;
+  config.hidden_size = width;
+  config.num_heads = config.num_kv_heads = heads;
+  config.intermediate_size = 4 * width;
+  config.vocab_size = 50257;
+  config.max_positions = 1024;
+  config.norm_eps = 1e-5;
+  return config;
+}
+
+ModelConfig Qwen2(int64_t layers, int64_t width, int64_t heads, int64_t kv_heads, int64_t mlp) {
+  ModelConfig config;
+  config.family = Family::kQwen2;
+  config.num_layers = layers;
+  config.hidden_size = width;
+  config.num_heads = heads;
+  config.num_kv_heads = kv_heads;
+  config.intermediate_size = mlp;
+  config.vocab_size = 151936;
+  config.max_positions = 131072;
+  config.norm_eps = 1e-6;
+  config.rope_theta = 1e6;
+  config.tie_embeddings = true;
+  return config;
+}
+
+const std::map<std::string, ModelConfig>& Presets() {
+  static const auto* presets = [] {
+    auto* map = new std::map<std::string, ModelConfig>{
+        {"gpt2", Gpt2(12, 768, 12)},
+        {"gpt2-medium", Gpt2(24, 1024, 16)},
+        {"gpt2-large", Gpt2(36, 1280, 20)},
+        {"gpt2-xl", Gpt2(48, 1600, 25)},
+        {"qwen2-0.5b", Qwen2(24, 896, 14, 2, 4864)},
+        {"qwen2-1.5b", Qwen2(28, 1536, 12, 2, 8960)},
+    };
+    ModelConfig gpt2_tiny = Gpt2(2, 64, 4);
+    gpt2_tiny.vocab_size = 128;
+    gpt2_tiny.max_positions = 128;
+    (*map)["gpt2-tiny"] = gpt2_tiny;
+    ModelConfig qwen2_tiny = Qwen2(2, 64, 4, 2, 128);
+    qwen2_tiny.vocab_size = 128;
+    qwen2_tiny.max_positions = 512;
+    qwen2_tiny.rope_theta = 10000;
+    (*map)["qwen2-tiny"] = qwen2_tiny;
+    ModelConfig cesaro = Gpt2(24, 16, 1);
+    cesaro.family = Family::kCesaro;
+    cesaro.vocab_size = 128;
+    cesaro.max_positions = 1 << 20;
+    (*map)["cesaro"] = cesaro;
+    for (auto& [name, config] : *map) config.preset = name;
+    return map;
+  }();
+  return *presets;
+}
+
+absl::Status Positive(int64_t value, const std::string& field) {
+  if (value > 0) return absl::OkStatus();
+  return InvalidArgumentError({"INVALID_ARGUMENT", field, std::to_string(value), ">= 1"});
+}
+
+}  // namespace
+
+std::string FamilyName(Family family) {
+  switch (family) {
+    case Family::kGpt2: return "gpt2";
+    case Family::kQwen2: return "qwen2";
+    case Family::kCesaro: return "cesaro";
+    case Family::kTorchScript: return "torchscript";
+  }
+  return "unknown";
+}
+
+std::vector<std::string> PresetNames() {
+  std::vector<std::string> names;
+  for (const auto& [name, config] : Presets()) names.push_back(name);
+  return names;
+}
+
+absl::StatusOr<ModelConfig> PresetConfig(const std::string& name) {
+  const auto it = Presets().find(name);
+  if (it == Presets().end()) {
+    std::string allowed;
+    for (const auto& known : PresetNames()) absl::StrAppend(&allowed, allowed.empty() ? "" : ", ", known);
+    return InvalidArgumentError({"INVALID_ARGUMENT", "preset", name, allowed});
+  }
+  return it->second;
+}
+
+absl::StatusOr<ModelConfig> FamilyConfig(const std::string& family) {
+  if (family == "gpt2") return PresetConfig("gpt2");
+  if (family == "qwen2") return PresetConfig("qwen2-0.5b");
+  if (family == "cesaro") return PresetConfig("cesaro");
+  return InvalidArgumentError({"INVALID_ARGUMENT", "arch", family, "gpt2, qwen2 or cesaro"});
+}
+
+ModelConfig ApplyOverrides(ModelConfig config, const ConfigOverrides& overrides) {
+  const bool same_kv = config.num_kv_heads == config.num_heads;
+  if (overrides.num_layers) config.num_layers = *overrides.num_layers;
+  if (overrides.hidden_size) {
+    config.hidden_size = *overrides.hidden_size;
+    if (config.family == Family::kGpt2 && !overrides.intermediate_size) {
+      config.intermediate_size = 4 * config.hidden_size;
+    }
+  }
+  if (overrides.num_heads) config.num_heads = *overrides.num_heads;
+  // GPT-2 has no grouped-query attention: its kv heads follow its heads.
+  if (overrides.num_kv_heads) {
+    config.num_kv_heads = *overrides.num_kv_heads;
+  } else if (same_kv || config.family == Family::kGpt2) {
+    config.num_kv_heads = config.num_heads;
+  }
+  if (overrides.intermediate_size) config.intermediate_size = *overrides.intermediate_size;
+  if (overrides.vocab_size) config.vocab_size = *overrides.vocab_size;
+  if (overrides.max_positions) config.max_positions = *overrides.max_positions;
+  if (overrides.rope_theta) config.rope_theta = *overrides.rope_theta;
+  if (overrides.cesaro_alpha) config.cesaro_alpha = *overrides.cesaro_alpha;
+  if (overrides.tie_embeddings) config.tie_embeddings = *overrides.tie_embeddings;
+  return config;
+}
+
+absl::Status ValidateConfig(const ModelConfig& config) {
+  for (const auto& [value, field] : std::vector<std::pair<int64_t, std::string>>{
+           {config.num_layers, "layers"}, {config.hidden_size, "width"}, {config.num_heads, "heads"},
+           {config.num_kv_heads, "kv_heads"}, {config.intermediate_size, "mlp_width"},
+           {config.vocab_size, "vocab"}, {config.max_positions, "max_positions"}}) {
+    if (auto status = Positive(value, field); !status.ok()) return status;
+  }
+  if (config.num_layers > 1024) {
+    return InvalidArgumentError({"INVALID_DEPTH", "layers", std::to_string(config.num_layers), "1..1024"});
+  }
+  if (config.hidden_size % config.num_heads != 0) {
+    return InvalidArgumentError({"INVALID_ARGUMENT", "heads", std::to_string(config.num_heads),
+                                 absl::StrCat("a divisor of width ", config.hidden_size)});
+  }
+  if (config.num_heads % config.num_kv_heads != 0) {
+    return InvalidArgumentError({"INVALID_ARGUMENT", "kv_heads", std::to_string(config.num_kv_heads),
+                                 absl::StrCat("a divisor of heads ", config.num_heads)});
+  }
+  if (config.family == Family::kGpt2 && config.num_kv_heads != config.num_heads) {
+    return InvalidArgumentError({"INVALID_ARGUMENT", "kv_heads", std::to_string(config.num_kv_heads),
+                                 absl::StrCat("equal to heads (", config.num_heads, ") for gpt2")});
+  }
+  if (config.family == Family::kQwen2 && config.head_dim() % 2 != 0) {
+    return InvalidArgumentError({"INVALID_ARGUMENT", "width / heads", std::to_string(config.head_dim()),
+                                 "an even head dimension (rotary embedding)"});
+  }
+  if (!(config.cesaro_alpha >= 0.0 && config.cesaro_alpha <= 1.0)) {
+    return InvalidArgumentError({"INVALID_ALPHA", "cesaro_alpha", FormatValue(config.cesaro_alpha), "[0, 1]"});
+  }
+  if (!(config.rope_theta > 0.0)) {
+    return InvalidArgumentError({"INVALID_ARGUMENT", "rope_theta", FormatValue(config.rope_theta), "> 0"});
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ModelConfig> ConfigFromHuggingFaceJson(const std::string& json_text) {
+  const nlohmann::json json = nlohmann::json::parse(json_text, nullptr, false);
+  if (json.is_discarded() || !json.is_object()) {
+    return ErrorWithReason(absl::StatusCode::kInvalidArgument, "INVALID_MODEL_FILE",
+                           "config.json is not a JSON object");
+  }
+  const std::string type = json.value("model_type", "");
+  ModelConfig config;
+  try {
+    if (type == "gpt2") {
+      config = Gpt2(json.value("n_layer", 12), json.value("n_embd", 768), json.value("n_head", 12));
+      if (json.contains("n_inner") && json["n_inner"].is_number()) config.intermediate_size = json["n_inner"];
+      config.vocab_size = json.value("vocab_size", int64_t{50257});
+      config.max_positions = json.value("n_positions", int64_t{1024});
+      config.norm_eps = json.value("layer_norm_epsilon", 1e-5);
+      config.tie_embeddings = json.value("tie_word_embeddings", true);
+    } else if (type == "qwen2") {
+      config = Qwen2(json.at("num_hidden_layers"), json.at("hidden_size"), json.at("num_attention_heads"),
+                     json.value("num_key_value_heads", json.at("num_attention_heads").get<int64_t>()),
+                     json.at("intermediate_size"));
+      config.vocab_size = json.value("vocab_size", int64_t{151936});
+      config.max_positions = json.value("max_position_embeddings", int64_t{32768});
+      config.norm_eps = json.value("rms_norm_eps", 1e-6);
+      config.rope_theta = json.value("rope_theta", 1e4);
+      config.tie_embeddings = json.value("tie_word_embeddings", false);
+    } else {
+      return ErrorWithReason(absl::StatusCode::kInvalidArgument, "INVALID_MODEL_FILE",
+                             absl::StrCat("config.json model_type '", type, "' is not supported: allowed gpt2 or qwen2"));
+    }
+    config.initializer_range = json.value("initializer_range", 0.02);
+  } catch (const nlohmann::json::exception& error) {
+    return ErrorWithReason(absl::StatusCode::kInvalidArgument, "INVALID_MODEL_FILE",
+                           absl::StrCat("config.json: ", error.what()));
+  }
+  if (auto status = ValidateConfig(config); !status.ok()) return status;
+  return config;
+}
+
+std::string ConfigToHuggingFaceJson(const ModelConfig& config) {
+  nlohmann::ordered_json json;
+  if (config.family == Family::kQwen2) {
+    json = {{"architectures", {"Qwen2ForCausalLM"}}, {"model_type", "qwen2"},
+            {"hidden_size", config.hidden_size}, {"intermediate_size", config.intermediate_size},
+            {"num_hidden_layers", config.num_layers}, {"num_attention_heads", config.num_heads},
+            {"num_key_value_heads", config.num_kv_heads}, {"vocab_size", config.vocab_size},
+            {"max_position_embeddings", config.max_positions}, {"rms_norm_eps", config.norm_eps},
+            {"rope_theta", config.rope_theta}, {"tie_word_embeddings", config.tie_embeddings},
+            {"hidden_act", "silu"}, {"initializer_range", config.initializer_range},
+            {"torch_dtype", "float32"}};
+  } else {
+    json = {{"architectures", {"GPT2LMHeadModel"}}, {"model_type", "gpt2"},
+            {"n_embd", config.hidden_size}, {"n_layer", config.num_layers}, {"n_head", config.num_heads},
+            {"n_inner", config.intermediate_size}, {"vocab_size", config.vocab_size},
+            {"n_positions", config.max_positions}, {"n_ctx", config.max_positions},
+            {"layer_norm_epsilon", config.norm_eps}, {"activation_function", "gelu_new"},
+            {"initializer_range", config.initializer_range},
+            {"tie_word_embeddings", config.tie_embeddings}, {"torch_dtype", "float32"}};
+  }
+  return json.dump(2);
+}
+
+}  // namespace posbias::models

@@ -1,0 +1,63 @@
+// The model zoo's one door for the Jacobian engine: a decoder seen from its input embeddings.
+//
+// Every family (GPT-2, Qwen2, Cesaro routing, TorchScript) implements DecoderModel. Parameters are
+// named exactly as in Hugging Face checkpoints, so weights load and export unmodified. Models are
+// built at a seeded random initialization (the Hugging Face recipes) or from a checkpoint.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <torch/types.h>
+
+#include "absl/status/statusor.h"
+#include "server/models/config.h"
+
+namespace posbias::models {
+
+struct ForwardOptions {
+  bool record_layers = false;         // Keep the residual stream after every layer.
+  bool record_branch_ratios = false;  // Measure ||attn|| / (||residual|| + ||attn||) per layer.
+};
+
+struct ForwardOutput {
+  torch::Tensor hidden;              // [B, L, d] after the final norm.
+  std::vector<torch::Tensor> layers; // [B, L, d] residual stream after layer l = 1..H.
+  std::vector<double> branch_ratio;  // Per layer, mean over batch and positions.
+};
+
+class DecoderModel {
+ public:
+  virtual ~DecoderModel() = default;
+  virtual const ModelConfig& config() const = 0;
+  // The initialization recipe, in words (recorded with every measurement).
+  virtual std::string init_recipe() const = 0;
+  // Input embeddings e_j of token ids [B, L]: the token embedding, plus the learned absolute
+  // position embedding where the architecture adds one (GPT-2 with positions on).
+  virtual torch::Tensor Embed(const torch::Tensor& token_ids) = 0;
+  virtual ForwardOutput Forward(const torch::Tensor& inputs_embeds, const ForwardOptions& options) = 0;
+  // Logits [B, L, V] from final hidden states.
+  virtual torch::Tensor Logits(const torch::Tensor& hidden) = 0;
+  // Parameters by Hugging Face name (tied weights appear once).
+  virtual std::vector<std::pair<std::string, torch::Tensor>> NamedParameters() = 0;
+  // Moves parameters to a device and floating dtype.
+  virtual void To(const torch::Device& device, torch::Dtype dtype) = 0;
+  virtual bool has_token_embedding() const { return true; }
+  // Whether Embed adds learned position embeddings (the Jacobian is then w.r.t. their sum).
+  virtual bool embeds_positions() const { return false; }
+};
+
+// A model of the config's family at a seeded random initialization (deterministic per seed).
+absl::StatusOr<std::unique_ptr<DecoderModel>> BuildModel(const ModelConfig& config, uint64_t seed);
+
+// A TorchScript module with forward(inputs_embeds [B, L, d]) -> hidden [B, L, d].
+absl::StatusOr<std::unique_ptr<DecoderModel>> LoadTorchScriptModel(const std::string& path,
+                                                                   int64_t hidden_size);
+
+// Number of parameters.
+int64_t ParameterCount(DecoderModel& model);
+
+}  // namespace posbias::models

@@ -67,8 +67,10 @@ template <bool kCoherent, bool kIncoherent>
 }
 
 // The sweep compiled twice on x86-64: for the baseline and for CPUs with AVX2 and FMA (fused
-// multiply-adds halve the instruction count); the loader picks one at start-up.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+// multiply-adds halve the instruction count); the loader picks one at start-up. Not under the
+// sanitizers: their runtime is not ready when the loader runs the ifunc resolver.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
+    !defined(__SANITIZE_THREAD__) && !defined(__SANITIZE_ADDRESS__)
 #define POSBIAS_CLONES [[gnu::target_clones("arch=x86-64-v3", "default")]]
 #else
 #define POSBIAS_CLONES

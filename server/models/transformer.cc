@@ -158,8 +158,8 @@ TORCH_MODULE(Gpt2);
 // ---- Qwen2 ---------------------------------------------------------------------------------
 
 struct RmsNormImpl : torch::nn::Module {
-  RmsNormImpl(int64_t size, double eps)
-      : eps(eps), weight(register_parameter("weight", torch::ones({size}))) {}
+  RmsNormImpl(int64_t size, double epsilon)
+      : eps(epsilon), weight(register_parameter("weight", torch::ones({size}))) {}
   torch::Tensor forward(const torch::Tensor& x) {
     auto x32 = x.to(torch::kFloat32);
     auto normed = x32 * torch::rsqrt(x32.pow(2).mean(-1, /*keepdim=*/true) + eps);

@@ -279,7 +279,12 @@ def _compute_dtype(dt):
 
 
 def layer_norm(x, weight, bias, eps):
-    """Explicit LayerNorm (biased variance), same as torch.nn.functional.layer_norm."""
+    """nn.LayerNorm over the last dimension (what GPT-2 uses), i.e. F.layer_norm."""
+    return F.layer_norm(x, (x.shape[-1],), weight, bias, eps)
+
+
+def layer_norm_explicit(x, weight, bias, eps):
+    """The same from the formula (biased variance); the self-tests compare the two."""
     mu = x.mean(-1, keepdim=True)
     var = (x - mu).pow(2).mean(-1, keepdim=True)
     return (x - mu) * torch.rsqrt(var + eps) * weight + bias
@@ -441,12 +446,13 @@ def embed(state, config, input_ids, no_position_encoding=False, uniform_attentio
 
 
 def forward(state, config, input_ids=None, inputs_embeds=None, no_position_encoding=False,
-            uniform_attention=False, no_mlp=False, return_branches=False):
+            uniform_attention=False, no_mlp=False, return_branches=False, compute_logits=True):
     """Reference forward pass.
 
     Returns dict(hidden=[B,L,d] after the final norm, logits=[B,L,V], layer_outputs=[H x [B,L,d]]
     residual stream after each layer, embeddings=e [B,L,d]); with ``return_branches`` also
-    attn_branches / mlp_branches (what each sub-block added to the residual stream).
+    attn_branches / mlp_branches (what each sub-block added to the residual stream). With
+    ``compute_logits=False`` the LM head is skipped and ``logits`` is None.
     """
     cfg = normalize_config(config, state)
     P = _params(state, cfg)
@@ -521,7 +527,7 @@ def forward(state, config, input_ids=None, inputs_embeds=None, no_position_encod
             layer_outputs.append(x)
         hidden = rms_norm(x, P.get("norm.weight"), eps)
 
-    logits = F.linear(hidden, _lm_head(state, cfg, P))
+    logits = F.linear(hidden, _lm_head(state, cfg, P)) if compute_logits else None
     out = dict(hidden=hidden, logits=logits, layer_outputs=layer_outputs, embeddings=inputs_embeds)
     if return_branches:
         out["attn_branches"] = attn_br
@@ -551,7 +557,7 @@ def jacobian_sq_norms(state, config, input_ids, target=None, dtype=torch.float64
     with torch.no_grad():
         e0 = embed(state, config, ids, **abl)
     e = e0.detach().clone().requires_grad_(True)
-    hidden = forward(state, config, inputs_embeds=e, **abl)["hidden"]
+    hidden = forward(state, config, inputs_embeds=e, compute_logits=False, **abl)["hidden"]
     out = hidden[:, t, :]
     acc = torch.zeros(e.shape[:2], dtype=e.dtype)
     d = out.shape[-1]

@@ -1,0 +1,344 @@
+#include "server/jacobian/engine.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+#include <torch/torch.h>
+
+#include "absl/strings/str_cat.h"
+#include "server/status/error.h"
+
+namespace posbias::jacobian {
+namespace {
+
+using models::DecoderModel;
+
+// One input sequence: its embeddings [1, L, d] and, for token inputs, the ids (L + 1 drawn, the
+// last being the "next token" of the log-probability output).
+struct Sample {
+  torch::Tensor embeds;
+  std::vector<int64_t> tokens;
+  int64_t next_token = -1;
+};
+
+bool IsOutOfMemory(const c10::Error& error) {
+  const std::string message = error.what_without_backtrace();
+  return message.find("out of memory") != std::string::npos ||
+         message.find("can't allocate") != std::string::npos ||
+         message.find("not enough memory") != std::string::npos;
+}
+
+// Bytes of activations one batch row keeps for the backward pass (a generous estimate).
+int64_t ActivationBytesPerRow(const models::ModelConfig& config, int64_t length, torch::Dtype dtype) {
+  const int64_t element = torch::elementSize(dtype);
+  const int64_t per_layer = length * (12 * config.hidden_size + 3 * config.intermediate_size) +
+                            2 * config.num_heads * length * length;
+  return std::max<int64_t>(1, (config.num_layers + 1) * per_layer * element);
+}
+
+int64_t OutputWidth(const DecoderModel& model, Output output) {
+  return output == Output::kLogProb ? 1 : model.config().hidden_size;
+}
+
+std::vector<Sample> DrawSamples(DecoderModel& model, const MeasureOptions& options,
+                                const torch::Device& device) {
+  torch::NoGradGuard no_grad;
+  auto generator = at::detail::createCPUGenerator(options.seed);
+  const auto& config = model.config();
+  std::vector<Sample> samples(options.samples);
+  for (int64_t s = 0; s < options.samples; ++s) {
+    Sample& sample = samples[s];
+    if (options.input == InputKind::kGaussianEmbeddings) {
+      sample.embeds = torch::randn({1, options.length, config.hidden_size}, generator) * options.embedding_std;
+      sample.next_token = torch::randint(config.vocab_size, {1}, generator).item<int64_t>();
+    } else {
+      if (options.input == InputKind::kGivenTokens) {
+        sample.tokens = options.tokens[s];
+      } else {
+        auto ids = torch::randint(config.vocab_size, {options.length + 1}, generator);
+        sample.tokens.assign(ids.data_ptr<int64_t>(), ids.data_ptr<int64_t>() + options.length + 1);
+      }
+      if (static_cast<int64_t>(sample.tokens.size()) > options.length) sample.next_token = sample.tokens[options.length];
+      sample.tokens.resize(options.length);
+      auto ids = torch::tensor(sample.tokens, torch::kLong).unsqueeze(0).to(device);
+      sample.embeds = model.Embed(ids).to(torch::kCPU, torch::kFloat32);
+    }
+  }
+  return samples;
+}
+
+// Outputs y [rows, width] at the target position, one per requested output (layers for a sweep).
+std::vector<torch::Tensor> Outputs(DecoderModel& model, const torch::Tensor& e, const MeasureOptions& options,
+                                   int64_t target, int64_t next_token) {
+  models::ForwardOptions forward;
+  forward.record_layers = options.output == Output::kLayerSweep;
+  auto out = model.Forward(e, forward);
+  std::vector<torch::Tensor> ys;
+  if (options.output == Output::kLayerSweep) {
+    for (auto& layer : out.layers) ys.push_back(layer.select(1, target - 1));
+  } else if (options.output == Output::kLogProb) {
+    auto logits = model.Logits(out.hidden.select(1, target - 1).unsqueeze(1)).squeeze(1);
+    auto log_probs = torch::log_softmax(logits.to(torch::kFloat32), -1);
+    ys.push_back(log_probs.select(1, next_token).unsqueeze(1));
+  } else {
+    ys.push_back(out.hidden.select(1, target - 1));
+  }
+  return ys;
+}
+
+// Per-output, per-position sums of squared VJP norms over all cotangent rows (and of their squares,
+// for the probe variance), for one sample.
+struct SampleSums {
+  std::vector<torch::Tensor> sum;     // [L] float64 per output.
+  std::vector<torch::Tensor> sum_sq;  // [L] float64 per output (Hutchinson).
+};
+
+class Runner {
+ public:
+  Runner(DecoderModel& model, const MeasureOptions& options, const torch::Device& device, int64_t target)
+      : model_(model), options_(options), device_(device), target_(target),
+        probe_generator_(at::detail::createCPUGenerator(options.seed ^ 0x9E3779B97F4A7C15ULL)) {}
+
+  // Cotangent rows for chunk [start, start + rows) of `total`, padded to `batch` rows with zeros.
+  torch::Tensor Cotangents(int64_t start, int64_t rows, int64_t batch, int64_t width) {
+    auto cot = torch::zeros({batch, width}, torch::kFloat32);
+    if (options_.method == Method::kExact) {
+      for (int64_t i = 0; i < rows; ++i) cot[i][start + i] = 1.0;
+    } else {
+      cot.narrow(0, 0, rows).copy_(torch::randn({rows, width}, probe_generator_));
+    }
+    return cot.to(device_, options_.dtype);
+  }
+
+  absl::StatusOr<SampleSums> RunSample(const Sample& sample, int64_t batch, const std::function<bool()>& tick) {
+    const int64_t width = OutputWidth(model_, options_.output);
+    const int64_t total = options_.method == Method::kExact ? width : options_.probes;
+    auto e = sample.embeds.to(device_, options_.dtype).expand({batch, -1, -1}).clone().set_requires_grad(true);
+    auto ys = Outputs(model_, e, options_, target_, sample.next_token);
+    SampleSums sums;
+    for (size_t o = 0; o < ys.size(); ++o) {
+      auto sum = torch::zeros({options_.length}, torch::kDouble), sum_sq = torch::zeros_like(sum);
+      for (int64_t start = 0; start < total; start += batch) {
+        const int64_t rows = std::min(batch, total - start);
+        auto cot = Cotangents(start, rows, batch, width);
+        const bool last = o + 1 == ys.size() && start + batch >= total;
+        auto grad = torch::autograd::grad({ys[o]}, {e}, {cot}, /*retain_graph=*/!last)[0];
+        auto sq = grad.narrow(0, 0, rows).to(torch::kFloat32).pow(2).sum(-1).to(torch::kCPU, torch::kDouble);
+        sum += sq.sum(0);
+        if (options_.method == Method::kHutchinson) sum_sq += sq.pow(2).sum(0);
+        vjps_ += rows;
+        if (!tick()) return absl::CancelledError("measurement cancelled");
+      }
+      sums.sum.push_back(sum);
+      sums.sum_sq.push_back(sum_sq);
+    }
+    return sums;
+  }
+
+  int64_t vjps() const { return vjps_; }
+
+ private:
+  DecoderModel& model_;
+  const MeasureOptions& options_;
+  torch::Device device_;
+  int64_t target_;
+  at::Generator probe_generator_;
+  int64_t vjps_ = 0;
+};
+
+// Mean, standard deviation (n - 1) and standard error over samples, per position.
+PositionStats Stats(const std::vector<torch::Tensor>& per_sample) {
+  auto stacked = torch::stack(per_sample);  // [S, L] float64.
+  const int64_t n = stacked.size(0);
+  auto mean = stacked.mean(0);
+  auto std = n > 1 ? stacked.std(0, /*unbiased=*/true) : torch::zeros_like(mean);
+  auto se = std / std::sqrt(static_cast<double>(n));
+  auto to_vector = [](const torch::Tensor& t) {
+    auto c = t.contiguous();
+    return std::vector<double>(c.data_ptr<double>(), c.data_ptr<double>() + c.numel());
+  };
+  return {to_vector(mean), to_vector(std), to_vector(se)};
+}
+
+std::string DtypeName(torch::Dtype dtype) {
+  switch (dtype) {
+    case torch::kFloat32: return "float32";
+    case torch::kBFloat16: return "bfloat16";
+    case torch::kFloat16: return "float16";
+    case torch::kFloat64: return "float64";
+    default: return "other";
+  }
+}
+
+// Parameters need no gradients during a measurement; restored on scope exit.
+class FrozenParameters {
+ public:
+  explicit FrozenParameters(DecoderModel& model) {
+    for (auto& [name, tensor] : model.NamedParameters()) {
+      if (tensor.requires_grad()) frozen_.push_back(tensor), tensor.set_requires_grad(false);
+    }
+  }
+  ~FrozenParameters() {
+    for (auto& tensor : frozen_) tensor.set_requires_grad(true);
+  }
+ private:
+  std::vector<torch::Tensor> frozen_;
+};
+
+}  // namespace
+
+absl::StatusOr<torch::Dtype> ParseDtype(const std::string& name) {
+  if (name == "float32" || name == "fp32") return torch::kFloat32;
+  if (name == "bfloat16" || name == "bf16") return torch::kBFloat16;
+  if (name == "float16" || name == "fp16") return torch::kFloat16;
+  if (name == "float64" || name == "fp64") return torch::kFloat64;
+  return InvalidArgumentError({"INVALID_ARGUMENT", "dtype", name, "float32, bfloat16, float16 or float64"});
+}
+
+absl::Status CheckMeasureOptions(const DecoderModel& model, const MeasureOptions& options) {
+  const auto& config = model.config();
+  const int64_t max_length = config.family == models::Family::kGpt2 && !config.ablations.no_position_encoding
+                                 ? config.max_positions : std::max<int64_t>(config.max_positions, 1);
+  if (options.length < 1 || options.length > max_length) {
+    return InvalidArgumentError({"INVALID_LENGTH", "length", std::to_string(options.length),
+                                 absl::StrCat("1..", max_length, " (the model's positions)")});
+  }
+  if (options.samples < 1 || options.samples > 1'000'000) {
+    return InvalidArgumentError({"INVALID_ARGUMENT", "samples", std::to_string(options.samples), "1..1000000"});
+  }
+  if (options.target < 0 || options.target > options.length) {
+    return InvalidArgumentError({"INVALID_POSITION", "target", std::to_string(options.target),
+                                 absl::StrCat("0 (= L) or 1..", options.length)});
+  }
+  if (options.method == Method::kHutchinson && (options.probes < 1 || options.probes > 1'000'000)) {
+    return InvalidArgumentError({"INVALID_ARGUMENT", "probes", std::to_string(options.probes), "1..1000000"});
+  }
+  if (options.input == InputKind::kGivenTokens) {
+    if (static_cast<int64_t>(options.tokens.size()) != options.samples) {
+      return InvalidArgumentError({"INVALID_ARGUMENT", "tokens", absl::StrCat(options.tokens.size(), " sequences"),
+                                   absl::StrCat("one sequence per sample (", options.samples, ")")});
+    }
+    const size_t need = options.length + (options.output == Output::kLogProb ? 1 : 0);
+    for (size_t s = 0; s < options.tokens.size(); ++s) {
+      if (options.tokens[s].size() < need) {
+        return InvalidArgumentError({"INVALID_ARGUMENT", absl::StrCat("tokens[", s, "]"),
+                                     absl::StrCat(options.tokens[s].size(), " ids"), absl::StrCat("at least ", need, " ids")});
+      }
+      for (size_t j = 0; j < options.tokens[s].size(); ++j) {
+        if (options.tokens[s][j] < 0 || options.tokens[s][j] >= config.vocab_size) {
+          return InvalidArgumentError({"INVALID_ARGUMENT", absl::StrCat("tokens[", s, "][", j, "]"),
+                                       std::to_string(options.tokens[s][j]), absl::StrCat("0..", config.vocab_size - 1)});
+        }
+      }
+    }
+  }
+  if (options.input != InputKind::kGaussianEmbeddings && !model.has_token_embedding()) {
+    return InvalidArgumentError({"INVALID_ARGUMENT", "input", "tokens", "gaussian (this model takes embeddings only)"});
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<MeasureResult> Measure(DecoderModel& model, const MeasureOptions& options) {
+  if (auto status = CheckMeasureOptions(model, options); !status.ok()) return status;
+  const auto start_time = std::chrono::steady_clock::now();
+  try {
+    const torch::Device device(options.device);
+    if (device.is_cuda() && !torch::cuda::is_available()) {
+      return ErrorWithReason(absl::StatusCode::kFailedPrecondition, "DEVICE_UNAVAILABLE",
+                             absl::StrCat("device ", options.device, " requested but CUDA is not available"));
+    }
+    model.To(device, options.dtype);
+    FrozenParameters frozen(model);
+    const int64_t target = options.target == 0 ? options.length : options.target;
+    const std::vector<Sample> samples = DrawSamples(model, options, device);
+    const int64_t width = OutputWidth(model, options.output);
+    const int64_t rows_total = options.method == Method::kExact ? width : options.probes;
+    int64_t batch = options.cotangent_batch > 0
+                        ? options.cotangent_batch
+                        : options.memory_budget_bytes / ActivationBytesPerRow(model.config(), options.length, options.dtype);
+    batch = std::clamp<int64_t>(batch, 1, rows_total);
+    const int64_t outputs = options.output == Output::kLayerSweep ? model.config().num_layers : 1;
+    const int64_t chunks_per_sample = outputs * ((rows_total + batch - 1) / batch);
+    Progress progress{0, options.samples * chunks_per_sample, 0, 0.0};
+    auto tick = [&] {
+      ++progress.chunks_done;
+      progress.fraction = std::min(1.0, static_cast<double>(progress.chunks_done) / progress.chunks_total);
+      return !options.progress || options.progress(progress);
+    };
+
+    Runner runner(model, options, device, target);
+    std::vector<std::vector<torch::Tensor>> per_output(outputs), probe_var(outputs);
+    MeasureResult result;
+    std::vector<double> ratio_sum;
+    for (const Sample& sample : samples) {
+      absl::StatusOr<SampleSums> sums = absl::InternalError("not run");
+      while (true) {
+        try {
+          sums = runner.RunSample(sample, batch, tick);
+          break;
+        } catch (const c10::Error& error) {
+          if (!IsOutOfMemory(error) || batch == 1) throw;
+          batch = std::max<int64_t>(1, batch / 2);  // Halve and retry this sample.
+        }
+      }
+      if (!sums.ok()) return sums.status();
+      for (int64_t o = 0; o < outputs; ++o) {
+        const double k = static_cast<double>(options.probes);
+        if (options.method == Method::kExact) {
+          per_output[o].push_back(sums->sum[o]);
+        } else {
+          auto mean = sums->sum[o] / k;
+          per_output[o].push_back(mean);
+          // Variance of the probe mean: (E[v^2] - E[v]^2) / (K - 1) per position.
+          probe_var[o].push_back(k > 1 ? (sums->sum_sq[o] / k - mean.pow(2)).clamp_min(0) / (k - 1)
+                                       : torch::zeros_like(mean));
+        }
+      }
+      if (options.branch_ratios && model.config().family != models::Family::kTorchScript) {
+        torch::NoGradGuard no_grad;
+        models::ForwardOptions forward;
+        forward.record_branch_ratios = true;
+        auto out = model.Forward(sample.embeds.to(device, options.dtype), forward);
+        if (ratio_sum.empty()) ratio_sum.assign(out.branch_ratio.size(), 0.0);
+        for (size_t l = 0; l < out.branch_ratio.size(); ++l) ratio_sum[l] += out.branch_ratio[l];
+      }
+      if (!sample.tokens.empty()) result.tokens.push_back(sample.tokens);
+      ++progress.samples_done;
+    }
+    result.length = options.length;
+    result.target = target;
+    for (int64_t o = 0; o < outputs; ++o) {
+      result.sq_norm.push_back(Stats(per_output[o]));
+      std::vector<torch::Tensor> norms;
+      for (const auto& t : per_output[o]) norms.push_back(t.sqrt());
+      result.norm.push_back(Stats(norms));
+      if (options.method == Method::kHutchinson) {
+        auto total = torch::stack(probe_var[o]).sum(0).sqrt() / static_cast<double>(options.samples);
+        result.estimator_stderr.emplace_back(total.data_ptr<double>(), total.data_ptr<double>() + total.numel());
+      }
+      if (options.keep_samples) {
+        std::vector<std::vector<double>> raw;
+        for (const auto& t : per_output[o]) raw.emplace_back(t.data_ptr<double>(), t.data_ptr<double>() + t.numel());
+        result.raw.push_back(std::move(raw));
+      }
+    }
+    for (double r : ratio_sum) result.branch_ratio.push_back(r / options.samples);
+    result.vjp_count = runner.vjps();
+    result.cotangent_batch = batch;
+    result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_time).count();
+    result.device_name = device.str();
+    result.dtype_name = DtypeName(options.dtype);
+    result.torch_version = TORCH_VERSION;
+    return result;
+  } catch (const c10::Error& error) {
+    if (IsOutOfMemory(error)) {
+      return ErrorWithReason(absl::StatusCode::kResourceExhausted, "INSUFFICIENT_MEMORY",
+                             absl::StrCat("out of memory even with one cotangent row: ", error.what_without_backtrace()));
+    }
+    return ErrorWithReason(absl::StatusCode::kInternal, "INTERNAL_ERROR",
+                           absl::StrCat("measurement failed: ", error.what_without_backtrace()));
+  }
+}
+
+}  // namespace posbias::jacobian

@@ -1,0 +1,89 @@
+// The Jacobian-norm engine (THEORY.md section 6): per input position j, how strongly e_j can move
+// an output y, as the squared Frobenius norm ||dy / de_j||_F^2, averaged over input samples.
+//
+// Method: one forward pass of a batch that repeats the sample K_b times, then one backward pass
+// with K_b cotangents at once (one-hot rows for the exact norm, Gaussian probes for Hutchinson's
+// estimate): each backward row yields u^T J_j for every j. Work is split into chunks (one cotangent
+// batch of one sample and output); between chunks a progress callback may report and cancel.
+// The batch size comes from a memory budget and is halved and retried when allocation fails.
+// LibTorch only: no gRPC, no density theory (runners and tools combine them).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <torch/types.h>
+
+#include "absl/status/statusor.h"
+#include "server/models/model.h"
+
+namespace posbias::jacobian {
+
+enum class Method { kExact, kHutchinson };
+// kFinalHidden: the last hidden state after the final norm, at the target position.
+// kLayerSweep: the residual stream after every layer l = 1..H at the target position.
+// kLogProb: the log-probability of the sample's next token at the target position (a scalar).
+enum class Output { kFinalHidden, kLayerSweep, kLogProb };
+enum class InputKind { kRandomTokens, kGivenTokens, kGaussianEmbeddings };
+
+struct Progress {
+  int64_t chunks_done = 0;
+  int64_t chunks_total = 0;
+  int64_t samples_done = 0;
+  double fraction = 0.0;
+};
+
+struct MeasureOptions {
+  int64_t length = 128;          // L, positions 1..L.
+  int64_t samples = 1;           // S input sequences.
+  int64_t target = 0;            // 1-based output position t; 0 = L.
+  Output output = Output::kFinalHidden;
+  Method method = Method::kExact;
+  int64_t probes = 64;           // K, Hutchinson only.
+  InputKind input = InputKind::kRandomTokens;
+  std::vector<std::vector<int64_t>> tokens;  // kGivenTokens: S lists of L ids (L + 1 for kLogProb).
+  uint64_t seed = 0;             // Token ids, Gaussian embeddings and probes.
+  double embedding_std = 1.0;    // Standard deviation of Gaussian input embeddings.
+  std::string device = "cpu";    // "cpu" or "cuda:N".
+  torch::Dtype dtype = torch::kFloat32;  // Forward/backward dtype; norms accumulate in float32.
+  int64_t cotangent_batch = 0;   // Rows per backward pass; 0 = from the memory budget.
+  int64_t memory_budget_bytes = int64_t{2} << 30;  // For choosing the cotangent batch.
+  bool keep_samples = false;     // Return per-sample squared norms.
+  bool branch_ratios = true;     // Measure ||attn|| / (||residual|| + ||attn||) per layer.
+  std::function<bool(const Progress&)> progress;  // Return false to cancel (CANCELLED).
+};
+
+// Statistics over samples of one per-position quantity (index j - 1).
+struct PositionStats {
+  std::vector<double> mean, std, stderr_mean;
+};
+
+struct MeasureResult {
+  int64_t length = 0;
+  int64_t target = 0;
+  std::vector<std::vector<int64_t>> tokens;  // The token ids used (empty for Gaussian inputs).
+  // One entry for kFinalHidden / kLogProb; one per layer for kLayerSweep.
+  std::vector<PositionStats> sq_norm;
+  std::vector<PositionStats> norm;
+  // Hutchinson: the estimator's own standard error of sq_norm.mean (probe noise), per position.
+  std::vector<std::vector<double>> estimator_stderr;
+  std::vector<std::vector<std::vector<double>>> raw;  // [output][sample][position], keep_samples.
+  std::vector<double> branch_ratio;  // Per layer, mean over samples.
+  int64_t vjp_count = 0;             // Vector-Jacobian products (backward rows) computed.
+  int64_t cotangent_batch = 0;       // Rows per backward pass actually used.
+  double seconds = 0.0;
+  std::string device_name;
+  std::string dtype_name;
+  std::string torch_version;
+};
+
+absl::Status CheckMeasureOptions(const models::DecoderModel& model, const MeasureOptions& options);
+
+absl::StatusOr<MeasureResult> Measure(models::DecoderModel& model, const MeasureOptions& options);
+
+// Parses "float32" | "bfloat16" | "float16" | "float64".
+absl::StatusOr<torch::Dtype> ParseDtype(const std::string& name);
+
+}  // namespace posbias::jacobian

@@ -1,0 +1,136 @@
+// posbias-measure: one Jacobian-norm measurement from flags, written as JSON. The engine's driver
+// and benchmark harness; needs LibTorch but neither gRPC nor a server.
+//
+//   posbias-measure --arch qwen2 --layers 4 --width 128 --heads 4 --kv-heads 2 --mlp-width 256
+//       --vocab 1000 --length 64 --samples 4 --method exact --format json
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <string>
+
+#include <torch/torch.h>
+
+#include "CLI/CLI.hpp"
+#include "nlohmann/json.hpp"
+#include "server/jacobian/engine.h"
+#include "server/measure/theory_report.h"
+#include "server/models/weights.h"
+
+namespace {
+
+struct Flags {
+  std::string arch = "gpt2";
+  std::string preset;
+  posbias::models::ConfigOverrides overrides;
+  posbias::models::Ablations ablations;
+  uint64_t model_seed = 0;
+  std::string weights, export_weights, export_config, torchscript, tokens_file;
+  posbias::jacobian::MeasureOptions options;
+  std::string method = "exact", output = "final", input = "random", dtype = "float32", format = "json";
+  int threads = 0;
+};
+
+void DefineFlags(CLI::App& app, Flags& f) {
+  app.add_option("--arch", f.arch, "gpt2, qwen2 or cesaro")->check(CLI::IsMember({"gpt2", "qwen2", "cesaro"}))->capture_default_str();
+  app.add_option("--preset", f.preset, "A preset (gpt2, gpt2-medium, ..., qwen2-0.5b, qwen2-1.5b, gpt2-tiny, qwen2-tiny, cesaro)");
+  app.add_option("--layers", f.overrides.num_layers, "Number of layers H");
+  app.add_option("--width", f.overrides.hidden_size, "Hidden size d");
+  app.add_option("--heads", f.overrides.num_heads, "Attention heads");
+  app.add_option("--kv-heads", f.overrides.num_kv_heads, "Key/value heads (qwen2)");
+  app.add_option("--mlp-width", f.overrides.intermediate_size, "MLP width");
+  app.add_option("--vocab", f.overrides.vocab_size, "Vocabulary size");
+  app.add_option("--max-positions", f.overrides.max_positions, "Maximum positions");
+  app.add_option("--rope-theta", f.overrides.rope_theta, "Rotary base theta (qwen2)");
+  app.add_option("--alpha", f.overrides.cesaro_alpha, "Attention weight of the cesaro architecture");
+  app.add_flag("--no-position-encoding", f.ablations.no_position_encoding, "No learned positions / no rotary embedding");
+  app.add_flag("--uniform-attention", f.ablations.uniform_attention, "Attention logits forced to zero");
+  app.add_flag("--no-mlp", f.ablations.no_mlp, "MLP blocks off");
+  app.add_option("--seed", f.model_seed, "Initialization seed (also the input seed unless --input-seed)")->capture_default_str();
+  app.add_option("--input-seed", f.options.seed, "Seed of token ids, Gaussian inputs and probes");
+  app.add_option("--length,-L", f.options.length, "Sequence length L")->capture_default_str();
+  app.add_option("--samples,-S", f.options.samples, "Input samples S")->capture_default_str();
+  app.add_option("--target", f.options.target, "Output position t (1-based; 0 = L)")->capture_default_str();
+  app.add_option("--method", f.method, "exact or hutchinson")->check(CLI::IsMember({"exact", "hutchinson"}))->capture_default_str();
+  app.add_option("--probes", f.options.probes, "Hutchinson probes K")->capture_default_str();
+  app.add_option("--output", f.output, "final (hidden after final norm), layers (every layer) or logprob")
+      ->check(CLI::IsMember({"final", "layers", "logprob"}))->capture_default_str();
+  app.add_option("--input", f.input, "random (token ids) or gaussian (embeddings)")
+      ->check(CLI::IsMember({"random", "gaussian"}))->capture_default_str();
+  app.add_option("--tokens", f.tokens_file, "JSON list of token id lists (one per sample)");
+  app.add_option("--device", f.options.device, "cpu or cuda:N")->capture_default_str();
+  app.add_option("--dtype", f.dtype, "float32, bfloat16, float16 or float64")->capture_default_str();
+  app.add_option("--cotangent-batch", f.options.cotangent_batch, "Rows per backward pass (0: from memory)");
+  app.add_option("--threads", f.threads, "Intra-op threads (0: all cores)");
+  app.add_option("--weights", f.weights, "Load a safetensors checkpoint (file, directory or index)");
+  app.add_option("--torchscript", f.torchscript, "Load a TorchScript module (needs --width)");
+  app.add_option("--export-weights", f.export_weights, "Write the model's weights (Hugging Face names)");
+  app.add_option("--export-config", f.export_config, "Write the model's Hugging Face config.json");
+  app.add_flag("--raw", f.options.keep_samples, "Include per-sample squared norms");
+  app.add_option("--format", f.format, "json")->check(CLI::IsMember({"json"}))->capture_default_str();
+}
+
+int Fail(const absl::Status& status) {
+  std::cerr << "posbias-measure: " << status.message() << "\n";
+  return status.code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
+}
+
+absl::StatusOr<std::unique_ptr<posbias::models::DecoderModel>> MakeModel(const Flags& f) {
+  using namespace posbias::models;
+  if (!f.torchscript.empty()) return LoadTorchScriptModel(f.torchscript, f.overrides.hidden_size.value_or(0));
+  auto base = f.preset.empty() ? FamilyConfig(f.arch) : PresetConfig(f.preset);
+  if (!base.ok()) return base.status();
+  ModelConfig config = ApplyOverrides(*base, f.overrides);
+  config.ablations = f.ablations;
+  auto model = BuildModel(config, f.model_seed);
+  if (!model.ok() || f.weights.empty()) return model;
+  if (auto status = LoadWeightsFromPath(**model, f.weights); !status.ok()) return status;
+  return model;
+}
+
+absl::Status ReadTokens(const std::string& path, posbias::jacobian::MeasureOptions& options) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError("cannot read --tokens " + path);
+  const auto json = nlohmann::json::parse(in, nullptr, false);
+  if (json.is_discarded() || !json.is_array()) return absl::InvalidArgumentError("--tokens: expected a JSON list of token id lists");
+  try {
+    options.tokens = json.get<std::vector<std::vector<int64_t>>>();
+  } catch (const nlohmann::json::exception&) {
+    return absl::InvalidArgumentError("--tokens: expected a JSON list of lists of integers");
+  }
+  options.input = posbias::jacobian::InputKind::kGivenTokens;
+  options.samples = static_cast<int64_t>(options.tokens.size());
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"posbias-measure: per-position Jacobian norms of a decoder, as JSON"};
+  Flags f;
+  DefineFlags(app, f);
+  CLI11_PARSE(app, argc, argv);
+  if (app.count("--input-seed") == 0) f.options.seed = f.model_seed;
+  if (f.threads > 0) torch::set_num_threads(f.threads);
+  using posbias::jacobian::Method, posbias::jacobian::Output, posbias::jacobian::InputKind;
+  f.options.method = f.method == "exact" ? Method::kExact : Method::kHutchinson;
+  f.options.output = f.output == "layers" ? Output::kLayerSweep : f.output == "logprob" ? Output::kLogProb : Output::kFinalHidden;
+  f.options.input = f.input == "gaussian" ? InputKind::kGaussianEmbeddings : InputKind::kRandomTokens;
+  auto dtype = posbias::jacobian::ParseDtype(f.dtype);
+  if (!dtype.ok()) return Fail(dtype.status());
+  f.options.dtype = *dtype;
+  if (!f.tokens_file.empty()) {
+    if (auto status = ReadTokens(f.tokens_file, f.options); !status.ok()) return Fail(status);
+  }
+  auto model = MakeModel(f);
+  if (!model.ok()) return Fail(model.status());
+  if (!f.export_weights.empty()) {
+    if (auto status = posbias::models::ExportWeights(**model, f.export_weights); !status.ok()) return Fail(status);
+  }
+  if (!f.export_config.empty()) {
+    std::ofstream(f.export_config) << posbias::models::ConfigToHuggingFaceJson((*model)->config()) << "\n";
+  }
+  auto result = posbias::jacobian::Measure(**model, f.options);
+  if (!result.ok()) return Fail(result.status());
+  std::cout << posbias::measure::ReportJson(**model, f.options, *result).dump(2) << "\n";
+  return 0;
+}

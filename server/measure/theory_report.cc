@@ -1,0 +1,125 @@
+#include "server/measure/theory_report.h"
+
+#include <numeric>
+
+#include "server/density/comparison.h"
+#include "server/density/discrete.h"
+#include "server/density/fit.h"
+#include "server/density/summary.h"
+
+namespace posbias::measure {
+namespace {
+
+nlohmann::ordered_json MetricsJson(const density::ComparisonMetrics& m) {
+  return {{"spearman", m.spearman}, {"pearson_log", m.pearson_log}, {"rmse_log", m.rmse_log},
+          {"ks", m.ks}, {"wasserstein1", m.wasserstein1},
+          {"measured_last_weight", m.measured_last_weight}, {"model_last_weight", m.model_last_weight},
+          {"measured_floor", m.measured_floor}, {"model_floor", m.model_floor},
+          {"measured_last_jump", m.measured_last_jump}, {"model_last_jump", m.model_last_jump}};
+}
+
+nlohmann::ordered_json ConfigJson(models::DecoderModel& model) {
+  const auto& c = model.config();
+  return {{"family", models::FamilyName(c.family)}, {"preset", c.preset}, {"layers", c.num_layers},
+          {"width", c.hidden_size}, {"heads", c.num_heads}, {"kv_heads", c.num_kv_heads},
+          {"mlp_width", c.intermediate_size}, {"vocab", c.vocab_size}, {"max_positions", c.max_positions},
+          {"norm_eps", c.norm_eps}, {"rope_theta", c.rope_theta}, {"tie_embeddings", c.tie_embeddings},
+          {"cesaro_alpha", c.cesaro_alpha},
+          {"no_position_encoding", c.ablations.no_position_encoding},
+          {"uniform_attention", c.ablations.uniform_attention}, {"no_mlp", c.ablations.no_mlp},
+          {"parameters", models::ParameterCount(model)}, {"init_recipe", model.init_recipe()}};
+}
+
+// Profile of positions 1..t (later positions cannot influence position t).
+std::vector<double> Prefix(const std::vector<double>& values, int64_t target) {
+  return {values.begin(), values.begin() + target};
+}
+
+nlohmann::ordered_json Theory(int64_t depth, const std::vector<double>& measured,
+                              const std::vector<double>& branch_ratio) {
+  nlohmann::ordered_json theory = {{"depth", depth}, {"quantity", "squared_norm"}};
+  if (measured.size() < 3 || !density::CheckProfileValues(measured, "sq_norm_mean").ok() ||
+      depth > static_cast<int64_t>(density::kMaxFitDepth)) {
+    theory["note"] = "no fit: the profile needs at least 3 finite, non-negative values";
+    return theory;
+  }
+  density::FitOptions options;
+  options.min_depth = options.max_depth = static_cast<uint32_t>(depth);
+  auto fits = density::FitProfile(measured, options);
+  theory["fits"] = nlohmann::ordered_json::array();
+  if (fits.ok()) {
+    for (const auto& fit : *fits) {
+      theory["fits"].push_back({{"model", fit.model == density::Model::kCoherent ? "coherent" : "incoherent"},
+                                {"alpha", fit.alpha}, {"lambda", fit.lambda}, {"metrics", MetricsJson(fit.metrics)}});
+    }
+  }
+  if (!branch_ratio.empty()) {
+    auto routing = density::MakeScheduledRouting(0, branch_ratio);
+    if (routing.ok()) {
+      auto profiles = density::ComputeDiscreteProfiles(*routing, measured.size());
+      if (profiles.ok()) {
+        std::vector<double> coherent_sq(profiles->coherent.size());
+        std::transform(profiles->coherent.begin(), profiles->coherent.end(), coherent_sq.begin(),
+                       [](double v) { return v * v; });
+        theory["measured_alpha_schedule"] = {
+            {"alpha", branch_ratio},
+            {"coherent", MetricsJson(density::CompareProfiles(measured, coherent_sq))},
+            {"incoherent", MetricsJson(density::CompareProfiles(measured, profiles->incoherent))}};
+      }
+    }
+  }
+  return theory;
+}
+
+const char* MethodName(jacobian::Method method) { return method == jacobian::Method::kExact ? "exact" : "hutchinson"; }
+
+const char* OutputName(jacobian::Output output) {
+  switch (output) {
+    case jacobian::Output::kFinalHidden: return "final_hidden";
+    case jacobian::Output::kLayerSweep: return "layer_sweep";
+    case jacobian::Output::kLogProb: return "log_prob";
+  }
+  return "?";
+}
+
+}  // namespace
+
+nlohmann::ordered_json ReportJson(models::DecoderModel& model, const jacobian::MeasureOptions& options,
+                                  const jacobian::MeasureResult& result) {
+  nlohmann::ordered_json json;
+  json["model"] = ConfigJson(model);
+  const bool gaussian = options.input == jacobian::InputKind::kGaussianEmbeddings;
+  json["measurement"] = {
+      {"length", result.length}, {"target", result.target}, {"samples", options.samples},
+      {"method", MethodName(options.method)}, {"probes", options.method == jacobian::Method::kHutchinson ? options.probes : 0},
+      {"output", OutputName(options.output)}, {"seed", options.seed},
+      {"input", gaussian ? "gaussian_embeddings" : (options.input == jacobian::InputKind::kGivenTokens ? "given_tokens" : "random_tokens")},
+      {"embedding", gaussian ? "gaussian e_j" : (model.embeds_positions() ? "token + learned position embedding" : "token embedding")},
+      {"dtype", result.dtype_name}, {"device", result.device_name}, {"torch_version", result.torch_version},
+      {"seconds", result.seconds}, {"vjp_count", result.vjp_count}, {"cotangent_batch", result.cotangent_batch}};
+  json["tokens"] = result.tokens;
+  std::vector<int64_t> positions(result.length);
+  std::iota(positions.begin(), positions.end(), 1);
+  json["positions"] = positions;
+  const auto& final_stats = result.sq_norm.back();
+  json["sq_norm_mean"] = final_stats.mean;
+  json["sq_norm_std"] = final_stats.std;
+  json["sq_norm_stderr"] = final_stats.stderr_mean;
+  json["norm_mean"] = result.norm.back().mean;
+  json["norm_std"] = result.norm.back().std;
+  json["norm_stderr"] = result.norm.back().stderr_mean;
+  if (!result.estimator_stderr.empty()) json["sq_norm_estimator_stderr"] = result.estimator_stderr.back();
+  if (options.output == jacobian::Output::kLayerSweep) {
+    json["layers"] = nlohmann::ordered_json::array();
+    for (size_t l = 0; l < result.sq_norm.size(); ++l) {
+      json["layers"].push_back({{"layer", l + 1}, {"sq_norm_mean", result.sq_norm[l].mean},
+                                {"sq_norm_stderr", result.sq_norm[l].stderr_mean}});
+    }
+  }
+  json["branch_ratio"] = result.branch_ratio;
+  json["theory"] = Theory(model.config().num_layers, Prefix(final_stats.mean, result.target), result.branch_ratio);
+  if (options.keep_samples) json["raw"] = result.raw.back();
+  return json;
+}
+
+}  // namespace posbias::measure

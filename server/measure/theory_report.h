@@ -1,0 +1,15 @@
+// The JSON report of posbias-measure: the measurement with its provenance, and the comparison with
+// the density room's theory (fitted alpha for the coherent and incoherent models at the model's
+// depth, and the theory under the measured per-layer branch ratios alpha_l).
+#pragma once
+
+#include "nlohmann/json.hpp"
+#include "server/jacobian/engine.h"
+#include "server/models/model.h"
+
+namespace posbias::measure {
+
+nlohmann::ordered_json ReportJson(models::DecoderModel& model, const jacobian::MeasureOptions& options,
+                                  const jacobian::MeasureResult& result);
+
+}  // namespace posbias::measure

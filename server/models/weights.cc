@@ -1,0 +1,101 @@
+#include "server/models/weights.h"
+
+#include <set>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "server/status/error.h"
+
+namespace posbias::models {
+namespace {
+
+bool EndsWith(const std::string& text, const std::string& suffix) {
+  return text.size() >= suffix.size() && text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// Buffers and duplicates that transformers writes but no parameter corresponds to.
+bool IsIgnorable(const std::string& name, const ModelConfig& config) {
+  return EndsWith(name, ".attn.bias") || EndsWith(name, ".attn.masked_bias") ||
+         EndsWith(name, "rotary_emb.inv_freq") || (config.tie_embeddings && name == "lm_head.weight");
+}
+
+// The checkpoint name holding parameter `name`, or "" when none does.
+std::string FindName(const safetensors::Checkpoint& checkpoint, const std::set<std::string>& names,
+                     const std::string& name) {
+  if (names.count(name)) return name;
+  const std::string prefix = "transformer.";
+  if (name.rfind(prefix, 0) == 0 && names.count(name.substr(prefix.size()))) return name.substr(prefix.size());
+  (void)checkpoint;
+  return "";
+}
+
+std::string ShapeText(const std::vector<int64_t>& shape) { return absl::StrCat("[", absl::StrJoin(shape, ", "), "]"); }
+
+absl::Status CopyInto(torch::Tensor& parameter, const safetensors::Checkpoint::Tensor& tensor) {
+  const auto& info = *tensor.info;
+  if (parameter.sizes().vec() != info.shape) {
+    return ErrorWithReason(absl::StatusCode::kInvalidArgument, "INVALID_MODEL_FILE",
+                           absl::StrCat("tensor '", info.name, "' has shape ", ShapeText(info.shape),
+                                        ", the model expects ", ShapeText(parameter.sizes().vec())));
+  }
+  auto values = torch::empty(info.shape, torch::kFloat32);
+  if (auto status = safetensors::ConvertToFloat32(info, tensor.data, values.data_ptr<float>()); !status.ok()) {
+    return status;
+  }
+  torch::NoGradGuard no_grad;
+  parameter.copy_(values);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status LoadWeights(DecoderModel& model, const safetensors::Checkpoint& checkpoint) {
+  const std::vector<std::string> listed = checkpoint.TensorNames();
+  const std::set<std::string> names(listed.begin(), listed.end());
+  std::set<std::string> used;
+  for (auto& [name, parameter] : model.NamedParameters()) {
+    const std::string found = FindName(checkpoint, names, name);
+    if (found.empty()) {
+      return ErrorWithReason(absl::StatusCode::kInvalidArgument, "INVALID_MODEL_FILE",
+                             absl::StrCat("missing tensor '", name, "' in the checkpoint"));
+    }
+    auto tensor = checkpoint.Get(found);
+    if (!tensor.ok()) return tensor.status();
+    if (auto status = CopyInto(parameter, *tensor); !status.ok()) return status;
+    used.insert(found);
+  }
+  for (const std::string& name : listed) {
+    if (!used.count(name) && !IsIgnorable(name, model.config())) {
+      return ErrorWithReason(absl::StatusCode::kInvalidArgument, "INVALID_MODEL_FILE",
+                             absl::StrCat("unexpected tensor '", name, "' in the checkpoint (not a parameter of this ",
+                                          FamilyName(model.config().family), " model)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status LoadWeightsFromPath(DecoderModel& model, const std::string& path) {
+  auto checkpoint = safetensors::Checkpoint::Open(path);
+  if (!checkpoint.ok()) return checkpoint.status();
+  return LoadWeights(model, *checkpoint);
+}
+
+absl::Status ExportWeights(DecoderModel& model, const std::string& path, safetensors::DType dtype) {
+  std::vector<torch::Tensor> keep;  // Owns the float32 copies while writing.
+  std::vector<std::vector<std::byte>> converted;
+  std::vector<safetensors::TensorToWrite> tensors;
+  for (auto& [name, parameter] : model.NamedParameters()) {
+    keep.push_back(parameter.detach().to(torch::kCPU, torch::kFloat32).contiguous());
+    const auto& values = keep.back();
+    const size_t count = static_cast<size_t>(values.numel());
+    converted.emplace_back(count * safetensors::DTypeSize(dtype));
+    safetensors::ConvertFromFloat32(values.data_ptr<float>(), count, dtype, converted.back().data());
+    tensors.push_back({name, dtype, values.sizes().vec(), converted.back().data(), converted.back().size()});
+  }
+  return safetensors::WriteFile(path, tensors, {{"format", "pt"}});
+}
+
+}  // namespace posbias::models

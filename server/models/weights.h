@@ -1,0 +1,25 @@
+// Weights in Hugging Face form: loading a safetensors checkpoint into a model (names and shapes
+// checked, F32/F16/BF16/F64 converted), and exporting a model's parameters with the same names.
+#pragma once
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "server/models/model.h"
+#include "server/safetensors/safetensors.h"
+
+namespace posbias::models {
+
+// Every model parameter must be in the checkpoint with the same shape; a checkpoint tensor the
+// model does not use is an error too, except buffers transformers saves (GPT-2 "attn.bias" /
+// "attn.masked_bias", "rotary_emb.inv_freq") and a tied "lm_head.weight". GPT-2 names are also
+// accepted without the "transformer." prefix (checkpoints of GPT2Model). Errors are
+// INVALID_MODEL_FILE naming the tensor.
+absl::Status LoadWeights(DecoderModel& model, const safetensors::Checkpoint& checkpoint);
+absl::Status LoadWeightsFromPath(DecoderModel& model, const std::string& path);
+
+// Writes every parameter (Hugging Face names, the given dtype: F32, F16 or BF16) to one file.
+absl::Status ExportWeights(DecoderModel& model, const std::string& path,
+                           safetensors::DType dtype = safetensors::DType::kF32);
+
+}  // namespace posbias::models

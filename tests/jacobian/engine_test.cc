@@ -1,0 +1,242 @@
+// The Jacobian-norm engine against independent routes: brute-force autograd per coordinate,
+// finite differences, the exact discrete row of the density room (Cesaro model), and its own
+// exact method (Hutchinson within its standard error).
+#include "server/jacobian/engine.h"
+
+#include <cmath>
+
+#include <torch/torch.h>
+
+#include "gtest/gtest.h"
+#include "server/density/discrete.h"
+#include "server/models/model.h"
+
+namespace posbias::jacobian {
+namespace {
+
+using models::ModelConfig;
+
+ModelConfig Tiny(const std::string& family) {
+  ModelConfig config = *models::PresetConfig(family == "gpt2" ? "gpt2-tiny" : "qwen2-tiny");
+  config.num_layers = 2;
+  config.hidden_size = 16;
+  config.num_heads = 4;
+  config.num_kv_heads = family == "gpt2" ? 4 : 2;
+  config.intermediate_size = 32;
+  config.vocab_size = 50;
+  return config;
+}
+
+std::unique_ptr<models::DecoderModel> Build(const ModelConfig& config, uint64_t seed = 3) {
+  auto model = models::BuildModel(config, seed);
+  EXPECT_TRUE(model.ok()) << model.status();
+  return std::move(*model);
+}
+
+// ||d hidden[t] / d e_j||_F^2 by one autograd call per output coordinate, in float64.
+std::vector<double> BruteForce(models::DecoderModel& model, const std::vector<int64_t>& tokens) {
+  model.To(torch::kCPU, torch::kFloat64);
+  auto ids = torch::tensor(tokens, torch::kLong).unsqueeze(0);
+  auto e = model.Embed(ids).detach().clone().set_requires_grad(true);
+  auto y = model.Forward(e, {}).hidden.select(1, ids.size(1) - 1).squeeze(0);
+  std::vector<double> sq(ids.size(1), 0.0);
+  for (int64_t k = 0; k < y.size(0); ++k) {
+    auto g = torch::autograd::grad({y[k]}, {e}, {}, /*retain_graph=*/true)[0].squeeze(0);
+    auto per_position = g.pow(2).sum(-1);
+    for (int64_t j = 0; j < ids.size(1); ++j) sq[j] += per_position[j].item<double>();
+  }
+  return sq;
+}
+
+MeasureOptions GivenTokens(const std::vector<int64_t>& tokens) {
+  MeasureOptions options;
+  options.length = static_cast<int64_t>(tokens.size());
+  options.input = InputKind::kGivenTokens;
+  options.tokens = {tokens};
+  options.dtype = torch::kFloat64;
+  options.branch_ratios = false;
+  return options;
+}
+
+void ExpectRelativelyClose(const std::vector<double>& actual, const std::vector<double>& expected, double bound) {
+  ASSERT_EQ(actual.size(), expected.size());
+  for (size_t j = 0; j < actual.size(); ++j) {
+    EXPECT_LE(std::abs(actual[j] - expected[j]), bound * std::abs(expected[j])) << "position " << j + 1;
+  }
+}
+
+class ExactEngine : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ExactEngine, MatchesBruteForceAutogradPerCoordinate) {
+  auto model = Build(Tiny(GetParam()));
+  const std::vector<int64_t> tokens = {3, 14, 15, 9, 26, 5, 35};
+  const auto expected = BruteForce(*model, tokens);
+  MeasureOptions options = GivenTokens(tokens);
+  options.cotangent_batch = 5;  // Not a divisor of d: the last batch is padded.
+  auto result = Measure(*model, options);
+  ASSERT_TRUE(result.ok()) << result.status();
+  ExpectRelativelyClose(result->sq_norm[0].mean, expected, 1e-10);
+}
+
+TEST_P(ExactEngine, MatchesCentralFiniteDifferences) {
+  auto model = Build(Tiny(GetParam()));
+  const std::vector<int64_t> tokens = {7, 1, 42, 8};
+  model->To(torch::kCPU, torch::kFloat64);
+  torch::NoGradGuard no_grad;
+  auto e = model->Embed(torch::tensor(tokens, torch::kLong).unsqueeze(0));
+  const int64_t d = e.size(2), t = e.size(1) - 1;
+  const double h = 1e-5;
+  std::vector<double> expected(tokens.size(), 0.0);
+  for (int64_t j = 0; j < e.size(1); ++j) {
+    for (int64_t i = 0; i < d; ++i) {  // Column i of J_j by a central difference.
+      auto plus = e.clone(), minus = e.clone();
+      plus[0][j][i] += h;
+      minus[0][j][i] -= h;
+      auto column = (model->Forward(plus, {}).hidden[0][t] - model->Forward(minus, {}).hidden[0][t]) / (2 * h);
+      expected[j] += column.pow(2).sum().item<double>();
+    }
+  }
+  auto result = Measure(*model, GivenTokens(tokens));
+  ASSERT_TRUE(result.ok()) << result.status();
+  ExpectRelativelyClose(result->sq_norm[0].mean, expected, 1e-6);
+}
+
+TEST_P(ExactEngine, GivesTheSameNormsForEveryCotangentBatchSize) {
+  auto model = Build(Tiny(GetParam()));
+  MeasureOptions options = GivenTokens({1, 2, 3, 4, 5, 6});
+  options.cotangent_batch = 1;
+  auto one = Measure(*model, options);
+  options.cotangent_batch = 16;
+  auto all = Measure(*model, options);
+  ASSERT_TRUE(one.ok() && all.ok());
+  ExpectRelativelyClose(one->sq_norm[0].mean, all->sq_norm[0].mean, 1e-12);
+  EXPECT_EQ(one->vjp_count, 16);
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, ExactEngine, ::testing::Values("gpt2", "qwen2"));
+
+TEST(HutchinsonEngine, AgreesWithTheExactNormWithinItsStandardError) {
+  auto model = Build(Tiny("qwen2"));
+  MeasureOptions options = GivenTokens({4, 8, 15, 16, 23, 42, 1, 2, 3, 5});
+  auto exact = Measure(*model, options);
+  options.method = Method::kHutchinson;
+  options.probes = 400;
+  options.seed = 11;
+  auto estimate = Measure(*model, options);
+  ASSERT_TRUE(exact.ok() && estimate.ok());
+  const auto& se = estimate->estimator_stderr[0];
+  int within = 0;
+  for (size_t j = 0; j < se.size(); ++j) {
+    const double error = std::abs(estimate->sq_norm[0].mean[j] - exact->sq_norm[0].mean[j]);
+    within += error <= 3.0 * se[j];
+    EXPECT_LE(se[j], std::sqrt(2.0 / 400) * 1.5 * exact->sq_norm[0].mean[j]);  // sqrt(2/K) relative.
+  }
+  EXPECT_GE(within, 9);  // At 3 standard errors, at most one of ten positions may stray.
+}
+
+TEST(CesaroModel, MeasuredProfileEqualsTheExactDiscreteRowOfTheDensityRoom) {
+  ModelConfig config = *models::PresetConfig("cesaro");
+  config.num_layers = 6;
+  config.hidden_size = 4;
+  config.cesaro_alpha = 0.3;
+  auto model = Build(config);
+  MeasureOptions options;
+  options.length = 40;
+  options.input = InputKind::kGaussianEmbeddings;
+  options.dtype = torch::kFloat64;
+  options.output = Output::kLayerSweep;
+  auto result = Measure(*model, options);
+  ASSERT_TRUE(result.ok()) << result.status();
+  for (uint32_t layer = 1; layer <= 6; ++layer) {
+    // h_L = sum_j v_j e_j, so J_j = v_j I_d and ||J_j||_F^2 = d v_j^2.
+    auto row = density::ComputeDiscreteProfiles(*density::MakeRouting(layer, 0.3), 40);
+    ASSERT_TRUE(row.ok());
+    std::vector<double> expected;
+    for (double v : row->coherent) expected.push_back(4.0 * v * v);
+    ExpectRelativelyClose(result->sq_norm[layer - 1].mean, expected, 1e-10);
+  }
+}
+
+TEST(MeasureOptions, RejectsLengthsBeyondTheModelsPositionsNamingTheField) {
+  auto model = Build(Tiny("gpt2"));
+  MeasureOptions options;
+  options.length = 10'000;
+  const auto status = CheckMeasureOptions(*model, options);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("length"), std::string::npos);
+}
+
+TEST(MeasureOptions, RejectsTokenIdsOutsideTheVocabulary) {
+  auto model = Build(Tiny("gpt2"));
+  MeasureOptions options = GivenTokens({1, 2, 99});
+  EXPECT_NE(CheckMeasureOptions(*model, options).message().find("tokens[0][2]"), std::string::npos);
+}
+
+TEST(Measure, StopsAtTheNextChunkWhenTheCallerCancels) {
+  auto model = Build(Tiny("gpt2"));
+  MeasureOptions options;
+  options.length = 8;
+  options.samples = 3;
+  options.cotangent_batch = 4;
+  int calls = 0;
+  options.progress = [&](const Progress& progress) {
+    EXPECT_GT(progress.fraction, 0.0);
+    return ++calls < 2;
+  };
+  const auto result = Measure(*model, options);
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ(calls, 2);
+}
+
+TEST(Measure, ReportsProgressUpToOneAndDrawsReproducibleTokens) {
+  auto model = Build(Tiny("qwen2"));
+  MeasureOptions options;
+  options.length = 6;
+  options.samples = 2;
+  options.seed = 5;
+  double last = 0;
+  options.progress = [&](const Progress& progress) { last = progress.fraction; return true; };
+  auto first = Measure(*model, options);
+  auto second = Measure(*model, options);
+  ASSERT_TRUE(first.ok() && second.ok());
+  EXPECT_DOUBLE_EQ(last, 1.0);
+  EXPECT_EQ(first->tokens, second->tokens);
+  EXPECT_EQ(first->sq_norm[0].mean, second->sq_norm[0].mean);
+  EXPECT_EQ(first->branch_ratio.size(), 2u);
+}
+
+TEST(Measure, MeasuresTheLogProbabilityOfTheNextToken) {
+  auto model = Build(Tiny("gpt2"));
+  MeasureOptions options = GivenTokens({1, 2, 3, 4, 5});
+  options.length = 4;  // The fifth id is the next token.
+  options.output = Output::kLogProb;
+  auto result = Measure(*model, options);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->vjp_count, 1);
+  for (double value : result->sq_norm[0].mean) EXPECT_GT(value, 0.0);
+}
+
+TEST(Measure, RunsInBfloat16WithFloat32Norms) {
+  auto model = Build(Tiny("qwen2"));
+  MeasureOptions options = GivenTokens({1, 2, 3, 4});
+  options.dtype = torch::kFloat32;
+  auto reference = Measure(*model, options);
+  options.dtype = torch::kBFloat16;
+  auto low = Measure(*model, options);
+  ASSERT_TRUE(reference.ok() && low.ok()) << low.status();
+  ExpectRelativelyClose(low->sq_norm[0].mean, reference->sq_norm[0].mean, 0.1);
+  EXPECT_EQ(low->dtype_name, "bfloat16");
+}
+
+TEST(Measure, RunsOnTheGpu_CUDA) {
+  auto model = Build(Tiny("qwen2"));
+  MeasureOptions options = GivenTokens({1, 2, 3, 4, 5, 6, 7, 8});
+  auto cpu = Measure(*model, options);
+  options.device = "cuda:0";
+  auto gpu = Measure(*model, options);
+  ASSERT_TRUE(cpu.ok() && gpu.ok()) << gpu.status();
+  ExpectRelativelyClose(gpu->sq_norm[0].mean, cpu->sq_norm[0].mean, 1e-8);
+}
+
+}  // namespace
+}  // namespace posbias::jacobian

@@ -9,9 +9,12 @@ PACKAGES=(
   # RPC stack and libraries
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler grpc-proto libabsl-dev
   libspdlog-dev prometheus-cpp-dev libcpp-httplib-dev nlohmann-json3-dev libcli11-dev libboost-math-dev
+  # LibTorch (CPU) for the model zoo and the Jacobian engine, with an optimized BLAS behind
+  # libblas.so.3 (the reference BLAS is ~15x slower for the matrix products)
+  libtorch-dev libopenblas0-openmp
   # Tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev
-  python3 python3-grpcio python3-protobuf python3-mpmath python3-numpy python3-scipy
+  python3 python3-grpcio python3-protobuf python3-mpmath python3-numpy python3-scipy python3-torch
 )
 
 missing=()

@@ -37,6 +37,9 @@ int64_t ActivationBytesPerRow(const models::ModelConfig& config, int64_t length,
   return std::max<int64_t>(1, (config.num_layers + 1) * per_layer * element);
 }
 
+// Norms accumulate in float32, or float64 for a float64 measurement.
+torch::Dtype NormDtype(torch::Dtype dtype) { return dtype == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32; }
+
 int64_t OutputWidth(const DecoderModel& model, Output output) {
   return output == Output::kLogProb ? 1 : model.config().hidden_size;
 }
@@ -50,7 +53,7 @@ std::vector<Sample> DrawSamples(DecoderModel& model, const MeasureOptions& optio
   for (int64_t s = 0; s < options.samples; ++s) {
     Sample& sample = samples[s];
     if (options.input == InputKind::kGaussianEmbeddings) {
-      sample.embeds = torch::randn({1, options.length, config.hidden_size}, generator) * options.embedding_std;
+      sample.embeds = (torch::randn({1, options.length, config.hidden_size}, generator) * options.embedding_std).to(torch::kFloat64);
       sample.next_token = torch::randint(config.vocab_size, {1}, generator).item<int64_t>();
     } else {
       if (options.input == InputKind::kGivenTokens) {
@@ -62,7 +65,7 @@ std::vector<Sample> DrawSamples(DecoderModel& model, const MeasureOptions& optio
       if (static_cast<int64_t>(sample.tokens.size()) > options.length) sample.next_token = sample.tokens[options.length];
       sample.tokens.resize(options.length);
       auto ids = torch::tensor(sample.tokens, torch::kLong).unsqueeze(0).to(device);
-      sample.embeds = model.Embed(ids).to(torch::kCPU, torch::kFloat32);
+      sample.embeds = model.Embed(ids).to(torch::kCPU, torch::kFloat64);  // Cast per pass.
     }
   }
   return samples;
@@ -112,6 +115,7 @@ class Runner {
   }
 
   absl::StatusOr<SampleSums> RunSample(const Sample& sample, int64_t batch, const std::function<bool()>& tick) {
+    torch::AutoGradMode enable_grad(true);  // Whatever mode the caller is in.
     const int64_t width = OutputWidth(model_, options_.output);
     const int64_t total = options_.method == Method::kExact ? width : options_.probes;
     auto e = sample.embeds.to(device_, options_.dtype).expand({batch, -1, -1}).clone().set_requires_grad(true);
@@ -124,7 +128,7 @@ class Runner {
         auto cot = Cotangents(start, rows, batch, width);
         const bool last = o + 1 == ys.size() && start + batch >= total;
         auto grad = torch::autograd::grad({ys[o]}, {e}, {cot}, /*retain_graph=*/!last)[0];
-        auto sq = grad.narrow(0, 0, rows).to(torch::kFloat32).pow(2).sum(-1).to(torch::kCPU, torch::kDouble);
+        auto sq = grad.narrow(0, 0, rows).to(NormDtype(options_.dtype)).pow(2).sum(-1).to(torch::kCPU, torch::kDouble);
         sum += sq.sum(0);
         if (options_.method == Method::kHutchinson) sum_sq += sq.pow(2).sum(0);
         vjps_ += rows;

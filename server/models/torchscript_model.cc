@@ -69,6 +69,9 @@ absl::StatusOr<std::unique_ptr<DecoderModel>> LoadTorchScriptModel(const std::st
   } catch (const c10::Error& error) {
     return ErrorWithReason(absl::StatusCode::kInvalidArgument, "INVALID_MODEL_FILE",
                            absl::StrCat(path, ": not a usable TorchScript module: ", error.what_without_backtrace()));
+  } catch (const std::exception& error) {  // Interpreter errors (torch::jit::JITException).
+    return ErrorWithReason(absl::StatusCode::kInvalidArgument, "INVALID_MODEL_FILE",
+                           absl::StrCat(path, ": forward failed on [1, 4, ", hidden_size, "]: ", error.what()));
   }
 }
 

@@ -15,6 +15,12 @@ namespace {
 
 // ---- shared pieces -------------------------------------------------------------------------
 
+// Half-precision activations are upcast to float32 where Hugging Face does (softmax, RMSNorm);
+// float32 and float64 keep their own precision.
+torch::Dtype AtLeastFloat32(torch::Dtype dtype) {
+  return dtype == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
+}
+
 // Causal attention of q [B, Hq, L, hd] over k, v [B, Hkv, L, hd]; kv heads are shared by
 // Hq / Hkv query heads (grouped-query attention). With `uniform`, the logits are zero, so each
 // position averages its prefix: computed as a running mean, O(L) instead of O(L^2).
@@ -32,7 +38,7 @@ torch::Tensor CausalAttention(torch::Tensor q, torch::Tensor k, torch::Tensor v,
   auto scores = torch::matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(q.size(-1)));
   auto mask = torch::ones({length, length}, torch::dtype(torch::kBool).device(q.device())).triu(1);
   scores = scores.masked_fill(mask, -std::numeric_limits<float>::infinity());
-  auto probs = torch::softmax(scores.to(torch::kFloat32), -1).to(q.dtype());
+  auto probs = torch::softmax(scores.to(AtLeastFloat32(q.scalar_type())), -1).to(q.dtype());
   return torch::matmul(probs, v);
 }
 
@@ -161,7 +167,7 @@ struct RmsNormImpl : torch::nn::Module {
   RmsNormImpl(int64_t size, double epsilon)
       : eps(epsilon), weight(register_parameter("weight", torch::ones({size}))) {}
   torch::Tensor forward(const torch::Tensor& x) {
-    auto x32 = x.to(torch::kFloat32);
+    auto x32 = x.to(AtLeastFloat32(x.scalar_type()));
     auto normed = x32 * torch::rsqrt(x32.pow(2).mean(-1, /*keepdim=*/true) + eps);
     return weight * normed.to(x.dtype());
   }
@@ -173,7 +179,7 @@ TORCH_MODULE(RmsNorm);
 // Rotary embedding as in Hugging Face: x * cos + rotate_half(x) * sin, rotate_half = (-x2, x1).
 torch::Tensor ApplyRotary(const torch::Tensor& x, double theta) {
   const int64_t length = x.size(2), dim = x.size(3);
-  auto options = torch::dtype(torch::kFloat32).device(x.device());
+  auto options = torch::dtype(AtLeastFloat32(x.scalar_type())).device(x.device());
   auto inv_freq = 1.0 / torch::pow(theta, torch::arange(0, dim, 2, options) / static_cast<double>(dim));
   auto freqs = torch::outer(torch::arange(length, options), inv_freq);
   auto emb = torch::cat({freqs, freqs}, -1);

@@ -112,14 +112,19 @@ TEST(Ablations, RemoveTheMlpBlocksAndPositionEmbeddings) {
   EXPECT_TRUE(torch::equal(e[0][0], e[0][1]));
 }
 
-TEST(Ablations, UniformAttentionAveragesThePrefix) {
-  Ablations ablations;
-  ablations.uniform_attention = true;
-  auto model = Build("qwen2-tiny", 1, ablations);
+TEST(Ablations, UniformAttentionMakesOneLayerBlindToTheOrderOfThePrefix) {
+  // One layer whose attention averages its prefix uniformly (logits zero, so rotary positions do
+  // not matter): the last output depends on the earlier tokens as a set, not on their order.
+  ModelConfig config = *PresetConfig("qwen2-tiny");
+  config.num_layers = 1;
+  config.ablations.uniform_attention = true;
+  auto model = std::move(*BuildModel(config, 1));
   auto shuffled = Hidden(*model, {9, 4, 7}), original = Hidden(*model, {4, 9, 7});
-  // Uniform attention and no positions of its own: the last output depends on the prefix as a set
-  // only up to rotary effects, which uniform attention removes (logits are zero).
   EXPECT_TRUE(torch::allclose(shuffled.select(1, 2), original.select(1, 2), 1e-5, 1e-6));
+  config.ablations.uniform_attention = false;
+  auto attending = std::move(*BuildModel(config, 1));
+  EXPECT_FALSE(torch::allclose(Hidden(*attending, {9, 4, 7}).select(1, 2),
+                               Hidden(*attending, {4, 9, 7}).select(1, 2), 1e-5, 1e-6));
 }
 
 TEST(Weights, ExportedWeightsLoadIntoAnotherModelAndReproduceItsOutputs) {

@@ -8,6 +8,7 @@
 // INVALID_MODEL_FILE error naming the file; never a crash. Run once under
 // -fsanitize=address,undefined to prove the "never crash" part.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
@@ -52,8 +53,11 @@ void WriteBytes(const std::string& path, const std::string& bytes) {
   out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
 }
 
+// A directory unique to this process and test (ctest may run tests in parallel).
 std::filesystem::path FreshDirectory(const std::string& name) {
-  const std::filesystem::path path = std::filesystem::path(::testing::TempDir()) / name;
+  const auto* test = ::testing::UnitTest::GetInstance()->current_test_info();
+  const std::filesystem::path path = std::filesystem::path(::testing::TempDir()) /
+                                     absl::StrCat(name, "_", test->name(), "_", ::getpid());
   std::filesystem::remove_all(path);
   std::filesystem::create_directories(path);
   return path;

@@ -2,6 +2,7 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <bit>
 #include <cmath>
@@ -11,7 +12,6 @@
 #include <iterator>
 #include <limits>
 #include <random>
-#include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
@@ -31,8 +31,9 @@ class TempDir {
  public:
   TempDir() {
     const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    path_ = std::filesystem::path(::testing::TempDir()) /
-            (std::string("safetensors_") + info->test_suite_name() + "_" + info->name());
+    path_ =
+        std::filesystem::path(::testing::TempDir()) /
+        absl::StrCat("safetensors_", info->test_suite_name(), "_", info->name(), "_", ::getpid());
     std::filesystem::remove_all(path_);
     std::filesystem::create_directories(path_);
   }

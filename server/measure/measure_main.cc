@@ -3,6 +3,7 @@
 //
 //   posbias-measure --arch qwen2 --layers 4 --width 128 --heads 4 --kv-heads 2 --mlp-width 256
 //       --vocab 1000 --length 64 --samples 4 --method exact --format json
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <iterator>
@@ -28,6 +29,7 @@ struct Flags {
   posbias::jacobian::MeasureOptions options;
   std::string method = "exact", output = "final", input = "random", dtype = "float32", format = "json";
   int threads = 0;
+  bool arch_given = false;
 };
 
 void DefineFlags(CLI::App& app, Flags& f) {
@@ -61,7 +63,9 @@ void DefineFlags(CLI::App& app, Flags& f) {
   app.add_option("--dtype", f.dtype, "float32, bfloat16, float16 or float64")->capture_default_str();
   app.add_option("--cotangent-batch", f.options.cotangent_batch, "Rows per backward pass (0: from memory)");
   app.add_option("--threads", f.threads, "Intra-op threads (0: all cores)");
-  app.add_option("--weights", f.weights, "Load a safetensors checkpoint (file, directory or index)");
+  app.add_option("--weights", f.weights,
+                 "Load a safetensors checkpoint (file, directory or index); a directory's config.json "
+                 "defines the architecture unless --arch or --preset is given");
   app.add_option("--torchscript", f.torchscript, "Load a TorchScript module (needs --width)");
   app.add_option("--export-weights", f.export_weights, "Write the model's weights (Hugging Face names)");
   app.add_option("--export-config", f.export_config, "Write the model's Hugging Face config.json");
@@ -74,14 +78,30 @@ int Fail(const absl::Status& status) {
   return status.code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
 }
 
-absl::StatusOr<std::unique_ptr<posbias::models::DecoderModel>> MakeModel(const Flags& f) {
+// The architecture: a checkpoint directory's config.json unless --arch or --preset is given,
+// else the preset, else the family's base shape; then the flag overrides and ablations.
+absl::StatusOr<posbias::models::ModelConfig> ResolveConfig(const Flags& f) {
   using namespace posbias::models;
-  if (!f.torchscript.empty()) return LoadTorchScriptModel(f.torchscript, f.overrides.hidden_size.value_or(0));
-  auto base = f.preset.empty() ? FamilyConfig(f.arch) : PresetConfig(f.preset);
+  absl::StatusOr<ModelConfig> base;
+  const auto config_json = std::filesystem::path(f.weights) / "config.json";
+  if (!f.weights.empty() && !f.arch_given && f.preset.empty() && std::filesystem::is_regular_file(config_json)) {
+    std::ifstream in(config_json);
+    base = ConfigFromHuggingFaceJson(std::string(std::istreambuf_iterator<char>(in), {}));
+  } else {
+    base = f.preset.empty() ? FamilyConfig(f.arch) : PresetConfig(f.preset);
+  }
   if (!base.ok()) return base.status();
   ModelConfig config = ApplyOverrides(*base, f.overrides);
   config.ablations = f.ablations;
-  auto model = BuildModel(config, f.model_seed);
+  return config;
+}
+
+absl::StatusOr<std::unique_ptr<posbias::models::DecoderModel>> MakeModel(const Flags& f) {
+  using namespace posbias::models;
+  if (!f.torchscript.empty()) return LoadTorchScriptModel(f.torchscript, f.overrides.hidden_size.value_or(0));
+  auto config = ResolveConfig(f);
+  if (!config.ok()) return config.status();
+  auto model = BuildModel(*config, f.model_seed);
   if (!model.ok() || f.weights.empty()) return model;
   if (auto status = LoadWeightsFromPath(**model, f.weights); !status.ok()) return status;
   return model;
@@ -110,6 +130,7 @@ int main(int argc, char** argv) {
   DefineFlags(app, f);
   CLI11_PARSE(app, argc, argv);
   if (app.count("--input-seed") == 0) f.options.seed = f.model_seed;
+  f.arch_given = app.count("--arch") > 0;
   if (f.threads > 0) torch::set_num_threads(f.threads);
   using posbias::jacobian::Method, posbias::jacobian::Output, posbias::jacobian::InputKind;
   f.options.method = f.method == "exact" ? Method::kExact : Method::kHutchinson;

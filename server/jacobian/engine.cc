@@ -14,12 +14,16 @@ namespace {
 
 using models::DecoderModel;
 
-// One input sequence: its embeddings [1, L, d] and, for token inputs, the ids (L + 1 drawn, the
-// last being the "next token" of the log-probability output).
+// One input sequence: its embeddings [1, L, d] and, for token inputs, the ids as drawn or given
+// (random inputs draw L + 1, so the log-probability output has a next token at every target).
 struct Sample {
   torch::Tensor embeds;
   std::vector<int64_t> tokens;
-  int64_t next_token = -1;
+  int64_t gaussian_next_token = -1;
+  // The token after position t (1-based), scored by the log-probability output.
+  int64_t NextToken(int64_t target) const {
+    return tokens.empty() ? gaussian_next_token : tokens[target];
+  }
 };
 
 bool IsOutOfMemory(const c10::Error& error) {
@@ -54,7 +58,7 @@ std::vector<Sample> DrawSamples(DecoderModel& model, const MeasureOptions& optio
     Sample& sample = samples[s];
     if (options.input == InputKind::kGaussianEmbeddings) {
       sample.embeds = (torch::randn({1, options.length, config.hidden_size}, generator) * options.embedding_std).to(torch::kFloat64);
-      sample.next_token = torch::randint(config.vocab_size, {1}, generator).item<int64_t>();
+      sample.gaussian_next_token = torch::randint(config.vocab_size, {1}, generator).item<int64_t>();
     } else {
       if (options.input == InputKind::kGivenTokens) {
         sample.tokens = options.tokens[s];
@@ -62,9 +66,8 @@ std::vector<Sample> DrawSamples(DecoderModel& model, const MeasureOptions& optio
         auto ids = torch::randint(config.vocab_size, {options.length + 1}, generator);
         sample.tokens.assign(ids.data_ptr<int64_t>(), ids.data_ptr<int64_t>() + options.length + 1);
       }
-      if (static_cast<int64_t>(sample.tokens.size()) > options.length) sample.next_token = sample.tokens[options.length];
-      sample.tokens.resize(options.length);
-      auto ids = torch::tensor(sample.tokens, torch::kLong).unsqueeze(0).to(device);
+      const std::vector<int64_t> prefix(sample.tokens.begin(), sample.tokens.begin() + options.length);
+      auto ids = torch::tensor(prefix, torch::kLong).unsqueeze(0).to(device);
       sample.embeds = model.Embed(ids).to(torch::kCPU, torch::kFloat64);  // Cast per pass.
     }
   }
@@ -73,9 +76,10 @@ std::vector<Sample> DrawSamples(DecoderModel& model, const MeasureOptions& optio
 
 // Outputs y [rows, width] at the target position, one per requested output (layers for a sweep).
 std::vector<torch::Tensor> Outputs(DecoderModel& model, const torch::Tensor& e, const MeasureOptions& options,
-                                   int64_t target, int64_t next_token) {
+                                   int64_t target, int64_t next_token, bool checkpoint) {
   models::ForwardOptions forward;
   forward.record_layers = options.output == Output::kLayerSweep;
+  forward.checkpoint_layers = checkpoint;
   auto out = model.Forward(e, forward);
   std::vector<torch::Tensor> ys;
   if (options.output == Output::kLayerSweep) {
@@ -99,8 +103,9 @@ struct SampleSums {
 
 class Runner {
  public:
-  Runner(DecoderModel& model, const MeasureOptions& options, const torch::Device& device, int64_t target)
-      : model_(model), options_(options), device_(device), target_(target),
+  Runner(DecoderModel& model, const MeasureOptions& options, const torch::Device& device, int64_t target,
+         bool checkpoint)
+      : model_(model), options_(options), device_(device), target_(target), checkpoint_(checkpoint),
         probe_generator_(at::detail::createCPUGenerator(options.seed ^ 0x9E3779B97F4A7C15ULL)) {}
 
   // Cotangent rows for chunk [start, start + rows) of `total`, padded to `batch` rows with zeros.
@@ -119,7 +124,7 @@ class Runner {
     const int64_t width = OutputWidth(model_, options_.output);
     const int64_t total = options_.method == Method::kExact ? width : options_.probes;
     auto e = sample.embeds.to(device_, options_.dtype).expand({batch, -1, -1}).clone().set_requires_grad(true);
-    auto ys = Outputs(model_, e, options_, target_, sample.next_token);
+    auto ys = Outputs(model_, e, options_, target_, sample.NextToken(target_), checkpoint_);
     SampleSums sums;
     for (size_t o = 0; o < ys.size(); ++o) {
       auto sum = torch::zeros({options_.length}, torch::kDouble), sum_sq = torch::zeros_like(sum);
@@ -147,6 +152,7 @@ class Runner {
   const MeasureOptions& options_;
   torch::Device device_;
   int64_t target_;
+  bool checkpoint_;
   at::Generator probe_generator_;
   int64_t vjps_ = 0;
 };
@@ -223,7 +229,8 @@ absl::Status CheckMeasureOptions(const DecoderModel& model, const MeasureOptions
       return InvalidArgumentError({"INVALID_ARGUMENT", "tokens", absl::StrCat(options.tokens.size(), " sequences"),
                                    absl::StrCat("one sequence per sample (", options.samples, ")")});
     }
-    const size_t need = options.length + (options.output == Output::kLogProb ? 1 : 0);
+    const int64_t t = options.target == 0 ? options.length : options.target;
+    const size_t need = options.output == Output::kLogProb ? std::max(options.length, t + 1) : options.length;
     for (size_t s = 0; s < options.tokens.size(); ++s) {
       if (options.tokens[s].size() < need) {
         return InvalidArgumentError({"INVALID_ARGUMENT", absl::StrCat("tokens[", s, "]"),
@@ -236,6 +243,11 @@ absl::Status CheckMeasureOptions(const DecoderModel& model, const MeasureOptions
         }
       }
     }
+  }
+  if (options.dtype == torch::kFloat16 && options.device.rfind("cuda", 0) != 0) {
+    return InvalidArgumentError({"INVALID_ARGUMENT", "dtype", "float16",
+                                 "float32, bfloat16 or float64 on the CPU (LibTorch's CPU kernels lack "
+                                 "float16 layer norms and matrix products); float16 on cuda:N"});
   }
   if (options.input != InputKind::kGaussianEmbeddings && !model.has_token_embedding()) {
     return InvalidArgumentError({"INVALID_ARGUMENT", "input", "tokens", "gaussian (this model takes embeddings only)"});
@@ -258,9 +270,13 @@ absl::StatusOr<MeasureResult> Measure(DecoderModel& model, const MeasureOptions&
     const std::vector<Sample> samples = DrawSamples(model, options, device);
     const int64_t width = OutputWidth(model, options.output);
     const int64_t rows_total = options.method == Method::kExact ? width : options.probes;
-    int64_t batch = options.cotangent_batch > 0
-                        ? options.cotangent_batch
-                        : options.memory_budget_bytes / ActivationBytesPerRow(model.config(), options.length, options.dtype);
+    const int64_t row_bytes = ActivationBytesPerRow(model.config(), options.length, options.dtype);
+    const bool checkpoint = options.checkpointing == MeasureOptions::Checkpointing::kOn ||
+                            (options.checkpointing == MeasureOptions::Checkpointing::kAuto &&
+                             row_bytes > options.memory_budget_bytes);
+    // With checkpointing only layer inputs are kept: about 1/12 of a row's activations per layer.
+    const int64_t kept_bytes = checkpoint ? std::max<int64_t>(1, row_bytes / 12) : row_bytes;
+    int64_t batch = options.cotangent_batch > 0 ? options.cotangent_batch : options.memory_budget_bytes / kept_bytes;
     batch = std::clamp<int64_t>(batch, 1, rows_total);
     const int64_t outputs = options.output == Output::kLayerSweep ? model.config().num_layers : 1;
     const int64_t chunks_per_sample = outputs * ((rows_total + batch - 1) / batch);
@@ -271,7 +287,7 @@ absl::StatusOr<MeasureResult> Measure(DecoderModel& model, const MeasureOptions&
       return !options.progress || options.progress(progress);
     };
 
-    Runner runner(model, options, device, target);
+    Runner runner(model, options, device, target, checkpoint);
     std::vector<std::vector<torch::Tensor>> per_output(outputs), probe_var(outputs);
     MeasureResult result;
     std::vector<double> ratio_sum;
@@ -330,6 +346,7 @@ absl::StatusOr<MeasureResult> Measure(DecoderModel& model, const MeasureOptions&
     for (double r : ratio_sum) result.branch_ratio.push_back(r / options.samples);
     result.vjp_count = runner.vjps();
     result.cotangent_batch = batch;
+    result.checkpointed = checkpoint;
     result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_time).count();
     result.device_name = device.str();
     result.dtype_name = DtypeName(options.dtype);

@@ -43,13 +43,17 @@ struct MeasureOptions {
   Method method = Method::kExact;
   int64_t probes = 64;           // K, Hutchinson only.
   InputKind input = InputKind::kRandomTokens;
-  std::vector<std::vector<int64_t>> tokens;  // kGivenTokens: S lists of L ids (L + 1 for kLogProb).
+  // kGivenTokens: S lists of at least L ids (L + 1 for kLogProb when t = L: id t + 1 is scored).
+  std::vector<std::vector<int64_t>> tokens;
   uint64_t seed = 0;             // Token ids, Gaussian embeddings and probes.
   double embedding_std = 1.0;    // Standard deviation of Gaussian input embeddings.
   std::string device = "cpu";    // "cpu" or "cuda:N".
   torch::Dtype dtype = torch::kFloat32;  // Forward/backward dtype; norms accumulate in float32.
   int64_t cotangent_batch = 0;   // Rows per backward pass; 0 = from the memory budget.
   int64_t memory_budget_bytes = int64_t{2} << 30;  // For choosing the cotangent batch.
+  // Recompute each layer in the backward pass instead of keeping its activations: kAuto turns it on
+  // when one batch row's activations would not fit the memory budget (long L).
+  enum class Checkpointing { kAuto, kOn, kOff } checkpointing = Checkpointing::kAuto;
   bool keep_samples = false;     // Return per-sample squared norms.
   bool branch_ratios = true;     // Measure ||attn|| / (||residual|| + ||attn||) per layer.
   std::function<bool(const Progress&)> progress;  // Return false to cancel (CANCELLED).
@@ -63,7 +67,9 @@ struct PositionStats {
 struct MeasureResult {
   int64_t length = 0;
   int64_t target = 0;
-  std::vector<std::vector<int64_t>> tokens;  // The token ids used (empty for Gaussian inputs).
+  // The token ids used (empty for Gaussian inputs): the given lists, or the L + 1 drawn ids (the
+  // last is the next token after position L), so that a run can be replayed with --tokens.
+  std::vector<std::vector<int64_t>> tokens;
   // One entry for kFinalHidden / kLogProb; one per layer for kLayerSweep.
   std::vector<PositionStats> sq_norm;
   std::vector<PositionStats> norm;
@@ -73,6 +79,7 @@ struct MeasureResult {
   std::vector<double> branch_ratio;  // Per layer, mean over samples.
   int64_t vjp_count = 0;             // Vector-Jacobian products (backward rows) computed.
   int64_t cotangent_batch = 0;       // Rows per backward pass actually used.
+  bool checkpointed = false;         // Whether activation checkpointing was used.
   double seconds = 0.0;
   std::string device_name;
   std::string dtype_name;

@@ -29,6 +29,8 @@ struct Flags {
   posbias::jacobian::MeasureOptions options;
   std::string method = "exact", output = "final", input = "random", dtype = "float32", format = "json";
   int threads = 0;
+  int64_t memory_budget_mb = 2048;
+  std::string checkpointing = "auto";
   bool arch_given = false;
 };
 
@@ -63,6 +65,9 @@ void DefineFlags(CLI::App& app, Flags& f) {
   app.add_option("--dtype", f.dtype, "float32, bfloat16, float16 or float64")->capture_default_str();
   app.add_option("--cotangent-batch", f.options.cotangent_batch, "Rows per backward pass (0: from memory)");
   app.add_option("--threads", f.threads, "Intra-op threads (0: all cores)");
+  app.add_option("--memory-budget-mb", f.memory_budget_mb, "Memory for activations, MiB (sizes the cotangent batch)");
+  app.add_option("--checkpointing", f.checkpointing, "auto, on or off: recompute layers in the backward pass")
+      ->check(CLI::IsMember({"auto", "on", "off"}))->capture_default_str();
   app.add_option("--weights", f.weights,
                  "Load a safetensors checkpoint (file, directory or index); a directory's config.json "
                  "defines the architecture unless --arch or --preset is given");
@@ -131,6 +136,10 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   if (app.count("--input-seed") == 0) f.options.seed = f.model_seed;
   f.arch_given = app.count("--arch") > 0;
+  f.options.memory_budget_bytes = f.memory_budget_mb << 20;
+  using Checkpointing = posbias::jacobian::MeasureOptions::Checkpointing;
+  f.options.checkpointing = f.checkpointing == "on" ? Checkpointing::kOn
+                            : f.checkpointing == "off" ? Checkpointing::kOff : Checkpointing::kAuto;
   if (f.threads > 0) torch::set_num_threads(f.threads);
   using posbias::jacobian::Method, posbias::jacobian::Output, posbias::jacobian::InputKind;
   f.options.method = f.method == "exact" ? Method::kExact : Method::kHutchinson;
@@ -152,6 +161,6 @@ int main(int argc, char** argv) {
   }
   auto result = posbias::jacobian::Measure(**model, f.options);
   if (!result.ok()) return Fail(result.status());
-  std::cout << posbias::measure::ReportJson(**model, f.options, *result).dump(2) << "\n";
+  std::cout << posbias::measure::ReportJson(**model, f.options, *result, f.weights.empty() ? f.torchscript : f.weights).dump(2) << "\n";
   return 0;
 }

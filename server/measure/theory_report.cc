@@ -18,7 +18,7 @@ nlohmann::ordered_json MetricsJson(const density::ComparisonMetrics& m) {
           {"measured_last_jump", m.measured_last_jump}, {"model_last_jump", m.model_last_jump}};
 }
 
-nlohmann::ordered_json ConfigJson(models::DecoderModel& model) {
+nlohmann::ordered_json ConfigJson(models::DecoderModel& model, const std::string& weights) {
   const auto& c = model.config();
   return {{"family", models::FamilyName(c.family)}, {"preset", c.preset}, {"layers", c.num_layers},
           {"width", c.hidden_size}, {"heads", c.num_heads}, {"kv_heads", c.num_kv_heads},
@@ -27,7 +27,9 @@ nlohmann::ordered_json ConfigJson(models::DecoderModel& model) {
           {"cesaro_alpha", c.cesaro_alpha},
           {"no_position_encoding", c.ablations.no_position_encoding},
           {"uniform_attention", c.ablations.uniform_attention}, {"no_mlp", c.ablations.no_mlp},
-          {"parameters", models::ParameterCount(model)}, {"init_recipe", model.init_recipe()}};
+          {"parameters", models::ParameterCount(model)},
+          {"weights", weights.empty() ? "seeded initialization" : weights},
+          {"init_recipe", weights.empty() ? model.init_recipe() : "loaded from " + weights}};
 }
 
 // Profile of positions 1..t (later positions cannot influence position t).
@@ -85,9 +87,9 @@ const char* OutputName(jacobian::Output output) {
 }  // namespace
 
 nlohmann::ordered_json ReportJson(models::DecoderModel& model, const jacobian::MeasureOptions& options,
-                                  const jacobian::MeasureResult& result) {
+                                  const jacobian::MeasureResult& result, const std::string& weights) {
   nlohmann::ordered_json json;
-  json["model"] = ConfigJson(model);
+  json["model"] = ConfigJson(model, weights);
   const bool gaussian = options.input == jacobian::InputKind::kGaussianEmbeddings;
   json["measurement"] = {
       {"length", result.length}, {"target", result.target}, {"samples", options.samples},
@@ -96,7 +98,8 @@ nlohmann::ordered_json ReportJson(models::DecoderModel& model, const jacobian::M
       {"input", gaussian ? "gaussian_embeddings" : (options.input == jacobian::InputKind::kGivenTokens ? "given_tokens" : "random_tokens")},
       {"embedding", gaussian ? "gaussian e_j" : (model.embeds_positions() ? "token + learned position embedding" : "token embedding")},
       {"dtype", result.dtype_name}, {"device", result.device_name}, {"torch_version", result.torch_version},
-      {"seconds", result.seconds}, {"vjp_count", result.vjp_count}, {"cotangent_batch", result.cotangent_batch}};
+      {"seconds", result.seconds}, {"vjp_count", result.vjp_count}, {"cotangent_batch", result.cotangent_batch},
+      {"checkpointed", result.checkpointed}};
   json["tokens"] = result.tokens;
   std::vector<int64_t> positions(result.length);
   std::iota(positions.begin(), positions.end(), 1);

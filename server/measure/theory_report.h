@@ -9,7 +9,8 @@
 
 namespace posbias::measure {
 
+// `weights` names where the parameters came from: a checkpoint path, or "" for the seeded init.
 nlohmann::ordered_json ReportJson(models::DecoderModel& model, const jacobian::MeasureOptions& options,
-                                  const jacobian::MeasureResult& result);
+                                  const jacobian::MeasureResult& result, const std::string& weights);
 
 }  // namespace posbias::measure

@@ -21,6 +21,10 @@ namespace posbias::models {
 struct ForwardOptions {
   bool record_layers = false;         // Keep the residual stream after every layer.
   bool record_branch_ratios = false;  // Measure ||attn|| / (||residual|| + ||attn||) per layer.
+  // Activation checkpointing: keep only each layer's input and recompute the layer during the
+  // backward pass (memory O(L d) per layer instead of O(L^2 heads)). Gradients then reach the
+  // inputs only, not the parameters (the Jacobian engine freezes them anyway).
+  bool checkpoint_layers = false;
 };
 
 struct ForwardOutput {

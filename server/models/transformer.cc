@@ -58,6 +58,40 @@ double BranchRatio(const torch::Tensor& residual, const torch::Tensor& branch) {
   return (b / (r + b).clamp_min(1e-30)).mean().item<double>();
 }
 
+// One layer as a callable, carried through the autograd graph inside a capsule.
+struct LayerCall : torch::CustomClassHolder {
+  explicit LayerCall(std::function<torch::Tensor(const torch::Tensor&)> call) : fn(std::move(call)) {}
+  std::function<torch::Tensor(const torch::Tensor&)> fn;
+};
+
+// Activation checkpointing: the forward pass runs the layer without recording a graph and saves
+// only its input; the backward pass recomputes the layer and differentiates it w.r.t. the input.
+class CheckpointedLayer : public torch::autograd::Function<CheckpointedLayer> {
+ public:
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
+                               c10::intrusive_ptr<LayerCall> layer) {
+    ctx->save_for_backward({x});
+    ctx->saved_data["layer"] = c10::IValue::make_capsule(layer);
+    torch::NoGradGuard no_grad;
+    return layer->fn(x);
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    auto x = ctx->get_saved_variables()[0].detach().requires_grad_(true);
+    auto layer = c10::static_intrusive_pointer_cast<LayerCall>(ctx->saved_data["layer"].toCapsule());
+    torch::AutoGradMode enable_grad(true);
+    auto y = layer->fn(x);
+    return {torch::autograd::grad({y}, {x}, {grads[0]})[0], torch::Tensor()};
+  }
+};
+
+// Runs `call` on h, checkpointed when asked and a graph is being recorded.
+torch::Tensor RunLayer(const torch::Tensor& h, bool checkpoint,
+                       std::function<torch::Tensor(const torch::Tensor&)> call) {
+  if (!checkpoint || !torch::GradMode::is_enabled() || !h.requires_grad()) return call(h);
+  return CheckpointedLayer::apply(h, c10::make_intrusive<LayerCall>(std::move(call)));
+}
+
 // Seeded normal initialization in a fixed parameter order, on the CPU in float32.
 class Initializer {
  public:
@@ -330,7 +364,9 @@ class Gpt2Model final : public DecoderModel {
     auto h = e;
     for (const auto& block : *module_->transformer->h) {
       double ratio = 0;
-      h = block->as<Gpt2BlockImpl>()->forward(h, options.record_branch_ratios ? &ratio : nullptr);
+      double* ratio_out = options.record_branch_ratios ? &ratio : nullptr;
+      auto* layer = block->as<Gpt2BlockImpl>();
+      h = RunLayer(h, options.checkpoint_layers, [layer, ratio_out](const torch::Tensor& x) { return layer->forward(x, ratio_out); });
       if (options.record_branch_ratios) out.branch_ratio.push_back(ratio);
       if (options.record_layers) out.layers.push_back(h);
     }
@@ -360,9 +396,11 @@ class Qwen2Model final : public DecoderModel {
   ForwardOutput Forward(const torch::Tensor& e, const ForwardOptions& options) override {
     ForwardOutput out;
     auto h = e;
-    for (const auto& layer : *module_->model->layers) {
+    for (const auto& module : *module_->model->layers) {
       double ratio = 0;
-      h = layer->as<Qwen2LayerImpl>()->forward(h, options.record_branch_ratios ? &ratio : nullptr);
+      double* ratio_out = options.record_branch_ratios ? &ratio : nullptr;
+      auto* layer = module->as<Qwen2LayerImpl>();
+      h = RunLayer(h, options.checkpoint_layers, [layer, ratio_out](const torch::Tensor& x) { return layer->forward(x, ratio_out); });
       if (options.record_branch_ratios) out.branch_ratio.push_back(ratio);
       if (options.record_layers) out.layers.push_back(h);
     }

@@ -113,6 +113,31 @@ TEST_P(ExactEngine, GivesTheSameNormsForEveryCotangentBatchSize) {
   EXPECT_EQ(one->vjp_count, 16);
 }
 
+TEST_P(ExactEngine, GivesTheSameNormsWithActivationCheckpointing) {
+  auto model = Build(Tiny(GetParam()));
+  MeasureOptions options = GivenTokens({9, 8, 7, 6, 5, 4, 3});
+  options.cotangent_batch = 6;
+  options.checkpointing = MeasureOptions::Checkpointing::kOff;
+  auto plain = Measure(*model, options);
+  options.checkpointing = MeasureOptions::Checkpointing::kOn;
+  auto recomputed = Measure(*model, options);
+  ASSERT_TRUE(plain.ok() && recomputed.ok()) << recomputed.status();
+  EXPECT_FALSE(plain->checkpointed);
+  EXPECT_TRUE(recomputed->checkpointed);
+  ExpectRelativelyClose(recomputed->sq_norm[0].mean, plain->sq_norm[0].mean, 1e-12);
+}
+
+TEST(Measure, TurnsCheckpointingOnWhenOneRowExceedsTheMemoryBudget) {
+  auto model = Build(Tiny("gpt2"));
+  MeasureOptions options;
+  options.length = 16;
+  options.memory_budget_bytes = 1024;
+  auto result = Measure(*model, options);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_TRUE(result->checkpointed);
+  EXPECT_EQ(result->cotangent_batch, 1);
+}
+
 INSTANTIATE_TEST_SUITE_P(Families, ExactEngine, ::testing::Values("gpt2", "qwen2"));
 
 TEST(HutchinsonEngine, AgreesWithTheExactNormWithinItsStandardError) {

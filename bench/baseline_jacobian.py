@@ -96,6 +96,8 @@ def main(argv=None):
     ap.add_argument("--uniform-attention", action="store_true")
     ap.add_argument("--no-mlp", action="store_true")
     ap.add_argument("--warmup", type=int, default=1, help="untimed runs before the samples")
+    ap.add_argument("--tokens", help="JSON list of token id lists (one per sample; the first "
+                    "--length ids of each are used), e.g. the `tokens` of a posbias-measure run")
     ap.add_argument("--output", help="also write the JSON here")
     args = ap.parse_args(argv)
 
@@ -123,9 +125,18 @@ def main(argv=None):
         measure_one(state, config, ids, args.method, args.probes, chunk,
                     torch.Generator().manual_seed(0), vjp_state, ablations)
 
+    given = None
+    if args.tokens:
+        with open(args.tokens) as f:
+            given = [row[:args.length] for row in json.load(f)]
+        args.samples = len(given)
+
     times, ests, sems = [], [], []
-    for _ in range(args.samples):
-        ids = torch.randint(0, cfg["vocab"], (1, args.length), generator=token_gen)
+    for s in range(args.samples):
+        if given is not None:
+            ids = torch.tensor([given[s]], dtype=torch.long)
+        else:
+            ids = torch.randint(0, cfg["vocab"], (1, args.length), generator=token_gen)
         t0 = time.perf_counter()
         est, sem = measure_one(state, config, ids, args.method, args.probes, chunk, probe_gen,
                                vjp_state, ablations)

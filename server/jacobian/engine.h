@@ -49,7 +49,7 @@ struct MeasureOptions {
   double embedding_std = 1.0;    // Standard deviation of Gaussian input embeddings.
   std::string device = "cpu";    // "cpu" or "cuda:N".
   torch::Dtype dtype = torch::kFloat32;  // Forward/backward dtype; norms accumulate in float32.
-  int64_t cotangent_batch = 0;   // Rows per backward pass; 0 = from the memory budget.
+  int64_t cotangent_batch = 0;   // Rows per backward pass; 0 = from the memory budget (CPU: <= 16).
   int64_t memory_budget_bytes = int64_t{2} << 30;  // For choosing the cotangent batch.
   // Recompute each layer in the backward pass instead of keeping its activations: kAuto turns it on
   // when one batch row's activations would not fit the memory budget (long L).

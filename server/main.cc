@@ -25,6 +25,7 @@ struct Flags {
   std::string log_level = "info";
   std::string log_format = "text";
   int drain_seconds = 10;
+  int64_t model_cache_mb = 8192;
 };
 
 void DefineFlags(CLI::App& app, Flags& flags) {
@@ -51,6 +52,22 @@ void DefineFlags(CLI::App& app, Flags& flags) {
       ->envname("POSBIAS_MAX_MESSAGE_BYTES")->check(CLI::Range(1 << 20, 1 << 30))->capture_default_str();
   app.add_option("--rpc-threads", flags.server.max_rpc_threads, "Threads handling RPCs")
       ->envname("POSBIAS_RPC_THREADS")->check(CLI::Range(2, 1024))->capture_default_str();
+  auto& jobs = flags.server.job_limits;
+  app.add_option("--data-dir", flags.server.data_dir, "Job store (jobs.sqlite), registered models and uploads")
+      ->envname("POSBIAS_DATA_DIR")->capture_default_str();
+  app.add_option("--model-root", flags.server.model_root, "Checkpoints and TorchScript files may be registered from here")
+      ->envname("POSBIAS_MODEL_ROOT");
+  app.add_option("--cpu-threads", flags.server.cpu_threads, "LibTorch threads of the CPU worker (0: all cores)")
+      ->envname("POSBIAS_CPU_THREADS")->check(CLI::Range(0, 1024))->capture_default_str();
+  app.add_flag("!--no-cpu-worker", flags.server.cpu_worker, "Run jobs on CUDA devices only")->envname("POSBIAS_CPU_WORKER");
+  app.add_option("--max-queued", jobs.max_queued, "Most jobs waiting in the queue")
+      ->envname("POSBIAS_MAX_QUEUED")->check(CLI::Range(int64_t{1}, int64_t{1'000'000}))->capture_default_str();
+  app.add_option("--max-sequence-length", jobs.max_sequence_length, "Largest L of a job")
+      ->envname("POSBIAS_MAX_SEQUENCE_LENGTH")->check(CLI::Range(int64_t{1}, int64_t{1} << 20))->capture_default_str();
+  app.add_option("--retention-hours", flags.server.retention_hours, "Finished jobs are deleted after this")
+      ->envname("POSBIAS_RETENTION_HOURS")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--model-cache-mb", flags.model_cache_mb, "Memory for loaded models, MiB (least recently used evicted)")
+      ->envname("POSBIAS_MODEL_CACHE_MB")->check(CLI::Range(int64_t{1}, int64_t{1} << 30))->capture_default_str();
 }
 
 // Splits "host:port" (IPv6 as "[::1]:port") into its parts; false when malformed.
@@ -79,6 +96,11 @@ void LogBanner(const Flags& flags, int grpc_port, int metrics_port) {
                flags.drain_seconds, flags.server.max_rpc_threads, flags.server.max_message_bytes,
                limits.max_points, limits.max_discrete_length, limits.max_discrete_work,
                limits.max_returned_positions);
+  spdlog::info("config: data_dir={} model_root={} cpu_threads={} cpu_worker={} max_queued={} "
+               "max_sequence_length={} retention_hours={} model_cache_mb={}",
+               flags.server.data_dir, flags.server.model_root.empty() ? "(none)" : flags.server.model_root,
+               flags.server.cpu_threads, flags.server.cpu_worker, flags.server.job_limits.max_queued,
+               flags.server.job_limits.max_sequence_length, flags.server.retention_hours, flags.model_cache_mb);
   spdlog::info("listening for gRPC on port {} ({}); metrics on http://{}/metrics (port {})", grpc_port,
                flags.server.listen_address, flags.metrics_listen, metrics_port);
 }
@@ -97,6 +119,7 @@ int main(int argc, char** argv) {
   Flags flags;
   DefineFlags(app, flags);
   CLI11_PARSE(app, argc, argv);
+  flags.server.cache_budget_bytes = flags.model_cache_mb << 20;
   if (auto status = posbias::logging::ConfigureLogging(flags.log_level, flags.log_format); !status.ok()) {
     std::fprintf(stderr, "posbias-server: %s\n", std::string(status.message()).c_str());
     return 2;

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "client/cli/output.h"
 #include "client/cli/profile_input.h"
+#include "client/cli/resource_commands.h"
 #include "client/cli/svg_plot.h"
 #include "posbias/client.h"
 
@@ -424,6 +425,8 @@ int RunCli(int argc, const char* const* argv, std::ostream& out, std::ostream& e
   fit_cmd->add_option("--models", fit.models, "coherent, incoherent or both")
       ->check(CLI::IsMember({"coherent", "incoherent", "both"}))->capture_default_str();
 
+  auto resources = AddResourceCommands(app);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {
@@ -432,6 +435,10 @@ int RunCli(int argc, const char* const* argv, std::ostream& out, std::ostream& e
   }
   Runner runner(common, out, err);
   if (*health_cmd) return RunHealth(runner, health);
+  if (app.got_subcommand("models") || app.got_subcommand("jobs")) {
+    Client client = runner.MakeClient();
+    return RunResourceCommands(*resources, {&client, common.format, common.plot, &out, &err});
+  }
   if (*density_cmd) {
     if (x_opt->count() == 0 && density.grid.empty()) {
       err << "error: density needs --x or --grid\n";

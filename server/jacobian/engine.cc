@@ -1,8 +1,12 @@
 #include "server/jacobian/engine.h"
 
+#include <dlfcn.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <fstream>
+#include <string>
 
 #include <torch/torch.h>
 
@@ -25,6 +29,37 @@ struct Sample {
     return tokens.empty() ? gaussian_next_token : tokens[target];
   }
 };
+
+// Free memory of the device in bytes, or -1 when it cannot be read. CUDA: cudaMemGetInfo from the
+// CUDA runtime that LibTorch already loaded (looked up at run time, so the engine compiles against
+// CPU-only LibTorch too). CPU: MemAvailable from /proc/meminfo.
+int64_t FreeMemoryBytes(const torch::Device& device) {
+  if (device.is_cuda()) {
+    using SetDevice = int (*)(int);
+    using MemGetInfo = int (*)(size_t*, size_t*);
+    for (const char* name : {"libcudart.so", "libcudart.so.12", "libcudart.so.11.0"}) {
+      void* library = dlopen(name, RTLD_NOW | RTLD_NOLOAD);
+      if (library == nullptr) library = dlopen(name, RTLD_NOW);
+      if (library == nullptr) continue;
+      auto set_device = reinterpret_cast<SetDevice>(dlsym(library, "cudaSetDevice"));
+      auto get_info = reinterpret_cast<MemGetInfo>(dlsym(library, "cudaMemGetInfo"));
+      size_t free_bytes = 0, total_bytes = 0;
+      if (set_device && get_info && set_device(device.index() < 0 ? 0 : device.index()) == 0 &&
+          get_info(&free_bytes, &total_bytes) == 0) {
+        return static_cast<int64_t>(free_bytes);
+      }
+    }
+    return -1;
+  }
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  int64_t kib = 0;
+  std::string unit;
+  while (meminfo >> key >> kib >> unit) {
+    if (key == "MemAvailable:") return kib * 1024;
+  }
+  return -1;
+}
 
 bool IsOutOfMemory(const c10::Error& error) {
   const std::string message = error.what_without_backtrace();
@@ -110,7 +145,12 @@ class Runner {
   Runner(DecoderModel& model, const MeasureOptions& options, const torch::Device& device, int64_t target,
          bool checkpoint)
       : model_(model), options_(options), device_(device), target_(target), checkpoint_(checkpoint),
-        probe_generator_(at::detail::createCPUGenerator(options.seed ^ 0x9E3779B97F4A7C15ULL)) {}
+        probe_generator_(at::detail::createCPUGenerator(options.seed)) {}
+
+  // Probes of sample s come from their own seeded stream, so a resumed run draws the same ones.
+  void StartSample(int64_t s) {
+    probe_generator_ = at::detail::createCPUGenerator(options_.seed ^ (0x9E3779B97F4A7C15ULL * static_cast<uint64_t>(s + 1)));
+  }
 
   // Cotangent rows for chunk [start, start + rows) of `total`, padded to `batch` rows with zeros.
   torch::Tensor Cotangents(int64_t start, int64_t rows, int64_t batch, int64_t width) {
@@ -200,6 +240,70 @@ class FrozenParameters {
   std::vector<torch::Tensor> frozen_;
 };
 
+std::vector<double> ToVector(const torch::Tensor& t) {
+  auto c = t.to(torch::kDouble).contiguous();
+  return std::vector<double>(c.data_ptr<double>(), c.data_ptr<double>() + c.numel());
+}
+
+// One computed sample as a record: per-output squared norms (probe means for Hutchinson), the
+// variance of the probe mean, and the branch ratios of its forward pass.
+SampleRecord Record(DecoderModel& model, const MeasureOptions& options, const Sample& sample,
+                    const SampleSums& sums, const torch::Device& device) {
+  SampleRecord record;
+  const double k = static_cast<double>(options.probes);
+  for (size_t o = 0; o < sums.sum.size(); ++o) {
+    if (options.method == Method::kExact) {
+      record.sq_norm.push_back(ToVector(sums.sum[o]));
+      continue;
+    }
+    auto mean = sums.sum[o] / k;
+    record.sq_norm.push_back(ToVector(mean));
+    // Variance of the probe mean: (E[v^2] - E[v]^2) / (K - 1) per position.
+    record.probe_var.push_back(ToVector(k > 1 ? (sums.sum_sq[o] / k - mean.pow(2)).clamp_min(0) / (k - 1)
+                                              : torch::zeros_like(mean)));
+  }
+  if (options.branch_ratios && model.config().family != models::Family::kTorchScript) {
+    torch::NoGradGuard no_grad;
+    models::ForwardOptions forward;
+    forward.record_branch_ratios = true;
+    record.branch_ratio = model.Forward(sample.embeds.to(device, options.dtype), forward).branch_ratio;
+  }
+  return record;
+}
+
+// Statistics over all samples' records, per output.
+void Summarize(const std::vector<SampleRecord>& records, const MeasureOptions& options, int64_t outputs,
+               MeasureResult& result) {
+  const auto n = static_cast<double>(records.size());
+  for (int64_t o = 0; o < outputs; ++o) {
+    std::vector<torch::Tensor> sq, norms;
+    for (const auto& record : records) {
+      sq.push_back(torch::tensor(record.sq_norm[o], torch::kDouble));
+      norms.push_back(sq.back().sqrt());
+    }
+    result.sq_norm.push_back(Stats(sq));
+    result.norm.push_back(Stats(norms));
+    if (options.method == Method::kHutchinson) {
+      auto total = torch::zeros({options.length}, torch::kDouble);
+      for (const auto& record : records) total += torch::tensor(record.probe_var[o], torch::kDouble);
+      result.estimator_stderr.push_back(ToVector(total.sqrt() / n));
+    }
+    if (options.keep_samples) {
+      std::vector<std::vector<double>> raw;
+      for (const auto& record : records) raw.push_back(record.sq_norm[o]);
+      result.raw.push_back(std::move(raw));
+    }
+  }
+  if (!records.empty() && !records.front().branch_ratio.empty()) {
+    result.branch_ratio.assign(records.front().branch_ratio.size(), 0.0);
+    for (const auto& record : records) {
+      for (size_t l = 0; l < result.branch_ratio.size() && l < record.branch_ratio.size(); ++l) {
+        result.branch_ratio[l] += record.branch_ratio[l] / n;
+      }
+    }
+  }
+}
+
 }  // namespace
 
 absl::StatusOr<torch::Dtype> ParseDtype(const std::string& name) {
@@ -248,6 +352,18 @@ absl::Status CheckMeasureOptions(const DecoderModel& model, const MeasureOptions
       }
     }
   }
+  if (static_cast<int64_t>(options.done_samples.size()) > options.samples) {
+    return InvalidArgumentError({"INVALID_ARGUMENT", "done_samples", std::to_string(options.done_samples.size()),
+                                 absl::StrCat("at most samples = ", options.samples)});
+  }
+  for (const auto& record : options.done_samples) {
+    for (const auto& values : record.sq_norm) {
+      if (static_cast<int64_t>(values.size()) != options.length) {
+        return InvalidArgumentError({"INVALID_ARGUMENT", "done_samples", absl::StrCat(values.size(), " positions"),
+                                     absl::StrCat(options.length, " positions per output (the checkpoint does not match)")});
+      }
+    }
+  }
   if (options.dtype == torch::kFloat16 && options.device.rfind("cuda", 0) != 0) {
     return InvalidArgumentError({"INVALID_ARGUMENT", "dtype", "float16",
                                  "float32, bfloat16 or float64 on the CPU (LibTorch's CPU kernels lack "
@@ -275,12 +391,15 @@ absl::StatusOr<MeasureResult> Measure(DecoderModel& model, const MeasureOptions&
     const int64_t width = OutputWidth(model, options.output);
     const int64_t rows_total = options.method == Method::kExact ? width : options.probes;
     const int64_t row_bytes = ActivationBytesPerRow(model.config(), options.length, options.dtype);
+    // The budget: the caller's, but never more than half of what the device has free now.
+    const int64_t free_bytes = FreeMemoryBytes(device);
+    const int64_t budget = free_bytes > 0 ? std::min(options.memory_budget_bytes, free_bytes / 2)
+                                          : options.memory_budget_bytes;
     const bool checkpoint = options.checkpointing == MeasureOptions::Checkpointing::kOn ||
-                            (options.checkpointing == MeasureOptions::Checkpointing::kAuto &&
-                             row_bytes > options.memory_budget_bytes);
+                            (options.checkpointing == MeasureOptions::Checkpointing::kAuto && row_bytes > budget);
     // With checkpointing only layer inputs are kept: about 1/12 of a row's activations per layer.
     const int64_t kept_bytes = checkpoint ? std::max<int64_t>(1, row_bytes / 12) : row_bytes;
-    int64_t batch = options.cotangent_batch > 0 ? options.cotangent_batch : options.memory_budget_bytes / kept_bytes;
+    int64_t batch = options.cotangent_batch > 0 ? options.cotangent_batch : budget / kept_bytes;
     if (options.cotangent_batch == 0 && !device.is_cuda()) batch = std::min(batch, kCpuBatchRows);
     batch = std::clamp<int64_t>(batch, 1, rows_total);
     const int64_t outputs = options.output == Output::kLayerSweep ? model.config().num_layers : 1;
@@ -293,10 +412,15 @@ absl::StatusOr<MeasureResult> Measure(DecoderModel& model, const MeasureOptions&
     };
 
     Runner runner(model, options, device, target, checkpoint);
-    std::vector<std::vector<torch::Tensor>> per_output(outputs), probe_var(outputs);
+    std::vector<SampleRecord> records(options.done_samples.begin(), options.done_samples.end());
+    progress.chunks_done = static_cast<int64_t>(records.size()) * chunks_per_sample;
+    progress.samples_done = static_cast<int64_t>(records.size());
     MeasureResult result;
-    std::vector<double> ratio_sum;
-    for (const Sample& sample : samples) {
+    for (int64_t s = 0; s < options.samples; ++s) {
+      const Sample& sample = samples[s];
+      if (!sample.tokens.empty()) result.tokens.push_back(sample.tokens);
+      if (s < static_cast<int64_t>(records.size())) continue;  // Finished before a resume.
+      runner.StartSample(s);
       absl::StatusOr<SampleSums> sums = absl::InternalError("not run");
       while (true) {
         try {
@@ -305,50 +429,19 @@ absl::StatusOr<MeasureResult> Measure(DecoderModel& model, const MeasureOptions&
         } catch (const c10::Error& error) {
           if (!IsOutOfMemory(error) || batch == 1) throw;
           batch = std::max<int64_t>(1, batch / 2);  // Halve and retry this sample.
+          runner.StartSample(s);
         }
       }
       if (!sums.ok()) return sums.status();
-      for (int64_t o = 0; o < outputs; ++o) {
-        const double k = static_cast<double>(options.probes);
-        if (options.method == Method::kExact) {
-          per_output[o].push_back(sums->sum[o]);
-        } else {
-          auto mean = sums->sum[o] / k;
-          per_output[o].push_back(mean);
-          // Variance of the probe mean: (E[v^2] - E[v]^2) / (K - 1) per position.
-          probe_var[o].push_back(k > 1 ? (sums->sum_sq[o] / k - mean.pow(2)).clamp_min(0) / (k - 1)
-                                       : torch::zeros_like(mean));
-        }
-      }
-      if (options.branch_ratios && model.config().family != models::Family::kTorchScript) {
-        torch::NoGradGuard no_grad;
-        models::ForwardOptions forward;
-        forward.record_branch_ratios = true;
-        auto out = model.Forward(sample.embeds.to(device, options.dtype), forward);
-        if (ratio_sum.empty()) ratio_sum.assign(out.branch_ratio.size(), 0.0);
-        for (size_t l = 0; l < out.branch_ratio.size(); ++l) ratio_sum[l] += out.branch_ratio[l];
-      }
-      if (!sample.tokens.empty()) result.tokens.push_back(sample.tokens);
+      records.push_back(Record(model, options, sample, *sums, device));
       ++progress.samples_done;
+      if (options.on_sample && !options.on_sample(s, records.back())) {
+        return absl::CancelledError("measurement cancelled");
+      }
     }
     result.length = options.length;
     result.target = target;
-    for (int64_t o = 0; o < outputs; ++o) {
-      result.sq_norm.push_back(Stats(per_output[o]));
-      std::vector<torch::Tensor> norms;
-      for (const auto& t : per_output[o]) norms.push_back(t.sqrt());
-      result.norm.push_back(Stats(norms));
-      if (options.method == Method::kHutchinson) {
-        auto total = torch::stack(probe_var[o]).sum(0).sqrt() / static_cast<double>(options.samples);
-        result.estimator_stderr.emplace_back(total.data_ptr<double>(), total.data_ptr<double>() + total.numel());
-      }
-      if (options.keep_samples) {
-        std::vector<std::vector<double>> raw;
-        for (const auto& t : per_output[o]) raw.emplace_back(t.data_ptr<double>(), t.data_ptr<double>() + t.numel());
-        result.raw.push_back(std::move(raw));
-      }
-    }
-    for (double r : ratio_sum) result.branch_ratio.push_back(r / options.samples);
+    Summarize(records, options, outputs, result);
     result.vjp_count = runner.vjps();
     result.cotangent_batch = batch;
     result.checkpointed = checkpoint;

@@ -5,7 +5,8 @@
 // with K_b cotangents at once (one-hot rows for the exact norm, Gaussian probes for Hutchinson's
 // estimate): each backward row yields u^T J_j for every j. Work is split into chunks (one cotangent
 // batch of one sample and output); between chunks a progress callback may report and cancel.
-// The batch size comes from a memory budget and is halved and retried when allocation fails.
+// The batch size comes from a memory budget (at most half the device's free memory, read at the
+// start) and is halved and retried when allocation fails.
 // LibTorch only: no gRPC, no density theory (runners and tools combine them).
 #pragma once
 
@@ -35,6 +36,14 @@ struct Progress {
   double fraction = 0.0;
 };
 
+// What one finished sample contributed, per output: the squared norms per position and, for
+// Hutchinson, the variance of their probe mean. Enough to resume a measurement exactly.
+struct SampleRecord {
+  std::vector<std::vector<double>> sq_norm;    // [output][position].
+  std::vector<std::vector<double>> probe_var;  // [output][position]; empty for exact.
+  std::vector<double> branch_ratio;            // Per layer.
+};
+
 struct MeasureOptions {
   int64_t length = 128;          // L, positions 1..L.
   int64_t samples = 1;           // S input sequences.
@@ -57,6 +66,12 @@ struct MeasureOptions {
   bool keep_samples = false;     // Return per-sample squared norms.
   bool branch_ratios = true;     // Measure ||attn|| / (||residual|| + ||attn||) per layer.
   std::function<bool(const Progress&)> progress;  // Return false to cancel (CANCELLED).
+  // Resuming: the records of samples 0..n-1 finished earlier (by an interrupted run with the same
+  // options); they are not recomputed, and the result equals an uninterrupted run's (inputs and
+  // probes are drawn per sample from the seed).
+  std::vector<SampleRecord> done_samples;
+  // Called after each newly computed sample with its index; returning false cancels.
+  std::function<bool(int64_t, const SampleRecord&)> on_sample;
 };
 
 // Statistics over samples of one per-position quantity (index j - 1).

@@ -61,6 +61,61 @@ Metrics::Metrics(const BuildInfo& build) : registry_(std::make_shared<prometheus
                      .Register(*registry_)
                      .Add({});
   start_time_->Set(SecondsSinceEpoch());
+  jobs_submitted_ = &prometheus::BuildCounter()
+                         .Name("posbias_jobs_submitted_total")
+                         .Help("Jobs accepted by SubmitJob (idempotent retries not counted).")
+                         .Register(*registry_)
+                         .Add({});
+  jobs_finished_ = &prometheus::BuildCounter()
+                        .Name("posbias_jobs_finished_total")
+                        .Help("Job attempts that ended, by outcome: succeeded, failed, cancelled, requeued, superseded.")
+                        .Register(*registry_);
+  const prometheus::Histogram::BucketBoundaries job_buckets = {0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 3600, 14400};
+  queue_wait_ = &prometheus::BuildHistogram()
+                     .Name("posbias_job_queue_wait_seconds")
+                     .Help("Time from submission to a worker claiming the job, in seconds.")
+                     .Register(*registry_)
+                     .Add({}, job_buckets);
+  run_time_ = &prometheus::BuildHistogram()
+                   .Name("posbias_job_run_seconds")
+                   .Help("Run time of one job attempt, in seconds.")
+                   .Register(*registry_)
+                   .Add({}, job_buckets);
+  vjps_per_second_ = &prometheus::BuildGauge()
+                          .Name("posbias_jacobian_vjps_per_second")
+                          .Help("Vector-Jacobian products per second of the last finished job attempt.")
+                          .Register(*registry_)
+                          .Add({});
+  model_load_ = &prometheus::BuildHistogram()
+                     .Name("posbias_model_load_seconds")
+                     .Help("Time to build or load a model, in seconds.")
+                     .Register(*registry_)
+                     .Add({}, prometheus::Histogram::BucketBoundaries{0.01, 0.1, 0.5, 1, 5, 10, 30, 120});
+  queue_depth_ = &prometheus::BuildGauge()
+                      .Name("posbias_jobs")
+                      .Help("Jobs in the store by state (queued, running, cancelling, succeeded, failed, cancelled).")
+                      .Register(*registry_);
+  device_memory_ = &prometheus::BuildGauge()
+                        .Name("posbias_device_memory_bytes")
+                        .Help("Memory in use on a compute device, in bytes (CPU: the process's resident set).")
+                        .Register(*registry_);
+}
+
+void Metrics::JobSubmitted() { jobs_submitted_->Increment(); }
+void Metrics::JobStarted(double wait_seconds) { queue_wait_->Observe(wait_seconds); }
+void Metrics::JobFinished(const std::string& outcome, double run_seconds, double vjps) {
+  jobs_finished_->Add({{"outcome", outcome}}).Increment();
+  run_time_->Observe(run_seconds);
+  if (run_seconds > 0 && vjps > 0) vjps_per_second_->Set(vjps / run_seconds);
+}
+void Metrics::ModelLoaded(double seconds) { model_load_->Observe(seconds); }
+void Metrics::SetQueueDepthSource(std::function<std::map<std::string, int64_t>()> source) {
+  std::lock_guard lock(sources_mutex_);
+  queue_depth_source_ = std::move(source);
+}
+void Metrics::SetDeviceMemorySource(std::function<std::map<std::string, double>()> source) {
+  std::lock_guard lock(sources_mutex_);
+  device_memory_source_ = std::move(source);
 }
 
 void Metrics::RecordRpc(const std::string& method, const std::string& code,
@@ -86,6 +141,19 @@ void Metrics::RefreshProcessMetrics() {
 
 std::string Metrics::Scrape() {
   RefreshProcessMetrics();
+  {
+    std::lock_guard lock(sources_mutex_);
+    if (queue_depth_source_) {
+      for (const auto& [state, count] : queue_depth_source_()) {
+        queue_depth_->Add({{"state", state}}).Set(static_cast<double>(count));
+      }
+    }
+    if (device_memory_source_) {
+      for (const auto& [device, bytes] : device_memory_source_()) device_memory_->Add({{"device", device}}).Set(bytes);
+    } else {
+      device_memory_->Add({{"device", "cpu"}}).Set(resident_bytes_->Value());
+    }
+  }
   return prometheus::TextSerializer().Serialize(registry_->Collect());
 }
 

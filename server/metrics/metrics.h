@@ -7,7 +7,10 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 
@@ -40,6 +43,16 @@ class Metrics {
   // Points (continuum) or positions (discrete) computed, by kind.
   void AddPointsEvaluated(const std::string& kind, double count);
 
+  // Jobs: submitted; started after waiting `wait_seconds` in the queue; finished with an outcome
+  // (succeeded, failed, cancelled, requeued, superseded) after `run_seconds` and `vjps` products.
+  void JobSubmitted();
+  void JobStarted(double wait_seconds);
+  void JobFinished(const std::string& outcome, double run_seconds, double vjps);
+  void ModelLoaded(double seconds);
+  // Read at every scrape: jobs per state, and device memory in use (bytes) per device.
+  void SetQueueDepthSource(std::function<std::map<std::string, int64_t>()> source);
+  void SetDeviceMemorySource(std::function<std::map<std::string, double>()> source);
+
   // The Prometheus text exposition of every metric, with process memory refreshed first.
   std::string Scrape();
 
@@ -54,6 +67,17 @@ class Metrics {
   prometheus::Gauge* resident_bytes_;
   prometheus::Gauge* virtual_bytes_;
   prometheus::Gauge* start_time_;
+  prometheus::Counter* jobs_submitted_;
+  prometheus::Family<prometheus::Counter>* jobs_finished_;
+  prometheus::Histogram* queue_wait_;
+  prometheus::Histogram* run_time_;
+  prometheus::Gauge* vjps_per_second_;
+  prometheus::Histogram* model_load_;
+  prometheus::Family<prometheus::Gauge>* queue_depth_;
+  prometheus::Family<prometheus::Gauge>* device_memory_;
+  std::function<std::map<std::string, int64_t>()> queue_depth_source_;
+  std::function<std::map<std::string, double>()> device_memory_source_;
+  std::mutex sources_mutex_;
 };
 
 // Serves GET /metrics (and /healthz) from a Metrics object on its own thread.

@@ -130,6 +130,7 @@ ModelConfig ApplyOverrides(ModelConfig config, const ConfigOverrides& overrides)
   if (overrides.rope_theta) config.rope_theta = *overrides.rope_theta;
   if (overrides.cesaro_alpha) config.cesaro_alpha = *overrides.cesaro_alpha;
   if (overrides.tie_embeddings) config.tie_embeddings = *overrides.tie_embeddings;
+  if (overrides.initializer_range) config.initializer_range = *overrides.initializer_range;
   return config;
 }
 
@@ -161,6 +162,9 @@ absl::Status ValidateConfig(const ModelConfig& config) {
   }
   if (!(config.cesaro_alpha >= 0.0 && config.cesaro_alpha <= 1.0)) {
     return InvalidArgumentError({"INVALID_ALPHA", "cesaro_alpha", FormatValue(config.cesaro_alpha), "[0, 1]"});
+  }
+  if (!(config.initializer_range > 0.0 && config.initializer_range <= 1.0)) {
+    return InvalidArgumentError({"INVALID_ARGUMENT", "initializer_range", FormatValue(config.initializer_range), "(0, 1]"});
   }
   if (!(config.rope_theta > 0.0)) {
     return InvalidArgumentError({"INVALID_ARGUMENT", "rope_theta", FormatValue(config.rope_theta), "> 0"});

@@ -55,7 +55,7 @@ struct ModelConfig {
 struct ConfigOverrides {
   std::optional<int64_t> num_layers, hidden_size, num_heads, num_kv_heads, intermediate_size,
       vocab_size, max_positions;
-  std::optional<double> rope_theta, cesaro_alpha;
+  std::optional<double> rope_theta, cesaro_alpha, initializer_range;
   std::optional<bool> tie_embeddings;
 };
 

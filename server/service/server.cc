@@ -3,22 +3,67 @@
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/health_check_service_interface.h>
 
+#include <torch/cuda.h>
+
+#include <filesystem>
+
 #include "absl/strings/str_cat.h"
+#include "spdlog/spdlog.h"
 
 namespace posbias::service {
 
 Server::Server(Options options, metrics::Metrics* metrics)
-    : options_(std::move(options)),
-      metrics_(metrics),
-      density_service_(options_.density_limits, metrics_),
-      model_service_(metrics_),
-      job_service_(metrics_) {}
+    : options_(std::move(options)), metrics_(metrics), density_service_(options_.density_limits, metrics_) {}
 
 Server::~Server() {
   if (server_ && !shut_down_) Shutdown(std::chrono::milliseconds(0));
 }
 
 absl::Status Server::Start() {
+  std::error_code error;
+  std::filesystem::create_directories(options_.data_dir, error);
+  auto store = jobs::OpenSqliteJobStore((std::filesystem::path(options_.data_dir) / "jobs.sqlite").string());
+  if (!store.ok()) return store.status();
+  store_ = std::move(*store);
+  auto recovered = store_->RecoverAfterRestart();
+  if (recovered.ok() && *recovered > 0) spdlog::info("re-queued {} jobs interrupted by the previous run", *recovered);
+  (void)store_->PurgeFinishedBefore(jobs::SystemClock()() - static_cast<int64_t>(options_.retention_hours * 3.6e6));
+  auto registry = registry::ModelRegistry::Open({options_.model_root, options_.data_dir, options_.cache_budget_bytes});
+  if (!registry.ok()) return registry.status();
+  registry_ = std::move(*registry);
+  runner_ = std::make_unique<runners::JacobianRunner>(registry_.get(), runners::JacobianRunner::Options{options_.cpu_threads});
+  jobs::WorkerPool::Options pool_options;
+  if (options_.cpu_worker) pool_options.workers.push_back({"cpu-0", "cpu", "cpu"});
+  const int cuda_devices = torch::cuda::is_available() ? static_cast<int>(torch::cuda::device_count()) : 0;
+  for (int d = 0; d < cuda_devices; ++d) {
+    pool_options.workers.push_back({absl::StrCat("cuda-", d), "cuda", absl::StrCat("cuda:", d)});
+  }
+  options_.job_limits.cuda_available = cuda_devices > 0;
+  jobs::WorkerObserver observer;
+  if (metrics_ != nullptr) {
+    observer.started = [this](double wait) { metrics_->JobStarted(wait); };
+    observer.finished = [this](const jobs::JobRecord& job, const std::string& outcome, double seconds) {
+      const double vjps = static_cast<double>(job.spec.samples) *
+                          (job.spec.method == "hutchinson" ? static_cast<double>(job.spec.probes) : 0.0);
+      metrics_->JobFinished(outcome, seconds, vjps);
+    };
+    metrics_->SetQueueDepthSource([this] {
+      std::map<std::string, int64_t> depth;
+      for (auto state : {jobs::JobState::kQueued, jobs::JobState::kRunning, jobs::JobState::kCancelling,
+                         jobs::JobState::kSucceeded, jobs::JobState::kFailed, jobs::JobState::kCancelled}) {
+        depth[jobs::JobStateName(state)] = 0;
+      }
+      if (auto counts = store_->CountByState(); counts.ok()) {
+        for (const auto& [state, count] : *counts) depth[jobs::JobStateName(state)] = count;
+      }
+      return depth;
+    });
+  }
+  pool_ = std::make_unique<jobs::WorkerPool>(store_.get(), runner_.get(), pool_options, observer);
+  auto active_jobs = [this](const std::string& model) { return store_->CountActiveForModel(model).value_or(0); };
+  model_service_ = std::make_unique<ModelServiceImpl>(registry_.get(), active_jobs, metrics_);
+  job_service_ = std::make_unique<JobServiceImpl>(store_.get(), registry_.get(), pool_.get(), options_.job_limits, metrics_);
+
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
@@ -32,8 +77,8 @@ absl::Status Server::Start() {
   quota.SetMaxThreads(options_.max_rpc_threads);
   builder.SetResourceQuota(quota);
   builder.RegisterService(&density_service_);
-  builder.RegisterService(&model_service_);
-  builder.RegisterService(&job_service_);
+  builder.RegisterService(model_service_.get());
+  builder.RegisterService(job_service_.get());
   server_ = builder.BuildAndStart();
   if (!server_ || port_ == 0) {
     return absl::UnavailableError(
@@ -43,17 +88,31 @@ absl::Status Server::Start() {
   auto* health = server_->GetHealthCheckService();
   health->SetServingStatus("", true);
   health->SetServingStatus(kDensityServiceName, true);
-  health->SetServingStatus(kModelServiceName, false);
-  health->SetServingStatus(kJobServiceName, false);
+  health->SetServingStatus(kModelServiceName, true);
+  health->SetServingStatus(kJobServiceName, true);
+  pool_->Start();
+  retention_thread_ = std::thread([this] {
+    std::unique_lock lock(retention_mutex_);
+    while (!retention_wake_.wait_for(lock, std::chrono::hours(1), [this] { return shut_down_; })) {
+      (void)store_->PurgeFinishedBefore(jobs::SystemClock()() - static_cast<int64_t>(options_.retention_hours * 3.6e6));
+    }
+  });
   return absl::OkStatus();
 }
 
 void Server::Shutdown(std::chrono::milliseconds drain) {
   if (!server_ || shut_down_) return;
-  shut_down_ = true;
+  {
+    std::lock_guard lock(retention_mutex_);
+    shut_down_ = true;
+  }
+  retention_wake_.notify_all();
   server_->GetHealthCheckService()->Shutdown();
+  job_service_->Shutdown();  // Open watch streams end; new submissions are refused.
   server_->Shutdown(std::chrono::system_clock::now() + drain);
   server_->Wait();
+  pool_->Stop();  // Running jobs stop at their next chunk and go back to the queue.
+  if (retention_thread_.joinable()) retention_thread_.join();
 }
 
 void Server::Wait() {

@@ -13,8 +13,13 @@
 
 #include "absl/status/status.h"
 #include "server/metrics/metrics.h"
+#include "server/jobs/job_store.h"
+#include "server/jobs/worker_pool.h"
+#include "server/registry/model_registry.h"
+#include "server/runners/jacobian_runner.h"
 #include "server/service/density_service_impl.h"
-#include "server/service/unimplemented_services.h"
+#include "server/service/job_service_impl.h"
+#include "server/service/model_service_impl.h"
 
 namespace posbias::service {
 
@@ -30,11 +35,20 @@ class Server {
     DensityLimits density_limits;
     int max_message_bytes = 64 << 20;  // Largest request or response, in bytes.
     int max_rpc_threads = 16;          // Threads handling RPCs concurrently.
+    std::string data_dir = "posbias-data";  // jobs.sqlite, models.json, uploads/.
+    std::string model_root;            // Checkpoints and TorchScript files ("" = none allowed).
+    int cpu_threads = 0;               // LibTorch threads of the CPU worker (0 = all cores).
+    bool cpu_worker = true;            // Run jobs on the CPU (besides any CUDA devices).
+    int64_t cache_budget_bytes = int64_t{8} << 30;
+    double retention_hours = 24 * 7;   // Finished jobs are deleted after this.
+    JobLimits job_limits;
   };
 
   Server(Options options, metrics::Metrics* metrics);
   ~Server();
 
+  // Opens the store (recovering jobs of a previous run) and the registry, starts the workers and
+  // the RPC server.
   absl::Status Start();
   // The port actually bound (useful with port 0).
   int port() const { return port_; }
@@ -46,9 +60,16 @@ class Server {
   Options options_;
   metrics::Metrics* metrics_;
   DensityServiceImpl density_service_;
-  UnimplementedModelService model_service_;  // Until the model registry lands.
-  UnimplementedJobService job_service_;      // Until the job queue lands.
+  std::unique_ptr<jobs::JobStore> store_;
+  std::unique_ptr<registry::ModelRegistry> registry_;
+  std::unique_ptr<runners::JacobianRunner> runner_;
+  std::unique_ptr<jobs::WorkerPool> pool_;
+  std::unique_ptr<ModelServiceImpl> model_service_;
+  std::unique_ptr<JobServiceImpl> job_service_;
   std::unique_ptr<grpc::Server> server_;
+  std::thread retention_thread_;
+  std::mutex retention_mutex_;
+  std::condition_variable retention_wake_;
   int port_ = 0;
   bool shut_down_ = false;
 };

@@ -182,6 +182,35 @@ TEST(CesaroModel, MeasuredProfileEqualsTheExactDiscreteRowOfTheDensityRoom) {
   }
 }
 
+TEST(Measure, ResumedFromFinishedSamplesEqualsAnUninterruptedRun) {
+  auto model = Build(Tiny("qwen2"));
+  for (Method method : {Method::kExact, Method::kHutchinson}) {
+    MeasureOptions options;
+    options.length = 6;
+    options.samples = 4;
+    options.seed = 21;
+    options.method = method;
+    options.probes = 8;
+    std::vector<SampleRecord> records;
+    options.on_sample = [&](int64_t index, const SampleRecord& record) {
+      EXPECT_EQ(index, static_cast<int64_t>(records.size()));
+      records.push_back(record);
+      return true;
+    };
+    auto full = Measure(*model, options);
+    ASSERT_TRUE(full.ok()) << full.status();
+    options.done_samples.assign(records.begin(), records.begin() + 2);
+    records.resize(2);
+    auto resumed = Measure(*model, options);
+    ASSERT_TRUE(resumed.ok()) << resumed.status();
+    EXPECT_EQ(resumed->sq_norm[0].mean, full->sq_norm[0].mean);
+    EXPECT_EQ(resumed->sq_norm[0].stderr_mean, full->sq_norm[0].stderr_mean);
+    EXPECT_EQ(resumed->tokens, full->tokens);
+    EXPECT_EQ(resumed->branch_ratio, full->branch_ratio);
+    EXPECT_EQ(resumed->vjp_count, full->vjp_count / 2);  // Only the last two samples ran.
+  }
+}
+
 TEST(MeasureOptions, RejectsLengthsBeyondTheModelsPositionsNamingTheField) {
   auto model = Build(Tiny("gpt2"));
   MeasureOptions options;

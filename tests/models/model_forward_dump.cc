@@ -46,6 +46,9 @@ int main(int argc, char** argv) {
   app.add_option("--vocab", overrides.vocab_size);
   app.add_option("--max-positions", overrides.max_positions);
   app.add_option("--rope-theta", overrides.rope_theta);
+  app.add_option("--initializer-range", overrides.initializer_range);
+  bool untied = false;
+  app.add_flag("--untied", untied);
   app.add_flag("--no-position-encoding", ablations.no_position_encoding);
   app.add_flag("--uniform-attention", ablations.uniform_attention);
   app.add_flag("--no-mlp", ablations.no_mlp);
@@ -55,6 +58,7 @@ int main(int argc, char** argv) {
   app.add_option("--config-out", config_out)->required();
   app.add_option("--out", out)->required();
   CLI11_PARSE(app, argc, argv);
+  if (untied) overrides.tie_embeddings = false;
   torch::set_num_threads(1);
   auto base = posbias::models::FamilyConfig(arch);
   if (!base.ok()) return std::cerr << base.status() << "\n", 2;

@@ -1,0 +1,78 @@
+// Jobs: the lifecycle of an asynchronous measurement, in plain C++ (no gRPC, no torch).
+//
+// State machine (mirrors posbias.v1.JobState; see job_service.proto for the public description):
+//   QUEUED      entered on submission and when a running job is re-queued (shutdown drain, crash
+//               recovery at start-up). A reader may rely on: no worker holds the job.
+//   RUNNING     a worker claimed it (attempt + 1); progress and checkpoint advance chunk by chunk.
+//   CANCELLING  cancel was asked while running; the worker stops at its next chunk boundary.
+//   SUCCEEDED   terminal; the result is stored.           FAILED  terminal; error set.
+//   CANCELLED   terminal; no result.
+// Allowed: QUEUED -> RUNNING | CANCELLED; RUNNING -> SUCCEEDED | FAILED | CANCELLING | QUEUED;
+//          CANCELLING -> CANCELLED | SUCCEEDED | FAILED | QUEUED (re-queue keeps the cancel: it
+//          becomes CANCELLED at recovery). Terminal states never change.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "nlohmann/json.hpp"
+
+namespace posbias::jobs {
+
+enum class JobState { kQueued = 10, kRunning = 20, kCancelling = 30, kSucceeded = 40, kFailed = 50, kCancelled = 60 };
+
+bool IsTerminal(JobState state);
+bool IsAllowedTransition(JobState from, JobState to);
+// "queued", "running", "cancelling", "succeeded", "failed", "cancelled".
+std::string JobStateName(JobState state);
+absl::StatusOr<JobState> ParseJobState(const std::string& name);
+
+// What to measure (a plain mirror of posbias.v1.JacobianNormSpec, stored as JSON).
+struct JacobianJobSpec {
+  std::string model;
+  int64_t length = 0;
+  int64_t samples = 16;
+  int64_t target = 0;                         // 0 = L.
+  std::string input = "random_tokens";        // random_tokens | given_tokens | gaussian_embeddings
+  std::vector<std::vector<int64_t>> tokens;   // given_tokens
+  uint64_t seed = 0;
+  double embedding_std = 1.0;
+  std::string output = "final_hidden";        // final_hidden | layer_sweep | log_prob
+  std::string method = "exact";               // exact | hutchinson
+  int64_t probes = 64;
+  std::string dtype = "float32";              // float32 | bfloat16 | float16 | float64
+  std::string device;                         // "" (any) | cpu | cuda
+  bool keep_samples = false;
+  bool fit_effective_depth = false;
+};
+
+nlohmann::json SpecToJson(const JacobianJobSpec& spec);
+absl::StatusOr<JacobianJobSpec> SpecFromJson(const nlohmann::json& json);
+
+struct JobRecord {
+  std::string id;                 // Server-assigned, e.g. "j-0f3a9c1b2d4e".
+  std::string request_id;         // Client idempotency key ("" = none).
+  JacobianJobSpec spec;
+  int32_t priority = 0;           // -100..100, higher runs first; then first in, first out.
+  std::map<std::string, std::string> labels;
+  double time_limit_seconds = 0;  // 0 = none.
+  JobState state = JobState::kQueued;
+  int32_t attempt = 0;            // Incremented on every claim.
+  double progress = 0;            // [0, 1].
+  int64_t samples_done = 0;
+  int64_t chunks_done = 0;
+  int64_t chunks_total = 0;
+  double eta_seconds = -1;        // < 0 = unknown.
+  std::string device;             // Where it runs / ran.
+  std::string worker;             // The worker holding it while RUNNING / CANCELLING.
+  std::string error_reason;       // FAILED: an ErrorReason name.
+  std::string error_message;
+  int32_t error_code = 0;         // FAILED: the gRPC status code number.
+  int64_t created_ms = 0, started_ms = 0, finished_ms = 0, updated_ms = 0;  // Unix epoch ms.
+  std::string checkpoint;         // Opaque JSON written by the runner: work finished so far.
+};
+
+}  // namespace posbias::jobs

@@ -1,0 +1,115 @@
+// JobStore: the durable queue. Every transition is one atomic operation of the store, so jobs
+// survive restarts and nothing accepted is lost. The embedded implementation is SQLite (WAL, schema
+// migrations); a networked store (PostgreSQL) can implement the same interface.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "server/jobs/job.h"
+
+namespace posbias::jobs {
+
+// Milliseconds since the Unix epoch; tests pass a fake.
+using Clock = std::function<int64_t()>;
+Clock SystemClock();
+
+struct ListFilter {
+  std::vector<JobState> states;              // Empty = any.
+  std::string model;                         // "" = any.
+  std::map<std::string, std::string> labels; // All must match.
+  int32_t page_size = 50;                    // 1..1000 (clamped); 0 = 50.
+  std::string page_token;                    // From the previous page; "" = first.
+};
+
+struct JobPage {
+  std::vector<JobRecord> jobs;  // Newest first (created_ms desc, id desc).
+  std::string next_page_token;  // "" = last page.
+};
+
+struct ProgressUpdate {
+  double progress = 0;
+  int64_t samples_done = 0;
+  int64_t chunks_done = 0;
+  int64_t chunks_total = 0;
+  double eta_seconds = -1;
+  std::string checkpoint;  // Replaces the stored checkpoint when non-empty.
+};
+
+class JobStore {
+ public:
+  virtual ~JobStore() = default;
+
+  // Inserts `job` as QUEUED (id, created_ms assigned by the store when empty/0). If job.request_id
+  // is non-empty and a job with that request_id exists, returns that job and created = false
+  // (no second job). RESOURCE_EXHAUSTED with reason QUEUE_FULL when `max_queued` jobs are QUEUED.
+  struct Created {
+    JobRecord job;
+    bool created = false;
+  };
+  virtual absl::StatusOr<Created> Create(JobRecord job, int64_t max_queued) = 0;
+
+  // NOT_FOUND with reason JOB_NOT_FOUND for an unknown id.
+  virtual absl::StatusOr<JobRecord> Get(const std::string& id) = 0;
+  virtual absl::StatusOr<JobPage> List(const ListFilter& filter) = 0;
+
+  // Atomically claims the QUEUED job with the highest priority, then the oldest (created_ms, id),
+  // whose spec.device is "" or one of `devices`: state RUNNING, attempt + 1, worker, device,
+  // started_ms (first start only). nullopt when none waits.
+  virtual absl::StatusOr<std::optional<JobRecord>> ClaimNext(const std::string& worker,
+                                                             const std::vector<std::string>& devices,
+                                                             const std::string& device_name) = 0;
+
+  // Progress of a RUNNING/CANCELLING job, fenced: ABORTED when the job's attempt is no longer
+  // `attempt` (a newer attempt owns it) or it is not active. Returns the job after the update (a
+  // worker reads its state to see a cancel).
+  virtual absl::StatusOr<JobRecord> UpdateProgress(const std::string& id, int32_t attempt,
+                                                   const ProgressUpdate& update) = 0;
+
+  // Moves a job to `to` if the transition is allowed (FAILED_PRECONDITION with reason
+  // JOB_NOT_FINISHED otherwise, naming both states). When `attempt` is set, the job's attempt must
+  // match (ABORTED otherwise). Terminal states set finished_ms; QUEUED clears worker. Error fields
+  // are stored for FAILED.
+  struct TransitionOptions {
+    std::optional<int32_t> attempt;
+    std::string error_reason;
+    std::string error_message;
+    int32_t error_code = 0;
+  };
+  virtual absl::StatusOr<JobRecord> Transition(const std::string& id, JobState to,
+                                               const TransitionOptions& options) = 0;
+
+  // Stores the result JSON and moves the job to SUCCEEDED in one transaction, fenced by attempt.
+  virtual absl::StatusOr<JobRecord> Succeed(const std::string& id, int32_t attempt,
+                                            const std::string& result_json) = 0;
+  // NOT_FOUND (JOB_NOT_FOUND) for an unknown job; FAILED_PRECONDITION (JOB_NOT_FINISHED) when it
+  // has no result (not SUCCEEDED).
+  virtual absl::StatusOr<std::string> GetResult(const std::string& id) = 0;
+
+  // Deletes a job and its result. FAILED_PRECONDITION (JOB_NOT_FINISHED) for an active job unless
+  // `force`.
+  virtual absl::Status Delete(const std::string& id, bool force) = 0;
+
+  // Start-up recovery: RUNNING jobs go back to QUEUED (keeping attempt and checkpoint);
+  // CANCELLING jobs become CANCELLED. Returns how many were re-queued.
+  virtual absl::StatusOr<int64_t> RecoverAfterRestart() = 0;
+
+  // Deletes terminal jobs (and results) finished before `cutoff_ms`. Returns how many.
+  virtual absl::StatusOr<int64_t> PurgeFinishedBefore(int64_t cutoff_ms) = 0;
+
+  virtual absl::StatusOr<std::map<JobState, int64_t>> CountByState() = 0;
+  // Number of QUEUED or RUNNING or CANCELLING jobs using `model`.
+  virtual absl::StatusOr<int64_t> CountActiveForModel(const std::string& model) = 0;
+};
+
+// Opens (creating if needed) the SQLite store at `path` (":memory:" for tests): WAL journal,
+// busy timeout, and versioned schema migrations applied in a transaction.
+absl::StatusOr<std::unique_ptr<JobStore>> OpenSqliteJobStore(const std::string& path, Clock clock = SystemClock());
+
+}  // namespace posbias::jobs

@@ -1,0 +1,89 @@
+#include "server/jobs/worker_pool.h"
+
+#include <chrono>
+
+#include "absl/strings/str_cat.h"
+#include "server/status/error.h"
+
+namespace posbias::jobs {
+
+WorkerPool::WorkerPool(JobStore* store, JobRunner* runner, Options options, WorkerObserver observer)
+    : store_(store), runner_(runner), options_(std::move(options)), observer_(std::move(observer)) {}
+
+WorkerPool::~WorkerPool() { Stop(); }
+
+void WorkerPool::Start() {
+  for (const auto& spec : options_.workers) threads_.emplace_back([this, spec] { Loop(spec); });
+}
+
+void WorkerPool::Wake() { wake_.notify_all(); }
+
+void WorkerPool::Stop() {
+  stopping_ = true;
+  wake_.notify_all();
+  for (auto& thread : threads_) {
+    if (thread.joinable()) thread.join();
+  }
+  threads_.clear();
+}
+
+void WorkerPool::Loop(const WorkerSpec& spec) {
+  while (!stopping_) {
+    auto claimed = store_->ClaimNext(spec.name, {spec.device_kind}, spec.device_name);
+    if (claimed.ok() && claimed->has_value()) {
+      RunOne(spec, **claimed);
+      continue;
+    }
+    std::unique_lock lock(mutex_);
+    wake_.wait_for(lock, std::chrono::milliseconds(options_.idle_poll_ms), [this] { return stopping_.load(); });
+  }
+}
+
+void WorkerPool::RunOne(const WorkerSpec&, const JobRecord& job) {
+  const auto start = std::chrono::steady_clock::now();
+  if (observer_.started) {
+    const double now_s = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    observer_.started(std::max(0.0, now_s - job.created_ms / 1000.0));
+  }
+  bool cancelled = false, timed_out = false, fenced = false;
+  auto report = [&](const ProgressUpdate& update) {
+    auto updated = store_->UpdateProgress(job.id, job.attempt, update);
+    if (!updated.ok()) return !(fenced = true);
+    if (updated->state == JobState::kCancelling) return !(cancelled = true);
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (job.time_limit_seconds > 0 && elapsed > job.time_limit_seconds) return !(timed_out = true);
+    return !stopping_.load();
+  };
+  auto result = runner_->Run(job, report);
+  JobStore::TransitionOptions fence;
+  fence.attempt = job.attempt;
+  std::string outcome;
+  if (fenced) {
+    outcome = "superseded";  // A newer attempt owns the job; write nothing.
+  } else if (result.ok()) {
+    outcome = store_->Succeed(job.id, job.attempt, *result).ok() ? "succeeded" : "superseded";
+  } else if (cancelled) {
+    outcome = "cancelled";
+    (void)store_->Transition(job.id, JobState::kCancelled, fence);
+  } else if (timed_out) {
+    outcome = "failed";
+    fence.error_reason = "JOB_TIME_LIMIT_EXCEEDED";
+    fence.error_code = static_cast<int32_t>(absl::StatusCode::kDeadlineExceeded);
+    fence.error_message = absl::StrCat("the job ran past its time limit of ", job.time_limit_seconds, " s");
+    (void)store_->Transition(job.id, JobState::kFailed, fence);
+  } else if (stopping_) {
+    outcome = "requeued";  // Drained at shutdown: resumes from its checkpoint.
+    (void)store_->Transition(job.id, JobState::kQueued, fence);
+  } else {
+    outcome = "failed";
+    fence.error_reason = ErrorReasonOf(result.status()).empty() ? "INTERNAL_ERROR" : ErrorReasonOf(result.status());
+    fence.error_code = static_cast<int32_t>(result.status().code());
+    fence.error_message = std::string(result.status().message());
+    (void)store_->Transition(job.id, JobState::kFailed, fence);
+  }
+  if (observer_.finished) {
+    observer_.finished(job, outcome, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+}
+
+}  // namespace posbias::jobs

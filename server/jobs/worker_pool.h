@@ -1,0 +1,73 @@
+// Workers: one per device (each CUDA device, and the CPU), each claiming the next job from the
+// store (priority, then first in, first out), running it through a JobRunner and recording the
+// outcome. Per-job time limits; cancellation and shutdown are seen at the next chunk.
+//
+// Shutdown drains: Stop() asks every running job to stop at its next chunk; its checkpoint is
+// already in the store, so it is re-queued and resumes where it stopped after a restart.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "server/jobs/job_store.h"
+
+namespace posbias::jobs {
+
+// Runs one claimed job. `report` stores progress (and a checkpoint); it returns false when the
+// runner must stop now (cancelled, shutting down, time limit, or a newer attempt took over), and
+// the runner then returns any non-OK status.
+class JobRunner {
+ public:
+  virtual ~JobRunner() = default;
+  virtual absl::StatusOr<std::string> Run(const JobRecord& job,
+                                          const std::function<bool(const ProgressUpdate&)>& report) = 0;
+};
+
+struct WorkerSpec {
+  std::string name;         // e.g. "cpu-0".
+  std::string device_kind;  // "cpu" or "cuda": which jobs it may claim.
+  std::string device_name;  // e.g. "cpu", "cuda:0".
+};
+
+// Counters the metrics room exports (called from worker threads).
+struct WorkerObserver {
+  std::function<void(const JobRecord&, const std::string& outcome, double run_seconds)> finished;
+  std::function<void(double wait_seconds)> started;
+};
+
+class WorkerPool {
+ public:
+  struct Options {
+    std::vector<WorkerSpec> workers;
+    int64_t idle_poll_ms = 500;  // Also woken at once by Wake().
+  };
+  WorkerPool(JobStore* store, JobRunner* runner, Options options, WorkerObserver observer = {});
+  ~WorkerPool();
+
+  void Start();
+  // Wakes idle workers (a job was submitted).
+  void Wake();
+  // Stops claiming, asks running jobs to stop at their next chunk (they are re-queued), joins.
+  void Stop();
+
+ private:
+  void Loop(const WorkerSpec& spec);
+  void RunOne(const WorkerSpec& spec, const JobRecord& job);
+
+  JobStore* store_;
+  JobRunner* runner_;
+  Options options_;
+  WorkerObserver observer_;
+  std::atomic<bool> stopping_{false};
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace posbias::jobs

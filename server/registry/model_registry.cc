@@ -1,0 +1,478 @@
+#include "server/registry/model_registry.h"
+
+#include <openssl/evp.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+
+#include "absl/strings/str_cat.h"
+#include "nlohmann/json.hpp"
+#include "server/models/weights.h"
+#include "server/status/error.h"
+
+namespace posbias::registry {
+namespace fs = std::filesystem;
+namespace {
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+template <typename T>
+void PutOptional(nlohmann::json& json, const char* key, const std::optional<T>& value) {
+  if (value) json[key] = *value;
+}
+template <typename T>
+void GetOptional(const nlohmann::json& json, const char* key, std::optional<T>& value) {
+  if (json.contains(key)) value = json.at(key).get<T>();
+}
+
+nlohmann::json SourceToJson(const ModelSource& source) {
+  nlohmann::json overrides = nlohmann::json::object();
+  const auto& o = source.overrides;
+  PutOptional(overrides, "num_layers", o.num_layers);
+  PutOptional(overrides, "hidden_size", o.hidden_size);
+  PutOptional(overrides, "num_heads", o.num_heads);
+  PutOptional(overrides, "num_kv_heads", o.num_kv_heads);
+  PutOptional(overrides, "intermediate_size", o.intermediate_size);
+  PutOptional(overrides, "vocab_size", o.vocab_size);
+  PutOptional(overrides, "max_positions", o.max_positions);
+  PutOptional(overrides, "rope_theta", o.rope_theta);
+  PutOptional(overrides, "cesaro_alpha", o.cesaro_alpha);
+  PutOptional(overrides, "tie_embeddings", o.tie_embeddings);
+  PutOptional(overrides, "initializer_range", o.initializer_range);
+  return {{"kind", source.kind}, {"preset", source.preset}, {"overrides", overrides},
+          {"no_position_encoding", source.ablations.no_position_encoding},
+          {"uniform_attention", source.ablations.uniform_attention}, {"no_mlp", source.ablations.no_mlp},
+          {"seed", source.seed}, {"path", source.path}, {"width", source.width}};
+}
+
+ModelSource SourceFromJson(const nlohmann::json& json) {
+  ModelSource source;
+  source.kind = json.at("kind");
+  source.preset = json.value("preset", "");
+  const auto& o = json.at("overrides");
+  GetOptional(o, "num_layers", source.overrides.num_layers);
+  GetOptional(o, "hidden_size", source.overrides.hidden_size);
+  GetOptional(o, "num_heads", source.overrides.num_heads);
+  GetOptional(o, "num_kv_heads", source.overrides.num_kv_heads);
+  GetOptional(o, "intermediate_size", source.overrides.intermediate_size);
+  GetOptional(o, "vocab_size", source.overrides.vocab_size);
+  GetOptional(o, "max_positions", source.overrides.max_positions);
+  GetOptional(o, "rope_theta", source.overrides.rope_theta);
+  GetOptional(o, "cesaro_alpha", source.overrides.cesaro_alpha);
+  GetOptional(o, "tie_embeddings", source.overrides.tie_embeddings);
+  GetOptional(o, "initializer_range", source.overrides.initializer_range);
+  source.ablations.no_position_encoding = json.value("no_position_encoding", false);
+  source.ablations.uniform_attention = json.value("uniform_attention", false);
+  source.ablations.no_mlp = json.value("no_mlp", false);
+  source.seed = json.value("seed", uint64_t{0});
+  source.path = json.value("path", "");
+  source.width = json.value("width", int64_t{0});
+  return source;
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// The architecture a source describes (before loading anything big).
+absl::StatusOr<models::ModelConfig> ResolveConfig(const ModelSource& source, const std::string& weights_path) {
+  absl::StatusOr<models::ModelConfig> base;
+  if (source.kind == "preset") {
+    base = models::PresetConfig(source.preset);
+    if (!base.ok()) base = models::FamilyConfig(source.preset);
+  } else if (source.kind == "checkpoint" || source.kind == "upload") {
+    const fs::path dir = fs::is_directory(weights_path) ? fs::path(weights_path) : fs::path(weights_path).parent_path();
+    const fs::path config_json = source.kind == "upload" ? fs::path(weights_path + ".config.json") : dir / "config.json";
+    if (!fs::is_regular_file(config_json)) {
+      return ErrorWithReason(absl::StatusCode::kInvalidArgument, "INVALID_MODEL_FILE",
+                             absl::StrCat("no config.json beside the checkpoint ", source.path,
+                                          " (it defines the architecture)"));
+    }
+    base = models::ConfigFromHuggingFaceJson(ReadFile(config_json.string()));
+  } else {
+    models::ModelConfig config;
+    config.family = models::Family::kTorchScript;
+    config.hidden_size = source.width;
+    return config;
+  }
+  if (!base.ok()) return base.status();
+  models::ModelConfig config = models::ApplyOverrides(*base, source.overrides);
+  config.ablations = source.ablations;
+  if (auto status = models::ValidateConfig(config); !status.ok()) return status;
+  return config;
+}
+
+}  // namespace
+
+std::string ModelStateName(ModelState state) {
+  switch (state) {
+    case ModelState::kLoading: return "loading";
+    case ModelState::kReady: return "ready";
+    case ModelState::kFailed: return "failed";
+  }
+  return "unknown";
+}
+
+absl::Status CheckModelName(const std::string& name) {
+  static const std::regex pattern("[a-z0-9][a-z0-9-]{0,62}");
+  if (std::regex_match(name, pattern)) return absl::OkStatus();
+  return InvalidArgumentError({"INVALID_ARGUMENT", "name", name.empty() ? "\"\"" : name,
+                               "1..63 characters of [a-z0-9-], starting with a letter or digit"});
+}
+
+absl::StatusOr<std::string> Sha256OfFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return ErrorWithReason(absl::StatusCode::kNotFound, "PATH_NOT_FOUND", "cannot read " + path);
+  std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> context(EVP_MD_CTX_new(), EVP_MD_CTX_free);
+  EVP_DigestInit_ex(context.get(), EVP_sha256(), nullptr);
+  std::vector<char> buffer(1 << 20);
+  while (in) {
+    in.read(buffer.data(), static_cast<std::streamsize>(buffer.size()));
+    EVP_DigestUpdate(context.get(), buffer.data(), static_cast<size_t>(in.gcount()));
+  }
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int length = 0;
+  EVP_DigestFinal_ex(context.get(), digest, &length);
+  static const char* hex = "0123456789abcdef";
+  std::string out;
+  for (unsigned int i = 0; i < length; ++i) out += hex[digest[i] >> 4], out += hex[digest[i] & 15];
+  return out;
+}
+
+absl::StatusOr<std::unique_ptr<ModelRegistry>> ModelRegistry::Open(const Options& options) {
+  std::error_code error;
+  fs::create_directories(fs::path(options.data_dir) / "uploads", error);
+  if (error) {
+    return ErrorWithReason(absl::StatusCode::kFailedPrecondition, "PATH_NOT_ALLOWED",
+                           absl::StrCat("cannot create ", options.data_dir, "/uploads: ", error.message()));
+  }
+  std::unique_ptr<ModelRegistry> registry(new ModelRegistry(options));
+  for (const std::string& preset : models::PresetNames()) {
+    ModelEntry entry;
+    entry.name = preset;
+    entry.builtin = true;
+    entry.source.kind = "preset";
+    entry.source.preset = preset;
+    entry.config = *models::PresetConfig(preset);
+    entry.state = ModelState::kReady;
+    entry.init_recipe = "huggingface-" + models::FamilyName(entry.config.family) + ", seed 0";
+    registry->entries_[preset] = entry;
+  }
+  const fs::path file = fs::path(options.data_dir) / "models.json";
+  if (!fs::exists(file)) return registry;
+  const auto json = nlohmann::json::parse(ReadFile(file.string()), nullptr, false);
+  if (json.is_discarded() || !json.is_array()) {
+    return ErrorWithReason(absl::StatusCode::kDataLoss, "INTERNAL_ERROR", file.string() + " is not a JSON array");
+  }
+  for (const auto& item : json) {
+    try {
+      ModelEntry entry;
+      entry.name = item.at("name");
+      entry.source = SourceFromJson(item.at("source"));
+      entry.state = item.value("state", "ready") == "failed" ? ModelState::kFailed : ModelState::kReady;
+      entry.error_reason = item.value("error_reason", "");
+      entry.error_message = item.value("error_message", "");
+      entry.init_recipe = item.value("init_recipe", "");
+      entry.weights_sha256 = item.value("weights_sha256", "");
+      entry.parameters = item.value("parameters", int64_t{0});
+      entry.memory_bytes = item.value("memory_bytes", int64_t{0});
+      entry.created_ms = item.value("created_ms", int64_t{0});
+      entry.labels = item.value("labels", std::map<std::string, std::string>{});
+      entry.request_id = item.value("request_id", "");
+      const std::string weights = entry.source.kind == "preset" ? "" :
+          entry.source.kind == "upload" ? entry.source.path : registry->ResolveUnderRoot(entry.source.path).value_or("");
+      auto config = ResolveConfig(entry.source, weights);
+      if (config.ok()) entry.config = *config;
+      registry->entries_[entry.name] = entry;
+    } catch (const nlohmann::json::exception& e) {
+      return ErrorWithReason(absl::StatusCode::kDataLoss, "INTERNAL_ERROR",
+                             absl::StrCat(file.string(), ": malformed entry: ", e.what()));
+    }
+  }
+  return registry;
+}
+
+absl::Status ModelRegistry::Persist() {
+  nlohmann::json json = nlohmann::json::array();
+  for (const auto& [name, entry] : entries_) {
+    if (entry.builtin || entry.state == ModelState::kLoading) continue;
+    json.push_back({{"name", name}, {"source", SourceToJson(entry.source)}, {"state", ModelStateName(entry.state)},
+                    {"error_reason", entry.error_reason}, {"error_message", entry.error_message},
+                    {"init_recipe", entry.init_recipe}, {"weights_sha256", entry.weights_sha256},
+                    {"parameters", entry.parameters}, {"memory_bytes", entry.memory_bytes},
+                    {"created_ms", entry.created_ms}, {"labels", entry.labels}, {"request_id", entry.request_id}});
+  }
+  const fs::path file = fs::path(options_.data_dir) / "models.json";
+  const fs::path temporary = file.string() + ".tmp";
+  {
+    std::ofstream out(temporary, std::ios::trunc);
+    out << json.dump(2) << "\n";
+    if (!out) return ErrorWithReason(absl::StatusCode::kInternal, "INTERNAL_ERROR", "cannot write " + temporary.string());
+  }
+  std::error_code error;
+  fs::rename(temporary, file, error);
+  if (error) return ErrorWithReason(absl::StatusCode::kInternal, "INTERNAL_ERROR", "cannot replace " + file.string());
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> ModelRegistry::ResolveUnderRoot(const std::string& relative) const {
+  if (options_.model_root.empty()) {
+    return ErrorWithReason(absl::StatusCode::kFailedPrecondition, "PATH_NOT_ALLOWED",
+                           "the server has no model root (start it with --model-root DIR)");
+  }
+  const fs::path given(relative);
+  if (relative.empty() || given.is_absolute()) {
+    return InvalidArgumentError({"PATH_NOT_ALLOWED", "path", relative.empty() ? "\"\"" : relative,
+                                 "a relative path under the server's model root"});
+  }
+  std::error_code error;
+  const fs::path root = fs::canonical(options_.model_root, error);
+  if (error) return ErrorWithReason(absl::StatusCode::kFailedPrecondition, "PATH_NOT_FOUND", "model root missing: " + options_.model_root);
+  const fs::path joined = root / given;
+  if (!fs::exists(joined)) {
+    return ErrorWithReason(absl::StatusCode::kNotFound, "PATH_NOT_FOUND",
+                           absl::StrCat("path = ", relative, " does not exist under the model root"));
+  }
+  const fs::path resolved = fs::canonical(joined, error);  // Follows symlinks and "..".
+  const std::string prefix = root.string() + "/";
+  if (error || resolved.string().rfind(prefix, 0) != 0) {
+    return InvalidArgumentError({"PATH_NOT_ALLOWED", "path", relative,
+                                 "a path that stays under the model root (no '..' or symlinks leading out)"});
+  }
+  return resolved.string();
+}
+
+std::string ModelRegistry::uploads_dir() const { return (fs::path(options_.data_dir) / "uploads").string(); }
+
+absl::StatusOr<std::shared_ptr<models::DecoderModel>> ModelRegistry::Load(const ModelEntry& entry) {
+  const auto& source = entry.source;
+  if (source.kind == "torchscript") {
+    auto path = ResolveUnderRoot(source.path);
+    if (!path.ok()) return path.status();
+    auto model = models::LoadTorchScriptModel(*path, source.width);
+    if (!model.ok()) return model.status();
+    return std::shared_ptr<models::DecoderModel>(std::move(*model));
+  }
+  std::string weights;
+  if (source.kind == "checkpoint") {
+    auto path = ResolveUnderRoot(source.path);
+    if (!path.ok()) return path.status();
+    weights = *path;
+  } else if (source.kind == "upload") {
+    weights = source.path;
+  }
+  auto config = ResolveConfig(source, weights);
+  if (!config.ok()) return config.status();
+  auto model = models::BuildModel(*config, source.seed);
+  if (!model.ok()) return model.status();
+  if (!weights.empty()) {
+    if (auto status = models::LoadWeightsFromPath(**model, weights); !status.ok()) return status;
+  }
+  return std::shared_ptr<models::DecoderModel>(std::move(*model));
+}
+
+void ModelRegistry::Touch(const std::string& name, std::shared_ptr<models::DecoderModel> model) {
+  cache_.remove_if([&](const auto& item) { return item.first == name; });
+  cache_.emplace_front(name, std::move(model));
+  int64_t used = 0;
+  for (auto it = cache_.begin(); it != cache_.end();) {
+    const int64_t bytes = entries_.count(it->first) ? entries_[it->first].memory_bytes : 0;
+    // Evict least recently used models beyond the budget unless a job holds them.
+    if (used + bytes > options_.cache_budget_bytes && it != cache_.begin() && it->second.use_count() == 1) {
+      it = cache_.erase(it);
+    } else {
+      used += bytes;
+      ++it;
+    }
+  }
+}
+
+absl::StatusOr<ModelEntry> ModelRegistry::Finish(ModelEntry entry) {
+  auto model = Load(entry);
+  std::lock_guard lock(mutex_);
+  if (model.ok()) {
+    entry.state = ModelState::kReady;
+    entry.parameters = models::ParameterCount(**model);
+    entry.memory_bytes = entry.parameters * 4;
+    entry.init_recipe = entry.source.kind == "preset" ? (*model)->init_recipe() : "loaded from " + entry.source.path;
+    entry.config = (*model)->config();
+    entries_[entry.name] = entry;
+    Touch(entry.name, *model);
+  } else {
+    entry.state = ModelState::kFailed;
+    entry.error_reason = ErrorReasonOf(model.status());
+    entry.error_message = std::string(model.status().message());
+    entries_[entry.name] = entry;
+  }
+  if (auto status = Persist(); !status.ok()) return status;
+  if (!model.ok()) return model.status();
+  return entry;
+}
+
+absl::StatusOr<ModelEntry> ModelRegistry::Register(const std::string& name, const ModelSource& source,
+                                                   const std::map<std::string, std::string>& labels,
+                                                   const std::string& request_id) {
+  if (auto status = CheckModelName(name); !status.ok()) return status;
+  ModelEntry entry;
+  {
+    std::lock_guard lock(mutex_);
+    if (auto it = entries_.find(name); it != entries_.end()) {
+      if (!request_id.empty() && it->second.request_id == request_id) return it->second;
+      return ErrorWithReason(absl::StatusCode::kAlreadyExists, "MODEL_ALREADY_EXISTS",
+                             absl::StrCat("a model named ", name, " exists"));
+    }
+    entry.name = name;
+    entry.source = source;
+    entry.labels = labels;
+    entry.request_id = request_id;
+    entry.created_ms = NowMs();
+    entry.state = ModelState::kLoading;
+    entries_[name] = entry;  // Reserves the name while loading.
+  }
+  if (source.kind == "checkpoint" || source.kind == "torchscript") {
+    if (auto path = ResolveUnderRoot(source.path); !path.ok()) {
+      std::lock_guard lock(mutex_);
+      entries_.erase(name);  // Refused requests leave nothing behind.
+      return path.status();
+    }
+  }
+  return Finish(entry);
+}
+
+absl::StatusOr<ModelEntry> ModelRegistry::RegisterUpload(const std::string& name, const std::string& staged_path,
+                                                         const std::string& config_json,
+                                                         const std::map<std::string, std::string>& labels,
+                                                         const std::string& request_id) {
+  if (auto status = CheckModelName(name); !status.ok()) return status;
+  auto config = models::ConfigFromHuggingFaceJson(config_json);
+  if (!config.ok()) return config.status();
+  ModelEntry entry;
+  {
+    std::lock_guard lock(mutex_);
+    if (auto it = entries_.find(name); it != entries_.end()) {
+      if (!request_id.empty() && it->second.request_id == request_id) return it->second;
+      return ErrorWithReason(absl::StatusCode::kAlreadyExists, "MODEL_ALREADY_EXISTS",
+                             absl::StrCat("a model named ", name, " exists"));
+    }
+    entry.name = name;
+    entry.labels = labels;
+    entry.request_id = request_id;
+    entry.created_ms = NowMs();
+    entries_[name] = entry;
+  }
+  const std::string stored = (fs::path(uploads_dir()) / (name + ".safetensors")).string();
+  std::error_code error;
+  fs::rename(staged_path, stored, error);
+  std::ofstream(stored + ".config.json") << config_json;
+  entry.source.kind = "upload";
+  entry.source.path = stored;
+  auto sha = Sha256OfFile(stored);
+  if (sha.ok()) entry.weights_sha256 = *sha;
+  return Finish(entry);
+}
+
+absl::StatusOr<ModelEntry> ModelRegistry::Get(const std::string& name) {
+  std::lock_guard lock(mutex_);
+  auto it = entries_.find(name);
+  if (it == entries_.end()) {
+    return ErrorWithReason(absl::StatusCode::kNotFound, "MODEL_NOT_FOUND", absl::StrCat("no model named ", name));
+  }
+  return it->second;
+}
+
+std::vector<ModelEntry> ModelRegistry::List() {
+  std::lock_guard lock(mutex_);
+  std::vector<ModelEntry> all;
+  for (const auto& [name, entry] : entries_) all.push_back(entry);
+  return all;
+}
+
+absl::Status ModelRegistry::Delete(const std::string& name, bool force, int64_t active_jobs) {
+  std::lock_guard lock(mutex_);
+  auto it = entries_.find(name);
+  if (it == entries_.end()) {
+    return ErrorWithReason(absl::StatusCode::kNotFound, "MODEL_NOT_FOUND", absl::StrCat("no model named ", name));
+  }
+  if (it->second.builtin) {
+    return ErrorWithReason(absl::StatusCode::kFailedPrecondition, "MODEL_BUILTIN",
+                           absl::StrCat(name, " is a built-in preset and cannot be deleted"));
+  }
+  if (active_jobs > 0 && !force) {
+    return ErrorWithReason(absl::StatusCode::kFailedPrecondition, "MODEL_IN_USE",
+                           absl::StrCat(name, " is used by ", active_jobs, " queued or running jobs (force to delete anyway)"));
+  }
+  if (it->second.source.kind == "upload") {
+    std::error_code error;
+    fs::remove(it->second.source.path, error);
+    fs::remove(it->second.source.path + ".config.json", error);
+  }
+  entries_.erase(it);
+  cache_.remove_if([&](const auto& item) { return item.first == name; });
+  return Persist();
+}
+
+absl::StatusOr<std::shared_ptr<models::DecoderModel>> ModelRegistry::Acquire(const std::string& name) {
+  ModelEntry entry;
+  {
+    std::lock_guard lock(mutex_);
+    auto it = entries_.find(name);
+    if (it == entries_.end()) {
+      return ErrorWithReason(absl::StatusCode::kNotFound, "MODEL_NOT_FOUND", absl::StrCat("no model named ", name));
+    }
+    if (it->second.state == ModelState::kFailed) {
+      return ErrorWithReason(absl::StatusCode::kFailedPrecondition, "MODEL_NOT_READY",
+                             absl::StrCat(name, " failed to load: ", it->second.error_message));
+    }
+    for (auto& item : cache_) {
+      if (item.first == name) {
+        auto model = item.second;
+        Touch(name, model);
+        return model;
+      }
+    }
+    entry = it->second;
+  }
+  auto model = Load(entry);
+  std::lock_guard lock(mutex_);
+  if (!model.ok()) {
+    entries_[name].state = ModelState::kFailed;
+    entries_[name].error_reason = ErrorReasonOf(model.status());
+    entries_[name].error_message = std::string(model.status().message());
+    (void)Persist();
+    return model.status();
+  }
+  if (entries_[name].memory_bytes == 0) {
+    entries_[name].parameters = models::ParameterCount(**model);
+    entries_[name].memory_bytes = entries_[name].parameters * 4;
+  }
+  Touch(name, *model);
+  return model;
+}
+
+absl::Status ModelRegistry::Export(const std::string& name, const std::string& path) {
+  auto model = Acquire(name);
+  if (!model.ok()) return model.status();
+  if ((*model)->config().family == models::Family::kCesaro || (*model)->config().family == models::Family::kTorchScript) {
+    if ((*model)->config().family == models::Family::kTorchScript) {
+      return ErrorWithReason(absl::StatusCode::kFailedPrecondition, "INVALID_ARGUMENT",
+                             absl::StrCat(name, " is a TorchScript model: export its file instead"));
+    }
+  }
+  if (auto status = models::ExportWeights(**model, path); !status.ok()) return status;
+  auto sha = Sha256OfFile(path);
+  if (sha.ok()) {
+    std::lock_guard lock(mutex_);
+    if (auto it = entries_.find(name); it != entries_.end() && !it->second.builtin) {
+      it->second.weights_sha256 = *sha;
+      (void)Persist();
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace posbias::registry

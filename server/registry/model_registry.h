@@ -1,0 +1,117 @@
+// The model registry: named models a job can measure. Built-in presets are always there; users
+// register a preset with overrides and a seed, a Hugging Face checkpoint or a TorchScript file under
+// the server's model root, or an uploaded safetensors checkpoint. Registrations persist in
+// <data_dir>/models.json; loaded models are cached within a memory budget (least recently used
+// first out, reloaded on demand).
+//
+// Model states: LOADING only while a registration builds or loads it; then READY, or FAILED with a
+// reason (a registration that fails stays listed as FAILED so the user sees why; a cache reload
+// that fails turns READY into FAILED). Nothing stays LOADING: a restart re-reads models.json, where
+// only READY and FAILED are written.
+#pragma once
+
+#include <cstdint>
+#include <list>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "server/models/config.h"
+#include "server/models/model.h"
+
+namespace posbias::registry {
+
+enum class ModelState { kLoading, kReady, kFailed };
+std::string ModelStateName(ModelState state);
+
+struct ModelSource {
+  std::string kind;       // "preset" | "checkpoint" | "torchscript" | "upload"
+  std::string preset;     // preset: its name (or family base "gpt2" / "qwen2" / "cesaro").
+  models::ConfigOverrides overrides;
+  models::Ablations ablations;
+  uint64_t seed = 0;
+  std::string path;       // checkpoint / torchscript: relative to the model root; upload: stored file.
+  int64_t width = 0;      // torchscript: embedding width d.
+};
+
+struct ModelEntry {
+  std::string name;
+  bool builtin = false;
+  ModelSource source;
+  models::ModelConfig config;
+  ModelState state = ModelState::kLoading;
+  std::string error_reason, error_message;
+  std::string init_recipe;
+  std::string weights_sha256;  // SHA-256 of the exported F32 safetensors bytes ("" until computed).
+  int64_t parameters = 0;
+  int64_t memory_bytes = 0;
+  int64_t created_ms = 0;
+  std::map<std::string, std::string> labels;
+  std::string request_id;
+};
+
+class ModelRegistry {
+ public:
+  struct Options {
+    std::string model_root;                          // Checkpoints and TorchScript files live here.
+    std::string data_dir;                            // models.json and uploads/.
+    int64_t cache_budget_bytes = int64_t{8} << 30;   // Loaded parameters kept in memory.
+  };
+
+  static absl::StatusOr<std::unique_ptr<ModelRegistry>> Open(const Options& options);
+
+  // Registers (and loads, to check it) a model. A name that exists is MODEL_ALREADY_EXISTS unless
+  // the same non-empty request_id registered it (then that entry is returned).
+  absl::StatusOr<ModelEntry> Register(const std::string& name, const ModelSource& source,
+                                      const std::map<std::string, std::string>& labels,
+                                      const std::string& request_id);
+  // Registers an uploaded checkpoint: `staged_path` (a file the caller wrote under
+  // <data_dir>/uploads/) becomes the model's weights; `config_json` is its Hugging Face config.
+  absl::StatusOr<ModelEntry> RegisterUpload(const std::string& name, const std::string& staged_path,
+                                            const std::string& config_json,
+                                            const std::map<std::string, std::string>& labels,
+                                            const std::string& request_id);
+
+  absl::StatusOr<ModelEntry> Get(const std::string& name);
+  std::vector<ModelEntry> List();
+  // MODEL_BUILTIN for a preset; MODEL_IN_USE when active_jobs > 0 and not force.
+  absl::Status Delete(const std::string& name, bool force, int64_t active_jobs);
+
+  // The loaded model (cached; loaded on demand). Callers hold the shared_ptr while measuring; a
+  // model in use is never evicted.
+  absl::StatusOr<std::shared_ptr<models::DecoderModel>> Acquire(const std::string& name);
+
+  // Writes the model's weights (Hugging Face names, F32) to `path`.
+  absl::Status Export(const std::string& name, const std::string& path);
+
+  // Resolves `relative` under the model root: no absolute paths, no escaping through "..", no
+  // symlinks leading out (PATH_NOT_ALLOWED); PATH_NOT_FOUND when it does not exist.
+  absl::StatusOr<std::string> ResolveUnderRoot(const std::string& relative) const;
+
+  std::string uploads_dir() const;
+
+ private:
+  explicit ModelRegistry(Options options) : options_(std::move(options)) {}
+  absl::StatusOr<std::shared_ptr<models::DecoderModel>> Load(const ModelEntry& entry);
+  void Touch(const std::string& name, std::shared_ptr<models::DecoderModel> model);
+  absl::Status Persist();  // Caller holds mutex_.
+  absl::StatusOr<ModelEntry> Finish(ModelEntry entry);
+
+  Options options_;
+  std::mutex mutex_;
+  std::map<std::string, ModelEntry> entries_;
+  // LRU cache: most recent at the front.
+  std::list<std::pair<std::string, std::shared_ptr<models::DecoderModel>>> cache_;
+};
+
+// Checks a model name: [a-z0-9][a-z0-9-]{0,62}.
+absl::Status CheckModelName(const std::string& name);
+
+// Hex SHA-256 of a file's bytes.
+absl::StatusOr<std::string> Sha256OfFile(const std::string& path);
+
+}  // namespace posbias::registry

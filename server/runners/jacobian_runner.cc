@@ -1,0 +1,115 @@
+#include "server/runners/jacobian_runner.h"
+
+#include <chrono>
+#include <mutex>
+
+#include <torch/torch.h>
+
+#include "nlohmann/json.hpp"
+#include "server/jacobian/engine.h"
+#include "server/measure/theory_report.h"
+#include "server/status/error.h"
+
+namespace posbias::runners {
+namespace {
+
+nlohmann::json RecordToJson(const jacobian::SampleRecord& record) {
+  return {{"sq_norm", record.sq_norm}, {"probe_var", record.probe_var}, {"branch_ratio", record.branch_ratio}};
+}
+
+std::vector<jacobian::SampleRecord> RecordsFromCheckpoint(const std::string& checkpoint) {
+  std::vector<jacobian::SampleRecord> records;
+  if (checkpoint.empty()) return records;
+  const auto json = nlohmann::json::parse(checkpoint, nullptr, false);
+  if (json.is_discarded() || !json.contains("samples")) return records;
+  for (const auto& item : json["samples"]) {
+    jacobian::SampleRecord record;
+    record.sq_norm = item.at("sq_norm").get<std::vector<std::vector<double>>>();
+    record.probe_var = item.at("probe_var").get<std::vector<std::vector<double>>>();
+    record.branch_ratio = item.at("branch_ratio").get<std::vector<double>>();
+    records.push_back(std::move(record));
+  }
+  return records;
+}
+
+absl::StatusOr<jacobian::MeasureOptions> OptionsFor(const jobs::JacobianJobSpec& spec, const std::string& device) {
+  jacobian::MeasureOptions options;
+  options.length = spec.length;
+  options.samples = spec.samples;
+  options.target = spec.target;
+  options.seed = spec.seed;
+  options.embedding_std = spec.embedding_std;
+  options.probes = spec.probes;
+  options.keep_samples = spec.keep_samples;
+  options.device = device;
+  options.method = spec.method == "hutchinson" ? jacobian::Method::kHutchinson : jacobian::Method::kExact;
+  options.output = spec.output == "layer_sweep" ? jacobian::Output::kLayerSweep
+                   : spec.output == "log_prob"  ? jacobian::Output::kLogProb
+                                                : jacobian::Output::kFinalHidden;
+  if (spec.input == "given_tokens") {
+    options.input = jacobian::InputKind::kGivenTokens;
+    options.tokens = spec.tokens;
+  } else if (spec.input == "gaussian_embeddings") {
+    options.input = jacobian::InputKind::kGaussianEmbeddings;
+  }
+  auto dtype = jacobian::ParseDtype(spec.dtype);
+  if (!dtype.ok()) return dtype.status();
+  options.dtype = *dtype;
+  return options;
+}
+
+}  // namespace
+
+std::mutex& JacobianRunner::ModelLock(const std::string& model) {
+  std::lock_guard lock(locks_mutex_);
+  auto& slot = model_locks_[model];
+  if (!slot) slot = std::make_unique<std::mutex>();
+  return *slot;
+}
+
+absl::StatusOr<std::string> JacobianRunner::Run(const jobs::JobRecord& job,
+                                                const std::function<bool(const jobs::ProgressUpdate&)>& report) {
+  std::lock_guard model_lock(ModelLock(job.spec.model));
+  auto model = registry_->Acquire(job.spec.model);
+  if (!model.ok()) return model.status();
+  const std::string device = job.device.empty() ? "cpu" : job.device;
+  auto options = OptionsFor(job.spec, device);
+  if (!options.ok()) return options.status();
+  if (options_.cpu_threads > 0 && device == "cpu") torch::set_num_threads(options_.cpu_threads);
+  options->done_samples = RecordsFromCheckpoint(job.checkpoint);
+  nlohmann::json checkpoint = {{"samples", nlohmann::json::array()}};
+  for (const auto& record : options->done_samples) checkpoint["samples"].push_back(RecordToJson(record));
+
+  const auto start = std::chrono::steady_clock::now();
+  const double resumed_fraction = static_cast<double>(options->done_samples.size()) / job.spec.samples;
+  jacobian::Progress last;
+  options->progress = [&](const jacobian::Progress& progress) {
+    last = progress;
+    jobs::ProgressUpdate update;
+    update.progress = progress.fraction;
+    update.samples_done = progress.samples_done;
+    update.chunks_done = progress.chunks_done;
+    update.chunks_total = progress.chunks_total;
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double gained = progress.fraction - resumed_fraction;
+    update.eta_seconds = gained > 0 ? elapsed / gained * (1.0 - progress.fraction) : -1;
+    return report(update);
+  };
+  options->on_sample = [&](int64_t, const jacobian::SampleRecord& record) {
+    checkpoint["samples"].push_back(RecordToJson(record));
+    jobs::ProgressUpdate update;
+    update.progress = last.fraction;
+    update.samples_done = static_cast<int64_t>(checkpoint["samples"].size());
+    update.chunks_done = last.chunks_done;
+    update.chunks_total = last.chunks_total;
+    update.checkpoint = checkpoint.dump();
+    return report(update);
+  };
+  auto result = jacobian::Measure(**model, *options);
+  if (!result.ok()) return result.status();
+  auto json = measure::ReportJson(**model, *options, *result, job.spec.model);
+  json["job"] = {{"id", job.id}, {"attempt", job.attempt}, {"resumed_samples", options->done_samples.size()}};
+  return json.dump();
+}
+
+}  // namespace posbias::runners

@@ -1,0 +1,37 @@
+// The one junction where job kinds meet the engines: a Jacobian-norm job runs on a model from the
+// registry through the engine, reports progress and a per-sample checkpoint to the store, resumes
+// from that checkpoint after a restart, and produces the same JSON report as posbias-measure.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "server/jobs/worker_pool.h"
+#include "server/registry/model_registry.h"
+
+namespace posbias::runners {
+
+class JacobianRunner final : public jobs::JobRunner {
+ public:
+  struct Options {
+    int cpu_threads = 0;  // LibTorch intra-op threads for CPU jobs (0 = leave as is).
+  };
+  JacobianRunner(registry::ModelRegistry* registry, Options options) : registry_(registry), options_(options) {}
+
+  absl::StatusOr<std::string> Run(const jobs::JobRecord& job,
+                                  const std::function<bool(const jobs::ProgressUpdate&)>& report) override;
+
+ private:
+  std::mutex& ModelLock(const std::string& model);
+
+  registry::ModelRegistry* registry_;
+  Options options_;
+  // Jobs on the same model run one at a time: a measurement moves the model to its device and
+  // dtype and freezes its parameters.
+  std::mutex locks_mutex_;
+  std::map<std::string, std::unique_ptr<std::mutex>> model_locks_;
+};
+
+}  // namespace posbias::runners

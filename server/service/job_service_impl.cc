@@ -1,0 +1,308 @@
+#include "server/service/job_service_impl.h"
+
+#include <chrono>
+#include <random>
+#include <thread>
+
+#include <google/protobuf/util/time_util.h>
+
+#include "absl/strings/str_cat.h"
+#include "nlohmann/json.hpp"
+#include "server/service/rpc_scope.h"
+#include "server/status/error.h"
+
+namespace posbias::service {
+namespace {
+
+constexpr char kPrefix[] = "/posbias.v1.JobService/";
+using google::protobuf::util::TimeUtil;
+
+std::string DtypeName(v1::ComputeDtype dtype) {
+  switch (dtype) {
+    case v1::BFLOAT16: return "bfloat16";
+    case v1::FLOAT16: return "float16";
+    case v1::FLOAT64: return "float64";
+    default: return "float32";
+  }
+}
+
+v1::ComputeDtype DtypeToProto(const std::string& name) {
+  if (name == "bfloat16") return v1::BFLOAT16;
+  if (name == "float16") return v1::FLOAT16;
+  if (name == "float64") return v1::FLOAT64;
+  return v1::FLOAT32;
+}
+
+uint64_t DrawSeed() { return std::random_device{}() * uint64_t{0x100000000} + std::random_device{}(); }
+
+// Reads the public spec into the store's plain form, checking it against the model and limits.
+absl::StatusOr<jobs::JobRecord> RecordFromRequest(const v1::SubmitJobRequest& request,
+                                                  registry::ModelRegistry& registry, const JobLimits& limits) {
+  if (!request.spec().has_jacobian_norm()) {
+    return InvalidArgumentError({"EMPTY_REQUEST", "spec.jacobian_norm", "not set", "a Jacobian-norm job spec"});
+  }
+  const auto& in = request.spec().jacobian_norm();
+  auto model = registry.Get(in.model());
+  if (!model.ok()) return model.status();
+  if (model->state == registry::ModelState::kFailed) {
+    return ErrorWithReason(absl::StatusCode::kFailedPrecondition, "MODEL_NOT_READY",
+                           absl::StrCat("model ", in.model(), " failed to load: ", model->error_message));
+  }
+  const int64_t max_length = std::min<int64_t>(limits.max_sequence_length, model->config.max_positions);
+  if (in.sequence_length() < 1 || in.sequence_length() > max_length) {
+    return InvalidArgumentError({"INVALID_LENGTH", "spec.jacobian_norm.sequence_length",
+                                 std::to_string(in.sequence_length()), absl::StrCat("1..", max_length)});
+  }
+  jobs::JobRecord job;
+  auto& spec = job.spec;
+  spec.model = in.model();
+  spec.length = in.sequence_length();
+  spec.samples = in.samples() == 0 ? 16 : in.samples();
+  spec.target = in.has_target_position() ? in.target_position() : 0;
+  spec.method = in.method() == v1::JACOBIAN_METHOD_HUTCHINSON ? "hutchinson" : "exact";
+  spec.probes = in.probes() == 0 ? 64 : in.probes();
+  spec.output = in.output() == v1::JACOBIAN_OUTPUT_LAYER_SWEEP ? "layer_sweep"
+                : in.output() == v1::JACOBIAN_OUTPUT_LOG_PROB  ? "log_prob" : "final_hidden";
+  spec.dtype = DtypeName(in.dtype());
+  spec.keep_samples = in.return_raw_samples();
+  spec.fit_effective_depth = in.fit_effective_depth();
+  spec.seed = DrawSeed();
+  if (in.input().has_given_tokens()) {
+    spec.input = "given_tokens";
+    for (const auto& sequence : in.input().given_tokens().sequences()) {
+      std::vector<int64_t> ids(sequence.token_ids().begin(), sequence.token_ids().end());
+      if (sequence.has_next_token_id()) ids.push_back(sequence.next_token_id());
+      spec.tokens.push_back(std::move(ids));
+    }
+    spec.samples = static_cast<int64_t>(spec.tokens.size());
+  } else if (in.input().has_gaussian_embeddings()) {
+    spec.input = "gaussian_embeddings";
+    const auto& gaussian = in.input().gaussian_embeddings();
+    if (gaussian.has_seed()) spec.seed = gaussian.seed();
+    if (gaussian.has_stddev()) spec.embedding_std = gaussian.stddev();
+  } else if (in.input().random_tokens().has_seed()) {
+    spec.seed = in.input().random_tokens().seed();
+  }
+  if (spec.samples < 1 || spec.samples > limits.max_samples) {
+    return InvalidArgumentError({"INVALID_ARGUMENT", "spec.jacobian_norm.samples", std::to_string(spec.samples),
+                                 absl::StrCat("1..", limits.max_samples)});
+  }
+  if (spec.method == "hutchinson" && spec.probes > limits.max_probes) {
+    return InvalidArgumentError({"INVALID_ARGUMENT", "spec.jacobian_norm.probes", std::to_string(spec.probes),
+                                 absl::StrCat("1..", limits.max_probes)});
+  }
+  if (spec.target > spec.length) {
+    return InvalidArgumentError({"INVALID_POSITION", "spec.jacobian_norm.target_position", std::to_string(spec.target),
+                                 absl::StrCat("1..", spec.length)});
+  }
+  const auto device = request.spec().device();
+  spec.device = device == v1::DEVICE_CPU ? "cpu" : device == v1::DEVICE_CUDA ? "cuda" : "";
+  if (spec.device == "cuda" && !limits.cuda_available) {
+    return ErrorWithReason(absl::StatusCode::kFailedPrecondition, "DEVICE_UNAVAILABLE",
+                           "spec.device = DEVICE_CUDA but this server has no CUDA device");
+  }
+  if (spec.dtype == "float16" && !limits.cuda_available) {
+    return InvalidArgumentError({"INVALID_ARGUMENT", "spec.jacobian_norm.dtype", "FLOAT16",
+                                 "FLOAT32, BFLOAT16 or FLOAT64 (float16 needs a CUDA device)"});
+  }
+  if (request.spec().priority() < -100 || request.spec().priority() > 100) {
+    return InvalidArgumentError({"INVALID_ARGUMENT", "spec.priority", std::to_string(request.spec().priority()), "-100..100"});
+  }
+  job.priority = request.spec().priority();
+  job.time_limit_seconds = request.spec().has_time_limit()
+                               ? TimeUtil::DurationToMilliseconds(request.spec().time_limit()) / 1000.0 : 0;
+  job.labels.insert(request.labels().begin(), request.labels().end());
+  job.request_id = request.request_id();
+  return job;
+}
+
+}  // namespace
+
+void JobToProto(const jobs::JobRecord& job, v1::Job* out) {
+  out->set_id(job.id);
+  auto* spec = out->mutable_spec()->mutable_jacobian_norm();
+  spec->set_model(job.spec.model);
+  spec->set_sequence_length(static_cast<uint32_t>(job.spec.length));
+  spec->set_samples(static_cast<uint32_t>(job.spec.samples));
+  if (job.spec.target > 0) spec->set_target_position(static_cast<uint32_t>(job.spec.target));
+  spec->set_method(job.spec.method == "hutchinson" ? v1::JACOBIAN_METHOD_HUTCHINSON : v1::JACOBIAN_METHOD_EXACT);
+  spec->set_probes(job.spec.method == "hutchinson" ? static_cast<uint32_t>(job.spec.probes) : 0);
+  spec->set_output(job.spec.output == "layer_sweep" ? v1::JACOBIAN_OUTPUT_LAYER_SWEEP
+                   : job.spec.output == "log_prob" ? v1::JACOBIAN_OUTPUT_LOG_PROB : v1::JACOBIAN_OUTPUT_FINAL_HIDDEN);
+  spec->set_dtype(DtypeToProto(job.spec.dtype));
+  spec->set_return_raw_samples(job.spec.keep_samples);
+  if (job.spec.input == "gaussian_embeddings") {
+    spec->mutable_input()->mutable_gaussian_embeddings()->set_seed(job.spec.seed);
+    spec->mutable_input()->mutable_gaussian_embeddings()->set_stddev(job.spec.embedding_std);
+  } else if (job.spec.input == "given_tokens") {
+    spec->mutable_input()->mutable_given_tokens()->set_sequence_count(static_cast<uint32_t>(job.spec.tokens.size()));
+  } else {
+    spec->mutable_input()->mutable_random_tokens()->set_seed(job.spec.seed);
+  }
+  out->mutable_spec()->set_priority(job.priority);
+  out->mutable_spec()->set_device(job.spec.device == "cpu" ? v1::DEVICE_CPU
+                                  : job.spec.device == "cuda" ? v1::DEVICE_CUDA : v1::DEVICE_PREFERENCE_UNSPECIFIED);
+  if (job.time_limit_seconds > 0) {
+    *out->mutable_spec()->mutable_time_limit() =
+        TimeUtil::MillisecondsToDuration(static_cast<int64_t>(job.time_limit_seconds * 1000));
+  }
+  out->set_state(static_cast<v1::JobState>(static_cast<int>(job.state)));
+  auto* progress = out->mutable_progress();
+  progress->set_fraction(job.progress);
+  progress->set_samples_done(static_cast<uint32_t>(job.samples_done));
+  progress->set_samples_total(static_cast<uint32_t>(job.spec.samples));
+  progress->set_chunks_done(static_cast<uint32_t>(job.chunks_done));
+  progress->set_chunks_total(static_cast<uint32_t>(job.chunks_total));
+  if (job.eta_seconds >= 0) progress->set_estimated_seconds_remaining(job.eta_seconds);
+  out->set_attempt(static_cast<uint32_t>(job.attempt));
+  *out->mutable_create_time() = TimeUtil::MillisecondsToTimestamp(job.created_ms);
+  if (job.started_ms > 0) *out->mutable_start_time() = TimeUtil::MillisecondsToTimestamp(job.started_ms);
+  if (job.finished_ms > 0) *out->mutable_finish_time() = TimeUtil::MillisecondsToTimestamp(job.finished_ms);
+  *out->mutable_update_time() = TimeUtil::MillisecondsToTimestamp(job.updated_ms);
+  out->set_device(job.device);
+  if (job.state == jobs::JobState::kFailed) {
+    v1::ErrorReason reason = v1::INTERNAL_ERROR;
+    v1::ErrorReason_Parse(job.error_reason, &reason);
+    out->mutable_error()->set_reason(reason);
+    out->mutable_error()->set_code(job.error_code);
+    out->mutable_error()->set_message(job.error_message);
+  }
+  out->mutable_labels()->insert(job.labels.begin(), job.labels.end());
+  out->set_request_id(job.request_id);
+}
+
+absl::StatusOr<v1::Job> JobServiceImpl::Submit(const v1::SubmitJobRequest& request) {
+  if (shutting_down_) return ErrorWithReason(absl::StatusCode::kUnavailable, "SHUTTING_DOWN", "the server is shutting down");
+  auto record = RecordFromRequest(request, *registry_, limits_);
+  if (!record.ok()) return record.status();
+  auto created = store_->Create(*record, limits_.max_queued);
+  if (!created.ok()) return created.status();
+  if (created->created && pool_ != nullptr) pool_->Wake();
+  if (created->created && metrics_ != nullptr) metrics_->JobSubmitted();
+  v1::Job job;
+  JobToProto(created->job, &job);
+  return job;
+}
+
+absl::StatusOr<v1::Job> JobServiceImpl::Cancel(const std::string& id) {
+  auto job = store_->Get(id);
+  if (!job.ok()) return job.status();
+  if (jobs::IsTerminal(job->state) || job->state == jobs::JobState::kCancelling) {
+    v1::Job out;
+    JobToProto(*job, &out);
+    return out;  // Cancelling is idempotent.
+  }
+  auto moved = store_->Transition(id, job->state == jobs::JobState::kQueued ? jobs::JobState::kCancelled
+                                                                            : jobs::JobState::kCancelling, {});
+  if (!moved.ok()) return moved.status();
+  v1::Job out;
+  JobToProto(*moved, &out);
+  return out;
+}
+
+grpc::Status JobServiceImpl::SubmitJob(grpc::ServerContext* context, const v1::SubmitJobRequest* request, v1::Job* response) {
+  RpcScope scope(metrics_, std::string(kPrefix) + "SubmitJob");
+  auto job = Submit(*request);
+  if (job.ok()) *response = *job;
+  return scope.Finish(job.status(), context);
+}
+
+grpc::Status JobServiceImpl::GetJob(grpc::ServerContext* context, const v1::GetJobRequest* request, v1::Job* response) {
+  RpcScope scope(metrics_, std::string(kPrefix) + "GetJob");
+  auto job = store_->Get(request->id());
+  if (job.ok()) JobToProto(*job, response);
+  return scope.Finish(job.status(), context);
+}
+
+grpc::Status JobServiceImpl::ListJobs(grpc::ServerContext* context, const v1::ListJobsRequest* request,
+                                      v1::ListJobsResponse* response) {
+  RpcScope scope(metrics_, std::string(kPrefix) + "ListJobs");
+  jobs::ListFilter filter;
+  for (int state : request->states()) filter.states.push_back(static_cast<jobs::JobState>(state));
+  filter.model = request->model();
+  if (const auto& selector = request->label_selector(); !selector.empty()) {
+    const auto equals = selector.find('=');
+    filter.labels[selector.substr(0, equals)] = equals == std::string::npos ? "" : selector.substr(equals + 1);
+  }
+  filter.page_size = static_cast<int32_t>(request->page_size());
+  filter.page_token = request->page_token();
+  auto page = store_->List(filter);
+  if (page.ok()) {
+    for (const auto& job : page->jobs) JobToProto(job, response->add_jobs());
+    response->set_next_page_token(page->next_page_token);
+  }
+  return scope.Finish(page.status(), context);
+}
+
+grpc::Status JobServiceImpl::CancelJob(grpc::ServerContext* context, const v1::CancelJobRequest* request, v1::Job* response) {
+  RpcScope scope(metrics_, std::string(kPrefix) + "CancelJob");
+  auto job = Cancel(request->id());
+  if (job.ok()) *response = *job;
+  return scope.Finish(job.status(), context);
+}
+
+grpc::Status JobServiceImpl::DeleteJob(grpc::ServerContext* context, const v1::DeleteJobRequest* request,
+                                       v1::DeleteJobResponse*) {
+  RpcScope scope(metrics_, std::string(kPrefix) + "DeleteJob");
+  return scope.Finish(store_->Delete(request->id(), request->force()), context);
+}
+
+grpc::Status JobServiceImpl::WatchJob(grpc::ServerContext* context, const v1::WatchJobRequest* request,
+                                      grpc::ServerWriter<v1::WatchJobResponse>* writer) {
+  RpcScope scope(metrics_, std::string(kPrefix) + "WatchJob");
+  int64_t last_update = -1;
+  jobs::JobState last_state = jobs::JobState::kQueued;
+  while (!context->IsCancelled() && !shutting_down_) {
+    auto job = store_->Get(request->id());
+    if (!job.ok()) return scope.Finish(job.status(), context);
+    if (job->updated_ms != last_update || job->state != last_state || last_update < 0) {
+      v1::WatchJobResponse message;
+      JobToProto(*job, message.mutable_job());
+      if (!writer->Write(message)) break;
+      last_update = job->updated_ms;
+      last_state = job->state;
+    }
+    if (jobs::IsTerminal(job->state)) return scope.Finish(absl::OkStatus(), context);
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return scope.Finish(shutting_down_ ? ErrorWithReason(absl::StatusCode::kUnavailable, "SHUTTING_DOWN",
+                                                       "the server is shutting down; watch again after it restarts")
+                                     : absl::CancelledError("watch cancelled"), context);
+}
+
+grpc::Status JobServiceImpl::GetJobResult(grpc::ServerContext* context, const v1::GetJobResultRequest* request,
+                                          v1::GetJobResultResponse* response) {
+  RpcScope scope(metrics_, std::string(kPrefix) + "GetJobResult");
+  auto text = store_->GetResult(request->id());
+  if (!text.ok()) return scope.Finish(text.status(), context);
+  const auto json = nlohmann::json::parse(*text, nullptr, false);
+  if (json.is_discarded()) {
+    return scope.Finish(ErrorWithReason(absl::StatusCode::kDataLoss, "INTERNAL_ERROR", "stored result is not JSON"), context);
+  }
+  response->set_id(request->id());
+  response->set_report_json(*text);
+  auto* result = response->mutable_jacobian_norm();
+  const auto& measurement = json["measurement"];
+  result->set_sequence_length(measurement.value("length", 0u));
+  result->set_target_position(measurement.value("target", 0u));
+  result->set_samples(measurement.value("samples", 0u));
+  result->set_num_layers(json["model"].value("layers", 0u));
+  for (const auto& position : json["positions"]) result->add_positions(position.get<uint32_t>());
+  auto* stats = result->mutable_profile()->mutable_stats();
+  for (const char* key : {"sq_norm_mean", "sq_norm_std", "sq_norm_stderr", "norm_mean", "norm_std", "norm_stderr"}) {
+    if (!json.contains(key)) continue;
+    auto* field = std::string(key) == "sq_norm_mean" ? stats->mutable_sq_norm_mean()
+                  : std::string(key) == "sq_norm_std" ? stats->mutable_sq_norm_std()
+                  : std::string(key) == "sq_norm_stderr" ? stats->mutable_sq_norm_stderr()
+                  : std::string(key) == "norm_mean" ? stats->mutable_norm_mean()
+                  : std::string(key) == "norm_std" ? stats->mutable_norm_std() : stats->mutable_norm_stderr();
+    for (double value : json[key]) field->Add(value);
+  }
+  double total = 0;
+  for (double value : stats->sq_norm_mean()) total += value;
+  stats->set_sq_norm_total(total);
+  for (double value : stats->sq_norm_mean()) stats->add_profile(total > 0 ? value / total : 0);
+  return scope.Finish(absl::OkStatus(), context);
+}
+
+}  // namespace posbias::service

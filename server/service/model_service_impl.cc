@@ -1,0 +1,278 @@
+#include "server/service/model_service_impl.h"
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include <google/protobuf/util/time_util.h>
+#include <openssl/evp.h>
+
+#include "absl/strings/str_cat.h"
+#include "server/service/rpc_scope.h"
+#include "server/status/error.h"
+
+namespace posbias::service {
+namespace {
+
+constexpr char kPrefix[] = "/posbias.v1.ModelService/";
+constexpr size_t kChunkBytes = 1 << 20;
+
+v1::ModelFamily FamilyToProto(models::Family family) {
+  switch (family) {
+    case models::Family::kGpt2: return v1::MODEL_FAMILY_GPT2;
+    case models::Family::kQwen2: return v1::MODEL_FAMILY_QWEN2;
+    case models::Family::kCesaro: return v1::MODEL_FAMILY_CESARO;
+    case models::Family::kTorchScript: return v1::MODEL_FAMILY_TORCHSCRIPT;
+  }
+  return v1::MODEL_FAMILY_UNSPECIFIED;
+}
+
+void ConfigToProto(const models::ModelConfig& c, v1::ModelConfig* out) {
+  out->set_family(FamilyToProto(c.family));
+  out->set_num_layers(static_cast<uint32_t>(c.num_layers));
+  out->set_hidden_size(static_cast<uint32_t>(c.hidden_size));
+  out->set_num_heads(static_cast<uint32_t>(c.num_heads));
+  out->set_num_kv_heads(static_cast<uint32_t>(c.num_kv_heads));
+  out->set_head_dim(static_cast<uint32_t>(c.head_dim()));
+  out->set_mlp_width(static_cast<uint32_t>(c.intermediate_size));
+  out->set_vocab_size(static_cast<uint32_t>(c.vocab_size));
+  out->set_max_positions(static_cast<uint32_t>(std::min<int64_t>(c.max_positions, UINT32_MAX)));
+  out->set_rope_theta(c.rope_theta);
+  out->set_tie_embeddings(c.tie_embeddings);
+  out->set_norm_eps(c.norm_eps);
+  out->set_initializer_range(c.initializer_range);
+  out->set_cesaro_alpha(c.cesaro_alpha);
+  out->mutable_ablations()->set_no_position_encoding(c.ablations.no_position_encoding);
+  out->mutable_ablations()->set_uniform_attention(c.ablations.uniform_attention);
+  out->mutable_ablations()->set_no_mlp(c.ablations.no_mlp);
+}
+
+models::ConfigOverrides OverridesFromProto(const v1::ModelArchitectureOverrides& o) {
+  models::ConfigOverrides overrides;
+  if (o.has_num_layers()) overrides.num_layers = o.num_layers();
+  if (o.has_hidden_size()) overrides.hidden_size = o.hidden_size();
+  if (o.has_num_heads()) overrides.num_heads = o.num_heads();
+  if (o.has_num_kv_heads()) overrides.num_kv_heads = o.num_kv_heads();
+  if (o.has_mlp_width()) overrides.intermediate_size = o.mlp_width();
+  if (o.has_vocab_size()) overrides.vocab_size = o.vocab_size();
+  if (o.has_max_positions()) overrides.max_positions = o.max_positions();
+  if (o.has_rope_theta()) overrides.rope_theta = o.rope_theta();
+  if (o.has_tie_embeddings()) overrides.tie_embeddings = o.tie_embeddings();
+  if (o.has_cesaro_alpha()) overrides.cesaro_alpha = o.cesaro_alpha();
+  if (o.has_initializer_range()) overrides.initializer_range = o.initializer_range();
+  return overrides;
+}
+
+models::Ablations AblationsFromProto(const v1::ModelAblations& a) {
+  models::Ablations ablations;
+  ablations.no_position_encoding = a.no_position_encoding();
+  ablations.uniform_attention = a.uniform_attention();
+  ablations.no_mlp = a.no_mlp();
+  return ablations;
+}
+
+absl::StatusOr<v1::Model> Register(registry::ModelRegistry& registry, const v1::RegisterModelRequest& request) {
+  registry::ModelSource source;
+  if (request.has_preset()) {
+    source.kind = "preset";
+    source.preset = request.preset().preset();
+    source.overrides = OverridesFromProto(request.preset().overrides());
+    source.seed = request.preset().has_init_seed() ? request.preset().init_seed() : 0;
+  } else if (request.has_checkpoint()) {
+    source.kind = "checkpoint";
+    source.path = request.checkpoint().path();
+  } else if (request.has_torchscript()) {
+    source.kind = "torchscript";
+    source.path = request.torchscript().path();
+    source.width = request.torchscript().shape().hidden_size();
+  } else {
+    return InvalidArgumentError({"INVALID_ARGUMENT", "source", "not set", "preset, checkpoint or torchscript"});
+  }
+  source.ablations = AblationsFromProto(request.ablations());
+  auto entry = registry.Register(request.name(), source, {request.labels().begin(), request.labels().end()},
+                                 request.request_id());
+  if (!entry.ok()) return entry.status();
+  v1::Model model;
+  ModelToProto(*entry, 0, &model);
+  return model;
+}
+
+bool MatchesSelector(const std::map<std::string, std::string>& labels, const std::string& selector) {
+  if (selector.empty()) return true;
+  const auto equals = selector.find('=');
+  if (equals == std::string::npos) return labels.count(selector) > 0;
+  auto it = labels.find(selector.substr(0, equals));
+  return it != labels.end() && it->second == selector.substr(equals + 1);
+}
+
+std::string HexSha256(const std::string& bytes_so_far, EVP_MD_CTX* context) {
+  (void)bytes_so_far;
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int length = 0;
+  EVP_DigestFinal_ex(context, digest, &length);
+  static const char* hex = "0123456789abcdef";
+  std::string out;
+  for (unsigned int i = 0; i < length; ++i) out += hex[digest[i] >> 4], out += hex[digest[i] & 15];
+  return out;
+}
+
+}  // namespace
+
+void ModelToProto(const registry::ModelEntry& entry, int64_t active_jobs, v1::Model* out) {
+  out->set_name(entry.name);
+  out->set_family(FamilyToProto(entry.config.family));
+  ConfigToProto(entry.config, out->mutable_config());
+  if (entry.source.kind == "preset") {
+    out->mutable_source()->mutable_preset()->set_preset(entry.source.preset);
+    out->mutable_source()->mutable_preset()->set_init_seed(entry.source.seed);
+    out->mutable_source()->mutable_preset()->set_init_recipe(entry.init_recipe);
+  } else if (entry.source.kind == "checkpoint") {
+    out->mutable_source()->mutable_checkpoint()->set_path(entry.source.path);
+  } else if (entry.source.kind == "torchscript") {
+    out->mutable_source()->mutable_torchscript()->set_path(entry.source.path);
+  }
+  out->mutable_init()->set_name(entry.init_recipe);
+  out->mutable_init()->set_seed(entry.source.seed);
+  out->set_state(entry.state == registry::ModelState::kReady ? v1::MODEL_STATE_READY
+                 : entry.state == registry::ModelState::kFailed ? v1::MODEL_STATE_FAILED
+                                                                : v1::MODEL_STATE_LOADING);
+  if (entry.state == registry::ModelState::kFailed) {
+    v1::ErrorReason reason = v1::INTERNAL_ERROR;
+    v1::ErrorReason_Parse(entry.error_reason, &reason);
+    out->mutable_error()->set_reason(reason);
+    out->mutable_error()->set_message(entry.error_message);
+  }
+  out->set_weights_sha256(entry.weights_sha256);
+  out->set_parameter_count(static_cast<uint64_t>(entry.parameters));
+  out->set_memory_bytes(static_cast<uint64_t>(entry.memory_bytes));
+  out->set_weights_dtype(v1::FLOAT32);
+  *out->mutable_create_time() = google::protobuf::util::TimeUtil::MillisecondsToTimestamp(entry.created_ms);
+  out->mutable_labels()->insert(entry.labels.begin(), entry.labels.end());
+  out->set_builtin(entry.builtin);
+  out->set_active_job_count(static_cast<uint32_t>(active_jobs));
+}
+
+grpc::Status ModelServiceImpl::RegisterModel(grpc::ServerContext* context, const v1::RegisterModelRequest* request,
+                                             v1::Model* response) {
+  RpcScope scope(metrics_, std::string(kPrefix) + "RegisterModel");
+  auto model = Register(*registry_, *request);
+  if (model.ok()) *response = *model;
+  return scope.Finish(model.status(), context);
+}
+
+grpc::Status ModelServiceImpl::UploadModel(grpc::ServerContext* context,
+                                           grpc::ServerReader<v1::UploadModelRequest>* reader, v1::Model* response) {
+  RpcScope scope(metrics_, std::string(kPrefix) + "UploadModel");
+  v1::UploadModelRequest message;
+  if (!reader->Read(&message) || !message.has_metadata()) {
+    return scope.Finish(InvalidArgumentError({"EMPTY_REQUEST", "metadata", "missing", "a first message with metadata"}), context);
+  }
+  const v1::UploadModelMetadata metadata = message.metadata();
+  if (auto status = registry::CheckModelName(metadata.name()); !status.ok()) return scope.Finish(status, context);
+  const std::string staged = absl::StrCat(registry_->uploads_dir(), "/.staging-", metadata.name(), "-", std::random_device{}());
+  std::ofstream out(staged, std::ios::binary | std::ios::trunc);
+  std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> sha(EVP_MD_CTX_new(), EVP_MD_CTX_free);
+  EVP_DigestInit_ex(sha.get(), EVP_sha256(), nullptr);
+  uint64_t received = 0;
+  while (reader->Read(&message)) {
+    const std::string& chunk = message.chunk();
+    received += chunk.size();
+    if (metadata.total_bytes() > 0 && received > metadata.total_bytes()) break;
+    out.write(chunk.data(), static_cast<std::streamsize>(chunk.size()));
+    EVP_DigestUpdate(sha.get(), chunk.data(), chunk.size());
+  }
+  out.close();
+  const std::string digest = HexSha256("", sha.get());
+  absl::Status status;
+  if (metadata.total_bytes() > 0 && received != metadata.total_bytes()) {
+    status = InvalidArgumentError({"INVALID_ARGUMENT", "total_bytes", std::to_string(metadata.total_bytes()),
+                                   absl::StrCat("the bytes sent (", received, ")")});
+  } else if (!metadata.sha256().empty() && metadata.sha256() != digest) {
+    status = ErrorWithReason(absl::StatusCode::kInvalidArgument, "CHECKSUM_MISMATCH",
+                             absl::StrCat("uploaded bytes have SHA-256 ", digest, ", the client announced ", metadata.sha256()));
+  }
+  if (!status.ok()) {
+    std::filesystem::remove(staged);
+    return scope.Finish(status, context);
+  }
+  auto entry = registry_->RegisterUpload(metadata.name(), staged, metadata.config_json(),
+                                         {metadata.labels().begin(), metadata.labels().end()}, metadata.request_id());
+  std::error_code ignored;
+  std::filesystem::remove(staged, ignored);
+  if (entry.ok()) ModelToProto(*entry, 0, response);
+  return scope.Finish(entry.status(), context);
+}
+
+grpc::Status ModelServiceImpl::GetModel(grpc::ServerContext* context, const v1::GetModelRequest* request, v1::Model* response) {
+  RpcScope scope(metrics_, std::string(kPrefix) + "GetModel");
+  auto entry = registry_->Get(request->name());
+  if (entry.ok()) ModelToProto(*entry, active_jobs_(entry->name), response);
+  return scope.Finish(entry.status(), context);
+}
+
+grpc::Status ModelServiceImpl::ListModels(grpc::ServerContext* context, const v1::ListModelsRequest* request,
+                                          v1::ListModelsResponse* response) {
+  RpcScope scope(metrics_, std::string(kPrefix) + "ListModels");
+  const uint32_t page_size = request->page_size() == 0 ? 50 : std::min<uint32_t>(request->page_size(), 1000);
+  std::vector<registry::ModelEntry> matching;
+  for (const auto& entry : registry_->List()) {  // Sorted by name.
+    if (request->family() != v1::MODEL_FAMILY_UNSPECIFIED && FamilyToProto(entry.config.family) != request->family()) continue;
+    if (!MatchesSelector(entry.labels, request->label_selector())) continue;
+    if (!request->page_token().empty() && entry.name <= request->page_token()) continue;
+    matching.push_back(entry);
+  }
+  for (size_t i = 0; i < matching.size() && i < page_size; ++i) {
+    ModelToProto(matching[i], active_jobs_(matching[i].name), response->add_models());
+  }
+  if (matching.size() > page_size) response->set_next_page_token(matching[page_size - 1].name);
+  return scope.Finish(absl::OkStatus(), context);
+}
+
+grpc::Status ModelServiceImpl::DeleteModel(grpc::ServerContext* context, const v1::DeleteModelRequest* request,
+                                           v1::DeleteModelResponse*) {
+  RpcScope scope(metrics_, std::string(kPrefix) + "DeleteModel");
+  return scope.Finish(registry_->Delete(request->name(), request->force(), active_jobs_(request->name())), context);
+}
+
+grpc::Status ModelServiceImpl::ExportModel(grpc::ServerContext* context, const v1::ExportModelRequest* request,
+                                           grpc::ServerWriter<v1::ExportModelResponse>* writer) {
+  RpcScope scope(metrics_, std::string(kPrefix) + "ExportModel");
+  const std::string path = absl::StrCat(registry_->uploads_dir(), "/.export-", request->name(), "-", std::random_device{}());
+  absl::Status status = registry_->Export(request->name(), path);
+  if (status.ok()) {
+    auto sha = registry::Sha256OfFile(path);
+    v1::ExportModelResponse header;
+    header.mutable_header()->set_format(v1::MODEL_FILE_FORMAT_SAFETENSORS);
+    header.mutable_header()->set_total_bytes(std::filesystem::file_size(path));
+    header.mutable_header()->set_sha256(sha.value_or(""));
+    header.mutable_header()->set_file_name(request->name() + ".safetensors");
+    auto entry = registry_->Get(request->name());
+    if (entry.ok()) header.mutable_header()->set_config_json(models::ConfigToHuggingFaceJson(entry->config));
+    writer->Write(header);
+    std::ifstream in(path, std::ios::binary);
+    std::string buffer(kChunkBytes, '\0');
+    while (in && !context->IsCancelled()) {
+      in.read(buffer.data(), static_cast<std::streamsize>(buffer.size()));
+      v1::ExportModelResponse chunk;
+      chunk.set_chunk(buffer.data(), static_cast<size_t>(in.gcount()));
+      if (in.gcount() > 0 && !writer->Write(chunk)) break;
+    }
+  }
+  std::error_code ignored;
+  std::filesystem::remove(path, ignored);
+  return scope.Finish(status, context);
+}
+
+grpc::Status ModelServiceImpl::ListPresets(grpc::ServerContext* context, const v1::ListPresetsRequest*,
+                                           v1::ListPresetsResponse* response) {
+  RpcScope scope(metrics_, std::string(kPrefix) + "ListPresets");
+  for (const std::string& name : models::PresetNames()) {
+    auto* preset = response->add_presets();
+    preset->set_name(name);
+    ConfigToProto(*models::PresetConfig(name), preset->mutable_config());
+    preset->set_test_preset(name.find("tiny") != std::string::npos);
+  }
+  return scope.Finish(absl::OkStatus(), context);
+}
+
+}  // namespace posbias::service

@@ -1,0 +1,126 @@
+// The model registry: paths stay under the model root, names and duplicates, persistence across
+// reopening, deletion rules, the loaded-model cache.
+#include "server/registry/model_registry.h"
+
+#include <filesystem>
+#include <fstream>
+
+#include "gtest/gtest.h"
+#include "server/models/weights.h"
+#include "server/status/error.h"
+
+namespace posbias::registry {
+namespace {
+namespace fs = std::filesystem;
+
+class RegistryTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    base_ = fs::temp_directory_path() / ("posbias_registry_test_" + std::to_string(::getpid()) + "_" +
+                                         ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(base_);
+    fs::create_directories(base_ / "root" / "inside");
+    fs::create_directories(base_ / "outside");
+    fs::create_directories(base_ / "data");
+  }
+  void TearDown() override { fs::remove_all(base_); }
+  std::unique_ptr<ModelRegistry> Open(int64_t cache_bytes = int64_t{1} << 30) {
+    auto registry = ModelRegistry::Open({(base_ / "root").string(), (base_ / "data").string(), cache_bytes});
+    EXPECT_TRUE(registry.ok()) << registry.status();
+    return std::move(*registry);
+  }
+  static ModelSource TinyPreset(uint64_t seed = 1) {
+    ModelSource source;
+    source.kind = "preset";
+    source.preset = "gpt2-tiny";
+    source.seed = seed;
+    return source;
+  }
+  fs::path base_;
+};
+
+TEST_F(RegistryTest, RefusesPathsThatLeaveTheModelRoot) {
+  auto registry = Open();
+  fs::create_symlink(base_ / "outside", base_ / "root" / "escape");
+  for (const std::string path : {"../outside", (base_ / "outside").string(), "escape", "inside/../../outside"}) {
+    EXPECT_EQ(ErrorReasonOf(registry->ResolveUnderRoot(path).status()), "PATH_NOT_ALLOWED") << path;
+  }
+  EXPECT_EQ(ErrorReasonOf(registry->ResolveUnderRoot("missing").status()), "PATH_NOT_FOUND");
+  EXPECT_TRUE(registry->ResolveUnderRoot("inside").ok());
+}
+
+TEST_F(RegistryTest, ListsBuiltInPresetsAndRefusesToDeleteThem) {
+  auto registry = Open();
+  auto preset = registry->Get("qwen2-0.5b");
+  ASSERT_TRUE(preset.ok());
+  EXPECT_TRUE(preset->builtin);
+  EXPECT_EQ(ErrorReasonOf(registry->Delete("gpt2", false, 0)), "MODEL_BUILTIN");
+}
+
+TEST_F(RegistryTest, RegistersOnceByNameAndRecognisesARetriedRequest) {
+  auto registry = Open();
+  auto first = registry->Register("tiny", TinyPreset(), {{"team", "a"}}, "req-1");
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(first->state, ModelState::kReady);
+  EXPECT_GT(first->parameters, 0);
+  EXPECT_TRUE(registry->Register("tiny", TinyPreset(), {}, "req-1").ok());
+  EXPECT_EQ(ErrorReasonOf(registry->Register("tiny", TinyPreset(), {}, "req-2").status()), "MODEL_ALREADY_EXISTS");
+  EXPECT_EQ(registry->Register("Bad_Name", TinyPreset(), {}, "").status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(RegistryTest, KeepsRegistrationsAcrossReopening) {
+  {
+    auto registry = Open();
+    ASSERT_TRUE(registry->Register("kept", TinyPreset(7), {{"k", "v"}}, "").ok());
+  }
+  auto reopened = Open();
+  auto entry = reopened->Get("kept");
+  ASSERT_TRUE(entry.ok());
+  EXPECT_EQ(entry->source.seed, 7u);
+  EXPECT_EQ(entry->labels.at("k"), "v");
+  EXPECT_TRUE(reopened->Acquire("kept").ok());
+}
+
+TEST_F(RegistryTest, RefusesToDeleteAModelInUseUnlessForced) {
+  auto registry = Open();
+  ASSERT_TRUE(registry->Register("busy", TinyPreset(), {}, "").ok());
+  EXPECT_EQ(ErrorReasonOf(registry->Delete("busy", false, 2)), "MODEL_IN_USE");
+  EXPECT_TRUE(registry->Delete("busy", true, 2).ok());
+  EXPECT_EQ(ErrorReasonOf(registry->Get("busy").status()), "MODEL_NOT_FOUND");
+}
+
+TEST_F(RegistryTest, LoadsACheckpointDirectoryAndMarksABrokenOneFailed) {
+  auto registry = Open();
+  fs::create_directories(base_ / "root" / "ckpt");
+  auto source_model = std::move(*models::BuildModel(*models::PresetConfig("qwen2-tiny"), 5));
+  ASSERT_TRUE(models::ExportWeights(*source_model, (base_ / "root" / "ckpt" / "model.safetensors").string()).ok());
+  std::ofstream(base_ / "root" / "ckpt" / "config.json") << models::ConfigToHuggingFaceJson(source_model->config());
+  ModelSource checkpoint;
+  checkpoint.kind = "checkpoint";
+  checkpoint.path = "ckpt";
+  auto entry = registry->Register("from-disk", checkpoint, {}, "");
+  ASSERT_TRUE(entry.ok()) << entry.status();
+  EXPECT_EQ(entry->config.family, models::Family::kQwen2);
+  std::ofstream(base_ / "root" / "ckpt" / "model.safetensors", std::ios::trunc) << "not a checkpoint";
+  checkpoint.path = "ckpt";
+  auto broken = registry->Register("broken", checkpoint, {}, "");
+  EXPECT_EQ(ErrorReasonOf(broken.status()), "INVALID_MODEL_FILE");
+  EXPECT_EQ(registry->Get("broken")->state, ModelState::kFailed);
+}
+
+TEST_F(RegistryTest, EvictsTheLeastRecentlyUsedModelBeyondTheCacheBudget) {
+  auto registry = Open(/*cache_bytes=*/1);  // Room for one model at a time.
+  ASSERT_TRUE(registry->Register("a", TinyPreset(1), {}, "").ok());
+  ASSERT_TRUE(registry->Register("b", TinyPreset(2), {}, "").ok());
+  auto a1 = registry->Acquire("a");
+  ASSERT_TRUE(a1.ok());
+  const auto* first = a1->get();
+  a1->reset();
+  ASSERT_TRUE(registry->Acquire("b").ok());
+  auto a2 = registry->Acquire("a");  // Evicted while b was used: loaded again, same weights.
+  ASSERT_TRUE(a2.ok());
+  EXPECT_NE(a2->get(), first);
+}
+
+}  // namespace
+}  // namespace posbias::registry

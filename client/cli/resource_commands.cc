@@ -109,10 +109,6 @@ void DrawProgress(std::ostream& err, const v1::Job& job) {
   err << "    " << std::flush;
 }
 
-bool IsTerminal(v1::JobState state) {
-  return state == v1::JOB_STATE_SUCCEEDED || state == v1::JOB_STATE_FAILED || state == v1::JOB_STATE_CANCELLED;
-}
-
 // Follows a job until it ends; returns the last state seen.
 absl::StatusOr<v1::Job> Watch(const ResourceContext& context, const std::string& id) {
   v1::Job last;
@@ -395,7 +391,7 @@ int PrintResult(const ResourceContext& context, const v1::GetJobResultResponse& 
       for (double v : y) sum += v;
       for (double& v : y) v *= sum > 0 ? total / sum : 0;
       char label[96];
-      std::snprintf(label, sizeof(label), "%s theory, H = %u, fitted alpha = %.4f", coherent ? "coherent" : "incoherent",
+      std::snprintf(label, sizeof(label), "%s, H %u, alpha %.3f", coherent ? "coherent" : "incoherent",
                     theory.value("depth", 1u), fit.value("alpha", 0.0));
       series.push_back({.label = label, .x = positions, .y = y, .dashed = true});
     }
@@ -427,7 +423,7 @@ int RunJobs(ResourceCommands& c, const ResourceContext& context) {
       *job = *last;
     }
     PrintObject(context, JobJson(*job));
-    return job->state == v1::JOB_STATE_FAILED ? kExitServerError : 0;
+    return job->state() == v1::JOB_STATE_FAILED ? kExitServerError : 0;
   }
   if (*c.j_list) {
     v1::ListJobsRequest request;

@@ -233,13 +233,19 @@ absl::StatusOr<std::string> ModelRegistry::ResolveUnderRoot(const std::string& r
   std::error_code error;
   const fs::path root = fs::canonical(options_.model_root, error);
   if (error) return ErrorWithReason(absl::StatusCode::kFailedPrecondition, "PATH_NOT_FOUND", "model root missing: " + options_.model_root);
-  const fs::path joined = root / given;
-  if (!fs::exists(joined)) {
+  // Containment first (without revealing whether anything exists outside the root): normalize
+  // "..", resolving the symlinks of the part that exists.
+  const std::string prefix = root.string() + "/";
+  const fs::path lexical = fs::weakly_canonical(root / given, error);
+  if (error || lexical.string().rfind(prefix, 0) != 0) {
+    return InvalidArgumentError({"PATH_NOT_ALLOWED", "path", relative,
+                                 "a path that stays under the model root (no '..' or symlinks leading out)"});
+  }
+  if (!fs::exists(lexical)) {
     return ErrorWithReason(absl::StatusCode::kNotFound, "PATH_NOT_FOUND",
                            absl::StrCat("path = ", relative, " does not exist under the model root"));
   }
-  const fs::path resolved = fs::canonical(joined, error);  // Follows symlinks and "..".
-  const std::string prefix = root.string() + "/";
+  const fs::path resolved = fs::canonical(lexical, error);  // Every symlink resolved.
   if (error || resolved.string().rfind(prefix, 0) != 0) {
     return InvalidArgumentError({"PATH_NOT_ALLOWED", "path", relative,
                                  "a path that stays under the model root (no '..' or symlinks leading out)"});
@@ -250,6 +256,16 @@ absl::StatusOr<std::string> ModelRegistry::ResolveUnderRoot(const std::string& r
 std::string ModelRegistry::uploads_dir() const { return (fs::path(options_.data_dir) / "uploads").string(); }
 
 absl::StatusOr<std::shared_ptr<models::DecoderModel>> ModelRegistry::Load(const ModelEntry& entry) {
+  ++loads_;
+  const auto start = std::chrono::steady_clock::now();
+  auto model = LoadUntimed(entry);
+  if (model.ok() && options_.on_load) {
+    options_.on_load(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+  return model;
+}
+
+absl::StatusOr<std::shared_ptr<models::DecoderModel>> ModelRegistry::LoadUntimed(const ModelEntry& entry) {
   const auto& source = entry.source;
   if (source.kind == "torchscript") {
     auto path = ResolveUnderRoot(source.path);
@@ -294,6 +310,13 @@ void ModelRegistry::Touch(const std::string& name, std::shared_ptr<models::Decod
 
 absl::StatusOr<ModelEntry> ModelRegistry::Finish(ModelEntry entry) {
   auto model = Load(entry);
+  if (model.ok() && entry.weights_sha256.empty() && (*model)->config().family != models::Family::kTorchScript) {
+    // The weights hash is the SHA-256 of the exported F32 safetensors file (what ExportModel sends).
+    const std::string scratch = (fs::path(uploads_dir()) / (".hash-" + entry.name)).string();
+    if (models::ExportWeights(**model, scratch).ok()) entry.weights_sha256 = Sha256OfFile(scratch).value_or("");
+    std::error_code ignored;
+    fs::remove(scratch, ignored);
+  }
   std::lock_guard lock(mutex_);
   if (model.ok()) {
     entry.state = ModelState::kReady;

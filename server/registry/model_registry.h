@@ -11,6 +11,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <atomic>
 #include <list>
 #include <map>
 #include <memory>
@@ -60,6 +62,7 @@ class ModelRegistry {
     std::string model_root;                          // Checkpoints and TorchScript files live here.
     std::string data_dir;                            // models.json and uploads/.
     int64_t cache_budget_bytes = int64_t{8} << 30;   // Loaded parameters kept in memory.
+    std::function<void(double)> on_load = nullptr;   // Seconds each build/load took (metrics).
   };
 
   static absl::StatusOr<std::unique_ptr<ModelRegistry>> Open(const Options& options);
@@ -93,10 +96,13 @@ class ModelRegistry {
   absl::StatusOr<std::string> ResolveUnderRoot(const std::string& relative) const;
 
   std::string uploads_dir() const;
+  // Models built or loaded so far (cache misses), for tests and metrics.
+  int64_t loads() const { return loads_; }
 
  private:
   explicit ModelRegistry(Options options) : options_(std::move(options)) {}
   absl::StatusOr<std::shared_ptr<models::DecoderModel>> Load(const ModelEntry& entry);
+  absl::StatusOr<std::shared_ptr<models::DecoderModel>> LoadUntimed(const ModelEntry& entry);
   void Touch(const std::string& name, std::shared_ptr<models::DecoderModel> model);
   absl::Status Persist();  // Caller holds mutex_.
   absl::StatusOr<ModelEntry> Finish(ModelEntry entry);
@@ -106,6 +112,7 @@ class ModelRegistry {
   std::map<std::string, ModelEntry> entries_;
   // LRU cache: most recent at the front.
   std::list<std::pair<std::string, std::shared_ptr<models::DecoderModel>>> cache_;
+  std::atomic<int64_t> loads_{0};
 };
 
 // Checks a model name: [a-z0-9][a-z0-9-]{0,62}.

@@ -107,6 +107,7 @@ absl::StatusOr<std::string> JacobianRunner::Run(const jobs::JobRecord& job,
   };
   auto result = jacobian::Measure(**model, *options);
   if (!result.ok()) return result.status();
+  last_vjp_count_ = result->vjp_count;
   auto json = measure::ReportJson(**model, *options, *result, job.spec.model);
   json["job"] = {{"id", job.id}, {"attempt", job.attempt}, {"resumed_samples", options->done_samples.size()}};
   return json.dump();

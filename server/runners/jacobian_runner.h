@@ -3,6 +3,7 @@
 // from that checkpoint after a restart, and produces the same JSON report as posbias-measure.
 #pragma once
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -22,6 +23,8 @@ class JacobianRunner final : public jobs::JobRunner {
 
   absl::StatusOr<std::string> Run(const jobs::JobRecord& job,
                                   const std::function<bool(const jobs::ProgressUpdate&)>& report) override;
+  // Vector-Jacobian products of the last finished run (metrics).
+  int64_t last_vjp_count() const { return last_vjp_count_; }
 
  private:
   std::mutex& ModelLock(const std::string& model);
@@ -30,6 +33,7 @@ class JacobianRunner final : public jobs::JobRunner {
   Options options_;
   // Jobs on the same model run one at a time: a measurement moves the model to its device and
   // dtype and freezes its parameters.
+  std::atomic<int64_t> last_vjp_count_{0};
   std::mutex locks_mutex_;
   std::map<std::string, std::unique_ptr<std::mutex>> model_locks_;
 };

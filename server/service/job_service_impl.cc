@@ -153,8 +153,10 @@ void JobToProto(const jobs::JobRecord& job, v1::Job* out) {
   progress->set_samples_total(static_cast<uint32_t>(job.spec.samples));
   progress->set_chunks_done(static_cast<uint32_t>(job.chunks_done));
   progress->set_chunks_total(static_cast<uint32_t>(job.chunks_total));
-  if (job.eta_seconds >= 0) progress->set_estimated_seconds_remaining(job.eta_seconds);
-  out->set_attempt(static_cast<uint32_t>(job.attempt));
+  if (job.eta_seconds >= 0 && !jobs::IsTerminal(job.state)) progress->set_estimated_seconds_remaining(job.eta_seconds);
+  // Attempts count from 1 at submission; a queued job shows the attempt it will run as.
+  out->set_attempt(static_cast<uint32_t>(job.state == jobs::JobState::kQueued ? job.attempt + 1
+                                                                              : std::max(1, job.attempt)));
   *out->mutable_create_time() = TimeUtil::MillisecondsToTimestamp(job.created_ms);
   if (job.started_ms > 0) *out->mutable_start_time() = TimeUtil::MillisecondsToTimestamp(job.started_ms);
   if (job.finished_ms > 0) *out->mutable_finish_time() = TimeUtil::MillisecondsToTimestamp(job.finished_ms);
@@ -210,8 +212,31 @@ grpc::Status JobServiceImpl::SubmitJob(grpc::ServerContext* context, const v1::S
 grpc::Status JobServiceImpl::GetJob(grpc::ServerContext* context, const v1::GetJobRequest* request, v1::Job* response) {
   RpcScope scope(metrics_, std::string(kPrefix) + "GetJob");
   auto job = store_->Get(request->id());
-  if (job.ok()) JobToProto(*job, response);
+  if (job.ok()) {
+    JobToProto(*job, response);
+    if (job->state == jobs::JobState::kQueued) response->set_queue_position(QueuePosition(*job));
+  }
   return scope.Finish(job.status(), context);
+}
+
+uint32_t JobServiceImpl::QueuePosition(const jobs::JobRecord& job) {
+  // 0 = next to run: queued jobs that run before it (higher priority, or equal and older).
+  jobs::ListFilter filter;
+  filter.states = {jobs::JobState::kQueued};
+  filter.page_size = 1000;
+  uint32_t ahead = 0;
+  do {
+    auto page = store_->List(filter);
+    if (!page.ok()) break;
+    for (const auto& other : page->jobs) {
+      if (other.id == job.id) continue;
+      ahead += other.priority > job.priority ||
+               (other.priority == job.priority && (other.created_ms < job.created_ms ||
+                                                   (other.created_ms == job.created_ms && other.id < job.id)));
+    }
+    filter.page_token = page->next_page_token;
+  } while (!filter.page_token.empty());
+  return ahead;
 }
 
 grpc::Status JobServiceImpl::ListJobs(grpc::ServerContext* context, const v1::ListJobsRequest* request,

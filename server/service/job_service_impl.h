@@ -41,6 +41,7 @@ class JobServiceImpl final : public v1::JobService::Service {
  private:
   absl::StatusOr<v1::Job> Submit(const v1::SubmitJobRequest& request);
   absl::StatusOr<v1::Job> Cancel(const std::string& id);
+  uint32_t QueuePosition(const jobs::JobRecord& job);
 
   jobs::JobStore* store_;
   registry::ModelRegistry* registry_;

@@ -28,7 +28,9 @@ absl::Status Server::Start() {
   auto recovered = store_->RecoverAfterRestart();
   if (recovered.ok() && *recovered > 0) spdlog::info("re-queued {} jobs interrupted by the previous run", *recovered);
   (void)store_->PurgeFinishedBefore(jobs::SystemClock()() - static_cast<int64_t>(options_.retention_hours * 3.6e6));
-  auto registry = registry::ModelRegistry::Open({options_.model_root, options_.data_dir, options_.cache_budget_bytes});
+  registry::ModelRegistry::Options registry_options{options_.model_root, options_.data_dir, options_.cache_budget_bytes, {}};
+  if (metrics_ != nullptr) registry_options.on_load = [this](double seconds) { metrics_->ModelLoaded(seconds); };
+  auto registry = registry::ModelRegistry::Open(registry_options);
   if (!registry.ok()) return registry.status();
   registry_ = std::move(*registry);
   runner_ = std::make_unique<runners::JacobianRunner>(registry_.get(), runners::JacobianRunner::Options{options_.cpu_threads});
@@ -42,10 +44,8 @@ absl::Status Server::Start() {
   jobs::WorkerObserver observer;
   if (metrics_ != nullptr) {
     observer.started = [this](double wait) { metrics_->JobStarted(wait); };
-    observer.finished = [this](const jobs::JobRecord& job, const std::string& outcome, double seconds) {
-      const double vjps = static_cast<double>(job.spec.samples) *
-                          (job.spec.method == "hutchinson" ? static_cast<double>(job.spec.probes) : 0.0);
-      metrics_->JobFinished(outcome, seconds, vjps);
+    observer.finished = [this](const jobs::JobRecord&, const std::string& outcome, double seconds) {
+      metrics_->JobFinished(outcome, seconds, static_cast<double>(runner_->last_vjp_count()));
     };
     metrics_->SetQueueDepthSource([this] {
       std::map<std::string, int64_t> depth;

@@ -49,7 +49,10 @@ class ServerProcess:
     live = []  # Every started, not yet stopped server (for the watchdog and atexit-style cleanup).
 
     def __init__(self, binary, extra_args=()):
-        self.args = [binary, "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", *extra_args]
+        # Each server keeps its job store and models in a fresh temporary directory.
+        self.data_dir = tempfile.TemporaryDirectory(prefix="posbias-e2e-data-")
+        self.args = [binary, "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0",
+                     "--data-dir", self.data_dir.name, *extra_args]
         self.lines = []
         self.process = None
         self.grpc_port = None
@@ -321,10 +324,14 @@ class HealthTest(CliTestCase):
         self.assertEqual(self.run_json("health", "--service", "posbias.v1.DensityService"),
                          {"service": "posbias.v1.DensityService", "status": "SERVING"})
 
-    def test_health_of_a_not_serving_service_prints_not_serving_and_exits_one(self):
-        result = run_cli("health", "--service", "posbias.v1.ModelService")
+    def test_health_of_an_unknown_service_exits_one_with_not_found(self):
+        result = run_cli("health", "--service", "posbias.v1.NoSuchService")
         self.assertExit(result, 1)
-        self.assertIn("NOT_SERVING", result.stdout)
+        self.assertIn("NOT_FOUND", result.stderr)
+
+    def test_health_of_the_model_and_job_services_is_serving(self):
+        for service in ("posbias.v1.ModelService", "posbias.v1.JobService"):
+            self.assertEqual(self.run_json("health", "--service", service)["status"], "SERVING")
 
     def test_server_flag_is_accepted_after_the_subcommand(self):
         result = run_cli("health", "--server", MAIN.address, server=False)
@@ -812,7 +819,7 @@ class ShutdownAndLoggingTest(CliTestCase):
 
     def test_unknown_log_format_is_rejected_at_startup(self):
         result = subprocess.run([ARGS.server_binary, "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0",
-                                 "--log-format", "xml"], capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT_S)
+                                 "--data-dir", tempfile.mkdtemp(prefix="posbias-e2e-data-"), "--log-format", "xml"], capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT_S)
         self.assertNotEqual(result.returncode, 0)
         self.assertIn("xml", result.stderr)
 

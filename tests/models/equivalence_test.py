@@ -132,7 +132,7 @@ class EquivalenceMixin:
         cls.ids = torch.tensor(cls.tokens, dtype=torch.int64)
         # The reference reads tying from config.json; the rest are its ablation switches.
         cls.flags = {k: v for k, v in flags.items() if k != "untied"}
-        cls.ref = rm.forward(cls.state64, cls.config, cls.ids, **flags)
+        cls.ref = rm.forward(cls.state64, cls.config, cls.ids, **cls.flags)
 
     @classmethod
     def tearDownClass(cls):

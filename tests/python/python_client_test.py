@@ -59,7 +59,10 @@ class ServerProcess:
     live = []
 
     def __init__(self, binary, extra_args=()):
-        self.args = [binary, "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", *extra_args]
+        # Each server keeps its job store and models in a fresh temporary directory.
+        self.data_dir = tempfile.TemporaryDirectory(prefix="posbias-e2e-data-")
+        self.args = [binary, "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0",
+                     "--data-dir", self.data_dir.name, *extra_args]
         self.lines = []
         self.process = None
         self.grpc_port = None
@@ -335,10 +338,10 @@ class HealthAndReflectionTest(ClientTestCase):
     def test_density_service_health_is_serving(self):
         self.assertEqual(self.check("posbias.v1.DensityService").status, pb.health.HealthCheckResponse.SERVING)
 
-    def test_services_that_come_later_report_not_serving(self):
+    def test_model_and_job_services_report_serving(self):
         for service in ["posbias.v1.ModelService", "posbias.v1.JobService"]:
             with self.subTest(service):
-                self.assertEqual(self.check(service).status, pb.health.HealthCheckResponse.NOT_SERVING)
+                self.assertEqual(self.check(service).status, pb.health.HealthCheckResponse.SERVING)
 
     def test_health_of_an_unknown_service_is_not_found(self):
         with self.assertRaises(grpc.RpcError) as context:
@@ -747,24 +750,20 @@ class PointLimitTest(ClientTestCase):
 # Services that come later
 
 
-class LaterServicesTest(ClientTestCase):
-    def later_calls(self):
-        return [("ModelService.ListModels", lambda: pb.model_grpc.ModelServiceStub(self.channel).ListModels(
-                    pb.model.ListModelsRequest(), timeout=RPC_TIMEOUT_S)),
-                ("JobService.ListJobs", lambda: pb.job_grpc.JobServiceStub(self.channel).ListJobs(
-                    pb.job.ListJobsRequest(), timeout=RPC_TIMEOUT_S))]
+class ModelAndJobServicesTest(ClientTestCase):
+    def test_list_models_includes_the_built_in_presets_and_a_new_server_has_no_jobs(self):
+        models = pb.model_grpc.ModelServiceStub(self.channel).ListModels(
+            pb.model.ListModelsRequest(page_size=1000), timeout=RPC_TIMEOUT_S)
+        names = {m.name: m for m in models.models}
+        self.assertIn("qwen2-0.5b", names)
+        self.assertTrue(names["qwen2-0.5b"].builtin)
+        jobs = pb.job_grpc.JobServiceStub(self.channel).ListJobs(pb.job.ListJobsRequest(), timeout=RPC_TIMEOUT_S)
+        self.assertEqual(len(jobs.jobs), 0)
 
-    def test_list_models_and_list_jobs_answer_unimplemented(self):
-        for name, call in self.later_calls():
-            with self.subTest(name):
-                with self.assertRaises(grpc.RpcError) as context:
-                    call()
-                self.assertEqual(context.exception.code(), grpc.StatusCode.UNIMPLEMENTED)
-
-    def test_unimplemented_answers_carry_the_not_implemented_reason(self):
-        for name, call in self.later_calls():
-            with self.subTest(name):
-                self.assertRpcError(call, grpc.StatusCode.UNIMPLEMENTED, "NOT_IMPLEMENTED")
+    def test_a_submit_without_a_spec_is_an_empty_request(self):
+        self.assertRpcError(lambda: pb.job_grpc.JobServiceStub(self.channel).SubmitJob(
+            pb.job.SubmitJobRequest(), timeout=RPC_TIMEOUT_S), grpc.StatusCode.INVALID_ARGUMENT, "EMPTY_REQUEST",
+            "spec.jacobian_norm")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -42,7 +42,8 @@ class RegistryTest : public ::testing::Test {
 TEST_F(RegistryTest, RefusesPathsThatLeaveTheModelRoot) {
   auto registry = Open();
   fs::create_symlink(base_ / "outside", base_ / "root" / "escape");
-  for (const std::string path : {"../outside", (base_ / "outside").string(), "escape", "inside/../../outside"}) {
+  for (const std::string& path : std::vector<std::string>{"../outside", (base_ / "outside").string(), "escape",
+                                                          "inside/../../outside"}) {
     EXPECT_EQ(ErrorReasonOf(registry->ResolveUnderRoot(path).status()), "PATH_NOT_ALLOWED") << path;
   }
   EXPECT_EQ(ErrorReasonOf(registry->ResolveUnderRoot("missing").status()), "PATH_NOT_FOUND");
@@ -112,14 +113,16 @@ TEST_F(RegistryTest, EvictsTheLeastRecentlyUsedModelBeyondTheCacheBudget) {
   auto registry = Open(/*cache_bytes=*/1);  // Room for one model at a time.
   ASSERT_TRUE(registry->Register("a", TinyPreset(1), {}, "").ok());
   ASSERT_TRUE(registry->Register("b", TinyPreset(2), {}, "").ok());
-  auto a1 = registry->Acquire("a");
-  ASSERT_TRUE(a1.ok());
-  const auto* first = a1->get();
-  a1->reset();
-  ASSERT_TRUE(registry->Acquire("b").ok());
-  auto a2 = registry->Acquire("a");  // Evicted while b was used: loaded again, same weights.
-  ASSERT_TRUE(a2.ok());
-  EXPECT_NE(a2->get(), first);
+  const int64_t loads = registry->loads();  // Both were loaded once at registration.
+  ASSERT_TRUE(registry->Acquire("b").ok());  // Cached: the most recent.
+  EXPECT_EQ(registry->loads(), loads);
+  ASSERT_TRUE(registry->Acquire("a").ok());  // Evicted when b was registered: loaded again.
+  EXPECT_EQ(registry->loads(), loads + 1);
+  auto held = registry->Acquire("a");        // Cached now.
+  EXPECT_EQ(registry->loads(), loads + 1);
+  ASSERT_TRUE(registry->Acquire("b").ok());  // a is held by a job: b is loaded, a is kept.
+  ASSERT_TRUE(registry->Acquire("a").ok());
+  EXPECT_EQ(registry->loads(), loads + 2);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 
 #include <httplib.h>
 
+#include <filesystem>
 #include <future>
 #include <memory>
 #include <string>
@@ -22,12 +23,19 @@ class ServerTest : public ::testing::Test {
     Server::Options options;
     options.listen_address = "127.0.0.1:0";
     options.density_limits.max_points = 1000;
+    data_dir_ = std::filesystem::temp_directory_path() / ("posbias_server_test_" + std::to_string(::getpid()));
+    std::filesystem::remove_all(data_dir_);
+    options.data_dir = data_dir_.string();
     server_ = std::make_unique<Server>(options, metrics_.get());
     ASSERT_TRUE(server_->Start().ok());
     client_ = std::make_unique<Client>(
         ClientOptions{.target = "127.0.0.1:" + std::to_string(server_->port())});
   }
-  void TearDown() override { server_->Shutdown(std::chrono::milliseconds(100)); }
+  void TearDown() override {
+    server_->Shutdown(std::chrono::milliseconds(100));
+    server_.reset();
+    std::filesystem::remove_all(data_dir_);
+  }
 
   static v1::EvaluateContinuumRequest ContinuumRequest(uint32_t depth, double alpha,
                                                        std::initializer_list<double> x) {
@@ -38,6 +46,7 @@ class ServerTest : public ::testing::Test {
     return request;
   }
 
+  std::filesystem::path data_dir_;
   std::unique_ptr<metrics::Metrics> metrics_;
   std::unique_ptr<Server> server_;
   std::unique_ptr<Client> client_;
@@ -46,7 +55,8 @@ class ServerTest : public ::testing::Test {
 TEST_F(ServerTest, ReportsServingOverallAndForTheDensityService) {
   EXPECT_EQ(*client_->Check(""), ServingStatus::kServing);
   EXPECT_EQ(*client_->Check(kDensityServiceName), ServingStatus::kServing);
-  EXPECT_EQ(*client_->Check(kJobServiceName), ServingStatus::kNotServing);
+  EXPECT_EQ(*client_->Check(kJobServiceName), ServingStatus::kServing);
+  EXPECT_EQ(*client_->Check(kModelServiceName), ServingStatus::kServing);
   EXPECT_EQ(client_->Check("no.such.Service").status().code(), absl::StatusCode::kNotFound);
 }
 
@@ -203,9 +213,35 @@ TEST_F(ServerTest, RejectsAMeasuredProfileWithNanNamingTheIndex) {
   EXPECT_EQ(ErrorField(response.status()), "measured.values[2]");
 }
 
-TEST_F(ServerTest, AnswersModelAndJobServicesAsUnimplemented) {
-  EXPECT_EQ(client_->ListModels({}).status().code(), absl::StatusCode::kUnimplemented);
-  EXPECT_EQ(client_->SubmitJob({}).status().code(), absl::StatusCode::kUnimplemented);
+TEST_F(ServerTest, RegistersAModelAndMeasuresItThroughTheQueue) {
+  v1::RegisterModelRequest model;
+  model.set_name("tiny");
+  model.mutable_preset()->set_preset("gpt2-tiny");
+  model.mutable_preset()->set_init_seed(3);
+  ASSERT_TRUE(client_->RegisterModel(model).ok());
+  v1::SubmitJobRequest submit;
+  auto* spec = submit.mutable_spec()->mutable_jacobian_norm();
+  spec->set_model("tiny");
+  spec->set_sequence_length(6);
+  spec->set_samples(2);
+  submit.set_request_id("once");
+  auto job = client_->SubmitJob(submit);
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(client_->SubmitJob(submit)->id(), job->id());  // A retry returns the same job.
+  v1::WatchJobRequest watch;
+  watch.set_id(job->id());
+  v1::Job last;
+  ASSERT_TRUE(client_->WatchJob(watch, [&](const v1::WatchJobResponse& m) { last = m.job(); return true; }).ok());
+  EXPECT_EQ(last.state(), v1::JOB_STATE_SUCCEEDED);
+  v1::GetJobResultRequest result_request;
+  result_request.set_id(job->id());
+  auto result = client_->GetJobResult(result_request);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->jacobian_norm().profile().stats().sq_norm_mean_size(), 6);
+  EXPECT_NE(result->report_json().find("\"sq_norm_stderr\""), std::string::npos);
+  spec->set_model("missing");
+  submit.set_request_id("");
+  EXPECT_EQ(ErrorReason(client_->SubmitJob(submit).status()), "MODEL_NOT_FOUND");
 }
 
 TEST_F(ServerTest, ExportsRequestCountsLatenciesAndMemoryOverHttp) {

@@ -116,16 +116,29 @@ double ContinuumProfile::Density(double x) const {
   return density;
 }
 
-void ContinuumProfile::EvaluateDensity(std::span<const double> x, std::span<double> density,
-                                       std::span<double> log_density) const {
-  double block_density[kBlock];
-  double block_log[kBlock];
+namespace {
+
+// Runs `block(x, count, first_out, second_out)` over blocks of kBlock points and copies the block
+// outputs into the (optional, possibly empty) output spans.
+template <typename Block>
+void InBlocks(std::span<const double> x, std::span<double> first, std::span<double> second, const Block& block) {
+  double block_first[kBlock];
+  double block_second[kBlock];
   for (size_t start = 0; start < x.size(); start += kBlock) {
     const size_t count = std::min(kBlock, x.size() - start);
-    EvaluateDensityBlock(x.data() + start, count, block_density, block_log);
-    if (!density.empty()) std::copy(block_density, block_density + count, &density[start]);
-    if (!log_density.empty()) std::copy(block_log, block_log + count, &log_density[start]);
+    block(x.data() + start, count, block_first, block_second);
+    if (!first.empty()) std::copy(block_first, block_first + count, &first[start]);
+    if (!second.empty()) std::copy(block_second, block_second + count, &second[start]);
   }
+}
+
+}  // namespace
+
+void ContinuumProfile::EvaluateDensity(std::span<const double> x, std::span<double> density,
+                                       std::span<double> log_density) const {
+  InBlocks(x, density, log_density, [this](const double* points, size_t count, double* a, double* b) {
+    EvaluateDensityBlock(points, count, a, b);
+  });
 }
 
 void ContinuumProfile::EvaluateDensityBlock(const double* x, size_t count, double* density,
@@ -182,14 +195,9 @@ long double ContinuumProfile::LogCcdf(long double t) const {
 
 void ContinuumProfile::EvaluateCdf(std::span<const double> x, std::span<double> cdf,
                                    std::span<double> ccdf) const {
-  double block_cdf[kBlock];
-  double block_ccdf[kBlock];
-  for (size_t start = 0; start < x.size(); start += kBlock) {
-    const size_t count = std::min(kBlock, x.size() - start);
-    EvaluateCdfBlock(x.data() + start, count, block_cdf, block_ccdf);
-    if (!cdf.empty()) std::copy(block_cdf, block_cdf + count, &cdf[start]);
-    if (!ccdf.empty()) std::copy(block_ccdf, block_ccdf + count, &ccdf[start]);
-  }
+  InBlocks(x, cdf, ccdf, [this](const double* points, size_t count, double* a, double* b) {
+    EvaluateCdfBlock(points, count, a, b);
+  });
 }
 
 void ContinuumProfile::EvaluateCdfBlock(const double* x, size_t count, double* cdf,

@@ -337,26 +337,33 @@ absl::StatusOr<ModelEntry> ModelRegistry::Finish(ModelEntry entry) {
   return entry;
 }
 
+absl::StatusOr<std::optional<ModelEntry>> ModelRegistry::Reserve(const std::string& name, ModelEntry& entry,
+                                                                  const std::map<std::string, std::string>& labels,
+                                                                  const std::string& request_id) {
+  if (auto status = CheckModelName(name); !status.ok()) return status;
+  std::lock_guard lock(mutex_);
+  if (auto it = entries_.find(name); it != entries_.end()) {
+    if (!request_id.empty() && it->second.request_id == request_id) return std::optional<ModelEntry>(it->second);
+    return ErrorWithReason(absl::StatusCode::kAlreadyExists, "MODEL_ALREADY_EXISTS",
+                           absl::StrCat("a model named ", name, " exists"));
+  }
+  entry.name = name;
+  entry.labels = labels;
+  entry.request_id = request_id;
+  entry.created_ms = NowMs();
+  entry.state = ModelState::kLoading;
+  entries_[name] = entry;  // Reserves the name while loading.
+  return std::optional<ModelEntry>();
+}
+
 absl::StatusOr<ModelEntry> ModelRegistry::Register(const std::string& name, const ModelSource& source,
                                                    const std::map<std::string, std::string>& labels,
                                                    const std::string& request_id) {
-  if (auto status = CheckModelName(name); !status.ok()) return status;
   ModelEntry entry;
-  {
-    std::lock_guard lock(mutex_);
-    if (auto it = entries_.find(name); it != entries_.end()) {
-      if (!request_id.empty() && it->second.request_id == request_id) return it->second;
-      return ErrorWithReason(absl::StatusCode::kAlreadyExists, "MODEL_ALREADY_EXISTS",
-                             absl::StrCat("a model named ", name, " exists"));
-    }
-    entry.name = name;
-    entry.source = source;
-    entry.labels = labels;
-    entry.request_id = request_id;
-    entry.created_ms = NowMs();
-    entry.state = ModelState::kLoading;
-    entries_[name] = entry;  // Reserves the name while loading.
-  }
+  entry.source = source;
+  auto existing = Reserve(name, entry, labels, request_id);
+  if (!existing.ok()) return existing.status();
+  if (existing->has_value()) return **existing;  // A retried request.
   if (source.kind == "checkpoint" || source.kind == "torchscript") {
     if (auto path = ResolveUnderRoot(source.path); !path.ok()) {
       std::lock_guard lock(mutex_);
@@ -371,23 +378,12 @@ absl::StatusOr<ModelEntry> ModelRegistry::RegisterUpload(const std::string& name
                                                          const std::string& config_json,
                                                          const std::map<std::string, std::string>& labels,
                                                          const std::string& request_id) {
-  if (auto status = CheckModelName(name); !status.ok()) return status;
   auto config = models::ConfigFromHuggingFaceJson(config_json);
   if (!config.ok()) return config.status();
   ModelEntry entry;
-  {
-    std::lock_guard lock(mutex_);
-    if (auto it = entries_.find(name); it != entries_.end()) {
-      if (!request_id.empty() && it->second.request_id == request_id) return it->second;
-      return ErrorWithReason(absl::StatusCode::kAlreadyExists, "MODEL_ALREADY_EXISTS",
-                             absl::StrCat("a model named ", name, " exists"));
-    }
-    entry.name = name;
-    entry.labels = labels;
-    entry.request_id = request_id;
-    entry.created_ms = NowMs();
-    entries_[name] = entry;
-  }
+  auto existing = Reserve(name, entry, labels, request_id);
+  if (!existing.ok()) return existing.status();
+  if (existing->has_value()) return **existing;
   const std::string stored = (fs::path(uploads_dir()) / (name + ".safetensors")).string();
   std::error_code error;
   fs::rename(staged_path, stored, error);

@@ -106,6 +106,11 @@ class ModelRegistry {
   void Touch(const std::string& name, std::shared_ptr<models::DecoderModel> model);
   absl::Status Persist();  // Caller holds mutex_.
   absl::StatusOr<ModelEntry> Finish(ModelEntry entry);
+  // Reserves `name` for `entry` (LOADING); the existing entry when the same request_id made it;
+  // MODEL_ALREADY_EXISTS otherwise.
+  absl::StatusOr<std::optional<ModelEntry>> Reserve(const std::string& name, ModelEntry& entry,
+                                                    const std::map<std::string, std::string>& labels,
+                                                    const std::string& request_id);
 
   Options options_;
   std::mutex mutex_;

@@ -116,6 +116,57 @@ absl::StatusOr<jobs::JobRecord> RecordFromRequest(const v1::SubmitJobRequest& re
   return job;
 }
 
+// Fills one page of per-position statistics: positions first..last (1-based) every `stride`,
+// `page_size` of them per page (default 1024, at most 16384); the token is the next index.
+absl::Status ResultPage(const v1::GetJobResultRequest& request, const nlohmann::json& json,
+                        v1::GetJobResultResponse* response) {
+  response->set_id(request.id());
+  auto* result = response->mutable_jacobian_norm();
+  const auto& measurement = json["measurement"];
+  const uint32_t length = measurement.value("target", measurement.value("length", 0u));
+  result->set_sequence_length(measurement.value("length", 0u));
+  result->set_target_position(measurement.value("target", 0u));
+  result->set_samples(measurement.value("samples", 0u));
+  result->set_num_layers(json["model"].value("layers", 0u));
+  const uint32_t first = request.has_first_position() ? request.first_position() : 1;
+  const uint32_t last = request.has_last_position() ? request.last_position() : length;
+  if (first < 1 || last > length || first > last) {
+    return InvalidArgumentError({"INVALID_POSITION", "first_position..last_position",
+                                 absl::StrCat(first, "..", last), absl::StrCat("1 <= first <= last <= T = ", length)});
+  }
+  const uint32_t stride = std::max(1u, request.stride());
+  const uint32_t page_size = request.page_size() == 0 ? 1024 : std::min(request.page_size(), 16384u);
+  uint64_t index = 0;  // Index of the first selected position of this page.
+  if (!request.page_token().empty()) {
+    char* end = nullptr;
+    index = std::strtoull(request.page_token().c_str(), &end, 10);
+    if (end == request.page_token().c_str() || *end != '\0') {
+      return InvalidArgumentError({"INVALID_ARGUMENT", "page_token", request.page_token(), "a token from the previous page"});
+    }
+  }
+  const uint64_t selected = (last - first) / stride + 1;
+  const uint64_t stop = std::min<uint64_t>(selected, index + page_size);
+  auto* stats = result->mutable_profile()->mutable_stats();
+  const std::pair<const char*, google::protobuf::RepeatedField<double>*> columns[] = {
+      {"sq_norm_mean", stats->mutable_sq_norm_mean()}, {"sq_norm_std", stats->mutable_sq_norm_std()},
+      {"sq_norm_stderr", stats->mutable_sq_norm_stderr()}, {"norm_mean", stats->mutable_norm_mean()},
+      {"norm_std", stats->mutable_norm_std()}, {"norm_stderr", stats->mutable_norm_stderr()},
+      {"sq_norm_estimator_stderr", stats->mutable_estimator_stderr()}};
+  double total = 0;
+  for (double value : json["sq_norm_mean"]) total += value;
+  stats->set_sq_norm_total(total);
+  for (uint64_t i = index; i < stop; ++i) {
+    const uint32_t position = first + static_cast<uint32_t>(i) * stride;
+    result->add_positions(position);
+    for (const auto& [key, field] : columns) {
+      if (json.contains(key)) field->Add(json[key][position - 1].get<double>());
+    }
+    stats->add_profile(total > 0 ? json["sq_norm_mean"][position - 1].get<double>() / total : 0);
+  }
+  if (stop < selected) response->set_next_page_token(std::to_string(stop));
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 void JobToProto(const jobs::JobRecord& job, v1::Job* out) {
@@ -304,29 +355,9 @@ grpc::Status JobServiceImpl::GetJobResult(grpc::ServerContext* context, const v1
   if (json.is_discarded()) {
     return scope.Finish(ErrorWithReason(absl::StatusCode::kDataLoss, "INTERNAL_ERROR", "stored result is not JSON"), context);
   }
-  response->set_id(request->id());
-  response->set_report_json(*text);
-  auto* result = response->mutable_jacobian_norm();
-  const auto& measurement = json["measurement"];
-  result->set_sequence_length(measurement.value("length", 0u));
-  result->set_target_position(measurement.value("target", 0u));
-  result->set_samples(measurement.value("samples", 0u));
-  result->set_num_layers(json["model"].value("layers", 0u));
-  for (const auto& position : json["positions"]) result->add_positions(position.get<uint32_t>());
-  auto* stats = result->mutable_profile()->mutable_stats();
-  for (const char* key : {"sq_norm_mean", "sq_norm_std", "sq_norm_stderr", "norm_mean", "norm_std", "norm_stderr"}) {
-    if (!json.contains(key)) continue;
-    auto* field = std::string(key) == "sq_norm_mean" ? stats->mutable_sq_norm_mean()
-                  : std::string(key) == "sq_norm_std" ? stats->mutable_sq_norm_std()
-                  : std::string(key) == "sq_norm_stderr" ? stats->mutable_sq_norm_stderr()
-                  : std::string(key) == "norm_mean" ? stats->mutable_norm_mean()
-                  : std::string(key) == "norm_std" ? stats->mutable_norm_std() : stats->mutable_norm_stderr();
-    for (double value : json[key]) field->Add(value);
-  }
-  double total = 0;
-  for (double value : stats->sq_norm_mean()) total += value;
-  stats->set_sq_norm_total(total);
-  for (double value : stats->sq_norm_mean()) stats->add_profile(total > 0 ? value / total : 0);
+  auto page = ResultPage(*request, json, response);
+  if (!page.ok()) return scope.Finish(page, context);
+  if (request->page_token().empty()) response->set_report_json(*text);  // First page only.
   return scope.Finish(absl::OkStatus(), context);
 }
 

@@ -920,6 +920,41 @@ class GrpcClientTest(ServerTestCase):
     def state_name(self, job):
         return self.pb.job.JobState.Name(job.state)
 
+    def upload(self, name, data, sha256, config_json, chunk=1000):
+        pb = self.pb
+        def messages():
+            yield pb.model.UploadModelRequest(metadata=pb.model.UploadModelMetadata(
+                name=name, config_json=config_json, total_bytes=len(data), sha256=sha256))
+            for start in range(0, len(data), chunk):
+                yield pb.model.UploadModelRequest(chunk=data[start:start + chunk])
+        return self.models.UploadModel(messages(), timeout=RPC_TIMEOUT_S)
+
+    def exported(self):
+        data = b"".join(m.chunk for m in self.models.ExportModel(self.pb.model.ExportModelRequest(name="py-gpt2"),
+                                                                  timeout=RPC_TIMEOUT_S) if m.WhichOneof("part") == "chunk")
+        header = next(iter(self.models.ExportModel(self.pb.model.ExportModelRequest(name="py-gpt2"),
+                                                   timeout=RPC_TIMEOUT_S))).header
+        return data, header
+
+    def test_an_uploaded_checkpoint_with_the_right_digest_registers_the_same_weights(self):
+        import hashlib
+        data, header = self.exported()
+        self.assertEqual(hashlib.sha256(data).hexdigest(), header.sha256)
+        model = self.upload("py-uploaded", data, hashlib.sha256(data).hexdigest(), header.config_json)
+        self.assertEqual(model.state, self.pb.model.MODEL_STATE_READY)
+        self.assertEqual(model.weights_sha256, header.sha256)
+        self.assertEqual(model.parameter_count, self.model.parameter_count)
+
+    def test_an_upload_whose_bytes_do_not_match_the_digest_is_refused(self):
+        data, header = self.exported()
+        with self.assertRaises(self.grpc.RpcError) as context:
+            self.upload("py-corrupt", data[:-1] + b"\x00", "0" * 64, header.config_json)
+        self.assertEqual(context.exception.code(), self.grpc.StatusCode.INVALID_ARGUMENT)
+        metadata = dict(context.exception.trailing_metadata())
+        self.assertEqual(metadata.get("posbias-error-reason"), "CHECKSUM_MISMATCH")
+        with self.assertRaises(self.grpc.RpcError):  # Nothing was registered.
+            self.models.GetModel(self.pb.model.GetModelRequest(name="py-corrupt"), timeout=RPC_TIMEOUT_S)
+
     def test_register_model_returns_a_ready_gpt2_model(self):
         pb = self.pb
         self.assertEqual(self.model.name, "py-gpt2")

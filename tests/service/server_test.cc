@@ -239,6 +239,23 @@ TEST_F(ServerTest, RegistersAModelAndMeasuresItThroughTheQueue) {
   ASSERT_TRUE(result.ok()) << result.status();
   EXPECT_EQ(result->jacobian_norm().profile().stats().sq_norm_mean_size(), 6);
   EXPECT_NE(result->report_json().find("\"sq_norm_stderr\""), std::string::npos);
+  // Pages of 4 positions: 1..4, then 5..6 with the rest of the statistics; the report once.
+  result_request.set_page_size(4);
+  auto page = client_->GetJobResult(result_request);
+  ASSERT_TRUE(page.ok()) << page.status();
+  EXPECT_EQ(page->jacobian_norm().positions_size(), 4);
+  EXPECT_EQ(page->next_page_token(), "4");
+  result_request.set_page_token(page->next_page_token());
+  auto second = client_->GetJobResult(result_request);
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(second->jacobian_norm().positions(0), 5u);
+  EXPECT_EQ(second->jacobian_norm().profile().stats().sq_norm_mean(1),
+            result->jacobian_norm().profile().stats().sq_norm_mean(5));
+  EXPECT_TRUE(second->next_page_token().empty());
+  EXPECT_TRUE(second->report_json().empty());
+  result_request.set_page_token("");
+  result_request.set_last_position(9);
+  EXPECT_EQ(ErrorReason(client_->GetJobResult(result_request).status()), "INVALID_POSITION");
   spec->set_model("missing");
   submit.set_request_id("");
   EXPECT_EQ(ErrorReason(client_->SubmitJob(submit).status()), "MODEL_NOT_FOUND");

@@ -46,8 +46,8 @@ done
 /usr/bin/python3 - "$OUT" <<'PYEOF'
 import json, sys
 out = sys.argv[1]
-print("| model | position encoding | first / middle / last weight | coherent fit: alpha, rmse_log, Spearman | incoherent fit: alpha, rmse_log, Spearman | measured last jump | seconds |")
-print("|---|---|---|---|---|---|---:|")
+print("| model | PE | first / middle / last weight | coherent at H: alpha, rmse_log, Spearman | incoherent at H: alpha, rmse_log, Spearman | best effective depth (incoherent): H_eff, lambda [interval], rmse_log | measured / coherent last jump | s |")
+print("|---|---|---|---|---|---|---|---:|")
 for model in ("qwen-pe", "qwen-nope", "gpt2-pe", "gpt2-nope"):
     r = json.load(open(f"{out}/{model}.json"))
     m = r["sq_norm_mean"]
@@ -58,7 +58,13 @@ for model in ("qwen-pe", "qwen-nope", "gpt2-pe", "gpt2-nope"):
         f = fits[name]
         return f'{f["alpha"]:.3f}, {f["metrics"]["rmse_log"]:.2f}, {f["metrics"]["spearman"]:.3f}'
     jump = fits["coherent"]["metrics"]["measured_last_jump"]
+    model_jump = fits["coherent"]["metrics"]["model_last_jump"]
+    ridge = {f["model"]: f for f in r["theory"].get("effective_depth_fits", [])}
+    inc = ridge.get("incoherent")
+    eff = (f'{inc["depth"]}, {inc["lambda"]:.2f} [{inc["lambda_low"]:.2f}, {inc["lambda_high"]:.2f}], '
+           f'{inc["metrics"]["rmse_log"]:.2f}') if inc else "n/a"
     pe = "off" if r["model"]["no_position_encoding"] else "on"
-    print(f'| {r["model"]["preset"] or model} ({model}) | {pe} | {p[0]:.2e} / {p[len(p)//2]:.2e} / {p[-1]:.2e} '
-          f'| {fit("coherent")} | {fit("incoherent")} | {jump:.1f} | {r["measurement"]["seconds"]:.0f} |')
+    print(f'| {r["model"]["preset"] or model} | {pe} | {p[0]:.2e} / {p[len(p)//2]:.2e} / {p[-1]:.2e} '
+          f'| {fit("coherent")} | {fit("incoherent")} | {eff} | {jump:.0f} / {model_jump:.0f} '
+          f'| {r["measurement"]["seconds"]:.0f} |')
 PYEOF

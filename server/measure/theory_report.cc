@@ -55,6 +55,24 @@ nlohmann::ordered_json Theory(int64_t depth, const std::vector<double>& measured
                                 {"alpha", fit.alpha}, {"lambda", fit.lambda}, {"metrics", MetricsJson(fit.metrics)}});
     }
   }
+  // The effective depth too (THEORY.md section 8): real profiles pin lambda = alpha H far better
+  // than H and alpha apart, so the ridge over depths 1..min(4H, 64) is reported with its interval.
+  density::FitOptions ridge;
+  ridge.min_depth = 1;
+  ridge.max_depth = static_cast<uint32_t>(std::min<int64_t>(std::max<int64_t>(4 * depth, 1), density::kMaxFitDepthCount));
+  if (uint64_t{ridge.max_depth} * measured.size() <= density::kMaxFitWork) {
+    auto ridge_fits = density::FitProfile(measured, ridge);
+    theory["effective_depth_fits"] = nlohmann::ordered_json::array();
+    if (ridge_fits.ok()) {
+      for (const auto& fit : *ridge_fits) {
+        theory["effective_depth_fits"].push_back(
+            {{"model", fit.model == density::Model::kCoherent ? "coherent" : "incoherent"},
+             {"depth", fit.depth}, {"alpha", fit.alpha}, {"lambda", fit.lambda},
+             {"lambda_low", fit.lambda_low}, {"lambda_high", fit.lambda_high},
+             {"metrics", MetricsJson(fit.metrics)}});
+      }
+    }
+  }
   if (!branch_ratio.empty()) {
     auto routing = density::MakeScheduledRouting(0, branch_ratio);
     if (routing.ok()) {

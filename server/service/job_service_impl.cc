@@ -1,6 +1,7 @@
 #include "server/service/job_service_impl.h"
 
 #include <chrono>
+#include <fstream>
 #include <random>
 #include <thread>
 
@@ -31,6 +32,29 @@ v1::ComputeDtype DtypeToProto(const std::string& name) {
   if (name == "float16") return v1::FLOAT16;
   if (name == "float64") return v1::FLOAT64;
   return v1::FLOAT32;
+}
+
+// Bytes a job needs at least, with activation checkpointing: the float32 parameters, every layer's
+// input for one row, and one layer's activations (attention scores dominate at long L).
+double MinimumJobBytes(const registry::ModelEntry& model, int64_t length) {
+  const auto& c = model.config;
+  const double parameters = model.memory_bytes > 0 ? static_cast<double>(model.memory_bytes)
+                                                   : 4.0 * 12 * c.num_layers * c.hidden_size * c.hidden_size;
+  const double inputs = 4.0 * length * c.hidden_size * (c.num_layers + 1);
+  const double layer = 4.0 * (length * (12.0 * c.hidden_size + 3.0 * c.intermediate_size) +
+                              2.0 * c.num_heads * static_cast<double>(length) * length);
+  return parameters + inputs + layer;
+}
+
+// Total memory of the host (the CPU worker's device), from /proc/meminfo; 0 when unknown.
+double HostMemoryBytes() {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key, unit;
+  double kib = 0;
+  while (meminfo >> key >> kib >> unit) {
+    if (key == "MemTotal:") return kib * 1024;
+  }
+  return 0;
 }
 
 uint64_t DrawSeed() { return std::random_device{}() * uint64_t{0x100000000} + std::random_device{}(); }
@@ -94,6 +118,14 @@ absl::StatusOr<jobs::JobRecord> RecordFromRequest(const v1::SubmitJobRequest& re
   if (spec.target > spec.length) {
     return InvalidArgumentError({"INVALID_POSITION", "spec.jacobian_norm.target_position", std::to_string(spec.target),
                                  absl::StrCat("1..", spec.length)});
+  }
+  const double needed = MinimumJobBytes(*model, spec.length);
+  const double host = HostMemoryBytes();
+  if (!limits.cuda_available && host > 0 && needed > host) {
+    return ErrorWithReason(absl::StatusCode::kResourceExhausted, "INSUFFICIENT_MEMORY",
+                           absl::StrCat("the job needs at least ", static_cast<int64_t>(needed / (1 << 20)),
+                                        " MiB (model and one layer's activations at L = ", spec.length,
+                                        "), more than this server's ", static_cast<int64_t>(host / (1 << 20)), " MiB"));
   }
   const auto device = request.spec().device();
   spec.device = device == v1::DEVICE_CPU ? "cpu" : device == v1::DEVICE_CUDA ? "cuda" : "";

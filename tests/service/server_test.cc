@@ -259,6 +259,12 @@ TEST_F(ServerTest, RegistersAModelAndMeasuresItThroughTheQueue) {
   spec->set_model("missing");
   submit.set_request_id("");
   EXPECT_EQ(ErrorReason(client_->SubmitJob(submit).status()), "MODEL_NOT_FOUND");
+  // qwen2-0.5b at L = 131072: the attention scores of one layer alone need ~1 TB.
+  spec->set_model("qwen2-0.5b");
+  spec->set_sequence_length(131072);
+  const auto too_big = client_->SubmitJob(submit);
+  EXPECT_EQ(too_big.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(ErrorReason(too_big.status()), "INSUFFICIENT_MEMORY");
 }
 
 TEST_F(ServerTest, ExportsRequestCountsLatenciesAndMemoryOverHttp) {

@@ -18,9 +18,7 @@ import csv
 import json
 import math
 import os
-import re
 import shutil
-import signal
 import struct
 import subprocess
 import sys
@@ -40,8 +38,6 @@ GRPC_PYTHON_PLUGIN = "/usr/bin/grpc_python_plugin"
 REFLECTION_PROTO_ROOT = "/usr/share/grpc-proto"
 SUBPROCESS_TIMEOUT_S = 20
 RPC_TIMEOUT_S = 10
-SERVER_START_TIMEOUT_S = 10
-SERVER_STOP_TIMEOUT_S = 10
 WATCHDOG_S = 120
 REL_TOL = 1e-12
 LOG_ABS_TOL = 1e-10
@@ -52,84 +48,8 @@ POSBIAS_SERVICES = ["posbias.v1.DensityService", "posbias.v1.ModelService", "pos
 # Server processes
 
 
-class ServerProcess:
-    """A posbias-server on 127.0.0.1 with OS-chosen gRPC and metrics ports."""
-
-    LISTENING = re.compile(r"listening for gRPC on port (\d+) .*metrics on http://\S+ \(port (\d+)\)")
-    live = []
-
-    def __init__(self, binary, extra_args=()):
-        # Each server keeps its job store and models in a fresh temporary directory.
-        self.data_dir = tempfile.TemporaryDirectory(prefix="posbias-e2e-data-")
-        self.args = [binary, "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0",
-                     "--data-dir", self.data_dir.name, *extra_args]
-        self.lines = []
-        self.process = None
-        self.grpc_port = None
-        self.returncode = None
-        self._reader = None
-        self._ready = threading.Event()
-
-    @property
-    def address(self):
-        return "127.0.0.1:%d" % self.grpc_port
-
-    @property
-    def log(self):
-        return "\n".join(self.lines)
-
-    def _read(self):
-        for raw in self.process.stderr:
-            line = raw.decode("utf-8", "replace").rstrip("\n")
-            self.lines.append(line)
-            match = self.LISTENING.search(line)
-            if match and not self._ready.is_set():
-                self.grpc_port = int(match.group(1))
-                self._ready.set()
-        self._ready.set()
-
-    def start(self):
-        self.process = subprocess.Popen(self.args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                        stderr=subprocess.PIPE)
-        ServerProcess.live.append(self)
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-        if not self._ready.wait(SERVER_START_TIMEOUT_S) or self.grpc_port is None:
-            self.kill()
-            raise RuntimeError("%s did not report its ports within %d s (exit code %s); log:\n%s"
-                               % (" ".join(self.args), SERVER_START_TIMEOUT_S, self.returncode, self.log))
-        return self
-
-    def stop(self, timeout=SERVER_STOP_TIMEOUT_S):
-        """SIGTERM, wait; returns the exit code (kills and raises if it does not stop in time)."""
-        if self.process is None or self.returncode is not None:
-            return self.returncode
-        try:
-            self.process.send_signal(signal.SIGTERM)
-            self.returncode = self.process.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.kill()
-            raise AssertionError("server did not exit within %s s of SIGTERM; log:\n%s" % (timeout, self.log))
-        finally:
-            if self in ServerProcess.live:
-                ServerProcess.live.remove(self)
-        self._close()
-        return self.returncode
-
-    def kill(self):
-        if self.process is not None and self.process.poll() is None:
-            self.process.kill()
-            self.process.wait(5)
-        self.returncode = self.process.returncode if self.process else None
-        if self in ServerProcess.live:
-            ServerProcess.live.remove(self)
-        self._close()
-
-    def _close(self):
-        if self._reader is not None:
-            self._reader.join(5)
-        if self.process is not None and self.process.stderr and not self._reader.is_alive():
-            self.process.stderr.close()
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "e2e"))
+from posbias_server import ServerProcess  # noqa: E402
 
 
 def start_server(test_case_class, extra_args=()):

@@ -9,6 +9,8 @@ PACKAGES=(
   # RPC stack and libraries
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler grpc-proto libabsl-dev
   libspdlog-dev prometheus-cpp-dev libcpp-httplib-dev nlohmann-json3-dev libcli11-dev libboost-math-dev
+  # The job store (SQLite) and SHA-256 of weights and uploads (OpenSSL's libcrypto)
+  libsqlite3-dev libssl-dev
   # LibTorch (CPU) for the model zoo and the Jacobian engine, with an optimized BLAS behind
   # libblas.so.3 (the reference BLAS is ~15x slower for the matrix products)
   libtorch-dev libopenblas0-openmp

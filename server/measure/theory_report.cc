@@ -47,12 +47,16 @@ nlohmann::ordered_json Theory(int64_t depth, const std::vector<double>& measured
   }
   density::FitOptions options;
   options.min_depth = options.max_depth = static_cast<uint32_t>(depth);
+  options.include_profiles = true;
   auto fits = density::FitProfile(measured, options);
   theory["fits"] = nlohmann::ordered_json::array();
   if (fits.ok()) {
     for (const auto& fit : *fits) {
+      // `profile`: the fitted theory on the measured positions 1..t, normalized to sum 1 (compare
+      // with sq_norm_mean / its sum).
       theory["fits"].push_back({{"model", fit.model == density::Model::kCoherent ? "coherent" : "incoherent"},
-                                {"alpha", fit.alpha}, {"lambda", fit.lambda}, {"metrics", MetricsJson(fit.metrics)}});
+                                {"alpha", fit.alpha}, {"lambda", fit.lambda}, {"metrics", MetricsJson(fit.metrics)},
+                                {"profile", fit.profile}});
     }
   }
   // The effective depth too (THEORY.md section 8): real profiles pin lambda = alpha H far better
@@ -84,7 +88,9 @@ nlohmann::ordered_json Theory(int64_t depth, const std::vector<double>& measured
         theory["measured_alpha_schedule"] = {
             {"alpha", branch_ratio},
             {"coherent", MetricsJson(density::CompareProfiles(measured, coherent_sq))},
-            {"incoherent", MetricsJson(density::CompareProfiles(measured, profiles->incoherent))}};
+            {"incoherent", MetricsJson(density::CompareProfiles(measured, profiles->incoherent))},
+            {"coherent_profile", density::Normalized(coherent_sq)},
+            {"incoherent_profile", density::Normalized(profiles->incoherent)}};
       }
     }
   }

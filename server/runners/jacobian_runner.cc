@@ -109,6 +109,10 @@ absl::StatusOr<std::string> JacobianRunner::Run(const jobs::JobRecord& job,
   if (!result.ok()) return result.status();
   last_vjp_count_ = result->vjp_count;
   auto json = measure::ReportJson(**model, *options, *result, job.spec.model);
+  if (auto entry = registry_->Get(job.spec.model); entry.ok()) {
+    json["model"]["weights_sha256"] = entry->weights_sha256;  // Provenance of the weights.
+    json["model"]["source"] = entry->source.kind;
+  }
   json["job"] = {{"id", job.id}, {"attempt", job.attempt}, {"resumed_samples", options->done_samples.size()}};
   return json.dump();
 }

@@ -195,6 +195,55 @@ absl::Status ResultPage(const v1::GetJobResultRequest& request, const nlohmann::
     }
     stats->add_profile(total > 0 ? json["sq_norm_mean"][position - 1].get<double>() / total : 0);
   }
+  // A layer sweep's profile per layer, on the same positions.
+  if (json.contains("layers") && !request.omit_layer_profiles()) {
+    for (const auto& layer : json["layers"]) {
+      auto* profile = result->add_layer_profiles();
+      profile->set_layer(layer.value("layer", 0u));
+      for (uint64_t i = index; i < stop; ++i) {
+        const uint32_t position = first + static_cast<uint32_t>(i) * stride;
+        profile->mutable_stats()->add_sq_norm_mean(layer["sq_norm_mean"][position - 1].get<double>());
+        profile->mutable_stats()->add_sq_norm_stderr(layer["sq_norm_stderr"][position - 1].get<double>());
+      }
+    }
+  }
+  // Per-layer branch ratios (attention weight of each layer, averaged over samples).
+  if (json.contains("branch_ratio")) {
+    uint32_t layer = 0;
+    for (double ratio : json["branch_ratio"]) {
+      auto* branch = result->add_branch_ratios();
+      branch->set_layer(++layer);
+      branch->set_attention_mean(ratio);
+    }
+  }
+  // Per-sample values and token ids at this page's positions, for samples first..first+count-1.
+  const uint32_t samples = measurement.value("samples", 0u);
+  const uint32_t first_sample = request.first_sample();
+  const uint32_t sample_end = request.sample_count() == 0 ? samples : std::min(samples, first_sample + request.sample_count());
+  if (request.include_raw_samples()) {
+    if (!json.contains("raw")) {
+      return ErrorWithReason(absl::StatusCode::kFailedPrecondition, "INVALID_ARGUMENT",
+                             "the job was submitted without return_raw_samples: no per-sample values were kept");
+    }
+    for (uint32_t sample = first_sample; sample < sample_end; ++sample) {
+      auto* raw = result->add_raw_samples();
+      raw->set_sample(sample);
+      for (uint64_t i = index; i < stop; ++i) {
+        raw->add_sq_norm(json["raw"][sample][first + static_cast<uint32_t>(i) * stride - 1].get<double>());
+      }
+    }
+  }
+  if (request.include_token_ids() && json.contains("tokens")) {
+    for (uint32_t sample = first_sample; sample < sample_end && sample < json["tokens"].size(); ++sample) {
+      const auto& ids = json["tokens"][sample];
+      auto* tokens = result->add_sample_tokens();
+      tokens->set_sample(sample);
+      for (uint64_t i = index; i < stop; ++i) {
+        tokens->add_token_ids(ids[first + static_cast<uint32_t>(i) * stride - 1].get<uint32_t>());
+      }
+      if (ids.size() > length) tokens->set_next_token_id(ids[length].get<uint32_t>());
+    }
+  }
   if (stop < selected) response->set_next_page_token(std::to_string(stop));
   return absl::OkStatus();
 }

@@ -254,6 +254,16 @@ TEST_F(ServerTest, RegistersAModelAndMeasuresItThroughTheQueue) {
   EXPECT_TRUE(second->next_page_token().empty());
   EXPECT_TRUE(second->report_json().empty());
   result_request.set_page_token("");
+  result_request.set_include_token_ids(true);
+  auto with_tokens = client_->GetJobResult(result_request);
+  ASSERT_TRUE(with_tokens.ok()) << with_tokens.status();
+  ASSERT_EQ(with_tokens->jacobian_norm().sample_tokens_size(), 2);
+  EXPECT_EQ(with_tokens->jacobian_norm().sample_tokens(0).token_ids_size(), 4);
+  EXPECT_TRUE(with_tokens->jacobian_norm().sample_tokens(0).has_next_token_id());
+  EXPECT_EQ(with_tokens->jacobian_norm().branch_ratios_size(), 2);
+  result_request.set_include_raw_samples(true);  // Not kept for this job.
+  EXPECT_EQ(client_->GetJobResult(result_request).status().code(), absl::StatusCode::kFailedPrecondition);
+  result_request.set_include_raw_samples(false);
   result_request.set_last_position(9);
   EXPECT_EQ(ErrorReason(client_->GetJobResult(result_request).status()), "INVALID_POSITION");
   spec->set_model("missing");

@@ -21,7 +21,6 @@ import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import unittest
 import urllib.request
@@ -40,7 +39,7 @@ SMALLEST_NORMAL = 2.2250738585072014e-308
 
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from posbias_server import ServerProcess  # noqa: E402
+from posbias_server import ServerProcess, start_watchdog, metric_samples, sample_value  # noqa: E402
 
 
 def start_server(test_case_class, extra_args=()):
@@ -65,18 +64,6 @@ def tearDownModule():
     code = MAIN.stop()
     if code != 0 or "stopped cleanly" not in MAIN.log:
         raise AssertionError("shared server exited with %s after SIGTERM; log:\n%s" % (code, MAIN.log))
-
-
-def start_watchdog():
-    def expire():
-        sys.stderr.write("cli_test.py: watchdog: still running after %d s; killing servers\n" % WATCHDOG_S)
-        for server in list(ServerProcess.live):
-            server.kill()
-        os._exit(3)
-
-    timer = threading.Timer(WATCHDOG_S, expire)
-    timer.daemon = True
-    timer.start()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -118,26 +105,6 @@ def discrete_rows(h, alpha, length):
     rows = [r for r in read_golden("discrete.csv")
             if int(r["H"]) == h and float(r["alpha"]) == alpha and int(r["L"]) == length]
     return sorted(rows, key=lambda r: int(r["j"]))
-
-
-def metric_samples(text):
-    """Prometheus text format -> list of (name, {label: value}, float value)."""
-    samples = []
-    for line in text.splitlines():
-        if not line or line.startswith("#"):
-            continue
-        match = re.match(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)', line)
-        if not match:
-            continue
-        labels = dict(re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', match.group(2) or ""))
-        samples.append((match.group(1), labels, float(match.group(3))))
-    return samples
-
-
-def sample_value(samples, name, **labels):
-    """Sum of the samples named `name` whose labels include `labels` (None when there is none)."""
-    values = [v for n, l, v in samples if n == name and all(l.get(k) == w for k, w in labels.items())]
-    return sum(values) if values else None
 
 
 def scrape_metrics(server):
@@ -762,7 +729,7 @@ def main():
             parser.error("%s has no %s" % (ARGS.golden_dir, name))
     ARGS.server_binary = os.path.abspath(ARGS.server_binary)
     ARGS.cli_binary = os.path.abspath(ARGS.cli_binary)
-    start_watchdog()
+    start_watchdog(WATCHDOG_S, "cli_test.py")
     try:
         program = unittest.main(argv=[sys.argv[0]] + rest, exit=False, verbosity=2)
     finally:

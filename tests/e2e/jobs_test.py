@@ -28,7 +28,6 @@ import struct
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import unittest
 import urllib.request
@@ -37,8 +36,6 @@ import xml.etree.ElementTree as ElementTree
 ARGS = None      # Parsed command line (set in main()).
 STUB_DIR = None  # Temporary directory with the generated Python stubs (GrpcClientTest).
 
-PROTOC = "/usr/bin/protoc"
-GRPC_PYTHON_PLUGIN = "/usr/bin/grpc_python_plugin"
 SUBPROCESS_TIMEOUT_S = 30
 JOB_TIMEOUT_S = 90
 RPC_TIMEOUT_S = 30
@@ -66,7 +63,8 @@ TERMINAL = ("succeeded", "failed", "cancelled")
 
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from posbias_server import ServerProcess  # noqa: E402
+from posbias_server import (GRPC_PYTHON_PLUGIN, PROTOC, ServerProcess, generate_stubs,  # noqa: E402
+                            metric_samples, sample_value, start_watchdog)
 
 
 class ServerFixture:
@@ -103,18 +101,6 @@ class ServerFixture:
                 self.stop()
         finally:
             shutil.rmtree(self.root, ignore_errors=True)
-
-
-def start_watchdog():
-    def expire():
-        sys.stderr.write("jobs_test.py: watchdog: still running after %d s; killing servers\n" % WATCHDOG_S)
-        for server in list(ServerProcess.live):
-            server.kill()
-        os._exit(3)
-
-    timer = threading.Timer(WATCHDOG_S, expire)
-    timer.daemon = True
-    timer.start()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -187,25 +173,6 @@ def read_safetensors_header(path):
 
 def is_positive_finite(value):
     return isinstance(value, (int, float)) and math.isfinite(value) and value > 0
-
-
-def metric_samples(text):
-    """Prometheus text format -> list of (name, {label: value}, float value)."""
-    samples = []
-    for line in text.splitlines():
-        if not line or line.startswith("#"):
-            continue
-        match = re.match(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)', line)
-        if match:
-            labels = dict(re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', match.group(2) or ""))
-            samples.append((match.group(1), labels, float(match.group(3))))
-    return samples
-
-
-def sample_value(samples, name, **labels):
-    """Sum of the samples named `name` whose labels include `labels` (None when there is none)."""
-    values = [v for n, l, v in samples if n == name and all(l.get(k) == w for k, w in labels.items())]
-    return sum(values) if values else None
 
 
 def scrape_metrics(server):
@@ -774,34 +741,6 @@ class DurabilityTest(ServerTestCase):
 # A Python gRPC client
 
 
-class Stubs:
-    pass
-
-
-def generate_stubs(directory):
-    import grpc
-    protos = ["posbias/v1/common.proto", "posbias/v1/model_service.proto", "posbias/v1/job_service.proto",
-              "grpc/health/v1/health.proto"]
-    command = [PROTOC, "-I" + ARGS.proto_dir, "--python_out=" + directory, "--grpc_out=" + directory,
-               "--plugin=protoc-gen-grpc=" + GRPC_PYTHON_PLUGIN, *protos]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT_S)
-    if result.returncode != 0:
-        raise RuntimeError("%s failed (%d):\n%s" % (" ".join(command), result.returncode, result.stderr))
-    sys.path.insert(0, directory)
-    # The generated grpc/health package lives under the name `grpc`, which is the installed grpcio
-    # package: extend its search path so `grpc.health.v1` resolves to the stubs.
-    grpc.__path__.append(os.path.join(directory, "grpc"))
-    import importlib
-    stubs = Stubs()
-    for alias, module in [("common", "posbias.v1.common_pb2"), ("model", "posbias.v1.model_service_pb2"),
-                          ("model_grpc", "posbias.v1.model_service_pb2_grpc"), ("job", "posbias.v1.job_service_pb2"),
-                          ("job_grpc", "posbias.v1.job_service_pb2_grpc"), ("health", "grpc.health.v1.health_pb2"),
-                          ("health_grpc", "grpc.health.v1.health_pb2_grpc")]:
-        setattr(stubs, alias, importlib.import_module(module))
-    return stubs
-
-
-# Allowed state changes seen by a watcher (job_service.proto JobState), plus staying put.
 ALLOWED_TRANSITIONS = {"JOB_STATE_QUEUED": {"JOB_STATE_RUNNING", "JOB_STATE_CANCELLED"},
                        "JOB_STATE_RUNNING": {"JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED", "JOB_STATE_CANCELLING",
                                              "JOB_STATE_QUEUED"},
@@ -819,7 +758,7 @@ class GrpcClientTest(ServerTestCase):
         cls.grpc = grpc
         if GrpcClientTest.pb is None:
             STUB_DIR = tempfile.mkdtemp(prefix="posbias-jobs-stubs-")
-            GrpcClientTest.pb = generate_stubs(STUB_DIR)
+            GrpcClientTest.pb = generate_stubs(STUB_DIR, ARGS.proto_dir)
         super().setUpClass()
         cls.channel = grpc.insecure_channel(cls.fixture.server.address)
         cls.addClassCleanup(cls.channel.close)
@@ -1059,7 +998,7 @@ def main():
     ARGS.server_binary = os.path.abspath(ARGS.server_binary)
     ARGS.cli_binary = os.path.abspath(ARGS.cli_binary)
     ARGS.proto_dir = os.path.abspath(ARGS.proto_dir)
-    start_watchdog()
+    start_watchdog(WATCHDOG_S, "jobs_test.py")
     try:
         program = unittest.main(argv=[sys.argv[0]] + rest, exit=False, verbosity=2)
     finally:

@@ -1,13 +1,16 @@
-"""A posbias-server process for the black-box tests, shared by the e2e scripts.
+"""What the black-box e2e scripts share: the posbias-server process, a watchdog, Prometheus
+parsing and Python gRPC stub generation.
 
 ServerProcess starts the real binary on 127.0.0.1 with OS-chosen gRPC and metrics ports, reads
 the ports from its log, and stops it with SIGTERM (or SIGKILL). Unless the caller passes its own
 --data-dir, each server keeps its job store and models in a fresh temporary directory.
 """
 
+import os
 import re
 import signal
 import subprocess
+import sys
 import tempfile
 import threading
 
@@ -98,3 +101,92 @@ class ServerProcess:
             self._reader.join(5)
         if self.process is not None and self.process.stderr and not self._reader.is_alive():
             self.process.stderr.close()
+
+
+# ---------------------------------------------------------------------------------------------
+# Helpers the e2e scripts share besides the server process.
+
+PROTOC = "/usr/bin/protoc"
+GRPC_PYTHON_PLUGIN = "/usr/bin/grpc_python_plugin"
+REFLECTION_PROTO_ROOT = "/usr/share/grpc-proto"
+STUB_TIMEOUT_S = 60
+
+
+def start_watchdog(seconds, script):
+    """Kills every live server and exits the process (code 3) if the run is still going after
+    `seconds`: a hung test must not hang CI."""
+    def expire():
+        sys.stderr.write("%s: watchdog: still running after %d s; killing servers\n" % (script, seconds))
+        for server in list(ServerProcess.live):
+            server.kill()
+        os._exit(3)
+
+    timer = threading.Timer(seconds, expire)
+    timer.daemon = True
+    timer.start()
+
+
+def metric_samples(text):
+    """Prometheus text format -> list of (name, {label: value}, float value)."""
+    samples = []
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        match = re.match(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)', line)
+        if match:
+            labels = dict(re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', match.group(2) or ""))
+            samples.append((match.group(1), labels, float(match.group(3))))
+    return samples
+
+
+def sample_value(samples, name, **labels):
+    """Sum of the samples named `name` whose labels include `labels` (None when there is none)."""
+    values = [v for n, l, v in samples if n == name and all(l.get(k) == w for k, w in labels.items())]
+    return sum(values) if values else None
+
+
+class Stubs:
+    """The generated modules, by short name (common, density, model, job, health, reflection, and
+    their *_grpc service stubs)."""
+
+
+def generate_stubs(directory, proto_dir, reflection=False):
+    """Generates Python stubs for the posbias protos (and grpc.reflection with `reflection`) into
+    `directory` with Debian's protoc and grpc_python_plugin, imports them, and checks that each
+    module really came from `directory`."""
+    import grpc
+    import importlib
+    posbias_protos = ["posbias/v1/common.proto", "posbias/v1/density_service.proto", "posbias/v1/model_service.proto",
+                      "posbias/v1/job_service.proto", "grpc/health/v1/health.proto"]
+    sources = [(proto_dir, posbias_protos)]
+    if reflection:
+        sources.append((REFLECTION_PROTO_ROOT, ["grpc/reflection/v1alpha/reflection.proto"]))
+    for include, protos in sources:
+        command = [PROTOC, "-I" + include, "--python_out=" + directory, "--grpc_out=" + directory,
+                   "--plugin=protoc-gen-grpc=" + GRPC_PYTHON_PLUGIN, *protos]
+        result = subprocess.run(command, capture_output=True, text=True, timeout=STUB_TIMEOUT_S)
+        if result.returncode != 0:
+            raise RuntimeError("%s failed (%d):\n%s" % (" ".join(command), result.returncode, result.stderr))
+    sys.path.insert(0, directory)
+    # The generated grpc/health and grpc/reflection packages live under the name `grpc`, which is the
+    # installed grpcio package: extend its search path so `grpc.health.v1` resolves to the stubs.
+    grpc.__path__.append(os.path.join(directory, "grpc"))
+    modules = [("common", "posbias.v1.common_pb2"),
+               ("density", "posbias.v1.density_service_pb2"),
+               ("density_grpc", "posbias.v1.density_service_pb2_grpc"),
+               ("model", "posbias.v1.model_service_pb2"),
+               ("model_grpc", "posbias.v1.model_service_pb2_grpc"),
+               ("job", "posbias.v1.job_service_pb2"),
+               ("job_grpc", "posbias.v1.job_service_pb2_grpc"),
+               ("health", "grpc.health.v1.health_pb2"),
+               ("health_grpc", "grpc.health.v1.health_pb2_grpc")]
+    if reflection:
+        modules += [("reflection", "grpc.reflection.v1alpha.reflection_pb2"),
+                    ("reflection_grpc", "grpc.reflection.v1alpha.reflection_pb2_grpc")]
+    stubs = Stubs()
+    for alias, module in modules:
+        module_object = importlib.import_module(module)
+        if not os.path.realpath(module_object.__file__).startswith(os.path.realpath(directory)):
+            raise RuntimeError("%s was imported from %s, not from the generated stubs" % (module, module_object.__file__))
+        setattr(stubs, alias, module_object)
+    return stubs

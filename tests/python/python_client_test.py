@@ -23,7 +23,6 @@ import struct
 import subprocess
 import sys
 import tempfile
-import threading
 import unittest
 
 import grpc
@@ -33,9 +32,6 @@ MAIN = None       # The shared server (set in setUpModule()).
 STUB_DIR = None   # Temporary directory with the generated stubs.
 pb = None         # Namespace of the generated modules (set in setUpModule()).
 
-PROTOC = "/usr/bin/protoc"
-GRPC_PYTHON_PLUGIN = "/usr/bin/grpc_python_plugin"
-REFLECTION_PROTO_ROOT = "/usr/share/grpc-proto"
 SUBPROCESS_TIMEOUT_S = 20
 RPC_TIMEOUT_S = 10
 WATCHDOG_S = 120
@@ -49,7 +45,8 @@ POSBIAS_SERVICES = ["posbias.v1.DensityService", "posbias.v1.ModelService", "pos
 
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "e2e"))
-from posbias_server import ServerProcess  # noqa: E402
+from posbias_server import (GRPC_PYTHON_PLUGIN, PROTOC, ServerProcess, generate_stubs,  # noqa: E402
+                            start_watchdog)
 
 
 def start_server(test_case_class, extra_args=()):
@@ -67,64 +64,14 @@ def start_server(test_case_class, extra_args=()):
     return server, channel
 
 
-def start_watchdog():
-    def expire():
-        sys.stderr.write("python_client_test.py: watchdog: still running after %d s; killing servers\n" % WATCHDOG_S)
-        for server in list(ServerProcess.live):
-            server.kill()
-        os._exit(3)
-
-    timer = threading.Timer(WATCHDOG_S, expire)
-    timer.daemon = True
-    timer.start()
-
-
 # ---------------------------------------------------------------------------------------------
 # Stub generation
-
-
-class Stubs:
-    pass
-
-
-def generate_stubs(directory):
-    posbias_protos = ["posbias/v1/common.proto", "posbias/v1/density_service.proto", "posbias/v1/model_service.proto",
-                      "posbias/v1/job_service.proto", "grpc/health/v1/health.proto"]
-    for include, protos in [(ARGS.proto_dir, posbias_protos),
-                            (REFLECTION_PROTO_ROOT, ["grpc/reflection/v1alpha/reflection.proto"])]:
-        command = [PROTOC, "-I" + include, "--python_out=" + directory, "--grpc_out=" + directory,
-                   "--plugin=protoc-gen-grpc=" + GRPC_PYTHON_PLUGIN, *protos]
-        result = subprocess.run(command, capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT_S)
-        if result.returncode != 0:
-            raise RuntimeError("%s failed (%d):\n%s" % (" ".join(command), result.returncode, result.stderr))
-    sys.path.insert(0, directory)
-    # The generated grpc/health and grpc/reflection packages live under the name `grpc`, which is the
-    # installed grpcio package: extend its search path so `grpc.health.v1` resolves to the stubs.
-    grpc.__path__.append(os.path.join(directory, "grpc"))
-    import importlib
-    stubs = Stubs()
-    for alias, module in [("common", "posbias.v1.common_pb2"),
-                          ("density", "posbias.v1.density_service_pb2"),
-                          ("density_grpc", "posbias.v1.density_service_pb2_grpc"),
-                          ("model", "posbias.v1.model_service_pb2"),
-                          ("model_grpc", "posbias.v1.model_service_pb2_grpc"),
-                          ("job", "posbias.v1.job_service_pb2"),
-                          ("job_grpc", "posbias.v1.job_service_pb2_grpc"),
-                          ("health", "grpc.health.v1.health_pb2"),
-                          ("health_grpc", "grpc.health.v1.health_pb2_grpc"),
-                          ("reflection", "grpc.reflection.v1alpha.reflection_pb2"),
-                          ("reflection_grpc", "grpc.reflection.v1alpha.reflection_pb2_grpc")]:
-        module_object = importlib.import_module(module)
-        if not os.path.realpath(module_object.__file__).startswith(os.path.realpath(directory)):
-            raise RuntimeError("%s was imported from %s, not from the generated stubs" % (module, module_object.__file__))
-        setattr(stubs, alias, module_object)
-    return stubs
 
 
 def setUpModule():
     global MAIN, STUB_DIR, pb
     STUB_DIR = tempfile.mkdtemp(prefix="posbias-python-stubs-")
-    pb = generate_stubs(STUB_DIR)
+    pb = generate_stubs(STUB_DIR, ARGS.proto_dir, reflection=True)
     MAIN = ServerProcess(ARGS.server_binary).start()
 
 
@@ -709,7 +656,7 @@ def main():
     ARGS.server_binary = os.path.abspath(ARGS.server_binary)
     ARGS.cli_binary = os.path.abspath(ARGS.cli_binary)
     ARGS.proto_dir = os.path.abspath(ARGS.proto_dir)
-    start_watchdog()
+    start_watchdog(WATCHDOG_S, "python_client_test.py")
     try:
         program = unittest.main(argv=[sys.argv[0]] + rest, exit=False, verbosity=2)
     finally:

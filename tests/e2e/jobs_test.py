@@ -24,7 +24,6 @@ import os
 import re
 import shutil
 import signal
-import struct
 import subprocess
 import sys
 import tempfile
@@ -64,7 +63,8 @@ TERMINAL = ("succeeded", "failed", "cancelled")
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from posbias_server import (GRPC_PYTHON_PLUGIN, PROTOC, ServerProcess, generate_stubs,  # noqa: E402
-                            metric_samples, sample_value, start_watchdog)
+                            metric_samples, read_safetensors_header, sample_value,
+                            start_watchdog)
 
 
 class ServerFixture:
@@ -161,14 +161,6 @@ def watch_job(server, job_id, timeout=JOB_TIMEOUT_S):
 
 def register_model(server, name, flags):
     return cli_json(server, "models", "register", name, *flags, timeout=60)
-
-
-def read_safetensors_header(path):
-    """(header dict, file size, header length) of a safetensors file, parsed in pure Python."""
-    with open(path, "rb") as f:
-        data = f.read()
-    (length,) = struct.unpack("<Q", data[:8])
-    return json.loads(data[8:8 + length].decode("utf-8")), len(data), length
 
 
 def is_positive_finite(value):

@@ -14,13 +14,15 @@ import argparse
 import json
 import math
 import os
-import struct
 import subprocess
 import sys
 import tempfile
 import threading
 import unittest
 from fractions import Fraction
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from posbias_server import read_safetensors_header  # noqa: E402
 
 ARGS = None  # Parsed command line (set in main()).
 
@@ -82,14 +84,6 @@ def write_json(directory, name, value):
 def given_tokens(samples, length, offset=0):
     """Deterministic token id lists, all below VOCAB."""
     return [[(7 * s + 13 * j + offset) % VOCAB for j in range(length)] for s in range(samples)]
-
-
-def read_safetensors_header(path):
-    """(header dict, file size) of a safetensors file, parsed in pure Python."""
-    with open(path, "rb") as f:
-        data = f.read()
-    (length,) = struct.unpack("<Q", data[:8])
-    return json.loads(data[8:8 + length].decode("utf-8")), len(data), length
 
 
 def without_timing(report):

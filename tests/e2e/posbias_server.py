@@ -190,3 +190,13 @@ def generate_stubs(directory, proto_dir, reflection=False):
             raise RuntimeError("%s was imported from %s, not from the generated stubs" % (module, module_object.__file__))
         setattr(stubs, alias, module_object)
     return stubs
+
+
+def read_safetensors_header(path):
+    """(header dict, file size, header length) of a safetensors file, parsed in pure Python."""
+    import json
+    import struct
+    with open(path, "rb") as f:
+        data = f.read()
+    (length,) = struct.unpack("<Q", data[:8])
+    return json.loads(data[8:8 + length].decode("utf-8")), len(data), length

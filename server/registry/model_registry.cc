@@ -125,23 +125,36 @@ absl::Status CheckModelName(const std::string& name) {
                                "1..63 characters of [a-z0-9-], starting with a letter or digit"});
 }
 
-absl::StatusOr<std::string> Sha256OfFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return ErrorWithReason(absl::StatusCode::kNotFound, "PATH_NOT_FOUND", "cannot read " + path);
-  std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> context(EVP_MD_CTX_new(), EVP_MD_CTX_free);
-  EVP_DigestInit_ex(context.get(), EVP_sha256(), nullptr);
-  std::vector<char> buffer(1 << 20);
-  while (in) {
-    in.read(buffer.data(), static_cast<std::streamsize>(buffer.size()));
-    EVP_DigestUpdate(context.get(), buffer.data(), static_cast<size_t>(in.gcount()));
-  }
+Sha256::Sha256() : context_(EVP_MD_CTX_new()) {
+  EVP_DigestInit_ex(static_cast<EVP_MD_CTX*>(context_), EVP_sha256(), nullptr);
+}
+
+Sha256::~Sha256() { EVP_MD_CTX_free(static_cast<EVP_MD_CTX*>(context_)); }
+
+void Sha256::Update(const char* data, size_t size) {
+  EVP_DigestUpdate(static_cast<EVP_MD_CTX*>(context_), data, size);
+}
+
+std::string Sha256::HexDigest() {
   unsigned char digest[EVP_MAX_MD_SIZE];
   unsigned int length = 0;
-  EVP_DigestFinal_ex(context.get(), digest, &length);
+  EVP_DigestFinal_ex(static_cast<EVP_MD_CTX*>(context_), digest, &length);
   static const char* hex = "0123456789abcdef";
   std::string out;
   for (unsigned int i = 0; i < length; ++i) out += hex[digest[i] >> 4], out += hex[digest[i] & 15];
   return out;
+}
+
+absl::StatusOr<std::string> Sha256OfFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return ErrorWithReason(absl::StatusCode::kNotFound, "PATH_NOT_FOUND", "cannot read " + path);
+  Sha256 sha;
+  std::vector<char> buffer(1 << 20);
+  while (in) {
+    in.read(buffer.data(), static_cast<std::streamsize>(buffer.size()));
+    sha.Update(buffer.data(), static_cast<size_t>(in.gcount()));
+  }
+  return sha.HexDigest();
 }
 
 absl::StatusOr<std::unique_ptr<ModelRegistry>> ModelRegistry::Open(const Options& options) {
@@ -476,11 +489,9 @@ absl::StatusOr<std::shared_ptr<models::DecoderModel>> ModelRegistry::Acquire(con
 absl::Status ModelRegistry::Export(const std::string& name, const std::string& path) {
   auto model = Acquire(name);
   if (!model.ok()) return model.status();
-  if ((*model)->config().family == models::Family::kCesaro || (*model)->config().family == models::Family::kTorchScript) {
-    if ((*model)->config().family == models::Family::kTorchScript) {
-      return ErrorWithReason(absl::StatusCode::kFailedPrecondition, "INVALID_ARGUMENT",
-                             absl::StrCat(name, " is a TorchScript model: export its file instead"));
-    }
+  if ((*model)->config().family == models::Family::kTorchScript) {
+    return ErrorWithReason(absl::StatusCode::kFailedPrecondition, "INVALID_ARGUMENT",
+                           absl::StrCat(name, " is a TorchScript model: export its file instead"));
   }
   if (auto status = models::ExportWeights(**model, path); !status.ok()) return status;
   auto sha = Sha256OfFile(path);

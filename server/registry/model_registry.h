@@ -123,6 +123,20 @@ class ModelRegistry {
 // Checks a model name: [a-z0-9][a-z0-9-]{0,62}.
 absl::Status CheckModelName(const std::string& name);
 
+// SHA-256 over bytes fed in pieces (uploads are hashed while they arrive).
+class Sha256 {
+ public:
+  Sha256();
+  ~Sha256();
+  Sha256(const Sha256&) = delete;
+  Sha256& operator=(const Sha256&) = delete;
+  void Update(const char* data, size_t size);
+  std::string HexDigest();  // Once, at the end.
+
+ private:
+  void* context_;  // EVP_MD_CTX.
+};
+
 // Hex SHA-256 of a file's bytes.
 absl::StatusOr<std::string> Sha256OfFile(const std::string& path);
 

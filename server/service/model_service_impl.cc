@@ -5,7 +5,6 @@
 #include <random>
 
 #include <google/protobuf/util/time_util.h>
-#include <openssl/evp.h>
 
 #include "absl/strings/str_cat.h"
 #include "server/service/rpc_scope.h"
@@ -105,17 +104,6 @@ bool MatchesSelector(const std::map<std::string, std::string>& labels, const std
   return it != labels.end() && it->second == selector.substr(equals + 1);
 }
 
-std::string HexSha256(const std::string& bytes_so_far, EVP_MD_CTX* context) {
-  (void)bytes_so_far;
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int length = 0;
-  EVP_DigestFinal_ex(context, digest, &length);
-  static const char* hex = "0123456789abcdef";
-  std::string out;
-  for (unsigned int i = 0; i < length; ++i) out += hex[digest[i] >> 4], out += hex[digest[i] & 15];
-  return out;
-}
-
 }  // namespace
 
 void ModelToProto(const registry::ModelEntry& entry, int64_t active_jobs, v1::Model* out) {
@@ -171,18 +159,17 @@ grpc::Status ModelServiceImpl::UploadModel(grpc::ServerContext* context,
   if (auto status = registry::CheckModelName(metadata.name()); !status.ok()) return scope.Finish(status, context);
   const std::string staged = absl::StrCat(registry_->uploads_dir(), "/.staging-", metadata.name(), "-", std::random_device{}());
   std::ofstream out(staged, std::ios::binary | std::ios::trunc);
-  std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> sha(EVP_MD_CTX_new(), EVP_MD_CTX_free);
-  EVP_DigestInit_ex(sha.get(), EVP_sha256(), nullptr);
+  registry::Sha256 sha;
   uint64_t received = 0;
   while (reader->Read(&message)) {
     const std::string& chunk = message.chunk();
     received += chunk.size();
     if (metadata.total_bytes() > 0 && received > metadata.total_bytes()) break;
     out.write(chunk.data(), static_cast<std::streamsize>(chunk.size()));
-    EVP_DigestUpdate(sha.get(), chunk.data(), chunk.size());
+    sha.Update(chunk.data(), chunk.size());
   }
   out.close();
-  const std::string digest = HexSha256("", sha.get());
+  const std::string digest = sha.HexDigest();
   absl::Status status;
   if (metadata.total_bytes() > 0 && received != metadata.total_bytes()) {
     status = InvalidArgumentError({"INVALID_ARGUMENT", "total_bytes", std::to_string(metadata.total_bytes()),

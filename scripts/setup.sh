@@ -9,15 +9,25 @@ PACKAGES=(
   # RPC stack and libraries
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler grpc-proto libabsl-dev
   libspdlog-dev prometheus-cpp-dev libcpp-httplib-dev nlohmann-json3-dev libcli11-dev libboost-math-dev
-  # The job store (SQLite) and SHA-256 of weights and uploads (OpenSSL's libcrypto)
-  libsqlite3-dev libssl-dev
+  # The job stores (embedded SQLite; shared PostgreSQL through libpqxx) and SHA-256 of weights and
+  # uploads (OpenSSL's libcrypto)
+  libsqlite3-dev libpq-dev libpqxx-dev libssl-dev
   # LibTorch (CPU) for the model zoo and the Jacobian engine, with an optimized BLAS behind
   # libblas.so.3 (the reference BLAS is ~15x slower for the matrix products)
   libtorch-dev libopenblas0-openmp
   # Tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-grpcio python3-protobuf python3-mpmath python3-numpy python3-scipy python3-torch
+  # A real PostgreSQL 15 server for the job-store tests (started by the tests on a loopback port)
+  postgresql-15
+  # Deployment tests: the container image built and run without a Docker engine, manifests
+  # rendered and validated offline (kubectl kustomize; Node.js for kubernetes-models and dockerfilelint)
+  podman buildah debootstrap runc uidmap fuse-overlayfs slirp4netns
 )
+# Node.js (with npm) and kubectl may come from other sources on the machine: only when a command is
+# missing is Debian's package for it added.
+command -v node >/dev/null && command -v npm >/dev/null || PACKAGES+=(nodejs npm)
+command -v kubectl >/dev/null || PACKAGES+=(kubernetes-client)
 
 missing=()
 for package in "${PACKAGES[@]}"; do

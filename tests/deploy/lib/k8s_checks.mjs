@@ -1,0 +1,289 @@
+// What the schemas cannot see in a rendered overlay: the contract between the objects (selectors,
+// references, autoscaling targets), with the server (probes, ports, environment, roles and job
+// store) and with the GPU nodes. checkRender(objects, context) returns a list of problem strings.
+import { checkEnvVar } from './server_contract.mjs';
+import { checkPromQL } from './promql.mjs';
+
+export const GRPC_PORT = 50051;
+export const METRICS_PORT = 9464;
+export const API_SERVICES = ['posbias.v1.DensityService', 'posbias.v1.ModelService', 'posbias.v1.JobService'];
+const GPU = 'nvidia.com/gpu';
+const CLUSTER_SCOPED = new Set(['Namespace', 'PersistentVolume', 'ClusterRole', 'ClusterRoleBinding', 'StorageClass', 'PriorityClass']);
+
+const id = (o) => `${o.kind}/${o.metadata?.name}`;
+const matches = (selector, labels) => {
+  if (!selector) return false;
+  const ml = selector.matchLabels ?? {};
+  const ok = Object.entries(ml).every(([k, v]) => labels?.[k] === v);
+  const me = (selector.matchExpressions ?? []).every((e) => {
+    const v = labels?.[e.key];
+    switch (e.operator) {
+      case 'In': return e.values.includes(v);
+      case 'NotIn': return !e.values.includes(v);
+      case 'Exists': return v !== undefined;
+      case 'DoesNotExist': return v === undefined;
+      default: return false;
+    }
+  });
+  return (Object.keys(ml).length > 0 || (selector.matchExpressions ?? []).length > 0) && ok && me;
+};
+const matchesMap = (selector, labels) => Object.keys(selector ?? {}).length > 0 && Object.entries(selector).every(([k, v]) => labels?.[k] === v);
+const portOf = (address) => Number(String(address ?? '').split(':').pop());
+const quantity = (q) => {
+  const m = String(q).match(/^([0-9.]+)(m|Ki|Mi|Gi|Ti|k|M|G)?$/);
+  if (!m) return NaN;
+  const f = { m: 1e-3, Ki: 2 ** 10, Mi: 2 ** 20, Gi: 2 ** 30, Ti: 2 ** 40, k: 1e3, M: 1e6, G: 1e9 }[m[2]] ?? 1;
+  return Number(m[1]) * f;
+};
+
+// The environment a container starts with: ConfigMaps from envFrom, then env (valueFrom as a marker).
+export function containerEnvironment(container, configMaps) {
+  const env = {};
+  for (const from of container.envFrom ?? []) {
+    const cm = from.configMapRef && configMaps[from.configMapRef.name];
+    if (cm) Object.assign(env, Object.fromEntries(Object.entries(cm.data ?? {}).map(([k, v]) => [k, { value: v }])));
+  }
+  for (const e of container.env ?? []) env[e.name] = e.valueFrom ? { from: e.valueFrom } : { value: e.value ?? '' };
+  return env;
+}
+
+const roleOf = (env) => env.POSBIAS_ROLE?.value ?? 'both';
+
+function checkDeployment(d, ctx, problems) {
+  const where = id(d);
+  const pod = d.spec?.template ?? {};
+  const spec = pod.spec ?? {};
+  const add = (m) => problems.push(`${where}: ${m}`);
+  if (!matches(d.spec?.selector, pod.metadata?.labels)) add('spec.selector does not select its own pod template');
+  for (const label of ['app.kubernetes.io/name', 'app.kubernetes.io/component', 'app.kubernetes.io/part-of', 'app.kubernetes.io/version']) {
+    if (!pod.metadata?.labels?.[label]) add(`pod template lacks the label ${label}`);
+  }
+  if (spec.serviceAccountName && !ctx.byKind('ServiceAccount').some((s) => s.metadata.name === spec.serviceAccountName)) {
+    add(`serviceAccountName ${spec.serviceAccountName} is not in the render`);
+  }
+  const podSecurity = spec.securityContext ?? {};
+  const containers = spec.containers ?? [];
+  const server = containers.find((c) => c.name === 'posbias');
+  if (!server) { add('has no container named posbias'); return; }
+  const volumes = Object.fromEntries((spec.volumes ?? []).map((v) => [v.name, v]));
+  for (const v of spec.volumes ?? []) {
+    if (!containers.some((c) => (c.volumeMounts ?? []).some((m) => m.name === v.name))) add(`volume ${v.name} is mounted by no container`);
+    const claim = v.persistentVolumeClaim?.claimName;
+    if (claim && !ctx.byKind('PersistentVolumeClaim').some((p) => p.metadata.name === claim) && !ctx.externalClaims.has(claim)) {
+      add(`volume ${v.name} claims ${claim}, which is neither in the render nor a documented prerequisite`);
+    }
+    if (v.configMap && !ctx.configMaps[v.configMap.name]) add(`volume ${v.name} uses ConfigMap ${v.configMap.name}, not in the render`);
+  }
+  for (const c of containers) {
+    const cw = `container ${c.name}`;
+    for (const m of c.volumeMounts ?? []) if (!volumes[m.name]) add(`${cw} mounts ${m.name}, which is not a volume of the pod`);
+    for (const from of c.envFrom ?? []) {
+      if (from.configMapRef && !ctx.configMaps[from.configMapRef.name]) add(`${cw} envFrom ConfigMap ${from.configMapRef.name} is not in the render`);
+      if (from.secretRef) add(`${cw} takes a whole Secret as environment (envFrom.secretRef): name the keys`);
+    }
+    for (const e of c.env ?? []) {
+      const secret = e.valueFrom?.secretKeyRef;
+      if (secret) {
+        const inRender = ctx.byKind('Secret').find((s) => s.metadata.name === secret.name);
+        const keys = inRender ? Object.keys({ ...inRender.data, ...inRender.stringData }) : ctx.externalSecrets[secret.name];
+        if (!keys) add(`${cw} env ${e.name} reads Secret ${secret.name}, neither in the render nor documented (secret.example.yaml)`);
+        else if (!keys.includes(secret.key)) add(`${cw} env ${e.name} reads key ${secret.key} of Secret ${secret.name}, which has ${keys.join(', ')}`);
+      }
+      const cmRef = e.valueFrom?.configMapKeyRef;
+      if (cmRef && !ctx.configMaps[cmRef.name]?.data?.[cmRef.key]) add(`${cw} env ${e.name} reads ${cmRef.name}/${cmRef.key}, not in the render`);
+    }
+    for (const e of c.env ?? []) { // (ConfigMap entries are checked with the ConfigMap)
+      const problem = checkEnvVar(ctx.serverEnv, e.name, e.valueFrom ? undefined : e.value ?? '');
+      if (problem) add(`${cw}: ${problem}`);
+    }
+    const sc = c.securityContext ?? {};
+    if (!(sc.runAsNonRoot ?? podSecurity.runAsNonRoot)) add(`${cw} may run as root (runAsNonRoot is not true)`);
+    const uid = sc.runAsUser ?? podSecurity.runAsUser;
+    if (uid !== undefined && uid !== ctx.uid) add(`${cw} runs as uid ${uid}, the image's user is ${ctx.uid}`);
+    if (sc.allowPrivilegeEscalation !== false) add(`${cw} allows privilege escalation`);
+    if (!(sc.capabilities?.drop ?? []).includes('ALL')) add(`${cw} does not drop all capabilities`);
+    const requests = c.resources?.requests ?? {};
+    const limits = c.resources?.limits ?? {};
+    if (!requests.cpu || !requests.memory) add(`${cw} lacks cpu and memory requests`);
+    if (!limits.memory) add(`${cw} lacks a memory limit`);
+    for (const [r, q] of Object.entries(limits)) {
+      if (requests[r] !== undefined && quantity(requests[r]) > quantity(q)) add(`${cw} requests more ${r} (${requests[r]}) than its limit (${q})`);
+    }
+    if (requests[GPU] !== undefined && String(requests[GPU]) !== String(limits[GPU])) add(`${cw}: ${GPU} requests must equal limits`);
+  }
+
+  // The server container: ports, probes, role, store, drain, filesystem, GPU.
+  const env = containerEnvironment(server, ctx.configMaps);
+  const role = roleOf(env);
+  const ports = Object.fromEntries((server.ports ?? []).map((p) => [p.name, p.containerPort]));
+  if (ports.grpc !== GRPC_PORT) add(`container port grpc is ${ports.grpc}, expected ${GRPC_PORT}`);
+  if (ports.metrics !== METRICS_PORT) add(`container port metrics is ${ports.metrics}, expected ${METRICS_PORT}`);
+  if (portOf(env.POSBIAS_LISTEN?.value) !== GRPC_PORT) add(`POSBIAS_LISTEN (${env.POSBIAS_LISTEN?.value}) does not listen on ${GRPC_PORT}`);
+  if (portOf(env.POSBIAS_METRICS_LISTEN?.value) !== METRICS_PORT) add(`POSBIAS_METRICS_LISTEN (${env.POSBIAS_METRICS_LISTEN?.value}) does not listen on ${METRICS_PORT}`);
+  for (const [probeName, probe] of [['livenessProbe', server.livenessProbe], ['readinessProbe', server.readinessProbe], ['startupProbe', server.startupProbe]]) {
+    if (!probe) { if (probeName !== 'startupProbe') add(`no ${probeName}`); continue; }
+    if (!probe.grpc) { add(`${probeName} is not a gRPC health probe`); continue; }
+    if (probe.grpc.port !== GRPC_PORT) add(`${probeName} probes port ${probe.grpc.port}, not ${GRPC_PORT}`);
+    const service = probe.grpc.service ?? '';
+    if (probeName === 'readinessProbe' && role !== 'worker') {
+      if (!API_SERVICES.includes(service)) add(`readinessProbe of an API pod (role ${role}) asks for "${service}", not one of ${API_SERVICES.join(', ')}`);
+    } else if (service !== '') {
+      add(`${probeName} asks for service "${service}"; a ${role === 'worker' ? 'worker' : probeName === 'livenessProbe' ? 'liveness probe' : 'startup probe'} should ask for the overall "" status`);
+    }
+  }
+  if (!['api', 'worker', 'both'].includes(role)) add(`POSBIAS_ROLE ${role} is not api, worker or both`);
+  const store = env.POSBIAS_JOB_STORE;
+  const shared = store && (store.from || /^postgres(ql)?:\/\//.test(store.value));
+  if (store?.value && !/^postgres(ql)?:\/\//.test(store.value)) add(`POSBIAS_JOB_STORE ${store.value} is not a postgresql:// URI`);
+  if (store?.value && /:\/\/[^/@]*:[^/@]+@/.test(store.value)) add('POSBIAS_JOB_STORE carries a password in the manifest: read it from a Secret');
+  if (role !== 'both' && !shared) add(`role ${role} without a shared POSBIAS_JOB_STORE: ${role === 'api' ? 'no worker can see its jobs' : 'it has no jobs to run'}`);
+  if (!shared) {
+    if ((d.spec?.replicas ?? 1) !== 1) add('the embedded SQLite store allows one replica');
+    if (ctx.byKind('HorizontalPodAutoscaler').some((h) => h.spec?.scaleTargetRef?.name === d.metadata.name)) add('autoscaled, but the embedded SQLite store allows one replica');
+    const dataClaim = (spec.volumes ?? []).find((v) => v.persistentVolumeClaim && (server.volumeMounts ?? []).some((m) => m.name === v.name && m.mountPath === (env.POSBIAS_DATA_DIR?.value ?? '/data')));
+    if (dataClaim && d.spec?.strategy?.type !== 'Recreate') add('one SQLite file on a ReadWriteOnce claim needs strategy Recreate (a rolling update would run two pods on it)');
+  }
+  const drain = Number(env.POSBIAS_DRAIN_SECONDS?.value ?? 10);
+  const grace = spec.terminationGracePeriodSeconds ?? 30;
+  if (!(grace > drain)) add(`terminationGracePeriodSeconds ${grace} is not longer than POSBIAS_DRAIN_SECONDS ${drain}`);
+  const sc = server.securityContext ?? {};
+  if (sc.readOnlyRootFilesystem) {
+    const mounted = (server.volumeMounts ?? []).filter((m) => !m.readOnly).map((m) => m.mountPath);
+    for (const dir of ['/tmp', env.POSBIAS_DATA_DIR?.value ?? '/data']) {
+      if (!mounted.includes(dir)) add(`read-only root filesystem but no writable volume at ${dir}`);
+    }
+  }
+  if (env.POSBIAS_MODEL_ROOT?.value && !(server.volumeMounts ?? []).some((m) => m.mountPath === env.POSBIAS_MODEL_ROOT.value)) {
+    add(`POSBIAS_MODEL_ROOT ${env.POSBIAS_MODEL_ROOT.value} is not a mounted volume`);
+  }
+  const annotations = pod.metadata?.annotations ?? {};
+  if (annotations['prometheus.io/scrape'] === 'true' && Number(annotations['prometheus.io/port']) !== METRICS_PORT) {
+    add(`prometheus.io/port ${annotations['prometheus.io/port']} is not the metrics port ${METRICS_PORT}`);
+  }
+  const gpus = Number(server.resources?.limits?.[GPU] ?? 0);
+  const cudaImage = /-cuda$/.test(server.image ?? '');
+  const cpuWorker = !/^(false|0|off|no)$/i.test(env.POSBIAS_CPU_WORKER?.value ?? 'true');
+  if (role !== 'api' && !cpuWorker && gpus < 1) add('runs jobs on CUDA devices only (POSBIAS_CPU_WORKER=false) but requests no GPU');
+  if (gpus > 0) {
+    if (!cudaImage) add(`requests ${GPU} but runs the CPU image ${server.image}`);
+    if (role === 'api') add('an API pod holds a GPU it never uses');
+    if (!(spec.tolerations ?? []).some((t) => t.key === GPU && (t.effect === 'NoSchedule' || !t.effect) && (t.operator === 'Exists' || t.operator === 'Equal'))) {
+      add(`requests ${GPU} but does not tolerate the ${GPU}:NoSchedule taint`);
+    }
+    if (!spec.nodeSelector && !spec.affinity?.nodeAffinity) add('requests a GPU without a nodeSelector or node affinity for GPU nodes');
+  } else if (cudaImage) {
+    add('runs the CUDA image without requesting a GPU');
+  }
+  return role;
+}
+
+export function checkRender(objects, ctx) {
+  const problems = [];
+  const byKind = (kind) => objects.filter((o) => o.kind === kind);
+  const configMaps = Object.fromEntries(byKind('ConfigMap').map((c) => [c.metadata.name, c]));
+  const c = { ...ctx, byKind, configMaps };
+  const seen = new Set();
+  const namespaces = new Set(byKind('Namespace').map((n) => n.metadata.name));
+  for (const o of objects) {
+    const key = `${o.apiVersion?.split('/')[0]}/${id(o)}`;
+    if (seen.has(key)) problems.push(`${id(o)}: defined twice`);
+    seen.add(key);
+    if (!o.metadata?.labels?.['app.kubernetes.io/name'] || !o.metadata?.labels?.['app.kubernetes.io/part-of']) {
+      problems.push(`${id(o)}: lacks the labels app.kubernetes.io/name and app.kubernetes.io/part-of`);
+    }
+    if (!CLUSTER_SCOPED.has(o.kind)) {
+      if (!o.metadata?.namespace) problems.push(`${id(o)}: has no namespace (the overlay must set one)`);
+      else if (!namespaces.has(o.metadata.namespace)) problems.push(`${id(o)}: namespace ${o.metadata.namespace} is not created by the overlay`);
+    }
+  }
+  for (const [name, cm] of Object.entries(configMaps)) {
+    for (const [k, v] of Object.entries(cm.data ?? {})) {
+      const problem = checkEnvVar(ctx.serverEnv, k, v);
+      if (problem) problems.push(`ConfigMap/${name}: ${problem}`);
+    }
+  }
+  const deployments = byKind('Deployment');
+  const roles = deployments.map((d) => ({ d, role: checkDeployment(d, c, problems) }));
+  if (deployments.length === 0) problems.push('renders no Deployment');
+  if (roles.some((r) => r.role === 'api') && !roles.some((r) => r.role === 'worker' || r.role === 'both')) {
+    problems.push('has an API tier but no worker: submitted jobs would never run');
+  }
+  const podsOf = (selector, map = false) => deployments.filter((d) => (map ? matchesMap(selector, d.spec.template.metadata.labels) : matches(selector, d.spec.template.metadata.labels)));
+  const containerPorts = (d) => (d.spec.template.spec.containers ?? []).flatMap((x) => x.ports ?? []);
+
+  for (const s of byKind('Service')) {
+    const selected = podsOf(s.spec?.selector, true);
+    if (selected.length === 0) { problems.push(`${id(s)}: selects no pod in the render`); continue; }
+    for (const d of selected) {
+      const role = roleOf(containerEnvironment(d.spec.template.spec.containers.find((x) => x.name === 'posbias') ?? {}, configMaps));
+      if (role === 'worker') problems.push(`${id(s)}: selects the worker pods of ${id(d)}, which serve no API`);
+      for (const p of s.spec.ports ?? []) {
+        const target = p.targetPort ?? p.port;
+        if (!containerPorts(d).some((cp) => cp.name === target || cp.containerPort === target)) problems.push(`${id(s)}: port ${p.name} targets ${target}, not a port of ${id(d)}`);
+      }
+    }
+    const ports = Object.fromEntries((s.spec.ports ?? []).map((p) => [p.name, p.port]));
+    if (ports.grpc !== GRPC_PORT || ports.metrics !== METRICS_PORT) problems.push(`${id(s)}: needs ports grpc ${GRPC_PORT} and metrics ${METRICS_PORT}`);
+  }
+  const pdbFor = new Map();
+  for (const p of byKind('PodDisruptionBudget')) {
+    const selected = podsOf(p.spec?.selector);
+    if (selected.length === 0) problems.push(`${id(p)}: selects no pod in the render`);
+    for (const d of selected) {
+      if (pdbFor.has(d.metadata.name)) problems.push(`${id(d)}: selected by both ${pdbFor.get(d.metadata.name)} and ${id(p)} (eviction fails with two budgets)`);
+      pdbFor.set(d.metadata.name, id(p));
+      const replicas = d.spec.replicas ?? 1;
+      if (typeof p.spec.minAvailable === 'number' && p.spec.minAvailable >= replicas) problems.push(`${id(p)}: minAvailable ${p.spec.minAvailable} with ${replicas} replica(s) blocks every node drain`);
+      if (p.spec.maxUnavailable === 0) problems.push(`${id(p)}: maxUnavailable 0 blocks every node drain`);
+    }
+  }
+  for (const h of byKind('HorizontalPodAutoscaler')) {
+    const ref = h.spec?.scaleTargetRef ?? {};
+    const target = deployments.find((d) => ref.kind === 'Deployment' && d.metadata.name === ref.name);
+    if (!target) { problems.push(`${id(h)}: scales ${ref.kind}/${ref.name}, not in the render`); continue; }
+    if ((h.spec.minReplicas ?? 1) > h.spec.maxReplicas) problems.push(`${id(h)}: minReplicas above maxReplicas`);
+    for (const m of h.spec.metrics ?? []) {
+      if (m.type === 'Resource' && m.resource?.target?.type === 'Utilization') {
+        for (const x of target.spec.template.spec.containers) {
+          if (!x.resources?.requests?.[m.resource.name]) problems.push(`${id(h)}: ${m.resource.name} utilization of ${x.name}, which requests no ${m.resource.name}`);
+        }
+      }
+      if (m.type === 'External' || m.type === 'Pods' || m.type === 'Object') {
+        const spec = m.external ?? m.pods ?? m.object;
+        const served = (m.type === 'External' ? ctx.adapter.external : ctx.adapter.custom).get(spec.metric.name);
+        if (!served) { problems.push(`${id(h)}: ${m.type} metric ${spec.metric.name} is not served by deploy/k8s/prometheus-adapter/values.yaml`); continue; }
+        const series = ctx.metrics[served.series];
+        const keys = [...Object.keys(spec.metric.selector?.matchLabels ?? {}), ...(spec.metric.selector?.matchExpressions ?? []).map((e) => e.key)];
+        for (const k of keys) if (series && !series.labels.has(k)) problems.push(`${id(h)}: selects ${spec.metric.name} by ${k}, a label ${served.series} does not have`);
+        const values = [...Object.values(spec.metric.selector?.matchLabels ?? {}), ...(spec.metric.selector?.matchExpressions ?? []).flatMap((e) => e.values ?? [])];
+        for (const v of values) {
+          const known = Object.values(series?.values ?? {}).find((set) => set.has(v)) ?? null;
+          if (series && Object.keys(series.values).length > 0 && !known) problems.push(`${id(h)}: selector value ${v} is no value of ${served.series}'s labels`);
+        }
+      }
+    }
+  }
+  for (const sm of byKind('ServiceMonitor')) {
+    const services = byKind('Service').filter((s) => matches(sm.spec?.selector, s.metadata.labels));
+    if (services.length === 0) problems.push(`${id(sm)}: selects no Service in the render`);
+    for (const e of sm.spec?.endpoints ?? []) {
+      for (const s of services) if (!(s.spec.ports ?? []).some((p) => p.name === e.port)) problems.push(`${id(sm)}: Service ${s.metadata.name} has no port named ${e.port}`);
+    }
+  }
+  for (const pm of byKind('PodMonitor')) {
+    const selected = podsOf(pm.spec?.selector);
+    if (selected.length === 0) problems.push(`${id(pm)}: selects no pod in the render`);
+    for (const e of pm.spec?.podMetricsEndpoints ?? []) {
+      for (const d of selected) if (!containerPorts(d).some((p) => p.name === e.port)) problems.push(`${id(pm)}: ${id(d)} has no container port named ${e.port}`);
+    }
+  }
+  for (const r of byKind('PrometheusRule')) {
+    const recorded = new Set((r.spec?.groups ?? []).flatMap((g) => g.rules.map((x) => x.record).filter(Boolean)));
+    for (const g of r.spec?.groups ?? []) {
+      for (const rule of g.rules ?? []) {
+        for (const p of checkPromQL(rule.expr, ctx.metrics, { recorded })) problems.push(`${id(r)}: ${rule.record ?? rule.alert}: ${p}`);
+      }
+    }
+  }
+  return problems;
+}

@@ -1,0 +1,28 @@
+# The fixture deploy.npm_ci: `npm ci` of tests/deploy/package-lock.json into NPM_DIR (the build tree),
+# skipped when NPM_DIR already holds exactly that lock file's install.
+#   cmake -DNPM=npm -DSOURCE_DIR=tests/deploy -DNPM_DIR=build/.../npm -P npm_ci.cmake
+if(NOT NPM)
+  message(FATAL_ERROR "npm not found: scripts/setup.sh installs Node.js and npm")
+endif()
+file(MAKE_DIRECTORY ${NPM_DIR})
+set(stamp ${NPM_DIR}/installed.sha256)
+file(SHA256 ${SOURCE_DIR}/package.json package_hash)
+file(SHA256 ${SOURCE_DIR}/package-lock.json lock_hash)
+set(want "${package_hash} ${lock_hash}")
+if(EXISTS ${stamp} AND EXISTS ${NPM_DIR}/node_modules)
+  file(READ ${stamp} have)
+  if(have STREQUAL want)
+    message(STATUS "npm packages in ${NPM_DIR} are up to date")
+    return()
+  endif()
+endif()
+file(REMOVE ${stamp})
+foreach(file package.json package-lock.json)
+  configure_file(${SOURCE_DIR}/${file} ${NPM_DIR}/${file} COPYONLY)
+endforeach()
+execute_process(COMMAND ${NPM} ci --no-audit --no-fund --prefer-offline
+  WORKING_DIRECTORY ${NPM_DIR} RESULT_VARIABLE result)
+if(NOT result EQUAL 0)
+  message(FATAL_ERROR "npm ci failed (${result}) in ${NPM_DIR}: is the npm registry reachable?")
+endif()
+file(WRITE ${stamp} "${want}")

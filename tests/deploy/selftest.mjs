@@ -1,0 +1,166 @@
+// deploy.checks_selftest: the checks of this folder must fail on broken input, not only pass on good
+// input. Each case breaks a copy of a real manifest, the Compose file, the dashboard, a Dockerfile or
+// the README in one way and expects a new problem matching a pattern (problems already present in
+// the unbroken input do not count). Usage: node selftest.mjs [--kubectl PATH]
+import fs from 'node:fs';
+import path from 'node:path';
+import { execFileSync } from 'node:child_process';
+import { need, deployDir, repoRoot } from './lib/deps.mjs';
+import { serverMetrics, serverEnvironment } from './lib/server_contract.mjs';
+import { schemaProblems } from './lib/k8s_types.mjs';
+import { checkRender } from './lib/k8s_checks.mjs';
+import { checkPromQL } from './lib/promql.mjs';
+import { loadCompose } from './lib/compose.mjs';
+import { checkCompose, checkDashboard } from './check_compose.mjs';
+import { adapterRules } from './validate_manifests.mjs';
+import { lintDockerfile } from './lint_dockerfile.mjs';
+import { checkDocs } from './check_docs.mjs';
+
+const YAML = need('yaml');
+const args = process.argv.slice(2);
+const kubectl = args.includes('--kubectl') ? args[args.indexOf('--kubectl') + 1] : 'kubectl';
+const metrics = serverMetrics();
+const serverEnv = serverEnvironment();
+
+class Collect { constructor() { this.list = []; } add(w, m) { this.list.push(`${w}: ${m}`); } addAll(w, ms) { for (const m of ms) this.add(w, m); } }
+
+const render = (overlay) => YAML.parseAllDocuments(execFileSync(kubectl, ['kustomize', path.join(deployDir, 'k8s', 'overlays', overlay)], { encoding: 'utf8' })).map((d) => d.toJS()).filter(Boolean);
+const adapterProblems = new Collect();
+const adapter = adapterRules(YAML.parse(fs.readFileSync(path.join(deployDir, 'k8s', 'prometheus-adapter', 'values.yaml'), 'utf8')), metrics, adapterProblems);
+const k8sContext = { metrics, serverEnv, uid: 10001, externalSecrets: { 'posbias-postgres': ['uri'] }, externalClaims: new Set(['posbias-models']), adapter };
+const checkK8s = (objects) => [...checkRender(objects, k8sContext), ...objects.flatMap((o) => schemaProblems(o).map((p) => `${o.kind}/${o.metadata?.name}: ${p}`))];
+const find = (objects, kind, name) => objects.find((o) => o.kind === kind && (!name || o.metadata.name === name));
+const server = (d) => d.spec.template.spec.containers.find((c) => c.name === 'posbias');
+const envEntry = (d, name) => server(d).env.find((e) => e.name === name);
+
+let failures = 0;
+let count = 0;
+function expect(label, baseline, broken, pattern) {
+  count++;
+  const before = new Set(baseline);
+  const fresh = broken.filter((p) => !before.has(p));
+  if (fresh.some((p) => pattern.test(p))) { console.log(`ok    ${label}`); return; }
+  failures++;
+  console.error(`FAIL  ${label}: expected a new problem matching ${pattern}; new problems: ${JSON.stringify(fresh)}`);
+}
+
+// ---- Kubernetes ------------------------------------------------------------------------------------
+const renders = { production: render('production'), dev: render('dev') };
+const baselines = Object.fromEntries(Object.entries(renders).map(([k, v]) => [k, checkK8s(v)]));
+function k8sCase(label, overlay, mutate, pattern) {
+  const objects = structuredClone(renders[overlay]);
+  mutate(objects);
+  expect(`k8s ${overlay}: ${label}`, baselines[overlay], checkK8s(objects), pattern);
+}
+const api = (o) => find(o, 'Deployment', 'posbias');
+const gpu = (o) => find(o, 'Deployment', 'posbias-worker-gpu');
+k8sCase('misspelt field (readinesProbe)', 'production', (o) => { const c = server(api(o)); c.readinesProbe = c.readinessProbe; delete c.readinessProbe; }, /readinesProbe: unknown field/);
+k8sCase('misspelt CRD field', 'production', (o) => { find(o, 'ServiceMonitor').spec.endpoints[0].intervall = '5s'; }, /intervall: unknown field/);
+k8sCase('wrong type (replicas "two")', 'production', (o) => { api(o).spec.replicas = 'two'; }, /schema: .*replicas/);
+k8sCase('object of an unknown kind', 'production', (o) => { o.push({ apiVersion: 'keda.sh/v1alpha1', kind: 'ScaledObject', metadata: { name: 'x', namespace: 'posbias', labels: api(o).metadata.labels }, spec: {} }); }, /no schema for keda\.sh/);
+k8sCase('HTTP liveness probe', 'production', (o) => { server(api(o)).livenessProbe = { httpGet: { port: 9464, path: '/healthz' } }; }, /livenessProbe is not a gRPC/);
+k8sCase('readiness on the wrong port', 'production', (o) => { server(api(o)).readinessProbe.grpc.port = 50052; }, /readinessProbe probes port 50052/);
+k8sCase('API readiness on the overall service', 'production', (o) => { delete server(api(o)).readinessProbe.grpc.service; }, /readinessProbe of an API pod/);
+k8sCase('may run as root', 'production', (o) => { delete api(o).spec.template.spec.securityContext.runAsNonRoot; }, /may run as root/);
+k8sCase('no resource requests', 'production', (o) => { delete server(gpu(o)).resources.requests; }, /lacks cpu and memory requests/);
+k8sCase('GPU worker without toleration', 'production', (o) => { delete gpu(o).spec.template.spec.tolerations; }, /does not tolerate/);
+k8sCase('GPU worker without a GPU', 'production', (o) => { const r = server(gpu(o)).resources; delete r.limits['nvidia.com/gpu']; delete r.requests['nvidia.com/gpu']; }, /requests no GPU/);
+k8sCase('GPU request without the CUDA image', 'production', (o) => { server(gpu(o)).image = 'ghcr.io/posbias/posbias-server:0.1.0'; }, /CPU image/);
+k8sCase('Service selecting workers', 'production', (o) => { find(o, 'Service').spec.selector['app.kubernetes.io/component'] = 'worker'; }, /selects the worker pods/);
+k8sCase('Service selecting nothing', 'production', (o) => { find(o, 'Service').spec.selector['app.kubernetes.io/name'] = 'posbais'; }, /selects no pod/);
+k8sCase('HPA target misspelt', 'production', (o) => { find(o, 'HorizontalPodAutoscaler', 'posbias').spec.scaleTargetRef.name = 'posbais'; }, /scales Deployment\/posbais, not in the render/);
+k8sCase('PDB selecting nothing', 'production', (o) => { find(o, 'PodDisruptionBudget', 'posbias-worker-gpu').spec.selector.matchLabels['posbias.io/pool'] = 'tpu'; }, /selects no pod/);
+k8sCase('two PDBs on one pod', 'production', (o) => { find(o, 'PodDisruptionBudget', 'posbias').spec.selector = { matchLabels: { 'app.kubernetes.io/name': 'posbias' } }; }, /selected by both/);
+k8sCase('external metric the adapter does not serve', 'production', (o) => { find(o, 'HorizontalPodAutoscaler', 'posbias-worker-gpu').spec.metrics[0].external.metric.name = 'posbias_queue'; }, /not served by/);
+k8sCase('external metric selector value misspelt', 'production', (o) => { find(o, 'HorizontalPodAutoscaler', 'posbias-worker-gpu').spec.metrics[0].external.metric.selector.matchExpressions[0].values = ['queud']; }, /selector value queud/);
+k8sCase('environment variable misspelt', 'production', (o) => { server(api(o)).env.push({ name: 'POSBIAS_LISTN', value: '0.0.0.0:1' }); }, /POSBIAS_LISTN is not read by the server/);
+k8sCase('invalid setting value', 'production', (o) => { find(o, 'ConfigMap').data.POSBIAS_LOG_FORMAT = 'xml'; }, /xml is not one of/);
+k8sCase('grace period shorter than the drain', 'production', (o) => { envEntry(gpu(o), 'POSBIAS_DRAIN_SECONDS').value = '600'; }, /terminationGracePeriodSeconds 180 is not longer/);
+k8sCase('Secret key misspelt', 'production', (o) => { envEntry(api(o), 'POSBIAS_JOB_STORE').valueFrom.secretKeyRef.key = 'url'; }, /reads key url/);
+k8sCase('password in the manifest', 'production', (o) => { envEntry(api(o), 'POSBIAS_JOB_STORE').valueFrom = undefined; envEntry(api(o), 'POSBIAS_JOB_STORE').value = 'postgresql://u:secret@db:5432/p'; }, /password in the manifest/);
+k8sCase('API tier without a shared store', 'production', (o) => { const c = server(api(o)); c.env = c.env.filter((e) => e.name !== 'POSBIAS_JOB_STORE'); }, /without a shared POSBIAS_JOB_STORE/);
+k8sCase('API tier without workers', 'production', (o) => { o.splice(o.indexOf(gpu(o)), 1); }, /no worker/);
+k8sCase('unknown metric in a rule', 'production', (o) => { find(o, 'PrometheusRule').spec.groups[1].rules[0].expr = 'posbias_up == 0'; }, /unknown metric posbias_up/);
+k8sCase('wrong label in a rule', 'production', (o) => { find(o, 'PrometheusRule').spec.groups[0].rules[0].expr = 'max by (state) (process_memory_bytes{kind="resident"})'; }, /has no label kind/);
+k8sCase('ServiceMonitor port name', 'production', (o) => { find(o, 'ServiceMonitor').spec.endpoints[0].port = 'metric'; }, /no port named metric/);
+k8sCase('PodMonitor selecting nothing', 'production', (o) => { find(o, 'PodMonitor').spec.selector.matchLabels['app.kubernetes.io/component'] = 'workers'; }, /selects no pod/);
+k8sCase('read-only root without /tmp', 'production', (o) => { const d = api(o); server(d).volumeMounts = server(d).volumeMounts.filter((m) => m.mountPath !== '/tmp'); d.spec.template.spec.volumes = d.spec.template.spec.volumes.filter((v) => v.name !== 'tmp'); }, /no writable volume at \/tmp/);
+k8sCase('claim of an undocumented PVC', 'production', (o) => { api(o).spec.template.spec.volumes.find((v) => v.name === 'models').persistentVolumeClaim.claimName = 'models'; }, /claims models/);
+k8sCase('object without namespace', 'production', (o) => { delete find(o, 'Service').metadata.namespace; }, /has no namespace/);
+k8sCase('SQLite with two replicas', 'dev', (o) => { api(o).spec.replicas = 2; }, /allows one replica/);
+k8sCase('SQLite on RWO with a rolling update', 'dev', (o) => { api(o).spec.strategy = { type: 'RollingUpdate' }; }, /strategy Recreate/);
+k8sCase('worker role on SQLite', 'dev', (o) => { envEntry(api(o), 'POSBIAS_ROLE').value = 'worker'; }, /without a shared POSBIAS_JOB_STORE/);
+
+// ---- Compose ---------------------------------------------------------------------------------------
+const composeText = fs.readFileSync(path.join(deployDir, 'compose.yaml'), 'utf8');
+const composeProblems = (c) => { const p = new Collect(); checkCompose(c, p, { metrics, serverEnv }); return p.list; };
+const composeBase = loadCompose('compose.yaml', composeText);
+const composeBaseline = composeProblems(composeBase);
+function composeCase(label, mutate, pattern) {
+  const c = structuredClone(composeBase);
+  mutate(c);
+  expect(`compose: ${label}`, composeBaseline, composeProblems(c), pattern);
+}
+composeCase('store on the wrong host', (c) => { c.services.posbias.environment.POSBIAS_JOB_STORE = 'postgresql://posbias@db:5432/posbias'; }, /host db is not the postgres service/);
+composeCase('password in the store URI', (c) => { c.services.posbias.environment.POSBIAS_JOB_STORE = 'postgresql://posbias:pw@postgres:5432/posbias'; }, /carries the password/);
+composeCase('metrics port not published', (c) => { c.services.posbias.ports = ['50051:50051']; }, /metrics port .* is not published/);
+composeCase('misspelt service key', (c) => { c.services.posbias.enviroment = {}; }, /unknown key enviroment/);
+composeCase('build target that is no stage', (c) => { c.services.posbias.build.target = 'runtim'; }, /build\.target runtim is no stage|does not exist/);
+composeCase('healthcheck on the wrong port', (c) => { c.services.posbias.healthcheck.test = ['CMD', 'posbias', '--server', '127.0.0.1:50052', 'health']; }, /healthcheck/);
+composeCase('missing postgres service', (c) => { delete c.services.postgres; }, /no service postgres/);
+composeCase('worker publishing ports', (c) => { c.services['posbias-worker'].ports = ['9465:9464']; }, /cannot publish host ports/);
+composeCase('variable without default', (c) => { c.services.posbias.environment.POSBIAS_LOG_LEVEL = '${LOG_LEVEL}'; }, /has no default/);
+
+// ---- Grafana dashboard -----------------------------------------------------------------------------
+const dashboard = JSON.parse(fs.readFileSync(path.join(deployDir, 'grafana', 'dashboards', 'posbias.json'), 'utf8'));
+const dashProblems = (d) => { const p = new Collect(); checkDashboard(d, 'dashboard', p, { metrics, datasourceUids: new Set(['prometheus']) }); return p.list; };
+const dashBaseline = dashProblems(dashboard);
+function dashCase(label, mutate, pattern) {
+  const d = structuredClone(dashboard);
+  mutate(d);
+  expect(`dashboard: ${label}`, dashBaseline, dashProblems(d), pattern);
+}
+const panel = (d, title) => d.panels.find((p) => p.title === title);
+dashCase('unknown metric', (d) => { panel(d, 'Queue depth').targets[0].expr = 'max by (state) (posbias_queue_depth)'; }, /unknown metric posbias_queue_depth/);
+dashCase('metric without a panel', (d) => { d.panels = d.panels.filter((p) => p.title !== 'Device memory'); }, /no panel of the server metric posbias_device_memory_bytes/);
+dashCase('label value misspelt', (d) => { panel(d, 'Queue depth').targets[0].expr = 'max by (state) (posbias_jobs{state="queue"})'; }, /has no value queue/);
+dashCase('quantile without le', (d) => { panel(d, 'Job run time').targets[0].expr = 'histogram_quantile(0.5, sum(rate(posbias_job_run_seconds_bucket[5m])))'; }, /drops le/);
+dashCase('rate of a gauge', (d) => { panel(d, 'RPCs in flight').targets[0].expr = 'rate(posbias_rpcs_in_flight[5m])'; }, /rate\(\) of the gauge/);
+dashCase('syntax error', (d) => { panel(d, 'Uptime').targets[0].expr = 'time() - process_start_time_seconds{'; }, /syntax error/);
+dashCase('unprovisioned datasource', (d) => { panel(d, 'Uptime').datasource = { type: 'prometheus', uid: 'prom' }; }, /datasource uid prom/);
+dashCase('overlapping panels', (d) => { panel(d, 'Uptime').gridPos = { ...panel(d, 'Versions').gridPos }; }, /overlaps/);
+
+// ---- Dockerfile --------------------------------------------------------------------------------
+const realDockerfile = path.join(repoRoot, 'Dockerfile');
+const dockerfile = fs.existsSync(realDockerfile) ? fs.readFileSync(realDockerfile, 'utf8') : [
+  'ARG BASE=debian:bookworm-slim', 'FROM ${BASE} AS build', 'RUN echo build', 'FROM ${BASE} AS runtime',
+  'RUN useradd --uid 10001 posbias', 'USER 10001:10001', 'EXPOSE 50051 9464',
+  'HEALTHCHECK --interval=30s --start-period=30s CMD ["posbias", "health"]', 'ENTRYPOINT ["posbias-server"]', ''].join('\n');
+const dockerProblems = (text) => { const p = new Collect(); lintDockerfile(path.join(repoRoot, 'Dockerfile'), text, p, { serverEnv, requiredStage: 'runtime' }); return p.list; };
+const dockerBaseline = dockerProblems(dockerfile);
+const dockerCase = (label, text, pattern) => expect(`Dockerfile: ${label}`, dockerBaseline, dockerProblems(text), pattern);
+dockerCase('no USER', dockerfile.replace(/^USER .*$/gm, ''), /runs as root/);
+dockerCase('another uid', dockerfile.replace(/^USER .*$/gm, 'USER 1000'), /is not uid 10001/);
+dockerCase('metrics port not exposed', dockerfile.replace(/^EXPOSE .*$/gm, 'EXPOSE 50051'), /does not EXPOSE 9464/);
+dockerCase('no runtime stage', dockerfile.replace(/ AS runtime\b/g, ' AS final'), /no stage named runtime/);
+dockerCase('apt-get without cleanup (dockerfilelint)', `${dockerfile}\nRUN apt-get update && apt-get install -y --no-install-recommends curl\n`, /apt-get_missing_rm/);
+dockerCase('bad HEALTHCHECK option', dockerfile.replace(/^HEALTHCHECK /m, 'HEALTHCHECK --every=5s '), /option --every/);
+dockerCase('untagged base image (dockerfilelint)', `FROM ubuntu AS extra\n${dockerfile}`, /missing_tag/);
+
+// ---- README metrics table ----------------------------------------------------------------------
+const readme = fs.readFileSync(path.join(deployDir, 'README.md'), 'utf8');
+const docProblems = (text) => { const p = new Collect(); checkDocs(text, metrics, p); return p.list; };
+const docBaseline = docProblems(readme);
+expect('README: metric missing from the table', docBaseline, docProblems(readme.replace(/^\| `posbias_jobs` \|.*$/m, '')), /lacks posbias_jobs/);
+expect('README: wrong label in the table', docBaseline, docProblems(readme.replace(/(\| `process_memory_bytes` \| gauge \| )`type`/, '$1`kind`')), /process_memory_bytes has labels/);
+expect('README: wrong type in the table', docBaseline, docProblems(readme.replace(/(\| `posbias_jobs` \| )gauge/, '$1counter')), /is a gauge, the table says counter/);
+
+// ---- PromQL on its own ---------------------------------------------------------------------------
+expect('PromQL: recording rule names are accepted only when recorded', [], checkPromQL('posbias:jobs:max', metrics), /unknown metric posbias:jobs:max/);
+expect('PromQL: grouping by a label no metric has', [], checkPromQL('sum by (device) (posbias_jobs)', metrics), /groups by device/);
+expect('PromQL: quantile over `without (le)`', [], checkPromQL('histogram_quantile(0.5, sum without (le) (rate(posbias_job_run_seconds_bucket[5m])))', metrics), /drops le/);
+if (adapterProblems.list.length) { failures++; console.error(`FAIL  prometheus-adapter values: ${adapterProblems.list.join('; ')}`); }
+
+console.log('');
+if (failures) { console.error(`${failures} of ${count} broken inputs went unnoticed`); process.exitCode = 1; }
+else console.log(`all ${count} broken inputs were caught`);

@@ -9,6 +9,7 @@ import { need, deployDir, repoRoot, Problems } from './lib/deps.mjs';
 import { serverMetrics, serverEnvironment, checkEnvVar } from './lib/server_contract.mjs';
 import { checkPromQL, metricNames } from './lib/promql.mjs';
 import { SERVICE_KEYS, TOP_KEYS, interpolate, loadCompose, environmentOf, mountsOf, hostPathOf, publishedContainerPorts } from './lib/compose.mjs';
+import { pathToFileURL } from 'node:url';
 
 const YAML = need('yaml');
 const composeFile = path.join(deployDir, 'compose.yaml');
@@ -265,4 +266,4 @@ function main() {
   return problems.report(`compose OK (${Object.keys(compose.services).join(', ')})`);
 }
 
-if (import.meta.url === `file://${process.argv[1]}`) main();
+if (import.meta.url === pathToFileURL(process.argv[1]).href) main();

@@ -5,6 +5,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { deployDir, Problems } from './lib/deps.mjs';
 import { serverMetrics } from './lib/server_contract.mjs';
+import { pathToFileURL } from 'node:url';
 
 export function metricsTable(markdown) {
   const rows = {};
@@ -41,4 +42,4 @@ function main() {
   return problems.report('deploy/README.md metrics table matches server/metrics/metrics.cc');
 }
 
-if (import.meta.url === `file://${process.argv[1]}`) main();
+if (import.meta.url === pathToFileURL(process.argv[1]).href) main();

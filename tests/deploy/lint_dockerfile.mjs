@@ -11,6 +11,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { need, repoRoot, Problems } from './lib/deps.mjs';
 import { serverEnvironment, checkEnvVar } from './lib/server_contract.mjs';
+import { pathToFileURL } from 'node:url';
 
 const dockerfilelint = need('dockerfilelint');
 const IMAGE_UID = '10001';
@@ -38,6 +39,21 @@ export function instructions(text) {
   });
   if (current) out.push(current);
   return out;
+}
+
+// { login: uid } of the `useradd` commands in a stage's RUN instructions.
+function usersCreated(text) {
+  const users = {};
+  for (const m of text.matchAll(/\buseradd\b([^;&|\n]*)/g)) {
+    const tokens = m[1].trim().split(/\s+/);
+    let uid = null;
+    tokens.forEach((t, i) => {
+      if (t === '--uid' || t === '-u') uid = tokens[i + 1];
+      else if (t.startsWith('--uid=')) uid = t.slice(6);
+    });
+    users[tokens[tokens.length - 1]] = uid;
+  }
+  return users;
 }
 
 export function lintDockerfile(file, text, problems, { serverEnv, requiredStage }) {
@@ -92,7 +108,7 @@ export function lintDockerfile(file, text, problems, { serverEnv, requiredStage 
   const user = users.length ? users[users.length - 1].args.split(':')[0] : null;
   const stageText = last.instructions.map((i) => i.args).join('\n');
   if (!user) problems.add(where, 'the final stage runs as root (no USER)');
-  else if (user !== IMAGE_UID && !(new RegExp(`useradd[^\\n]*(--uid|-u)\\s+${IMAGE_UID}[^\\n]*\\s${user}(\\s|$)`).test(stageText))) {
+  else if (user !== IMAGE_UID && usersCreated(stageText)[user] !== IMAGE_UID) {
     problems.add(where, `USER ${user} is not uid ${IMAGE_UID}, which the Kubernetes manifests run as (runAsUser)`);
   }
   const exposed = get('EXPOSE').flatMap((i) => i.args.split(/\s+/)).map((p) => p.split('/')[0]);
@@ -123,4 +139,4 @@ function main() {
   return problems.report(`dockerfilelint OK: ${files.join(', ')}`);
 }
 
-if (import.meta.url === `file://${process.argv[1]}`) main();
+if (import.meta.url === pathToFileURL(process.argv[1]).href) main();

@@ -105,7 +105,8 @@ composeCase('store on the wrong host', (c) => { c.services.posbias.environment.P
 composeCase('password in the store URI', (c) => { c.services.posbias.environment.POSBIAS_JOB_STORE = 'postgresql://posbias:pw@postgres:5432/posbias'; }, /carries the password/);
 composeCase('metrics port not published', (c) => { c.services.posbias.ports = ['50051:50051']; }, /metrics port .* is not published/);
 composeCase('misspelt service key', (c) => { c.services.posbias.enviroment = {}; }, /unknown key enviroment/);
-composeCase('build target that is no stage', (c) => { c.services.posbias.build.target = 'runtim'; }, /build\.target runtim is no stage|does not exist/);
+if (fs.existsSync(path.join(repoRoot, 'Dockerfile'))) composeCase('build target that is no stage', (c) => { c.services.posbias.build.target = 'runtim'; }, /build\.target runtim is no stage/);
+else console.log('skip  compose: build target that is no stage (no Dockerfile: deploy.dockerfile_lint fails on that)');
 composeCase('healthcheck on the wrong port', (c) => { c.services.posbias.healthcheck.test = ['CMD', 'posbias', '--server', '127.0.0.1:50052', 'health']; }, /healthcheck/);
 composeCase('missing postgres service', (c) => { delete c.services.postgres; }, /no service postgres/);
 composeCase('worker publishing ports', (c) => { c.services['posbias-worker'].ports = ['9465:9464']; }, /cannot publish host ports/);

@@ -12,6 +12,7 @@ import { serverMetrics, serverEnvironment } from './lib/server_contract.mjs';
 import { schemaProblems } from './lib/k8s_types.mjs';
 import { checkRender } from './lib/k8s_checks.mjs';
 import { checkPromQL } from './lib/promql.mjs';
+import { pathToFileURL } from 'node:url';
 
 const YAML = need('yaml');
 const k8sDir = path.join(deployDir, 'k8s');
@@ -172,4 +173,4 @@ function main() {
   return problems.report(`k8s manifests OK (${overlays.join(', ')}; kustomize ${version})`);
 }
 
-if (import.meta.url === `file://${process.argv[1]}`) main();
+if (import.meta.url === pathToFileURL(process.argv[1]).href) main();

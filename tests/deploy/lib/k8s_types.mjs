@@ -99,8 +99,9 @@ class TypeReader {
     let index = null;
     while (!this.peek('}')) {
       if (this.peek('[')) {
-        this.eat('['); this.source.slice(this.pos).match(/^\s*\w+\s*:\s*\w+\s*/); this.pos = this.source.indexOf(']', this.pos) + 1;
-        this.eat(':'); index = this.type();
+        this.pos = this.source.indexOf(']', this.pos) + 1; // [key: string]
+        this.eat(':');
+        index = this.type();
       } else {
         this.skip();
         const m = this.source.slice(this.pos).match(/^(?:"((?:[^"\\]|\\.)*)"|([\w$]+))(\?)?\s*:/);

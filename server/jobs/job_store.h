@@ -1,6 +1,8 @@
 // JobStore: the durable queue. Every transition is one atomic operation of the store, so jobs
-// survive restarts and nothing accepted is lost. The embedded implementation is SQLite (WAL, schema
-// migrations); a networked store (PostgreSQL) can implement the same interface.
+// survive restarts and nothing accepted is lost. Two implementations: the embedded SQLite store
+// (one process; WAL, schema migrations) and the shared PostgreSQL store (any number of server
+// processes on one database: claims with FOR UPDATE SKIP LOCKED, leases renewed by heartbeat, a
+// reaper for expired leases, the attempt number as fencing token, LISTEN/NOTIFY wake-ups).
 #pragma once
 
 #include <cstdint>
@@ -103,6 +105,20 @@ class JobStore {
   // Deletes terminal jobs (and results) finished before `cutoff_ms`. Returns how many.
   virtual absl::StatusOr<int64_t> PurgeFinishedBefore(int64_t cutoff_ms) = 0;
 
+  // Leases. A claim holds the job for lease_ms(); its worker renews the lease while it runs.
+  // ABORTED when `attempt` is no longer the job's current attempt or the job is not active (the
+  // worker must stop and write nothing). A store without leases (lease_ms() == 0) only checks.
+  virtual absl::Status RenewLease(const std::string& id, int32_t attempt) = 0;
+  // Puts RUNNING jobs whose lease expired back in the queue (their attempt stays, so the stale
+  // worker is fenced out) and ends CANCELLING ones as CANCELLED. Returns how many were re-queued.
+  virtual absl::StatusOr<int64_t> ReapExpiredLeases() = 0;
+  // The lease duration in milliseconds; 0 for a store used by one process only (recovery at
+  // start-up replaces leases).
+  virtual int64_t lease_ms() const { return 0; }
+  // `callback` runs (on a store thread) when another process may have queued work. Stores that
+  // only one process uses never call it.
+  virtual void OnWorkAvailable(std::function<void()> callback) { (void)callback; }
+
   virtual absl::StatusOr<std::map<JobState, int64_t>> CountByState() = 0;
   // Number of QUEUED or RUNNING or CANCELLING jobs using `model`.
   virtual absl::StatusOr<int64_t> CountActiveForModel(const std::string& model) = 0;
@@ -111,5 +127,23 @@ class JobStore {
 // Opens (creating if needed) the SQLite store at `path` (":memory:" for tests): WAL journal,
 // busy timeout, and versioned schema migrations applied in a transaction.
 absl::StatusOr<std::unique_ptr<JobStore>> OpenSqliteJobStore(const std::string& path, Clock clock = SystemClock());
+
+struct PostgresStoreOptions {
+  std::string uri;              // libpq connection URI or key=value string.
+  int64_t lease_ms = 30'000;    // How long a claim holds a job without a renewal.
+  int connections = 4;          // Pooled connections for store operations (plus one listener).
+  Clock clock = SystemClock();  // Timestamps and leases; replicas need synchronized clocks.
+};
+// Connects to PostgreSQL and applies the versioned schema migrations (serialized across
+// replicas by an advisory lock, so several may start at once). UNAVAILABLE when the server cannot
+// be reached.
+absl::StatusOr<std::unique_ptr<JobStore>> OpenPostgresJobStore(PostgresStoreOptions options);
+
+// Chooses the store from a connection string: "" → SQLite at `default_sqlite_path`;
+// "sqlite:PATH" or "sqlite://PATH" → SQLite at PATH; "postgresql://…" or "postgres://…" →
+// PostgreSQL. INVALID_ARGUMENT for anything else.
+absl::StatusOr<std::unique_ptr<JobStore>> OpenJobStore(const std::string& connection,
+                                                       const std::string& default_sqlite_path,
+                                                       int64_t lease_ms = 30'000);
 
 }  // namespace posbias::jobs

@@ -21,12 +21,19 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "server/jobs/job_store.h"
+#include "server/jobs/store_common.h"
 #include "server/status/error.h"
 
 namespace posbias::jobs {
 namespace {
 
 using Json = nlohmann::json;
+using internal::InternalError;
+using internal::kColumns;
+using internal::NotCurrent;
+using internal::NotFound;
+using internal::ReadRecord;
+using internal::Refused;
 
 #define POSBIAS_JOBS_RETURN_IF_ERROR(expr)       \
   do {                                           \
@@ -37,26 +44,8 @@ using Json = nlohmann::json;
 // ---------------------------------------------------------------------------------------------
 // Errors.
 
-absl::Status InternalError(const std::string& message) {
-  return ErrorWithReason(absl::StatusCode::kInternal, "INTERNAL_ERROR", message);
-}
-
 absl::Status SqliteError(sqlite3* db, const std::string& what) {
   return InternalError(absl::StrCat("job store: ", what, ": ", db ? sqlite3_errmsg(db) : "out of memory"));
-}
-
-absl::Status NotFound(const std::string& id) {
-  return ErrorWithReason(absl::StatusCode::kNotFound, "JOB_NOT_FOUND", absl::StrCat("job ", id, " does not exist"));
-}
-
-absl::Status NotCurrent(const std::string& id, int32_t attempt) {
-  return ErrorWithReason(absl::StatusCode::kAborted, "INTERNAL_ERROR",
-                         absl::StrCat("job ", id, " attempt ", attempt, " is no longer current"));
-}
-
-absl::Status Refused(const std::string& id, JobState from, JobState to) {
-  return ErrorWithReason(absl::StatusCode::kFailedPrecondition, "JOB_NOT_FINISHED",
-                         absl::StrCat("job ", id, " is ", JobStateName(from), ": cannot become ", JobStateName(to)));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -259,115 +248,8 @@ absl::Status Migrate(sqlite3* db, int64_t now_ms) {
 // ---------------------------------------------------------------------------------------------
 // Rows.
 
-constexpr char kColumns[] =
-    "id, request_id, spec_json, priority, labels_json, time_limit_seconds, state, attempt, progress, "
-    "samples_done, chunks_done, chunks_total, eta_seconds, device, worker, error_reason, "
-    "error_message, error_code, created_ms, started_ms, finished_ms, updated_ms, checkpoint";
-
 constexpr const char* kActiveStates = "('queued', 'running', 'cancelling')";
 constexpr const char* kTerminalStates = "('succeeded', 'failed', 'cancelled')";
-
-absl::StatusOr<JobRecord> ReadRecord(const Statement& row) {
-  JobRecord job;
-  job.id = row.Text(0);
-  job.request_id = row.Text(1);
-  const Json spec = Json::parse(row.Text(2), nullptr, /*allow_exceptions=*/false);
-  absl::StatusOr<JacobianJobSpec> parsed = SpecFromJson(spec);
-  if (spec.is_discarded() || !parsed.ok()) {
-    return InternalError(absl::StrCat("job store: job ", job.id, " has a corrupt spec_json"));
-  }
-  job.spec = *std::move(parsed);
-  job.priority = static_cast<int32_t>(row.Int(3));
-  const Json labels = Json::parse(row.Text(4), nullptr, /*allow_exceptions=*/false);
-  if (!labels.is_object()) {
-    return InternalError(absl::StrCat("job store: job ", job.id, " has a corrupt labels_json"));
-  }
-  for (const auto& [key, value] : labels.items()) {
-    if (!value.is_string()) {
-      return InternalError(absl::StrCat("job store: job ", job.id, " has a corrupt labels_json"));
-    }
-    job.labels[key] = value.get<std::string>();
-  }
-  job.time_limit_seconds = row.Double(5);
-  absl::StatusOr<JobState> state = ParseJobState(row.Text(6));
-  if (!state.ok()) {
-    return InternalError(absl::StrCat("job store: job ", job.id, " has an unknown state '", row.Text(6), "'"));
-  }
-  job.state = *state;
-  job.attempt = static_cast<int32_t>(row.Int(7));
-  job.progress = row.Double(8);
-  job.samples_done = row.Int(9);
-  job.chunks_done = row.Int(10);
-  job.chunks_total = row.Int(11);
-  job.eta_seconds = row.Double(12);
-  job.device = row.Text(13);
-  job.worker = row.Text(14);
-  job.error_reason = row.Text(15);
-  job.error_message = row.Text(16);
-  job.error_code = static_cast<int32_t>(row.Int(17));
-  job.created_ms = row.Int(18);
-  job.started_ms = row.Int(19);
-  job.finished_ms = row.Int(20);
-  job.updated_ms = row.Int(21);
-  job.checkpoint = row.Text(22);
-  return job;
-}
-
-std::string LabelsJson(const std::map<std::string, std::string>& labels) {
-  Json json = Json::object();
-  for (const auto& [key, value] : labels) json[key] = value;
-  return json.dump(-1, ' ', false, Json::error_handler_t::replace);
-}
-
-// Page tokens: "<created_ms>/<id>" written as lowercase base-16 text.
-std::string EncodePageToken(int64_t created_ms, const std::string& id) {
-  static constexpr char kDigits[] = "0123456789abcdef";
-  const std::string plain = absl::StrCat(created_ms, "/", id);
-  std::string token;
-  token.reserve(plain.size() * 2);
-  for (unsigned char c : plain) {
-    token.push_back(kDigits[c >> 4]);
-    token.push_back(kDigits[c & 0xf]);
-  }
-  return token;
-}
-
-absl::Status BadPageToken(const std::string& token) {
-  return InvalidArgumentError({"INVALID_ARGUMENT", "page_token", token.substr(0, 64),
-                               "a token from the previous page"});
-}
-
-absl::StatusOr<std::pair<int64_t, std::string>> DecodePageToken(const std::string& token) {
-  auto nibble = [](char c) -> int {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    return -1;
-  };
-  if (token.size() % 2 != 0 || token.size() > 1024) return BadPageToken(token);
-  std::string plain;
-  for (size_t i = 0; i < token.size(); i += 2) {
-    const int high = nibble(token[i]), low = nibble(token[i + 1]);
-    if (high < 0 || low < 0) return BadPageToken(token);
-    plain.push_back(static_cast<char>(high * 16 + low));
-  }
-  const size_t slash = plain.find('/');
-  if (slash == std::string::npos || slash == 0 || slash > 19 || slash + 1 == plain.size()) {
-    return BadPageToken(token);
-  }
-  int64_t created_ms = 0;
-  bool negative = false;
-  size_t i = 0;
-  if (plain[0] == '-') {
-    negative = true;
-    i = 1;
-  }
-  if (i == slash) return BadPageToken(token);
-  for (; i < slash; ++i) {
-    if (plain[i] < '0' || plain[i] > '9') return BadPageToken(token);
-    created_ms = created_ms * 10 + (plain[i] - '0');
-  }
-  return std::make_pair(negative ? -created_ms : created_ms, plain.substr(slash + 1));
-}
 
 // ---------------------------------------------------------------------------------------------
 // The store.
@@ -400,9 +282,7 @@ class SqliteJobStore final : public JobStore {
       absl::StatusOr<int64_t> queued = CountWhere("state = 'queued'");
       if (!queued.ok()) return queued.status();
       if (*queued >= max_queued) {
-        return ErrorWithReason(absl::StatusCode::kResourceExhausted, "QUEUE_FULL",
-                               absl::StrCat("the job queue is full: ", *queued, " jobs queued (limit ",
-                                            max_queued, ")"));
+        return internal::QueueFull(*queued, max_queued);
       }
     }
     const int64_t now = clock_();
@@ -421,8 +301,7 @@ class SqliteJobStore final : public JobStore {
                      absl::StrCat("INSERT INTO jobs (", kColumns,
                                   ", model, spec_device) VALUES (?, NULLIF(?, ''), ?, ?, ?, ?, ?, ?, ?, ?, ?, "
                                   "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
-    insert.BindAll(job.id, job.request_id, SpecToJson(job.spec).dump(-1, ' ', false, Json::error_handler_t::replace),
-                   job.priority, LabelsJson(job.labels), job.time_limit_seconds, JobStateName(job.state),
+    insert.BindAll(job.id, job.request_id, internal::SpecJson(job.spec), job.priority, internal::LabelsJson(job.labels), job.time_limit_seconds, JobStateName(job.state),
                    job.attempt, job.progress, job.samples_done, job.chunks_done, job.chunks_total,
                    job.eta_seconds, job.device, job.worker, job.error_reason, job.error_message,
                    job.error_code, job.created_ms, job.started_ms, job.finished_ms, job.updated_ms,
@@ -466,7 +345,7 @@ class SqliteJobStore final : public JobStore {
       values.push_back(value);
     }
     if (!filter.page_token.empty()) {
-      absl::StatusOr<std::pair<int64_t, std::string>> after = DecodePageToken(filter.page_token);
+      absl::StatusOr<std::pair<int64_t, std::string>> after = internal::DecodePageToken(filter.page_token);
       if (!after.ok()) return after.status();
       conditions.push_back("(created_ms < ? OR (created_ms = ? AND id < ?))");
       values.push_back(after->first);
@@ -490,7 +369,7 @@ class SqliteJobStore final : public JobStore {
       if (!*row) break;
       if (static_cast<int64_t>(page.jobs.size()) == page_size) {
         const JobRecord& last = page.jobs.back();
-        page.next_page_token = EncodePageToken(last.created_ms, last.id);
+        page.next_page_token = internal::EncodePageToken(last.created_ms, last.id);
         break;
       }
       absl::StatusOr<JobRecord> job = ReadRecord(select);
@@ -606,8 +485,7 @@ class SqliteJobStore final : public JobStore {
     absl::StatusOr<JobRecord> job = Load(id);
     if (!job.ok()) return job.status();
     if (job->state != JobState::kSucceeded) {
-      return ErrorWithReason(absl::StatusCode::kFailedPrecondition, "JOB_NOT_FINISHED",
-                             absl::StrCat("job ", id, " is ", JobStateName(job->state), ": it has no result"));
+      return internal::NoResult(id, job->state);
     }
     Statement select(db_, "SELECT result_json FROM results WHERE job_id = ?");
     select.BindAll(id);
@@ -629,9 +507,7 @@ class SqliteJobStore final : public JobStore {
     absl::StatusOr<JobRecord> job = Load(id);
     if (!job.ok()) return job.status();
     if (!IsTerminal(job->state) && !force) {
-      return ErrorWithReason(absl::StatusCode::kFailedPrecondition, "JOB_NOT_FINISHED",
-                             absl::StrCat("job ", id, " is ", JobStateName(job->state),
-                                          ": cancel it first or force the deletion"));
+      return internal::StillActive(id, job->state);
     }
     POSBIAS_JOBS_RETURN_IF_ERROR(Statement(db_, "DELETE FROM results WHERE job_id = ?").BindAll(id).Run());
     POSBIAS_JOBS_RETURN_IF_ERROR(Statement(db_, "DELETE FROM jobs WHERE id = ?").BindAll(id).Run());
@@ -675,6 +551,21 @@ class SqliteJobStore final : public JobStore {
     POSBIAS_JOBS_RETURN_IF_ERROR(transaction.Commit());
     return purged;
   }
+
+  absl::Status RenewLease(const std::string& id, int32_t attempt) override {
+    std::lock_guard lock(mutex_);
+    Transaction transaction(db_);
+    POSBIAS_JOBS_RETURN_IF_ERROR(transaction.Begin(/*write=*/false));
+    absl::StatusOr<JobRecord> job = Load(id);
+    if (!job.ok()) return job.status();
+    if (job->attempt != attempt || IsTerminal(job->state) || job->state == JobState::kQueued) {
+      return NotCurrent(id, attempt);
+    }
+    return transaction.Commit();
+  }
+
+  // One process uses this store: RecoverAfterRestart does the reaper's work at start-up.
+  absl::StatusOr<int64_t> ReapExpiredLeases() override { return 0; }
 
   absl::StatusOr<std::map<JobState, int64_t>> CountByState() override {
     std::map<JobState, int64_t> counts;
@@ -738,14 +629,8 @@ class SqliteJobStore final : public JobStore {
   }
 
   absl::StatusOr<std::string> NewId() {
-    static constexpr char kDigits[] = "0123456789abcdef";
     for (int tries = 0; tries < 16; ++tries) {
-      uint64_t bits = random_();
-      std::string id = "j-";
-      for (int i = 0; i < 12; ++i) {
-        id.push_back(kDigits[bits & 0xf]);
-        bits >>= 4;
-      }
+      std::string id = internal::RandomJobId(random_);
       if (!Exists(id)) return id;
     }
     return InternalError("job store: could not find a free job id");

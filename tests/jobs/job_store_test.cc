@@ -1,6 +1,7 @@
 // The JobStore contract, written against the interface: a backend is a way to open a store at a
-// location (and to reopen it there), so another implementation can run the same suite by adding a
-// Backend to the instantiation at the bottom. The SQLite backend opens a file in a temp directory.
+// location (and to reopen it there); the suite runs against every backend in the instantiation at
+// the bottom. The SQLite backend opens a file in a temp directory; the PostgreSQL backend a schema
+// of its own in the test run's PostgreSQL server (tests/postgres/postgres_fixture.sh).
 #include "server/jobs/job_store.h"
 
 #include <gtest/gtest.h>
@@ -24,6 +25,7 @@
 #include "absl/strings/str_cat.h"
 #include "server/jobs/job.h"
 #include "server/status/error.h"
+#include "tests/jobs/postgres_test_db.h"
 
 namespace posbias::jobs {
 namespace {
@@ -92,6 +94,9 @@ struct Backend {
   std::string name;
   // Opens (or reopens) the store kept at `location`, a fresh temp directory per test.
   std::function<absl::StatusOr<std::unique_ptr<JobStore>>(const std::filesystem::path& location, Clock clock)> open;
+  // Prepares a fresh, empty location before the first open; removes what the test left after it.
+  std::function<void(const std::filesystem::path& location)> create = [](const std::filesystem::path&) {};
+  std::function<void(const std::filesystem::path& location)> destroy = [](const std::filesystem::path&) {};
 };
 
 // Names the backend in failure messages instead of a byte dump.
@@ -103,6 +108,26 @@ Backend SqliteBackend() {
           }};
 }
 
+// A schema per location (named after it) in the test run's PostgreSQL server.
+Backend PostgresBackend() {
+  Backend backend;
+  backend.name = "Postgres";
+  backend.create = [](const std::filesystem::path& location) {
+    ASSERT_FALSE(testing::TestPostgresUri().empty()) << testing::NoPostgresMessage();
+    testing::FreshSchema(testing::TestPostgresUri(), testing::SchemaName(location.filename().string()));
+  };
+  backend.open = [](const std::filesystem::path& location, Clock clock) {
+    PostgresStoreOptions options;
+    options.uri = testing::UriWithSchema(testing::TestPostgresUri(), testing::SchemaName(location.filename().string()));
+    options.clock = std::move(clock);
+    return OpenPostgresJobStore(std::move(options));
+  };
+  backend.destroy = [](const std::filesystem::path& location) {
+    testing::DropSchema(testing::TestPostgresUri(), testing::SchemaName(location.filename().string()));
+  };
+  return backend;
+}
+
 class JobStoreContract : public ::testing::TestWithParam<Backend> {
  protected:
   void SetUp() override {
@@ -112,10 +137,13 @@ class JobStoreContract : public ::testing::TestWithParam<Backend> {
     location_ = std::filesystem::path(::testing::TempDir()) / name;
     std::filesystem::remove_all(location_);
     std::filesystem::create_directories(location_);
+    GetParam().create(location_);
+    if (HasFatalFailure()) return;
     Reopen();
   }
   void TearDown() override {
     store_.reset();
+    GetParam().destroy(location_);
     std::filesystem::remove_all(location_);
   }
 
@@ -601,6 +629,8 @@ TEST_P(JobStoreContract, DeleteRefusesAnActiveJobUnlessForced) {
 // ---------------------------------------------------------------------------------------------
 // Recovery, durability, housekeeping.
 
+// A store used by one process recovers every running job at start-up; a shared store those whose
+// lease expired (their worker is gone).
 TEST_P(JobStoreContract, RecoverAfterRestartRequeuesRunningJobsAndCancelsCancellingOnes) {
   JobRecord running = JobIn(JobState::kRunning, "dev-r");
   ASSERT_OK(store().UpdateProgress(running.id, 1, Progress(0.5, R"({"done":2})")).status());
@@ -612,7 +642,7 @@ TEST_P(JobStoreContract, RecoverAfterRestartRequeuesRunningJobsAndCancelsCancell
   JobRecord done = JobIn(JobState::kSucceeded, "dev-s");
 
   Reopen();
-  Advance(1000);
+  Advance(1000 + store().lease_ms());
   ASSERT_OK_AND_ASSIGN(int64_t requeued, store().RecoverAfterRestart());
   EXPECT_EQ(requeued, 1);
 
@@ -637,6 +667,7 @@ TEST_P(JobStoreContract, RecoverAfterRestartRequeuesRunningJobsAndCancelsCancell
   EXPECT_EQ(resumed->id, running.id);
   EXPECT_EQ(resumed->attempt, 2);
   EXPECT_EQ(resumed->checkpoint, R"({"done":2})");
+  Advance(1000 + store().lease_ms());
   ASSERT_OK_AND_ASSIGN(requeued, store().RecoverAfterRestart());
   EXPECT_EQ(requeued, 1);
 }
@@ -776,7 +807,7 @@ TEST_P(JobStoreContract, OpeningAnExistingStoreAgainKeepsItsSchemaAndJobs) {
   EXPECT_EQ(page.jobs.size(), 2u);
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, JobStoreContract, ::testing::Values(SqliteBackend()),
+INSTANTIATE_TEST_SUITE_P(Backends, JobStoreContract, ::testing::Values(SqliteBackend(), PostgresBackend()),
                          [](const ::testing::TestParamInfo<Backend>& param) { return param.param.name; });
 
 // ---------------------------------------------------------------------------------------------

@@ -1,0 +1,29 @@
+#include <string>
+
+#include "absl/strings/match.h"
+#include "server/jobs/job_store.h"
+#include "server/status/error.h"
+
+namespace posbias::jobs {
+
+absl::StatusOr<std::unique_ptr<JobStore>> OpenJobStore(const std::string& connection,
+                                                       const std::string& default_sqlite_path, int64_t lease_ms) {
+  if (connection.empty()) return OpenSqliteJobStore(default_sqlite_path);
+  if (absl::StartsWith(connection, "postgresql://") || absl::StartsWith(connection, "postgres://")) {
+    PostgresStoreOptions options;
+    options.uri = connection;
+    options.lease_ms = lease_ms;
+    return OpenPostgresJobStore(std::move(options));
+  }
+  for (const char* prefix : {"sqlite://", "sqlite:"}) {
+    if (absl::StartsWith(connection, prefix) && connection.size() > std::string(prefix).size()) {
+      return OpenSqliteJobStore(connection.substr(std::string(prefix).size()));
+    }
+  }
+  // Never echo the string: it may hold a password.
+  return InvalidArgumentError({"INVALID_ARGUMENT", "job_store", "(not shown)",
+                               "empty (SQLite in the data directory), sqlite:PATH, or a PostgreSQL URI "
+                               "postgresql://USER[:PASSWORD]@HOST[:PORT]/DATABASE"});
+}
+
+}  // namespace posbias::jobs

@@ -21,6 +21,8 @@ namespace {
 
 struct Flags {
   posbias::service::Server::Options server;
+  std::string role = "both";
+  int lease_seconds = 30;
   std::string metrics_listen = "127.0.0.1:9464";
   std::string log_level = "info";
   std::string log_format = "text";
@@ -53,6 +55,15 @@ void DefineFlags(CLI::App& app, Flags& flags) {
   app.add_option("--rpc-threads", flags.server.max_rpc_threads, "Threads handling RPCs")
       ->envname("POSBIAS_RPC_THREADS")->check(CLI::Range(2, 1024))->capture_default_str();
   auto& jobs = flags.server.job_limits;
+  app.add_option("--role", flags.role, "api (serve the API, run no jobs), worker (run jobs; health only) or both")
+      ->envname("POSBIAS_ROLE")->check(CLI::IsMember({"api", "worker", "both"}))->capture_default_str();
+  app.add_option("--job-store", flags.server.job_store,
+                 "Job store: empty = SQLite in --data-dir; sqlite:PATH; or postgresql://USER@HOST:PORT/DB (shared by replicas)")
+      ->envname("POSBIAS_JOB_STORE");
+  app.add_option("--lease-seconds", flags.lease_seconds, "Shared store: how long a worker holds a job without a heartbeat")
+      ->envname("POSBIAS_LEASE_SECONDS")->check(CLI::Range(2, 3600))->capture_default_str();
+  app.add_option("--worker-name", flags.server.worker_name, "Name of this process's workers in the shared store (default: host-pid)")
+      ->envname("POSBIAS_WORKER_NAME");
   app.add_option("--data-dir", flags.server.data_dir, "Job store (jobs.sqlite), registered models and uploads")
       ->envname("POSBIAS_DATA_DIR")->capture_default_str();
   app.add_option("--model-root", flags.server.model_root, "Checkpoints and TorchScript files may be registered from here")
@@ -96,6 +107,11 @@ void LogBanner(const Flags& flags, int grpc_port, int metrics_port) {
                flags.drain_seconds, flags.server.max_rpc_threads, flags.server.max_message_bytes,
                limits.max_points, limits.max_discrete_length, limits.max_discrete_work,
                limits.max_returned_positions);
+  // The job store's connection string may hold a password: only its kind is logged.
+  const std::string& store = flags.server.job_store;
+  spdlog::info("config: role={} job_store={} lease_seconds={} worker_name={}", flags.role,
+               store.empty() ? "sqlite (data_dir)" : store.rfind("sqlite:", 0) == 0 ? store : "postgresql",
+               flags.lease_seconds, flags.server.worker_name.empty() ? "(host-pid)" : flags.server.worker_name);
   spdlog::info("config: data_dir={} model_root={} cpu_threads={} cpu_worker={} max_queued={} "
                "max_sequence_length={} retention_hours={} model_cache_mb={}",
                flags.server.data_dir, flags.server.model_root.empty() ? "(none)" : flags.server.model_root,
@@ -120,6 +136,8 @@ int main(int argc, char** argv) {
   DefineFlags(app, flags);
   CLI11_PARSE(app, argc, argv);
   flags.server.cache_budget_bytes = flags.model_cache_mb << 20;
+  flags.server.role = *posbias::service::ParseRole(flags.role);  // Checked by IsMember above.
+  flags.server.lease_ms = int64_t{flags.lease_seconds} * 1000;
   if (auto status = posbias::logging::ConfigureLogging(flags.log_level, flags.log_format); !status.ok()) {
     std::fprintf(stderr, "posbias-server: %s\n", std::string(status.message()).c_str());
     return 2;

@@ -1,6 +1,9 @@
 #include "server/jobs/worker_pool.h"
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <memory>
 
 #include "absl/strings/str_cat.h"
 #include "server/status/error.h"
@@ -13,6 +16,8 @@ WorkerPool::WorkerPool(JobStore* store, JobRunner* runner, Options options, Work
 WorkerPool::~WorkerPool() { Stop(); }
 
 void WorkerPool::Start() {
+  // Another process's submission (or a re-queue by the reaper) wakes idle workers at once.
+  store_->OnWorkAvailable([this] { Wake(); });
   for (const auto& spec : options_.workers) threads_.emplace_back([this, spec] { Loop(spec); });
 }
 
@@ -24,8 +29,44 @@ void WorkerPool::Stop() {
   for (auto& thread : threads_) {
     if (thread.joinable()) thread.join();
   }
+  if (!threads_.empty()) store_->OnWorkAvailable(nullptr);
   threads_.clear();
 }
+
+// Renews the lease of one running job every lease/3 until destroyed; `lost` becomes true when the
+// store says a newer attempt owns the job (or it is gone).
+class WorkerPool::Heartbeat {
+ public:
+  Heartbeat(JobStore* store, const JobRecord& job, std::atomic<bool>* lost) {
+    const int64_t lease_ms = store->lease_ms();
+    if (lease_ms <= 0) return;
+    thread_ = std::thread([this, store, id = job.id, attempt = job.attempt, lost, lease_ms] {
+      std::unique_lock lock(mutex_);
+      while (!wake_.wait_for(lock, std::chrono::milliseconds(std::max<int64_t>(1, lease_ms / 3)), [this] { return done_; })) {
+        lock.unlock();
+        const absl::Status renewed = store->RenewLease(id, attempt);
+        // UNAVAILABLE: keep trying; if the lease runs out meanwhile the reaper re-queues the job
+        // and this attempt's writes are refused.
+        if (renewed.code() == absl::StatusCode::kAborted || renewed.code() == absl::StatusCode::kNotFound) *lost = true;
+        lock.lock();
+      }
+    });
+  }
+  ~Heartbeat() {
+    {
+      std::lock_guard lock(mutex_);
+      done_ = true;
+    }
+    wake_.notify_all();
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  bool done_ = false;
+  std::thread thread_;
+};
 
 void WorkerPool::Loop(const WorkerSpec& spec) {
   while (!stopping_) {
@@ -46,7 +87,10 @@ void WorkerPool::RunOne(const WorkerSpec&, const JobRecord& job) {
     observer_.started(std::max(0.0, now_s - job.created_ms / 1000.0));
   }
   bool cancelled = false, timed_out = false, fenced = false;
+  std::atomic<bool> lease_lost{false};
+  auto heartbeat = std::make_unique<Heartbeat>(store_, job, &lease_lost);
   auto report = [&](const ProgressUpdate& update) {
+    if (lease_lost) return !(fenced = true);
     auto updated = store_->UpdateProgress(job.id, job.attempt, update);
     if (!updated.ok()) return !(fenced = true);
     if (updated->state == JobState::kCancelling) return !(cancelled = true);
@@ -55,6 +99,8 @@ void WorkerPool::RunOne(const WorkerSpec&, const JobRecord& job) {
     return !stopping_.load();
   };
   auto result = runner_->Run(job, report);
+  heartbeat.reset();
+  if (lease_lost) fenced = true;
   JobStore::TransitionOptions fence;
   fence.attempt = job.attempt;
   std::string outcome;

@@ -2,6 +2,10 @@
 // store (priority, then first in, first out), running it through a JobRunner and recording the
 // outcome. Per-job time limits; cancellation and shutdown are seen at the next chunk.
 //
+// With a shared store (leases), a heartbeat renews the lease of each running job every lease/3;
+// when the store answers that a newer attempt owns the job, the runner is stopped at its next chunk
+// and nothing of this attempt is written. Idle workers wake on the store's work notifications.
+//
 // Shutdown drains: Stop() asks every running job to stop at its next chunk; its checkpoint is
 // already in the store, so it is re-queued and resumes where it stopped after a restart.
 #pragma once
@@ -59,6 +63,7 @@ class WorkerPool {
  private:
   void Loop(const WorkerSpec& spec);
   void RunOne(const WorkerSpec& spec, const JobRecord& job);
+  class Heartbeat;
 
   JobStore* store_;
   JobRunner* runner_;

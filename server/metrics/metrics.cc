@@ -176,6 +176,11 @@ absl::Status MetricsHttpServer::Start() {
         absl::StrCat("cannot listen for metrics on ", host_, ":", port_));
   }
   thread_ = std::thread([this] { server_->listen_after_bind(); });
+  // stop() only ends a server that is already listening: wait for that, so that a Stop() right
+  // after Start() (the gRPC server failed to start) cannot leave the listener running forever.
+  for (int waited_ms = 0; !server_->is_running() && waited_ms < 10'000; ++waited_ms) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
   return absl::OkStatus();
 }
 

@@ -176,8 +176,13 @@ absl::StatusOr<std::unique_ptr<ModelRegistry>> ModelRegistry::Open(const Options
     entry.init_recipe = "huggingface-" + models::FamilyName(entry.config.family) + ", seed 0";
     registry->entries_[preset] = entry;
   }
-  const fs::path file = fs::path(options.data_dir) / "models.json";
-  if (!fs::exists(file)) return registry;
+  if (auto status = registry->MergeIndexFromDisk(); !status.ok()) return status;
+  return registry;
+}
+
+absl::Status ModelRegistry::MergeIndexFromDisk() {
+  const fs::path file = fs::path(options_.data_dir) / "models.json";
+  if (!fs::exists(file)) return absl::OkStatus();
   const auto json = nlohmann::json::parse(ReadFile(file.string()), nullptr, false);
   if (json.is_discarded() || !json.is_array()) {
     return ErrorWithReason(absl::StatusCode::kDataLoss, "INTERNAL_ERROR", file.string() + " is not a JSON array");
@@ -186,6 +191,7 @@ absl::StatusOr<std::unique_ptr<ModelRegistry>> ModelRegistry::Open(const Options
     try {
       ModelEntry entry;
       entry.name = item.at("name");
+      if (entries_.count(entry.name) > 0) continue;  // What this process knows stays as it is.
       entry.source = SourceFromJson(item.at("source"));
       entry.state = item.value("state", "ready") == "failed" ? ModelState::kFailed : ModelState::kReady;
       entry.error_reason = item.value("error_reason", "");
@@ -198,19 +204,21 @@ absl::StatusOr<std::unique_ptr<ModelRegistry>> ModelRegistry::Open(const Options
       entry.labels = item.value("labels", std::map<std::string, std::string>{});
       entry.request_id = item.value("request_id", "");
       const std::string weights = entry.source.kind == "preset" ? "" :
-          entry.source.kind == "upload" ? entry.source.path : registry->ResolveUnderRoot(entry.source.path).value_or("");
+          entry.source.kind == "upload" ? entry.source.path : ResolveUnderRoot(entry.source.path).value_or("");
       auto config = ResolveConfig(entry.source, weights);
       if (config.ok()) entry.config = *config;
-      registry->entries_[entry.name] = entry;
+      entries_[entry.name] = entry;
     } catch (const nlohmann::json::exception& e) {
       return ErrorWithReason(absl::StatusCode::kDataLoss, "INTERNAL_ERROR",
                              absl::StrCat(file.string(), ": malformed entry: ", e.what()));
     }
   }
-  return registry;
+  return absl::OkStatus();
 }
 
-absl::Status ModelRegistry::Persist() {
+absl::Status ModelRegistry::Persist(bool merge_from_disk) {
+  // Replicas sharing the data directory: keep what another process registered meanwhile.
+  if (merge_from_disk) (void)MergeIndexFromDisk();
   nlohmann::json json = nlohmann::json::array();
   for (const auto& [name, entry] : entries_) {
     if (entry.builtin || entry.state == ModelState::kLoading) continue;
@@ -410,6 +418,7 @@ absl::StatusOr<ModelEntry> ModelRegistry::RegisterUpload(const std::string& name
 
 absl::StatusOr<ModelEntry> ModelRegistry::Get(const std::string& name) {
   std::lock_guard lock(mutex_);
+  if (entries_.count(name) == 0) (void)MergeIndexFromDisk();  // Registered by another replica?
   auto it = entries_.find(name);
   if (it == entries_.end()) {
     return ErrorWithReason(absl::StatusCode::kNotFound, "MODEL_NOT_FOUND", absl::StrCat("no model named ", name));
@@ -445,13 +454,17 @@ absl::Status ModelRegistry::Delete(const std::string& name, bool force, int64_t 
   }
   entries_.erase(it);
   cache_.remove_if([&](const auto& item) { return item.first == name; });
-  return Persist();
+  // Keep other replicas' registrations; the merge reads this name back from the file, so drop it again.
+  (void)MergeIndexFromDisk();
+  entries_.erase(name);
+  return Persist(/*merge_from_disk=*/false);
 }
 
 absl::StatusOr<std::shared_ptr<models::DecoderModel>> ModelRegistry::Acquire(const std::string& name) {
   ModelEntry entry;
   {
     std::lock_guard lock(mutex_);
+    if (entries_.count(name) == 0) (void)MergeIndexFromDisk();  // Registered by another replica?
     auto it = entries_.find(name);
     if (it == entries_.end()) {
       return ErrorWithReason(absl::StatusCode::kNotFound, "MODEL_NOT_FOUND", absl::StrCat("no model named ", name));

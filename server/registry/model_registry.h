@@ -104,7 +104,10 @@ class ModelRegistry {
   absl::StatusOr<std::shared_ptr<models::DecoderModel>> Load(const ModelEntry& entry);
   absl::StatusOr<std::shared_ptr<models::DecoderModel>> LoadUntimed(const ModelEntry& entry);
   void Touch(const std::string& name, std::shared_ptr<models::DecoderModel> model);
-  absl::Status Persist();  // Caller holds mutex_.
+  absl::Status Persist(bool merge_from_disk = true);  // Caller holds mutex_.
+  // Adds the entries of <data_dir>/models.json this process does not know (written by another
+  // replica sharing the data directory). Caller holds mutex_ (or is Open).
+  absl::Status MergeIndexFromDisk();
   absl::StatusOr<ModelEntry> Finish(ModelEntry entry);
   // Reserves `name` for `entry` (LOADING); the existing entry when the same request_id made it;
   // MODEL_ALREADY_EXISTS otherwise.

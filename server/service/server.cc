@@ -5,12 +5,40 @@
 
 #include <torch/cuda.h>
 
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
 #include "spdlog/spdlog.h"
 
 namespace posbias::service {
+
+absl::StatusOr<Role> ParseRole(const std::string& name) {
+  if (name == "api") return Role::kApi;
+  if (name == "worker") return Role::kWorker;
+  if (name == "both") return Role::kBoth;
+  return absl::InvalidArgumentError(absl::StrCat("role '", name, "' is not one of: api, worker, both"));
+}
+
+std::string RoleName(Role role) {
+  switch (role) {
+    case Role::kApi: return "api";
+    case Role::kWorker: return "worker";
+    case Role::kBoth: return "both";
+  }
+  return "both";
+}
+
+namespace {
+std::string DefaultWorkerName() {
+  char host[256] = {0};
+  if (gethostname(host, sizeof(host) - 1) != 0 || host[0] == '\0') std::snprintf(host, sizeof(host), "posbias");
+  return absl::StrCat(host, "-", getpid());
+}
+}  // namespace
 
 Server::Server(Options options, metrics::Metrics* metrics)
     : options_(std::move(options)), metrics_(metrics), density_service_(options_.density_limits, metrics_) {}
@@ -22,11 +50,20 @@ Server::~Server() {
 absl::Status Server::Start() {
   std::error_code error;
   std::filesystem::create_directories(options_.data_dir, error);
-  auto store = jobs::OpenSqliteJobStore((std::filesystem::path(options_.data_dir) / "jobs.sqlite").string());
+  auto store = jobs::OpenJobStore(options_.job_store, (std::filesystem::path(options_.data_dir) / "jobs.sqlite").string(),
+                                  options_.lease_ms);
   if (!store.ok()) return store.status();
   store_ = std::move(*store);
+  if (store_->lease_ms() == 0 && options_.role != Role::kBoth) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("role ", RoleName(options_.role), " needs a shared job store (--job-store postgresql://...): "
+                     "the embedded SQLite store serves one process, which must be role both"));
+  }
   auto recovered = store_->RecoverAfterRestart();
   if (recovered.ok() && *recovered > 0) spdlog::info("re-queued {} jobs interrupted by the previous run", *recovered);
+  if (options_.worker_name.empty()) options_.worker_name = DefaultWorkerName();
+  const bool runs_jobs = options_.role != Role::kApi;
+  const bool serves_api = options_.role != Role::kWorker;
   (void)store_->PurgeFinishedBefore(jobs::SystemClock()() - static_cast<int64_t>(options_.retention_hours * 3.6e6));
   registry::ModelRegistry::Options registry_options{options_.model_root, options_.data_dir, options_.cache_budget_bytes, {}};
   if (metrics_ != nullptr) registry_options.on_load = [this](double seconds) { metrics_->ModelLoaded(seconds); };
@@ -35,12 +72,20 @@ absl::Status Server::Start() {
   registry_ = std::move(*registry);
   runner_ = std::make_unique<runners::JacobianRunner>(registry_.get(), runners::JacobianRunner::Options{options_.cpu_threads});
   jobs::WorkerPool::Options pool_options;
-  if (options_.cpu_worker) pool_options.workers.push_back({"cpu-0", "cpu", "cpu"});
+  // With a shared store a worker's name says which process holds a job ("host-pid/cpu-0").
+  const std::string prefix = store_->lease_ms() > 0 ? absl::StrCat(options_.worker_name, "/") : "";
   const int cuda_devices = torch::cuda::is_available() ? static_cast<int>(torch::cuda::device_count()) : 0;
-  for (int d = 0; d < cuda_devices; ++d) {
-    pool_options.workers.push_back({absl::StrCat("cuda-", d), "cuda", absl::StrCat("cuda:", d)});
+  if (runs_jobs) {
+    if (options_.cpu_worker) pool_options.workers.push_back({prefix + "cpu-0", "cpu", "cpu"});
+    for (int d = 0; d < cuda_devices; ++d) {
+      pool_options.workers.push_back({absl::StrCat(prefix, "cuda-", d), "cuda", absl::StrCat("cuda:", d)});
+    }
   }
-  options_.job_limits.cuda_available = cuda_devices > 0;
+  // Shared store: idle workers wake on NOTIFY; the poll only backs up a lost notification.
+  if (store_->lease_ms() > 0) pool_options.idle_poll_ms = 5000;
+  // With a shared store the workers are other processes: a CUDA (or float16, or larger-than-this-
+  // host) job is accepted and waits until a worker with a CUDA device claims it.
+  options_.job_limits.cuda_available = cuda_devices > 0 || store_->lease_ms() > 0;
   jobs::WorkerObserver observer;
   if (metrics_ != nullptr) {
     observer.started = [this](double wait) { metrics_->JobStarted(wait); };
@@ -76,9 +121,11 @@ absl::Status Server::Start() {
   grpc::ResourceQuota quota("posbias");
   quota.SetMaxThreads(options_.max_rpc_threads);
   builder.SetResourceQuota(quota);
-  builder.RegisterService(&density_service_);
-  builder.RegisterService(model_service_.get());
-  builder.RegisterService(job_service_.get());
+  if (serves_api) {
+    builder.RegisterService(&density_service_);
+    builder.RegisterService(model_service_.get());
+    builder.RegisterService(job_service_.get());
+  }
   server_ = builder.BuildAndStart();
   if (!server_ || port_ == 0) {
     return absl::UnavailableError(
@@ -87,14 +134,31 @@ absl::Status Server::Start() {
   }
   auto* health = server_->GetHealthCheckService();
   health->SetServingStatus("", true);
-  health->SetServingStatus(kDensityServiceName, true);
-  health->SetServingStatus(kModelServiceName, true);
-  health->SetServingStatus(kJobServiceName, true);
-  pool_->Start();
-  retention_thread_ = std::thread([this] {
-    std::unique_lock lock(retention_mutex_);
-    while (!retention_wake_.wait_for(lock, std::chrono::hours(1), [this] { return shut_down_; })) {
-      (void)store_->PurgeFinishedBefore(jobs::SystemClock()() - static_cast<int64_t>(options_.retention_hours * 3.6e6));
+  if (serves_api) {
+    health->SetServingStatus(kDensityServiceName, true);
+    health->SetServingStatus(kModelServiceName, true);
+    health->SetServingStatus(kJobServiceName, true);
+  }
+  if (runs_jobs) pool_->Start();
+  // Every replica reaps expired leases (cheap: one indexed UPDATE), so jobs of a lost worker come
+  // back within about 1.5 leases even when only API replicas are left.
+  housekeeping_thread_ = std::thread([this] {
+    const auto tick = store_->lease_ms() > 0 ? std::chrono::milliseconds(std::max<int64_t>(1, store_->lease_ms() / 2))
+                                             : std::chrono::milliseconds(std::chrono::hours(1));
+    auto next_purge = std::chrono::steady_clock::now() + std::chrono::hours(1);
+    std::unique_lock lock(housekeeping_mutex_);
+    while (!housekeeping_wake_.wait_for(lock, tick, [this] { return shut_down_; })) {
+      lock.unlock();
+      if (store_->lease_ms() > 0) {
+        if (auto reaped = store_->ReapExpiredLeases(); reaped.ok() && *reaped > 0) {
+          spdlog::warn("re-queued {} jobs whose worker lost its lease", *reaped);
+        }
+      }
+      if (std::chrono::steady_clock::now() >= next_purge) {
+        next_purge = std::chrono::steady_clock::now() + std::chrono::hours(1);
+        (void)store_->PurgeFinishedBefore(jobs::SystemClock()() - static_cast<int64_t>(options_.retention_hours * 3.6e6));
+      }
+      lock.lock();
     }
   });
   return absl::OkStatus();
@@ -103,16 +167,16 @@ absl::Status Server::Start() {
 void Server::Shutdown(std::chrono::milliseconds drain) {
   if (!server_ || shut_down_) return;
   {
-    std::lock_guard lock(retention_mutex_);
+    std::lock_guard lock(housekeeping_mutex_);
     shut_down_ = true;
   }
-  retention_wake_.notify_all();
+  housekeeping_wake_.notify_all();
   server_->GetHealthCheckService()->Shutdown();
   job_service_->Shutdown();  // Open watch streams end; new submissions are refused.
   server_->Shutdown(std::chrono::system_clock::now() + drain);
   server_->Wait();
   pool_->Stop();  // Running jobs stop at their next chunk and go back to the queue.
-  if (retention_thread_.joinable()) retention_thread_.join();
+  if (housekeeping_thread_.joinable()) housekeeping_thread_.join();
 }
 
 void Server::Wait() {

@@ -28,9 +28,21 @@ inline constexpr char kDensityServiceName[] = "posbias.v1.DensityService";
 inline constexpr char kModelServiceName[] = "posbias.v1.ModelService";
 inline constexpr char kJobServiceName[] = "posbias.v1.JobService";
 
+// What a replica does. kBoth: the embedded default (API and workers in one process). With a
+// shared job store (PostgreSQL) the tiers scale apart: kApi serves the v1 services and runs no
+// jobs; kWorker runs jobs and serves only gRPC health (and reflection) for its probes.
+enum class Role { kApi, kWorker, kBoth };
+absl::StatusOr<Role> ParseRole(const std::string& name);
+std::string RoleName(Role role);
+
 class Server {
  public:
   struct Options {
+    Role role = Role::kBoth;
+    // "" = SQLite at <data_dir>/jobs.sqlite; "sqlite:PATH"; or a PostgreSQL URI (shared store).
+    std::string job_store;
+    int64_t lease_ms = 30'000;         // Shared store: how long a claim holds a job unrenewed.
+    std::string worker_name;           // Prefix of this process's worker names ("" = host-pid).
     std::string listen_address = "127.0.0.1:50051";  // host:port; port 0 picks a free port.
     DensityLimits density_limits;
     int max_message_bytes = 64 << 20;  // Largest request or response, in bytes.
@@ -67,9 +79,10 @@ class Server {
   std::unique_ptr<ModelServiceImpl> model_service_;
   std::unique_ptr<JobServiceImpl> job_service_;
   std::unique_ptr<grpc::Server> server_;
-  std::thread retention_thread_;
-  std::mutex retention_mutex_;
-  std::condition_variable retention_wake_;
+  // Housekeeping: reaps expired leases (shared store) and deletes finished jobs past retention.
+  std::thread housekeeping_thread_;
+  std::mutex housekeeping_mutex_;
+  std::condition_variable housekeeping_wake_;
   int port_ = 0;
   bool shut_down_ = false;
 };

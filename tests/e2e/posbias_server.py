@@ -200,3 +200,26 @@ def read_safetensors_header(path):
         data = f.read()
     (length,) = struct.unpack("<Q", data[:8])
     return json.loads(data[8:8 + length].decode("utf-8")), len(data), length
+
+
+class Cli:
+    """The `posbias` CLI pointed at one server: run() returns the CompletedProcess, json() the
+    parsed --format json output (AssertionError unless it exits 0 with one JSON document)."""
+
+    def __init__(self, binary, server, timeout=120):
+        self.binary, self.server, self.timeout = binary, server, timeout
+
+    def run(self, *args, timeout=None):
+        env = dict(os.environ)
+        env.pop("POSBIAS_SERVER", None)
+        return subprocess.run([self.binary, "--server", self.server.address, *[str(a) for a in args]],
+                              stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                              timeout=timeout or self.timeout, env=env)
+
+    def json(self, *args, timeout=None):
+        import json
+        result = self.run(*args, "--format", "json", timeout=timeout)
+        if result.returncode != 0:
+            raise AssertionError("exit code %d: %s\nstdout:\n%s\nstderr:\n%s"
+                                 % (result.returncode, " ".join(result.args), result.stdout, result.stderr))
+        return json.loads(result.stdout)

@@ -74,10 +74,7 @@ class Row {
 
 absl::StatusOr<JobRecord> ReadRecord(const pqxx::row& row) { return internal::ReadRecord(Row(row)); }
 
-struct Migration {
-  int64_t version;
-  const char* sql;
-};
+using internal::Migration;
 
 // Append only: a released migration never changes.
 constexpr Migration kMigrations[] = {

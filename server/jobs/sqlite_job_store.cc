@@ -170,10 +170,7 @@ class Transaction {
 // ---------------------------------------------------------------------------------------------
 // Schema.
 
-struct Migration {
-  int64_t version;
-  const char* sql;
-};
+using internal::Migration;
 
 // Append only: a released migration never changes. `cancel_requested` remembers a cancel across a
 // CANCELLING -> QUEUED re-queue (the job becomes CANCELLED at recovery and is never claimed).

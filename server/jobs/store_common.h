@@ -20,6 +20,12 @@ inline constexpr char kColumns[] =
     "error_message, error_code, created_ms, started_ms, finished_ms, updated_ms, checkpoint";
 inline constexpr int kColumnCount = 23;
 
+// One versioned schema step (each store keeps its own append-only list).
+struct Migration {
+  int64_t version;
+  const char* sql;
+};
+
 absl::Status InternalError(const std::string& message);
 absl::Status NotFound(const std::string& id);
 // ABORTED: a newer attempt owns the job (the fencing check failed).

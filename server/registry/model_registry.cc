@@ -1,11 +1,14 @@
 #include "server/registry/model_registry.h"
 
 #include <openssl/evp.h>
+#include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <regex>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
@@ -216,6 +219,35 @@ absl::Status ModelRegistry::MergeIndexFromDisk() {
   return absl::OkStatus();
 }
 
+void ModelRegistry::SyncIndexIfChanged() {
+  const fs::path file = fs::path(options_.data_dir) / "models.json";
+  std::error_code error;
+  const auto mtime = fs::last_write_time(file, error);
+  const auto size = error ? std::uintmax_t{0} : fs::file_size(file, error);
+  if (error || (mtime == index_mtime_ && size == index_size_)) return;
+  const auto json = nlohmann::json::parse(ReadFile(file.string()), nullptr, false);
+  if (json.is_discarded() || !json.is_array()) return;  // Mid-replacement or damaged: keep what we know.
+  std::set<std::string> listed;
+  for (const auto& item : json) {
+    if (item.is_object() && item.contains("name") && item["name"].is_string()) listed.insert(item["name"].get<std::string>());
+  }
+  // Deleted by another replica: gone from the index (built-in presets and registrations still
+  // loading here are not in it by design).
+  for (auto it = entries_.begin(); it != entries_.end();) {
+    const bool keep = it->second.builtin || it->second.state == ModelState::kLoading || listed.count(it->first) > 0;
+    if (!keep) {
+      const std::string name = it->first;
+      cache_.remove_if([&](const auto& item) { return item.first == name; });
+      it = entries_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  (void)MergeIndexFromDisk();
+  index_mtime_ = mtime;
+  index_size_ = size;
+}
+
 absl::Status ModelRegistry::Persist(bool merge_from_disk) {
   // Replicas sharing the data directory: keep what another process registered meanwhile.
   if (merge_from_disk) (void)MergeIndexFromDisk();
@@ -229,7 +261,9 @@ absl::Status ModelRegistry::Persist(bool merge_from_disk) {
                     {"created_ms", entry.created_ms}, {"labels", entry.labels}, {"request_id", entry.request_id}});
   }
   const fs::path file = fs::path(options_.data_dir) / "models.json";
-  const fs::path temporary = file.string() + ".tmp";
+  // A name of this process's own: replicas sharing the directory never write the same file.
+  static std::atomic<int64_t> writes{0};
+  const fs::path temporary = absl::StrCat(file.string(), ".tmp.", getpid(), ".", writes++);
   {
     std::ofstream out(temporary, std::ios::trunc);
     out << json.dump(2) << "\n";
@@ -237,7 +271,13 @@ absl::Status ModelRegistry::Persist(bool merge_from_disk) {
   }
   std::error_code error;
   fs::rename(temporary, file, error);
-  if (error) return ErrorWithReason(absl::StatusCode::kInternal, "INTERNAL_ERROR", "cannot replace " + file.string());
+  if (error) {
+    fs::remove(temporary, error);
+    return ErrorWithReason(absl::StatusCode::kInternal, "INTERNAL_ERROR", "cannot replace " + file.string());
+  }
+  // What we just wrote needs no re-reading.
+  index_mtime_ = fs::last_write_time(file, error);
+  index_size_ = error ? 0 : fs::file_size(file, error);
   return absl::OkStatus();
 }
 
@@ -418,7 +458,7 @@ absl::StatusOr<ModelEntry> ModelRegistry::RegisterUpload(const std::string& name
 
 absl::StatusOr<ModelEntry> ModelRegistry::Get(const std::string& name) {
   std::lock_guard lock(mutex_);
-  if (entries_.count(name) == 0) (void)MergeIndexFromDisk();  // Registered by another replica?
+  SyncIndexIfChanged();
   auto it = entries_.find(name);
   if (it == entries_.end()) {
     return ErrorWithReason(absl::StatusCode::kNotFound, "MODEL_NOT_FOUND", absl::StrCat("no model named ", name));
@@ -428,6 +468,7 @@ absl::StatusOr<ModelEntry> ModelRegistry::Get(const std::string& name) {
 
 std::vector<ModelEntry> ModelRegistry::List() {
   std::lock_guard lock(mutex_);
+  SyncIndexIfChanged();
   std::vector<ModelEntry> all;
   for (const auto& [name, entry] : entries_) all.push_back(entry);
   return all;
@@ -464,7 +505,7 @@ absl::StatusOr<std::shared_ptr<models::DecoderModel>> ModelRegistry::Acquire(con
   ModelEntry entry;
   {
     std::lock_guard lock(mutex_);
-    if (entries_.count(name) == 0) (void)MergeIndexFromDisk();  // Registered by another replica?
+    SyncIndexIfChanged();
     auto it = entries_.find(name);
     if (it == entries_.end()) {
       return ErrorWithReason(absl::StatusCode::kNotFound, "MODEL_NOT_FOUND", absl::StrCat("no model named ", name));

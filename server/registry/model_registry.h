@@ -10,6 +10,7 @@
 // only READY and FAILED are written.
 #pragma once
 
+#include <filesystem>
 #include <cstdint>
 #include <functional>
 #include <atomic>
@@ -108,6 +109,9 @@ class ModelRegistry {
   // Adds the entries of <data_dir>/models.json this process does not know (written by another
   // replica sharing the data directory). Caller holds mutex_ (or is Open).
   absl::Status MergeIndexFromDisk();
+  // When models.json changed since this process last read or wrote it (another replica registered
+  // or deleted a model): adds the new entries and drops the deleted ones. Caller holds mutex_.
+  void SyncIndexIfChanged();
   absl::StatusOr<ModelEntry> Finish(ModelEntry entry);
   // Reserves `name` for `entry` (LOADING); the existing entry when the same request_id made it;
   // MODEL_ALREADY_EXISTS otherwise.
@@ -118,6 +122,8 @@ class ModelRegistry {
   Options options_;
   std::mutex mutex_;
   std::map<std::string, ModelEntry> entries_;
+  std::filesystem::file_time_type index_mtime_{};  // models.json as last read or written.
+  std::uintmax_t index_size_ = 0;
   // LRU cache: most recent at the front.
   std::list<std::pair<std::string, std::shared_ptr<models::DecoderModel>>> cache_;
   std::atomic<int64_t> loads_{0};

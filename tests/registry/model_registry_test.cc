@@ -82,6 +82,28 @@ TEST_F(RegistryTest, KeepsRegistrationsAcrossReopening) {
   EXPECT_TRUE(reopened->Acquire("kept").ok());
 }
 
+// Replicas sharing one data directory (a shared volume) see each other's registrations and
+// deletions through models.json, and keep their own.
+TEST_F(RegistryTest, ReplicasSharingTheDataDirectorySeeEachOthersRegistrationsAndDeletions) {
+  auto api = Open();
+  auto worker = Open();
+  ASSERT_TRUE(api->Register("shared", TinyPreset(3), {}, "").ok());
+  auto seen = worker->Get("shared");
+  ASSERT_TRUE(seen.ok()) << seen.status();
+  EXPECT_EQ(seen->source.seed, 3u);
+  EXPECT_TRUE(worker->Acquire("shared").ok());
+
+  ASSERT_TRUE(worker->Register("own", TinyPreset(4), {}, "").ok());
+  EXPECT_TRUE(api->Get("own").ok()) << "the worker's registration reaches the API replica";
+  EXPECT_TRUE(worker->Get("shared").ok()) << "writing the index keeps the other replica's entry";
+
+  ASSERT_TRUE(api->Delete("shared", false, 0).ok());
+  EXPECT_EQ(ErrorReasonOf(worker->Get("shared").status()), "MODEL_NOT_FOUND");
+  EXPECT_EQ(ErrorReasonOf(worker->Acquire("shared").status()), "MODEL_NOT_FOUND");
+  EXPECT_TRUE(api->Get("own").ok()) << "a deletion keeps the other replica's registration";
+  for (const auto& entry : worker->List()) EXPECT_NE(entry.name, "shared");
+}
+
 TEST_F(RegistryTest, RefusesToDeleteAModelInUseUnlessForced) {
   auto registry = Open();
   ASSERT_TRUE(registry->Register("busy", TinyPreset(), {}, "").ok());

@@ -1,6 +1,7 @@
 // deploy.compose: checks deploy/compose.yaml and the files it mounts without a container engine:
 // services and their keys, the image build (Dockerfile, target stage), the environment against the
-// server's settings, the PostgreSQL wiring, ports, volumes, and the monitoring stack: Prometheus's
+// server's settings, the PostgreSQL wiring, ports, volumes (the API and the workers share one /data
+// volume: the model registry lives there), and the monitoring stack: Prometheus's
 // scrape targets and rules, Grafana's provisioning and the dashboard (every query is PromQL over
 // metrics the server exports, and every exported metric is on the dashboard).
 import fs from 'node:fs';
@@ -111,7 +112,43 @@ export function checkCompose(compose, problems, { metrics, serverEnv, composeDir
     const grace = String(s.stop_grace_period ?? '10s').match(/^(\d+)s$/);
     if (!grace || Number(grace[1]) <= Number(value('POSBIAS_DRAIN_SECONDS') ?? 10)) add(where, `stop_grace_period ${s.stop_grace_period} is not longer than POSBIAS_DRAIN_SECONDS`);
   }
+  checkSharedData(posbiasServices, problems, composeDir);
   return posbiasServices;
+}
+
+// The registry (models.json, uploads/) is in POSBIAS_DATA_DIR, not in PostgreSQL: the API service
+// and the workers (every replica of a scaled service too) must mount one named volume there, at the
+// same path (models.json records uploads by absolute path), writable. An anonymous volume or a
+// tmpfs gives each container its own registry; the embedded SQLite store must not share a volume.
+export function checkSharedData(posbiasServices, problems, composeDir = deployDir) {
+  const info = posbiasServices.map(([name, s]) => {
+    const env = environmentOf(s);
+    const value = (k) => (env[k] === undefined || env[k] === null ? undefined : interpolate(env[k]).value);
+    const dir = value('POSBIAS_DATA_DIR') ?? '/data';
+    const mount = mountsOf(s, composeDir).find((m) => m.target === dir);
+    const tmpfs = [].concat(s.tmpfs ?? []).some((t) => String(t).split(':')[0] === dir);
+    const key = mount && (mount.type === 'bind' ? `bind ${mount.hostPath}` : mount.source ? `volume ${mount.source}` : null);
+    return { name, where: `compose.yaml services.${name}`, dir, mount, tmpfs, key, shared: /^postgres(ql)?:\/\//.test(value('POSBIAS_JOB_STORE') ?? '') };
+  });
+  const onShared = info.filter((x) => x.shared);
+  if (onShared.length > 1 || onShared.some((x) => x.name !== 'posbias')) {
+    for (const x of onShared) {
+      if (x.tmpfs) problems.add(x.where, `a tmpfs at ${x.dir}: every container would keep its own models.json; mount the shared volume posbias-data`);
+      else if (!x.mount) problems.add(x.where, `nothing mounted at POSBIAS_DATA_DIR ${x.dir}: mount the volume the API and the workers share`);
+      else if (!x.key) problems.add(x.where, `an anonymous volume at ${x.dir}: every container gets its own, so models registered through the API stay unknown to it; mount the named volume the API and the workers share`);
+      else if (x.mount.readOnly) problems.add(x.where, `mounts ${x.dir} read-only; the registry writes models.json and uploads there`);
+    }
+    const api = onShared.find((x) => x.name === 'posbias') ?? onShared[0];
+    for (const x of onShared) {
+      if (x === api || !x.key || !api.key) continue;
+      if (x.key !== api.key) problems.add(x.where, `mounts ${x.key} at ${x.dir}, services.${api.name} mounts ${api.key}: registered models would not reach it`);
+      if (x.dir !== api.dir) problems.add(x.where, `POSBIAS_DATA_DIR ${x.dir}, services.${api.name} uses ${api.dir}: models.json records uploads by absolute path`);
+    }
+  }
+  for (const x of info.filter((y) => !y.shared && y.key)) {
+    const others = info.filter((y) => y !== x && y.key === x.key).map((y) => y.name);
+    if (others.length) problems.add(x.where, `the embedded SQLite store (${x.dir}/jobs.sqlite) on a volume that ${others.join(', ')} mount too`);
+  }
 }
 
 export function checkPrometheus(services, problems, metrics, composeDir) {

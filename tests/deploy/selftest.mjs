@@ -45,7 +45,7 @@ function expect(label, baseline, broken, pattern) {
 }
 
 // ---- Kubernetes ------------------------------------------------------------------------------------
-const renders = { production: render('production'), dev: render('dev') };
+const renders = { production: render('production'), 'cpu-cluster': render('cpu-cluster'), dev: render('dev') };
 const baselines = Object.fromEntries(Object.entries(renders).map(([k, v]) => [k, checkK8s(v)]));
 function k8sCase(label, overlay, mutate, pattern) {
   const objects = structuredClone(renders[overlay]);
@@ -54,6 +54,10 @@ function k8sCase(label, overlay, mutate, pattern) {
 }
 const api = (o) => find(o, 'Deployment', 'posbias');
 const gpu = (o) => find(o, 'Deployment', 'posbias-worker-gpu');
+const cpu = (o) => find(o, 'Deployment', 'posbias-worker-cpu');
+const dataVolumeOf = (d) => d.spec.template.spec.volumes.find((v) => v.name === 'data');
+const dataMountOf = (d) => server(d).volumeMounts.find((m) => m.name === 'data');
+const perPodData = (d) => { const v = dataVolumeOf(d); delete v.persistentVolumeClaim; v.emptyDir = { sizeLimit: '2Gi' }; };
 k8sCase('misspelt field (readinesProbe)', 'production', (o) => { const c = server(api(o)); c.readinesProbe = c.readinessProbe; delete c.readinessProbe; }, /readinesProbe: unknown field/);
 k8sCase('misspelt CRD field', 'production', (o) => { find(o, 'ServiceMonitor').spec.endpoints[0].intervall = '5s'; }, /intervall: unknown field/);
 k8sCase('wrong type (replicas "two")', 'production', (o) => { api(o).spec.replicas = 'two'; }, /schema: .*replicas/);
@@ -87,6 +91,23 @@ k8sCase('PodMonitor selecting nothing', 'production', (o) => { find(o, 'PodMonit
 k8sCase('read-only root without /tmp', 'production', (o) => { const d = api(o); server(d).volumeMounts = server(d).volumeMounts.filter((m) => m.mountPath !== '/tmp'); d.spec.template.spec.volumes = d.spec.template.spec.volumes.filter((v) => v.name !== 'tmp'); }, /no writable volume at \/tmp/);
 k8sCase('claim of an undocumented PVC', 'production', (o) => { api(o).spec.template.spec.volumes.find((v) => v.name === 'models').persistentVolumeClaim.claimName = 'models'; }, /claims models/);
 k8sCase('object without namespace', 'production', (o) => { delete find(o, 'Service').metadata.namespace; }, /has no namespace/);
+k8sCase('GPU worker with a per-pod /data', 'production', (o) => perPodData(gpu(o)), /posbias-worker-gpu: POSBIAS_DATA_DIR \/data is a per-pod emptyDir/);
+k8sCase('API tier with a per-pod /data', 'production', (o) => perPodData(api(o)), /Deployment\/posbias: POSBIAS_DATA_DIR \/data is a per-pod emptyDir/);
+k8sCase('CPU worker with a per-pod /data', 'cpu-cluster', (o) => perPodData(cpu(o)), /posbias-worker-cpu: POSBIAS_DATA_DIR \/data is a per-pod emptyDir/);
+k8sCase('API replicas alone with a per-pod /data', 'production', (o) => { o.splice(o.indexOf(gpu(o)), 1); perPodData(api(o)); }, /1 Deployment\(s\) \(up to 10 pods\)/);
+k8sCase('shared data claim ReadWriteOnce', 'production', (o) => { find(o, 'PersistentVolumeClaim', 'posbias-data').spec.accessModes = ['ReadWriteOnce']; }, /PersistentVolumeClaim\/posbias-data: access modes .* must be ReadWriteMany/);
+k8sCase('shared data claim missing from the render', 'production', (o) => { o.splice(o.indexOf(find(o, 'PersistentVolumeClaim', 'posbias-data')), 1); }, /shared data claim posbias-data is not in the render/);
+k8sCase('workers on another data claim', 'cpu-cluster', (o) => {
+  const other = structuredClone(find(o, 'PersistentVolumeClaim', 'posbias-data'));
+  other.metadata.name = 'posbias-data-cpu';
+  o.push(other);
+  dataVolumeOf(cpu(o)).persistentVolumeClaim.claimName = 'posbias-data-cpu';
+}, /mount different claims/);
+k8sCase('shared data claim under a subPath', 'production', (o) => { dataMountOf(gpu(o)).subPath = 'gpu'; }, /with subPath gpu/);
+k8sCase('shared data claim mounted read-only', 'production', (o) => { dataMountOf(gpu(o)).readOnly = true; }, /mounts the shared data claim posbias-data read-only/);
+k8sCase('workers on another POSBIAS_DATA_DIR', 'production', (o) => { server(gpu(o)).env.push({ name: 'POSBIAS_DATA_DIR', value: '/var/lib/posbias' }); dataMountOf(gpu(o)).mountPath = '/var/lib/posbias'; }, /different POSBIAS_DATA_DIR/);
+k8sCase('SQLite store on the shared ReadWriteMany claim', 'production', (o) => { const c = server(api(o)); c.env = c.env.filter((e) => e.name !== 'POSBIAS_JOB_STORE'); envEntry(api(o), 'POSBIAS_ROLE').value = 'both'; }, /embedded SQLite store .* on the ReadWriteMany claim posbias-data/);
+k8sCase('SQLite on a ReadWriteMany claim', 'dev', (o) => { find(o, 'PersistentVolumeClaim', 'posbias-data').spec.accessModes = ['ReadWriteMany']; }, /embedded SQLite store .* on the ReadWriteMany claim/);
 k8sCase('SQLite with two replicas', 'dev', (o) => { api(o).spec.replicas = 2; }, /allows one replica/);
 k8sCase('SQLite on RWO with a rolling update', 'dev', (o) => { api(o).spec.strategy = { type: 'RollingUpdate' }; }, /strategy Recreate/);
 k8sCase('worker role on SQLite', 'dev', (o) => { envEntry(api(o), 'POSBIAS_ROLE').value = 'worker'; }, /without a shared POSBIAS_JOB_STORE/);
@@ -110,6 +131,11 @@ else console.log('skip  compose: build target that is no stage (no Dockerfile: d
 composeCase('healthcheck on the wrong port', (c) => { c.services.posbias.healthcheck.test = ['CMD', 'posbias', '--server', '127.0.0.1:50052', 'health']; }, /healthcheck/);
 composeCase('missing postgres service', (c) => { delete c.services.postgres; }, /no service postgres/);
 composeCase('worker publishing ports', (c) => { c.services['posbias-worker'].ports = ['9465:9464']; }, /cannot publish host ports/);
+const workerVolumes = (c, data) => { c.services['posbias-worker'].volumes = [...data, '${POSBIAS_MODELS_DIR:-./models}:/models:ro']; };
+composeCase('worker with an anonymous /data', (c) => workerVolumes(c, ['/data']), /posbias-worker: an anonymous volume at \/data/);
+composeCase('worker on a volume of its own', (c) => { workerVolumes(c, ['posbias-worker-data:/data']); c.volumes['posbias-worker-data'] = null; }, /mounts volume posbias-worker-data at \/data, services\.posbias mounts volume posbias-data/);
+composeCase('worker /data on tmpfs', (c) => { workerVolumes(c, []); c.services['posbias-worker'].tmpfs = ['/tmp', '/data']; }, /a tmpfs at \/data/);
+composeCase('worker /data read-only', (c) => workerVolumes(c, ['posbias-data:/data:ro']), /mounts \/data read-only/);
 composeCase('variable without default', (c) => { c.services.posbias.environment.POSBIAS_LOG_LEVEL = '${LOG_LEVEL}'; }, /has no default/);
 
 // ---- Grafana dashboard -----------------------------------------------------------------------------

@@ -48,6 +48,19 @@ export function containerEnvironment(container, configMaps) {
 }
 
 const roleOf = (env) => env.POSBIAS_ROLE?.value ?? 'both';
+// A store several processes can share (PostgreSQL); anything else is the embedded SQLite file.
+const sharedStore = (env) => Boolean(env.POSBIAS_JOB_STORE && (env.POSBIAS_JOB_STORE.from || /^postgres(ql)?:\/\//.test(env.POSBIAS_JOB_STORE.value)));
+const serverOf = (d) => (d.spec?.template?.spec?.containers ?? []).find((c) => c.name === 'posbias');
+
+// Where a Deployment keeps POSBIAS_DATA_DIR: { dir, mount, volume, claim } (mount/volume/claim may be undefined).
+export function dataVolume(d, configMaps) {
+  const server = serverOf(d) ?? {};
+  const dir = containerEnvironment(server, configMaps).POSBIAS_DATA_DIR?.value ?? '/data';
+  const mount = (server.volumeMounts ?? []).find((m) => m.mountPath === dir);
+  const volume = mount && (d.spec.template.spec.volumes ?? []).find((v) => v.name === mount.name);
+  return { dir, mount, volume, claim: volume?.persistentVolumeClaim?.claimName };
+}
+const volumeKind = (v) => (v ? Object.keys(v).find((k) => k !== 'name') ?? 'no source' : 'no volume');
 
 function checkDeployment(d, ctx, problems) {
   const where = id(d);
@@ -133,7 +146,7 @@ function checkDeployment(d, ctx, problems) {
   }
   if (!['api', 'worker', 'both'].includes(role)) add(`POSBIAS_ROLE ${role} is not api, worker or both`);
   const store = env.POSBIAS_JOB_STORE;
-  const shared = store && (store.from || /^postgres(ql)?:\/\//.test(store.value));
+  const shared = sharedStore(env);
   if (store?.value && !/^postgres(ql)?:\/\//.test(store.value)) add(`POSBIAS_JOB_STORE ${store.value} is not a postgresql:// URI`);
   if (store?.value && /:\/\/[^/@]*:[^/@]+@/.test(store.value)) add('POSBIAS_JOB_STORE carries a password in the manifest: read it from a Secret');
   if (role !== 'both' && !shared) add(`role ${role} without a shared POSBIAS_JOB_STORE: ${role === 'api' ? 'no worker can see its jobs' : 'it has no jobs to run'}`);
@@ -177,6 +190,58 @@ function checkDeployment(d, ctx, problems) {
   return role;
 }
 
+// The registry (models.json, uploads/) lives in POSBIAS_DATA_DIR, not in the job store. Pods on a
+// shared store see each other's models only through one data directory: when the render runs more
+// than one such pod (several Deployments, or replicas/an HPA above one), every one of them must mount
+// the same ReadWriteMany claim at the same path (upload paths in models.json are absolute), writable,
+// without a subPath of its own. And no embedded SQLite store may sit on a claim that is
+// ReadWriteMany or mounted by another Deployment (several processes on one SQLite file).
+function checkDataSharing(deployments, ctx) {
+  const problems = [];
+  const envOf = (d) => containerEnvironment(serverOf(d) ?? {}, ctx.configMaps);
+  const maxReplicas = (d) => Math.max(d.spec?.replicas ?? 1,
+    ...ctx.byKind('HorizontalPodAutoscaler').filter((h) => h.spec?.scaleTargetRef?.kind === 'Deployment' && h.spec.scaleTargetRef.name === d.metadata.name).map((h) => h.spec.maxReplicas ?? 1));
+  const claimObject = (name) => ctx.byKind('PersistentVolumeClaim').find((p) => p.metadata.name === name);
+  const withServer = deployments.filter((d) => serverOf(d));
+  const onShared = withServer.filter((d) => sharedStore(envOf(d)));
+  const pods = onShared.reduce((n, d) => n + maxReplicas(d), 0);
+  if (onShared.length > 1 || pods > 1) {
+    const data = onShared.map((d) => ({ d, ...dataVolume(d, ctx.configMaps) }));
+    const why = `${onShared.length} Deployment(s) (up to ${pods} pods) on the shared job store`;
+    for (const x of data) {
+      const where = id(x.d);
+      if (!x.mount) { problems.push(`${where}: nothing mounted at POSBIAS_DATA_DIR ${x.dir}; ${why} must share it through one ReadWriteMany claim`); continue; }
+      if (!x.claim) {
+        problems.push(`${where}: POSBIAS_DATA_DIR ${x.dir} is a per-pod ${volumeKind(x.volume)}, but ${why} must share it: a model registered through one pod would stay unknown to the others; mount the shared ReadWriteMany claim (components/shared-data)`);
+        continue;
+      }
+      if (x.mount.readOnly || x.volume.persistentVolumeClaim.readOnly) problems.push(`${where}: mounts the shared data claim ${x.claim} read-only at ${x.dir}`);
+      if (x.mount.subPath || x.mount.subPathExpr) problems.push(`${where}: mounts ${x.claim} at ${x.dir} with subPath ${x.mount.subPath ?? x.mount.subPathExpr}: every pod must see the same directory`);
+      const pvc = claimObject(x.claim);
+      if (!pvc) problems.push(`${where}: the shared data claim ${x.claim} is not in the render (its access mode cannot be checked)`);
+      else if (!(pvc.spec?.accessModes ?? []).includes('ReadWriteMany')) {
+        problems.push(`PersistentVolumeClaim/${x.claim}: access modes ${JSON.stringify(pvc.spec?.accessModes ?? [])}, but ${why} mount it at ${x.dir} from any node: it must be ReadWriteMany`);
+      }
+    }
+    const claims = [...new Set(data.filter((x) => x.claim).map((x) => x.claim))];
+    if (claims.length > 1) problems.push(`pods on the shared store mount different claims at their data directory (${data.filter((x) => x.claim).map((x) => `${id(x.d)}: ${x.claim}`).join(', ')}): registered models would not reach all of them`);
+    const dirs = [...new Set(data.map((x) => x.dir))];
+    if (dirs.length > 1) problems.push(`pods on the shared store use different POSBIAS_DATA_DIR (${data.map((x) => `${id(x.d)}: ${x.dir}`).join(', ')}): models.json records uploads by absolute path`);
+  }
+  for (const d of withServer.filter((x) => !sharedStore(envOf(x)))) {
+    const { dir, claim } = dataVolume(d, ctx.configMaps);
+    if (!claim) continue;
+    const pvc = claimObject(claim);
+    if ((pvc?.spec?.accessModes ?? []).includes('ReadWriteMany')) {
+      problems.push(`${id(d)}: the embedded SQLite store (${dir}/jobs.sqlite) on the ReadWriteMany claim ${claim}: several pods could open one SQLite file, and network filesystems break its locking; use PostgreSQL (POSBIAS_JOB_STORE) there`);
+    }
+    for (const other of withServer.filter((x) => x !== d && (x.spec.template.spec.volumes ?? []).some((v) => v.persistentVolumeClaim?.claimName === claim))) {
+      problems.push(`${id(d)}: the embedded SQLite store (${dir}/jobs.sqlite) on the claim ${claim}, which ${id(other)} mounts too`);
+    }
+  }
+  return [...new Set(problems)];
+}
+
 export function checkRender(objects, ctx) {
   const problems = [];
   const byKind = (kind) => objects.filter((o) => o.kind === kind);
@@ -208,6 +273,7 @@ export function checkRender(objects, ctx) {
   if (roles.some((r) => r.role === 'api') && !roles.some((r) => r.role === 'worker' || r.role === 'both')) {
     problems.push('has an API tier but no worker: submitted jobs would never run');
   }
+  problems.push(...checkDataSharing(deployments, c));
   const podsOf = (selector, map = false) => deployments.filter((d) => (map ? matchesMap(selector, d.spec.template.metadata.labels) : matches(selector, d.spec.template.metadata.labels)));
   const containerPorts = (d) => (d.spec.template.spec.containers ?? []).flatMap((x) => x.ports ?? []);
 

@@ -352,9 +352,15 @@ absl::Status CheckMeasureOptions(const DecoderModel& model, const MeasureOptions
       }
     }
   }
-  if (static_cast<int64_t>(options.done_samples.size()) > options.samples) {
+  const int64_t end_sample = options.end_sample > 0 ? options.end_sample : options.samples;
+  if (options.first_sample < 0 || options.first_sample >= end_sample || end_sample > options.samples) {
+    return InvalidArgumentError({"INVALID_ARGUMENT", "sample range",
+                                 absl::StrCat("[", options.first_sample, ", ", end_sample, ")"),
+                                 absl::StrCat("0 <= first_sample < end_sample <= samples = ", options.samples)});
+  }
+  if (static_cast<int64_t>(options.done_samples.size()) > end_sample - options.first_sample) {
     return InvalidArgumentError({"INVALID_ARGUMENT", "done_samples", std::to_string(options.done_samples.size()),
-                                 absl::StrCat("at most samples = ", options.samples)});
+                                 absl::StrCat("at most the ", end_sample - options.first_sample, " samples of the range")});
   }
   for (const auto& record : options.done_samples) {
     for (const auto& values : record.sq_norm) {
@@ -404,7 +410,9 @@ absl::StatusOr<MeasureResult> Measure(DecoderModel& model, const MeasureOptions&
     batch = std::clamp<int64_t>(batch, 1, rows_total);
     const int64_t outputs = options.output == Output::kLayerSweep ? model.config().num_layers : 1;
     const int64_t chunks_per_sample = outputs * ((rows_total + batch - 1) / batch);
-    Progress progress{0, options.samples * chunks_per_sample, 0, 0.0};
+    const int64_t first_sample = options.first_sample;
+    const int64_t end_sample = options.end_sample > 0 ? options.end_sample : options.samples;
+    Progress progress{0, (end_sample - first_sample) * chunks_per_sample, 0, 0.0};
     auto tick = [&] {
       ++progress.chunks_done;
       progress.fraction = std::min(1.0, static_cast<double>(progress.chunks_done) / progress.chunks_total);
@@ -419,7 +427,8 @@ absl::StatusOr<MeasureResult> Measure(DecoderModel& model, const MeasureOptions&
     for (int64_t s = 0; s < options.samples; ++s) {
       const Sample& sample = samples[s];
       if (!sample.tokens.empty()) result.tokens.push_back(sample.tokens);
-      if (s < static_cast<int64_t>(records.size())) continue;  // Finished before a resume.
+      if (s < first_sample || s >= end_sample) continue;  // Another part's sample.
+      if (s - first_sample < static_cast<int64_t>(records.size())) continue;  // Finished before a resume.
       runner.StartSample(s);
       absl::StatusOr<SampleSums> sums = absl::InternalError("not run");
       while (true) {

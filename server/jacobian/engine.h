@@ -72,6 +72,13 @@ struct MeasureOptions {
   std::vector<SampleRecord> done_samples;
   // Called after each newly computed sample with its index; returning false cancels.
   std::function<bool(int64_t, const SampleRecord&)> on_sample;
+  // One part of a measurement split into sample ranges (parts can run on different workers):
+  // only samples first_sample .. end_sample - 1 are computed, done_samples then holds records of
+  // samples first_sample, first_sample + 1, ..., and the statistics cover the part's samples.
+  // Merging: a run with done_samples = the parts' records in sample order computes nothing and
+  // equals the unsplit measurement (inputs and probes are drawn per sample from the seed).
+  int64_t first_sample = 0;
+  int64_t end_sample = 0;  // 0 = samples.
 };
 
 // Statistics over samples of one per-position quantity (index j - 1).

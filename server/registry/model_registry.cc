@@ -403,6 +403,7 @@ absl::StatusOr<std::optional<ModelEntry>> ModelRegistry::Reserve(const std::stri
                                                                   const std::string& request_id) {
   if (auto status = CheckModelName(name); !status.ok()) return status;
   std::lock_guard lock(mutex_);
+  SyncIndexIfChanged();  // A name another replica registered is taken.
   if (auto it = entries_.find(name); it != entries_.end()) {
     if (!request_id.empty() && it->second.request_id == request_id) return std::optional<ModelEntry>(it->second);
     return ErrorWithReason(absl::StatusCode::kAlreadyExists, "MODEL_ALREADY_EXISTS",

@@ -211,6 +211,75 @@ TEST(Measure, ResumedFromFinishedSamplesEqualsAnUninterruptedRun) {
   }
 }
 
+// Parts [0, 2), [2, 3) and [3, 5) run separately (as on different workers, one of them resumed
+// from its own checkpoint); merged in sample order they equal the unsplit measurement exactly.
+TEST(Measure, SampleRangesRunApartAndMergedEqualTheUnsplitMeasurement) {
+  auto model = Build(Tiny("gpt2"));
+  for (Method method : {Method::kExact, Method::kHutchinson}) {
+    MeasureOptions options;
+    options.length = 5;
+    options.samples = 5;
+    options.seed = 8;
+    options.method = method;
+    options.probes = 6;
+    auto whole = Measure(*model, options);
+    ASSERT_TRUE(whole.ok()) << whole.status();
+
+    std::vector<SampleRecord> merged;
+    for (auto [first, end] : {std::pair<int64_t, int64_t>{0, 2}, {2, 3}, {3, 5}}) {
+      MeasureOptions part = options;
+      part.first_sample = first;
+      part.end_sample = end;
+      std::vector<int64_t> computed;
+      part.on_sample = [&](int64_t index, const SampleRecord& record) {
+        computed.push_back(index);
+        merged.push_back(record);
+        return true;
+      };
+      if (first == 3) {  // Resumed: an earlier attempt of this part checkpointed sample 3.
+        MeasureOptions earlier = part;
+        earlier.end_sample = 4;
+        earlier.on_sample = [&](int64_t, const SampleRecord& record) {
+          part.done_samples.push_back(record);
+          return true;
+        };
+        ASSERT_TRUE(Measure(*model, earlier).ok());
+        ASSERT_EQ(part.done_samples.size(), 1u);
+        merged.push_back(part.done_samples.front());
+      }
+      auto result = Measure(*model, part);
+      ASSERT_TRUE(result.ok()) << result.status();
+      const std::vector<int64_t> expected_indices =
+          first == 3 ? std::vector<int64_t>{4} : first == 0 ? std::vector<int64_t>{0, 1} : std::vector<int64_t>{2};
+      EXPECT_EQ(computed, expected_indices);
+    }
+    ASSERT_EQ(merged.size(), 5u);
+    MeasureOptions merge = options;
+    merge.done_samples = merged;
+    auto combined = Measure(*model, merge);
+    ASSERT_TRUE(combined.ok()) << combined.status();
+    EXPECT_EQ(combined->vjp_count, 0) << "merging computes nothing";
+    EXPECT_EQ(combined->sq_norm[0].mean, whole->sq_norm[0].mean);
+    EXPECT_EQ(combined->sq_norm[0].stderr_mean, whole->sq_norm[0].stderr_mean);
+    EXPECT_EQ(combined->tokens, whole->tokens);
+    EXPECT_EQ(combined->branch_ratio, whole->branch_ratio);
+  }
+}
+
+TEST(MeasureOptions, RejectsASampleRangeOutsideTheSamples) {
+  auto model = Build(Tiny("gpt2"));
+  for (auto [first, end] : {std::pair<int64_t, int64_t>{-1, 2}, {2, 2}, {3, 1}, {0, 5}}) {
+    MeasureOptions options;
+    options.length = 4;
+    options.samples = 4;
+    options.first_sample = first;
+    options.end_sample = end;
+    const auto status = CheckMeasureOptions(*model, options);
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << first << ".." << end;
+    EXPECT_NE(status.message().find("first_sample"), std::string::npos) << status;
+  }
+}
+
 TEST(MeasureOptions, RejectsLengthsBeyondTheModelsPositionsNamingTheField) {
   auto model = Build(Tiny("gpt2"));
   MeasureOptions options;

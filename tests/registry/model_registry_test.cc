@@ -88,6 +88,8 @@ TEST_F(RegistryTest, ReplicasSharingTheDataDirectorySeeEachOthersRegistrationsAn
   auto api = Open();
   auto worker = Open();
   ASSERT_TRUE(api->Register("shared", TinyPreset(3), {}, "").ok());
+  EXPECT_EQ(ErrorReasonOf(worker->Register("shared", TinyPreset(9), {}, "").status()), "MODEL_ALREADY_EXISTS")
+      << "a name another replica registered is taken";
   auto seen = worker->Get("shared");
   ASSERT_TRUE(seen.ok()) << seen.status();
   EXPECT_EQ(seen->source.seed, 3u);

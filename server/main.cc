@@ -62,6 +62,9 @@ void DefineFlags(CLI::App& app, Flags& flags) {
       ->envname("POSBIAS_JOB_STORE");
   app.add_option("--lease-seconds", flags.lease_seconds, "Shared store: how long a worker holds a job without a heartbeat")
       ->envname("POSBIAS_LEASE_SECONDS")->check(CLI::Range(2, 3600))->capture_default_str();
+  app.add_option("--part-samples", flags.server.part_samples,
+                 "Shared store: split jobs with more samples into parts of this many, run by any workers in parallel (0: never)")
+      ->envname("POSBIAS_PART_SAMPLES")->check(CLI::Range(int64_t{0}, int64_t{1} << 20))->capture_default_str();
   app.add_option("--worker-name", flags.server.worker_name, "Name of this process's workers in the shared store (default: host-pid)")
       ->envname("POSBIAS_WORKER_NAME");
   app.add_option("--data-dir", flags.server.data_dir, "Job store (jobs.sqlite), registered models and uploads")
@@ -109,9 +112,10 @@ void LogBanner(const Flags& flags, int grpc_port, int metrics_port) {
                limits.max_returned_positions);
   // The job store's connection string may hold a password: only its kind is logged.
   const std::string& store = flags.server.job_store;
-  spdlog::info("config: role={} job_store={} lease_seconds={} worker_name={}", flags.role,
+  spdlog::info("config: role={} job_store={} lease_seconds={} part_samples={} worker_name={}", flags.role,
                store.empty() ? "sqlite (data_dir)" : store.rfind("sqlite:", 0) == 0 ? store : "postgresql",
-               flags.lease_seconds, flags.server.worker_name.empty() ? "(host-pid)" : flags.server.worker_name);
+               flags.lease_seconds, flags.server.part_samples,
+               flags.server.worker_name.empty() ? "(host-pid)" : flags.server.worker_name);
   spdlog::info("config: data_dir={} model_root={} cpu_threads={} cpu_worker={} max_queued={} "
                "max_sequence_length={} retention_hours={} model_cache_mb={}",
                flags.server.data_dir, flags.server.model_root.empty() ? "(none)" : flags.server.model_root,

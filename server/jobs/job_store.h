@@ -132,6 +132,9 @@ struct PostgresStoreOptions {
   std::string uri;              // libpq connection URI or key=value string.
   int64_t lease_ms = 30'000;    // How long a claim holds a job without a renewal.
   int connections = 4;          // Pooled connections for store operations (plus one listener).
+  // Jobs with more samples than this are split into parts of this many samples that workers run
+  // in parallel and the last one merges (job.h); 0 = never split.
+  int64_t part_samples = 0;
   Clock clock = SystemClock();  // Timestamps and leases; replicas need synchronized clocks.
 };
 // Connects to PostgreSQL and applies the versioned schema migrations (serialized across
@@ -142,8 +145,9 @@ absl::StatusOr<std::unique_ptr<JobStore>> OpenPostgresJobStore(PostgresStoreOpti
 // Chooses the store from a connection string: "" → SQLite at `default_sqlite_path`;
 // "sqlite:PATH" or "sqlite://PATH" → SQLite at PATH; "postgresql://…" or "postgres://…" →
 // PostgreSQL. INVALID_ARGUMENT for anything else.
+// `part_samples` applies to PostgreSQL (see PostgresStoreOptions).
 absl::StatusOr<std::unique_ptr<JobStore>> OpenJobStore(const std::string& connection,
                                                        const std::string& default_sqlite_path,
-                                                       int64_t lease_ms = 30'000);
+                                                       int64_t lease_ms = 30'000, int64_t part_samples = 0);
 
 }  // namespace posbias::jobs

@@ -7,12 +7,14 @@
 namespace posbias::jobs {
 
 absl::StatusOr<std::unique_ptr<JobStore>> OpenJobStore(const std::string& connection,
-                                                       const std::string& default_sqlite_path, int64_t lease_ms) {
+                                                       const std::string& default_sqlite_path, int64_t lease_ms,
+                                                       int64_t part_samples) {
   if (connection.empty()) return OpenSqliteJobStore(default_sqlite_path);
   if (absl::StartsWith(connection, "postgresql://") || absl::StartsWith(connection, "postgres://")) {
     PostgresStoreOptions options;
     options.uri = connection;
     options.lease_ms = lease_ms;
+    options.part_samples = part_samples;
     return OpenPostgresJobStore(std::move(options));
   }
   for (const char* prefix : {"sqlite://", "sqlite:"}) {

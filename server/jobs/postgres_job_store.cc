@@ -27,6 +27,7 @@
 #include <mutex>
 #include <optional>
 #include <random>
+#include <set>
 #include <string>
 #include <thread>
 #include <utility>
@@ -72,7 +73,16 @@ class Row {
   const pqxx::row& row_;
 };
 
-absl::StatusOr<JobRecord> ReadRecord(const pqxx::row& row) { return internal::ReadRecord(Row(row)); }
+absl::StatusOr<JobRecord> ReadRecord(const pqxx::row& row) {
+  absl::StatusOr<JobRecord> job = internal::ReadRecord(Row(row));
+  if (!job.ok() || row.size() < internal::kColumnCount + 4) return job;
+  const Row extra(row);
+  job->parent_id = extra.Text(internal::kColumnCount);
+  job->sample_begin = extra.Int(internal::kColumnCount + 1);
+  job->sample_end = extra.Int(internal::kColumnCount + 2);
+  job->parts_total = static_cast<int32_t>(extra.Int(internal::kColumnCount + 3));
+  return job;
+}
 
 using internal::Migration;
 
@@ -118,7 +128,23 @@ CREATE TABLE results (
   result_json TEXT NOT NULL
 );
 )sql"},
+    // Sample parts: a part row names its parent; a parent counts its parts and those done.
+    {2, R"sql(
+ALTER TABLE jobs ADD COLUMN parent_id TEXT NOT NULL DEFAULT '';
+ALTER TABLE jobs ADD COLUMN sample_begin BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE jobs ADD COLUMN sample_end BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE jobs ADD COLUMN parts_total INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE jobs ADD COLUMN parts_done INTEGER NOT NULL DEFAULT 0;
+CREATE INDEX jobs_parts ON jobs (parent_id) WHERE parent_id <> '';
+)sql"},
 };
+
+// The job columns plus the part columns (at kColumnCount ...).
+const std::string kAllColumns = absl::StrCat(kColumns, ", parent_id, sample_begin, sample_end, parts_total");
+// Jobs users see: parents and unsplit jobs, not parts.
+constexpr char kTopLevel[] = "parent_id = ''";
+// A parent whose parts still run holds no lease and is not claimable.
+constexpr char kWaitingForParts[] = "(parts_total > 0 AND parts_done < parts_total)";
 
 // A fixed set of connections shared by the store's callers; Acquire waits for a free one.
 class ConnectionPool {
@@ -298,7 +324,7 @@ class PostgresJobStore final : public JobStore {
       tx.exec_params("SELECT pg_advisory_xact_lock($1)", kCreateLock);
       if (!job.request_id.empty()) {
         const pqxx::result existing =
-            tx.exec_params(absl::StrCat("SELECT ", kColumns, " FROM jobs WHERE request_id = $1"), job.request_id);
+            tx.exec_params(absl::StrCat("SELECT ", kAllColumns, " FROM jobs WHERE request_id = $1"), job.request_id);
         if (!existing.empty()) {
           absl::StatusOr<JobRecord> found = ReadRecord(existing[0]);
           if (!found.ok()) return found.status();
@@ -306,7 +332,8 @@ class PostgresJobStore final : public JobStore {
         }
       }
       if (max_queued > 0) {
-        const int64_t queued = tx.exec("SELECT COUNT(*) FROM jobs WHERE state = 'queued'")[0][0].as<int64_t>();
+        const int64_t queued =
+            tx.exec(absl::StrCat("SELECT COUNT(*) FROM jobs WHERE state = 'queued' AND ", kTopLevel))[0][0].as<int64_t>();
         if (queued >= max_queued) return internal::QueueFull(queued, max_queued);
       }
       if (job.id.empty()) {
@@ -328,6 +355,19 @@ class PostgresJobStore final : public JobStore {
           job.chunks_done, job.chunks_total, job.eta_seconds, job.device, job.worker, job.error_reason,
           job.error_message, job.error_code, job.created_ms, job.started_ms, job.finished_ms, job.updated_ms,
           job.checkpoint, job.spec.model, job.spec.device);
+      const int64_t part = options_.part_samples;
+      if (part > 0 && job.spec.samples > part) {
+        job.parts_total = static_cast<int32_t>((job.spec.samples + part - 1) / part);
+        tx.exec_params("UPDATE jobs SET parts_total = $2 WHERE id = $1", job.id, job.parts_total);
+        for (int32_t k = 0; k < job.parts_total; ++k) {
+          tx.exec_params(
+              "INSERT INTO jobs (id, state, priority, created_ms, model, spec_device, spec_json, labels_json, "
+              "time_limit_seconds, updated_ms, parent_id, sample_begin, sample_end) "
+              "SELECT $2, 'queued', priority, created_ms, model, spec_device, spec_json, labels_json, "
+              "time_limit_seconds, updated_ms, id, $3, $4 FROM jobs WHERE id = $1",
+              job.id, absl::StrCat(job.id, ".", k), k * part, std::min<int64_t>(job.spec.samples, (k + 1) * part));
+        }
+      }
       tx.exec(kNotify);
       return Created{job, true};
     });
@@ -340,7 +380,7 @@ class PostgresJobStore final : public JobStore {
   absl::StatusOr<JobPage> List(const ListFilter& filter) override {
     int64_t page_size = filter.page_size == 0 ? 50 : filter.page_size;
     page_size = std::clamp<int64_t>(page_size, 1, 1000);
-    std::vector<std::string> conditions;
+    std::vector<std::string> conditions = {kTopLevel};
     std::vector<std::string> values;
     auto placeholder = [&values](std::string value) {
       values.push_back(std::move(value));
@@ -363,7 +403,7 @@ class PostgresJobStore final : public JobStore {
       conditions.push_back(absl::StrCat("(created_ms < ", created, "::bigint OR (created_ms = ", created,
                                         "::bigint AND id < ", id, "))"));
     }
-    std::string sql = absl::StrCat("SELECT ", kColumns, " FROM jobs");
+    std::string sql = absl::StrCat("SELECT ", kAllColumns, " FROM jobs");
     if (!conditions.empty()) absl::StrAppend(&sql, " WHERE ", absl::StrJoin(conditions, " AND "));
     absl::StrAppend(&sql, " ORDER BY created_ms DESC, id DESC LIMIT ", page_size + 1);
     return InTransaction(pool_, [&](pqxx::work& tx) -> absl::StatusOr<JobPage> {
@@ -391,6 +431,7 @@ class PostgresJobStore final : public JobStore {
       const pqxx::result claimed = tx.exec_params(
           absl::StrCat(
               "WITH next AS (SELECT id FROM jobs WHERE state = 'queued' AND NOT cancel_requested "
+              "AND NOT ", kWaitingForParts, " "
               "AND (spec_device = '' OR spec_device = ANY(string_to_array($1, ','))) "
               "ORDER BY priority DESC, created_ms ASC, id ASC LIMIT 1 FOR UPDATE SKIP LOCKED) "
               "UPDATE jobs SET state = 'running', attempt = jobs.attempt + 1, worker = $2, device = $3, "
@@ -401,6 +442,20 @@ class PostgresJobStore final : public JobStore {
       if (claimed.empty()) return std::optional<JobRecord>();
       absl::StatusOr<JobRecord> job = ReadRecord(claimed[0]);
       if (!job.ok()) return job.status();
+      if (!job->parent_id.empty()) {  // The first part to start starts its parent.
+        tx.exec_params(
+            "UPDATE jobs SET state = 'running', started_ms = CASE WHEN started_ms = 0 THEN $2 ELSE started_ms END, "
+            "updated_ms = $2 WHERE id = $1 AND state = 'queued'",
+            job->parent_id, now);
+      }
+      if (job->parts_total > 0) {  // Claimed to merge: the parts' results in sample order.
+        for (const pqxx::row& row : tx.exec_params(
+                 "SELECT r.result_json FROM jobs c JOIN results r ON r.job_id = c.id WHERE c.parent_id = $1 "
+                 "ORDER BY c.sample_begin",
+                 job->id)) {
+          job->part_results.push_back(Row(row).Text(0));
+        }
+      }
       return std::optional<JobRecord>(*std::move(job));
     });
   }
@@ -414,11 +469,20 @@ class PostgresJobStore final : public JobStore {
                        "eta_seconds = $7, checkpoint = CASE WHEN $8 = '' THEN checkpoint ELSE $8 END, "
                        "updated_ms = $9, lease_expires_ms = $10 "
                        "WHERE id = $1 AND attempt = $2 AND state IN ('running', 'cancelling') RETURNING ",
-                       kColumns),
+                       kAllColumns),
           id, attempt, update.progress, update.samples_done, update.chunks_done, update.chunks_total,
           update.eta_seconds, update.checkpoint, now, now + options_.lease_ms);
       if (updated.empty()) return Fenced(tx, id, attempt);
-      return ReadRecord(updated[0]);
+      absl::StatusOr<JobRecord> job = ReadRecord(updated[0]);
+      if (job.ok() && !job->parent_id.empty()) {  // The parent shows the samples of all its parts.
+        tx.exec_params(
+            "UPDATE jobs SET samples_done = s.done, progress = LEAST(1.0, s.done::float8 / GREATEST(1, s.total)), "
+            "updated_ms = $2 FROM (SELECT COALESCE(SUM(samples_done), 0) AS done, "
+            "COALESCE(SUM(sample_end - sample_begin), 0) AS total FROM jobs WHERE parent_id = $1) AS s "
+            "WHERE jobs.id = $1",
+            job->parent_id, now);
+      }
+      return job;
     });
   }
 
@@ -429,6 +493,19 @@ class PostgresJobStore final : public JobStore {
       if (!job.ok()) return job.status();
       if (options.attempt.has_value() && *options.attempt != job->attempt) return NotCurrent(id, *options.attempt);
       if (absl::Status moved = Move(tx, *job, to, options); !moved.ok()) return moved;
+      if (job->parts_total > 0 && (to == JobState::kCancelled || to == JobState::kCancelling)) {
+        const int64_t now = options_.clock();
+        tx.exec_params(
+            "UPDATE jobs SET state = 'cancelled', worker = '', lease_expires_ms = 0, finished_ms = $2, updated_ms = $2 "
+            "WHERE parent_id = $1 AND state = 'queued'",
+            id, now);
+        tx.exec_params(
+            "UPDATE jobs SET state = 'cancelling', cancel_requested = TRUE, updated_ms = $2 "
+            "WHERE parent_id = $1 AND state = 'running'",
+            id, now);
+      }
+      if (job->parts_total > 0) SettleParent(tx, id);
+      if (!job->parent_id.empty()) SettleParent(tx, job->parent_id);
       return Load(tx, id, /*lock=*/false);
     });
   }
@@ -443,6 +520,7 @@ class PostgresJobStore final : public JobStore {
           "INSERT INTO results (job_id, result_json) VALUES ($1, $2) "
           "ON CONFLICT (job_id) DO UPDATE SET result_json = EXCLUDED.result_json",
           id, result_json);
+      if (!job->parent_id.empty()) SettleParent(tx, job->parent_id);
       return Load(tx, id, /*lock=*/false);
     });
   }
@@ -466,6 +544,7 @@ class PostgresJobStore final : public JobStore {
       absl::StatusOr<JobRecord> job = Load(tx, id, /*lock=*/true);
       if (!job.ok()) return job.status();
       if (!IsTerminal(job->state) && !force) return internal::StillActive(id, job->state);
+      tx.exec_params("DELETE FROM jobs WHERE parent_id = $1", id);  // Its parts (results cascade).
       tx.exec_params("DELETE FROM results WHERE job_id = $1", id);
       tx.exec_params("DELETE FROM jobs WHERE id = $1", id);
       return absl::OkStatus();
@@ -479,15 +558,21 @@ class PostgresJobStore final : public JobStore {
     const int64_t now = options_.clock();
     return InTransaction(pool_, [&](pqxx::work& tx) -> absl::StatusOr<int64_t> {
       const pqxx::result requeued = tx.exec_params(
-          "UPDATE jobs SET state = 'queued', worker = '', lease_expires_ms = 0, updated_ms = $1 "
-          "WHERE state = 'running' AND lease_expires_ms < $1",
+          absl::StrCat("UPDATE jobs SET state = 'queued', worker = '', lease_expires_ms = 0, updated_ms = $1 "
+                       "WHERE state = 'running' AND lease_expires_ms < $1 AND NOT ", kWaitingForParts),
           now);
       // A cancel asked before the worker was lost wins.
-      tx.exec_params(
-          "UPDATE jobs SET state = 'cancelled', worker = '', lease_expires_ms = 0, finished_ms = $1, "
-          "updated_ms = $1 WHERE (state = 'cancelling' AND lease_expires_ms < $1) "
-          "OR (state = 'queued' AND cancel_requested)",
+      const pqxx::result cancelled = tx.exec_params(
+          absl::StrCat("UPDATE jobs SET state = 'cancelled', worker = '', lease_expires_ms = 0, finished_ms = $1, "
+                       "updated_ms = $1 WHERE ((state = 'cancelling' AND lease_expires_ms < $1) "
+                       "OR (state = 'queued' AND cancel_requested)) AND NOT ", kWaitingForParts,
+                       " RETURNING parent_id"),
           now);
+      std::set<std::string> parents;
+      for (const pqxx::row& row : cancelled) {
+        if (!Row(row).Text(0).empty()) parents.insert(Row(row).Text(0));
+      }
+      for (const std::string& parent : parents) SettleParent(tx, parent);
       if (requeued.affected_rows() > 0) tx.exec(kNotify);
       return static_cast<int64_t>(requeued.affected_rows());
     });
@@ -514,8 +599,10 @@ class PostgresJobStore final : public JobStore {
 
   absl::StatusOr<int64_t> PurgeFinishedBefore(int64_t cutoff_ms) override {
     return InTransaction(pool_, [&](pqxx::work& tx) -> absl::StatusOr<int64_t> {
-      const pqxx::result purged = tx.exec_params(
-          "DELETE FROM jobs WHERE state IN ('succeeded', 'failed', 'cancelled') AND finished_ms < $1", cutoff_ms);
+      const std::string old = absl::StrCat("SELECT id FROM jobs WHERE state IN ('succeeded', 'failed', 'cancelled') "
+                                           "AND finished_ms < $1 AND ", kTopLevel);
+      tx.exec_params(absl::StrCat("DELETE FROM jobs WHERE parent_id IN (", old, ")"), cutoff_ms);
+      const pqxx::result purged = tx.exec_params(absl::StrCat("DELETE FROM jobs WHERE id IN (", old, ")"), cutoff_ms);
       return static_cast<int64_t>(purged.affected_rows());  // Results go with ON DELETE CASCADE.
     });
   }
@@ -527,7 +614,8 @@ class PostgresJobStore final : public JobStore {
                              JobState::kFailed, JobState::kCancelled}) {
         counts[state] = 0;
       }
-      for (const pqxx::row& row : tx.exec("SELECT state, COUNT(*) FROM jobs GROUP BY state")) {
+      for (const pqxx::row& row :
+           tx.exec(absl::StrCat("SELECT state, COUNT(*) FROM jobs WHERE ", kTopLevel, " GROUP BY state"))) {
         absl::StatusOr<JobState> state = ParseJobState(Row(row).Text(0));
         if (!state.ok()) return InternalError(absl::StrCat("job store: unknown state '", Row(row).Text(0), "'"));
         counts[*state] = Row(row).Int(1);
@@ -539,7 +627,8 @@ class PostgresJobStore final : public JobStore {
   absl::StatusOr<int64_t> CountActiveForModel(const std::string& model) override {
     return InTransaction(pool_, [&](pqxx::work& tx) -> absl::StatusOr<int64_t> {
       return tx
-          .exec_params("SELECT COUNT(*) FROM jobs WHERE model = $1 AND state IN ('queued', 'running', 'cancelling')",
+          .exec_params(absl::StrCat("SELECT COUNT(*) FROM jobs WHERE model = $1 AND ", kTopLevel,
+                                    " AND state IN ('queued', 'running', 'cancelling')"),
                        model)[0][0]
           .as<int64_t>();
     });
@@ -548,7 +637,7 @@ class PostgresJobStore final : public JobStore {
  private:
   // kColumns qualified with the table name (for UPDATE ... FROM ... RETURNING).
   static std::string Qualified() {
-    std::string columns = absl::StrCat("jobs.", kColumns);
+    std::string columns = absl::StrCat("jobs.", kAllColumns);
     std::string out;
     for (char c : columns) {
       out.push_back(c);
@@ -559,7 +648,7 @@ class PostgresJobStore final : public JobStore {
 
   static absl::StatusOr<JobRecord> Load(pqxx::work& tx, const std::string& id, bool lock) {
     const pqxx::result rows = tx.exec_params(
-        absl::StrCat("SELECT ", kColumns, " FROM jobs WHERE id = $1", lock ? " FOR UPDATE" : ""), id);
+        absl::StrCat("SELECT ", kAllColumns, " FROM jobs WHERE id = $1", lock ? " FOR UPDATE" : ""), id);
     if (rows.empty()) return NotFound(id);
     return ReadRecord(rows[0]);
   }
@@ -568,6 +657,47 @@ class PostgresJobStore final : public JobStore {
   static absl::StatusOr<JobRecord> Fenced(pqxx::work& tx, const std::string& id, int32_t attempt) {
     if (tx.exec_params("SELECT 1 FROM jobs WHERE id = $1", id).empty()) return NotFound(id);
     return NotCurrent(id, attempt);
+  }
+
+  // After a part changed state: a failed part fails its parent (and cancels the other parts); a
+  // cancelling parent without active parts becomes CANCELLED; a parent whose parts all succeeded
+  // goes back to the queue, for a worker to merge them.
+  void SettleParent(pqxx::work& tx, const std::string& parent_id) {
+    absl::StatusOr<JobRecord> parent = Load(tx, parent_id, /*lock=*/true);
+    if (!parent.ok() || IsTerminal(parent->state)) return;
+    const pqxx::row counts = tx.exec_params1(
+        "SELECT COUNT(*) FILTER (WHERE state = 'succeeded'), "
+        "COUNT(*) FILTER (WHERE state IN ('queued', 'running', 'cancelling')), "
+        "COUNT(*) FILTER (WHERE state = 'failed') FROM jobs WHERE parent_id = $1",
+        parent_id);
+    const int64_t succeeded = counts[0].as<int64_t>(), active = counts[1].as<int64_t>(), failed = counts[2].as<int64_t>();
+    const int64_t now = options_.clock();
+    tx.exec_params("UPDATE jobs SET parts_done = $2, updated_ms = $3 WHERE id = $1", parent_id, succeeded, now);
+    if (failed > 0) {
+      const pqxx::row part = tx.exec_params1(
+          "SELECT id, error_reason, error_message, error_code FROM jobs WHERE parent_id = $1 AND state = 'failed' "
+          "ORDER BY sample_begin LIMIT 1",
+          parent_id);
+      TransitionOptions failure;
+      failure.error_reason = Row(part).Text(1);
+      failure.error_message = absl::StrCat("part ", Row(part).Text(0), ": ", Row(part).Text(2));
+      failure.error_code = static_cast<int32_t>(Row(part).Int(3));
+      if (Move(tx, *parent, JobState::kFailed, failure).ok()) {
+        tx.exec_params(
+            "UPDATE jobs SET state = 'cancelled', worker = '', lease_expires_ms = 0, finished_ms = $2, updated_ms = $2 "
+            "WHERE parent_id = $1 AND state = 'queued'",
+            parent_id, now);
+        tx.exec_params(
+            "UPDATE jobs SET state = 'cancelling', cancel_requested = TRUE, updated_ms = $2 "
+            "WHERE parent_id = $1 AND state = 'running'",
+            parent_id, now);
+      }
+    } else if (parent->state == JobState::kCancelling || (parent->state == JobState::kQueued && active == 0 &&
+                                                           succeeded < parent->parts_total)) {
+      if (active == 0) (void)Move(tx, *parent, JobState::kCancelled, TransitionOptions{});
+    } else if (succeeded == parent->parts_total && parent->state == JobState::kRunning) {
+      (void)Move(tx, *parent, JobState::kQueued, TransitionOptions{});
+    }
   }
 
   // Applies `job.state -> to` with its side effects; the caller holds the row lock and has checked

@@ -5,6 +5,7 @@
 
 #include <torch/torch.h>
 
+#include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
 #include "server/jacobian/engine.h"
 #include "server/measure/theory_report.h"
@@ -76,12 +77,28 @@ absl::StatusOr<std::string> JacobianRunner::Run(const jobs::JobRecord& job,
   auto options = OptionsFor(job.spec, device);
   if (!options.ok()) return options.status();
   if (options_.cpu_threads > 0 && device == "cpu") torch::set_num_threads(options_.cpu_threads);
-  options->done_samples = RecordsFromCheckpoint(job.checkpoint);
+  if (job.parts_total > 0) {
+    // Merging a job run in sample parts: their records in sample order, nothing left to compute.
+    for (const std::string& part : job.part_results) {
+      auto records = RecordsFromCheckpoint(part);
+      options->done_samples.insert(options->done_samples.end(), records.begin(), records.end());
+    }
+    if (static_cast<int64_t>(options->done_samples.size()) != job.spec.samples) {
+      return ErrorWithReason(absl::StatusCode::kInternal, "INTERNAL_ERROR",
+                             absl::StrCat("job ", job.id, ": its ", job.part_results.size(), " parts hold ",
+                                          options->done_samples.size(), " samples, not ", job.spec.samples));
+    }
+  } else {
+    options->first_sample = job.sample_begin;
+    options->end_sample = job.parent_id.empty() ? 0 : job.sample_end;
+    options->done_samples = RecordsFromCheckpoint(job.checkpoint);
+  }
   nlohmann::json checkpoint = {{"samples", nlohmann::json::array()}};
   for (const auto& record : options->done_samples) checkpoint["samples"].push_back(RecordToJson(record));
 
   const auto start = std::chrono::steady_clock::now();
-  const double resumed_fraction = static_cast<double>(options->done_samples.size()) / job.spec.samples;
+  const int64_t samples_here = job.parent_id.empty() ? job.spec.samples : job.sample_end - job.sample_begin;
+  const double resumed_fraction = static_cast<double>(options->done_samples.size()) / samples_here;
   jacobian::Progress last;
   options->progress = [&](const jacobian::Progress& progress) {
     last = progress;
@@ -108,12 +125,18 @@ absl::StatusOr<std::string> JacobianRunner::Run(const jobs::JobRecord& job,
   auto result = jacobian::Measure(**model, *options);
   if (!result.ok()) return result.status();
   last_vjp_count_ = result->vjp_count;
+  if (!job.parent_id.empty()) {
+    // A part's result is its samples' records (the checkpoint format); the merge reports.
+    checkpoint["part"] = {{"sample_begin", job.sample_begin}, {"sample_end", job.sample_end}};
+    return checkpoint.dump();
+  }
   auto json = measure::ReportJson(**model, *options, *result, job.spec.model);
   if (auto entry = registry_->Get(job.spec.model); entry.ok()) {
     json["model"]["weights_sha256"] = entry->weights_sha256;  // Provenance of the weights.
     json["model"]["source"] = entry->source.kind;
   }
-  json["job"] = {{"id", job.id}, {"attempt", job.attempt}, {"resumed_samples", options->done_samples.size()}};
+  json["job"] = {{"id", job.id}, {"attempt", job.attempt}, {"resumed_samples", options->done_samples.size()},
+                 {"parts", job.parts_total}};
   return json.dump();
 }
 

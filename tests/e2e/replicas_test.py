@@ -129,6 +129,31 @@ class SharedQueueTest(ReplicaTestCase):
         self.assertEqual(len(self.cli(second).json("jobs", "list")), 1)
 
 
+class PartsTest(ReplicaTestCase):
+    def test_a_job_split_into_parts_runs_on_both_replicas_and_merges_to_the_unsplit_result(self):
+        first, second = self.replica("both", "--part-samples", "2"), self.replica("both", "--part-samples", "2")
+        self.cli(first).json("models", "register", "slow-gpt2", *SLOW_MODEL, timeout=60)
+        job = self.cli(first).json("jobs", "submit", "--model", "slow-gpt2", *SLOW_JOB)
+        final = self.wait_succeeded(second, job["id"])
+        self.assertEqual(final["progress"], 1)
+        merged = self.cli(second).json("jobs", "result", job["id"])
+        self.assertEqual(merged["job"]["parts"], 4)
+        self.assertEqual(len(self.cli(first).json("jobs", "list")), 1, "parts are not listed")
+        # 4 parts and 1 merge ran; both replicas took parts.
+        done = (finished_total(first, "succeeded"), finished_total(second, "succeeded"))
+        self.assertEqual(sum(done), 5, done)
+        self.assertGreater(min(done), 0, "both replicas should have run parts: %s" % (done,))
+        # The same measurement unsplit, on a replica that does not split.
+        whole = self.replica("both")
+        reference_job = self.cli(whole).json("jobs", "submit", "--model", "slow-gpt2", *SLOW_JOB)
+        self.wait_succeeded(whole, reference_job["id"])
+        reference = self.cli(whole).json("jobs", "result", reference_job["id"])
+        self.assertEqual(merged["tokens"], reference["tokens"])
+        for key in ("sq_norm_mean", "sq_norm_stderr"):
+            for j, (mine, theirs) in enumerate(zip(merged[key], reference[key])):
+                self.assertLessEqual(abs(mine - theirs), RESULT_REL_TOL * abs(theirs), "%s[%d]" % (key, j))
+
+
 class RolesTest(ReplicaTestCase):
     def test_an_api_replica_queues_and_a_worker_replica_runs(self):
         api = self.replica("api")

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <filesystem>
@@ -37,10 +38,11 @@ class PostgresJobStore : public ::testing::Test {
   void TearDown() override { testing::DropSchema(base_uri_, schema_); }
 
   // A store on this test's schema: one "replica" sharing the database with the others.
-  std::unique_ptr<JobStore> Replica() {
+  std::unique_ptr<JobStore> Replica(int64_t part_samples = 0) {
     PostgresStoreOptions options;
     options.uri = uri_;
     options.lease_ms = kLeaseMs;
+    options.part_samples = part_samples;
     options.clock = [now = now_] { return now->load(); };
     auto store = OpenPostgresJobStore(std::move(options));
     EXPECT_TRUE(store.ok()) << store.status();
@@ -208,8 +210,10 @@ TEST_F(PostgresJobStore, ReplicasStartingTogetherMigrateTheSchemaOnce) {
   }
   for (auto& thread : threads) thread.join();
   EXPECT_EQ(opened.load(), 6);
-  EXPECT_EQ(testing::QueryValue(uri_, "SELECT COUNT(*) FROM schema_migrations"), "1");
-  EXPECT_EQ(testing::QueryValue(uri_, "SELECT MAX(version) FROM schema_migrations"), "1");
+  // Each migration applied once.
+  EXPECT_EQ(testing::QueryValue(uri_, "SELECT COUNT(*) FROM schema_migrations"),
+            testing::QueryValue(uri_, "SELECT COUNT(DISTINCT version) FROM schema_migrations"));
+  EXPECT_EQ(testing::QueryValue(uri_, "SELECT MAX(version) FROM schema_migrations"), "2");
 }
 
 TEST_F(PostgresJobStore, ASchemaNewerThanTheServerIsRefused) {
@@ -232,6 +236,121 @@ TEST_F(PostgresJobStore, AnUnreachableServerIsUnavailable) {
   options.uri = "postgresql://posbias@127.0.0.1:1/nothing?connect_timeout=2";
   const absl::Status status = OpenPostgresJobStore(options).status();
   EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable) << status;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sample parts.
+
+class PostgresSplitJob : public PostgresJobStore {
+ protected:
+  // An 8-sample job on a store with parts of 3 samples: parts [0, 3), [3, 6), [6, 8).
+  JobRecord CreateSplit(JobStore& store) {
+    JobRecord job = MakeJob();
+    job.spec.samples = 8;
+    auto created = store.Create(job, 0);
+    EXPECT_TRUE(created.ok()) << created.status();
+    return created.ok() ? created->job : JobRecord{};
+  }
+  static JobRecord Claim(JobStore& store, const std::string& worker) {
+    auto claimed = store.ClaimNext(worker, {"cpu"}, "cpu");
+    EXPECT_TRUE(claimed.ok() && claimed->has_value()) << (claimed.ok() ? "nothing to claim" : claimed.status().ToString());
+    return claimed.ok() && claimed->has_value() ? **claimed : JobRecord{};
+  }
+  static bool NothingToClaim(JobStore& store) {
+    auto claimed = store.ClaimNext("idle", {"cpu"}, "cpu");
+    return claimed.ok() && !claimed->has_value();
+  }
+};
+
+TEST_F(PostgresSplitJob, PartsRunOnSeveralWorkersAndTheParentIsMergedOnceWithTheirResultsInOrder) {
+  auto api = Replica(3);
+  auto workers = Replica(3);
+  const JobRecord job = CreateSplit(*api);
+  EXPECT_EQ(job.parts_total, 3);
+  ASSERT_EQ(api->List({})->jobs.size(), 1u) << "parts are not listed";
+  EXPECT_EQ((*api->CountByState())[JobState::kQueued], 1);
+
+  std::vector<JobRecord> parts = {Claim(*workers, "a"), Claim(*workers, "b"), Claim(*workers, "c")};
+  std::sort(parts.begin(), parts.end(), [](const JobRecord& x, const JobRecord& y) { return x.sample_begin < y.sample_begin; });
+  const std::vector<std::pair<int64_t, int64_t>> ranges = {{0, 3}, {3, 6}, {6, 8}};
+  for (size_t k = 0; k < parts.size(); ++k) {
+    EXPECT_EQ(parts[k].parent_id, job.id);
+    EXPECT_EQ(parts[k].id, absl::StrCat(job.id, ".", k));
+    EXPECT_EQ(std::make_pair(parts[k].sample_begin, parts[k].sample_end), ranges[k]);
+    EXPECT_EQ(parts[k].spec.samples, 8) << "a part carries its parent's spec";
+  }
+  EXPECT_EQ(api->Get(job.id)->state, JobState::kRunning);
+  EXPECT_TRUE(NothingToClaim(*workers)) << "the parent waits for its parts";
+
+  ProgressUpdate update;
+  update.samples_done = 3;
+  update.progress = 1.0;
+  ASSERT_TRUE(workers->UpdateProgress(parts[0].id, parts[0].attempt, update).ok());
+  EXPECT_EQ(api->Get(job.id)->samples_done, 3);
+  EXPECT_DOUBLE_EQ(api->Get(job.id)->progress, 3.0 / 8.0);
+
+  ASSERT_TRUE(workers->Succeed(parts[2].id, parts[2].attempt, "r2").ok());
+  ASSERT_TRUE(workers->Succeed(parts[0].id, parts[0].attempt, "r0").ok());
+  EXPECT_TRUE(NothingToClaim(*workers));
+  ASSERT_TRUE(workers->Succeed(parts[1].id, parts[1].attempt, "r1").ok());
+  EXPECT_EQ(api->Get(job.id)->state, JobState::kQueued) << "all parts done: queued for the merge";
+
+  const JobRecord merge = Claim(*workers, "m");
+  EXPECT_EQ(merge.id, job.id);
+  EXPECT_EQ(merge.attempt, 1);
+  EXPECT_EQ(merge.part_results, (std::vector<std::string>{"r0", "r1", "r2"}));
+  ASSERT_TRUE(workers->Succeed(merge.id, merge.attempt, "merged").ok());
+  EXPECT_EQ(*api->GetResult(job.id), "merged");
+  EXPECT_EQ((*api->CountByState())[JobState::kSucceeded], 1);
+
+  ASSERT_TRUE(api->Delete(job.id, false).ok());
+  EXPECT_EQ(api->Get(parts[0].id).status().code(), absl::StatusCode::kNotFound) << "parts go with their parent";
+}
+
+TEST_F(PostgresSplitJob, AFailedPartFailsItsParentAndStopsTheOtherParts) {
+  auto store = Replica(3);
+  const JobRecord job = CreateSplit(*store);
+  const JobRecord first = Claim(*store, "a");
+  const JobRecord second = Claim(*store, "b");
+  JobStore::TransitionOptions failure;
+  failure.attempt = first.attempt;
+  failure.error_reason = "INSUFFICIENT_MEMORY";
+  failure.error_message = "out of memory";
+  failure.error_code = static_cast<int32_t>(absl::StatusCode::kResourceExhausted);
+  ASSERT_TRUE(store->Transition(first.id, JobState::kFailed, failure).ok());
+  const JobRecord parent = *store->Get(job.id);
+  EXPECT_EQ(parent.state, JobState::kFailed);
+  EXPECT_EQ(parent.error_reason, "INSUFFICIENT_MEMORY");
+  EXPECT_NE(parent.error_message.find(first.id), std::string::npos) << parent.error_message;
+  EXPECT_EQ(store->Get(second.id)->state, JobState::kCancelling) << "the running part stops at its next chunk";
+  EXPECT_TRUE(NothingToClaim(*store)) << "the queued part was cancelled";
+}
+
+TEST_F(PostgresSplitJob, CancellingARunningSplitJobEndsWhenItsRunningPartsStop) {
+  auto store = Replica(3);
+  const JobRecord job = CreateSplit(*store);
+  const JobRecord running = Claim(*store, "a");
+  ASSERT_TRUE(store->Transition(job.id, JobState::kCancelling, {}).ok());
+  EXPECT_EQ(store->Get(running.id)->state, JobState::kCancelling);
+  EXPECT_TRUE(NothingToClaim(*store));
+  EXPECT_EQ(store->Get(job.id)->state, JobState::kCancelling);
+  JobStore::TransitionOptions fence;
+  fence.attempt = running.attempt;
+  ASSERT_TRUE(store->Transition(running.id, JobState::kCancelled, fence).ok());
+  EXPECT_EQ(store->Get(job.id)->state, JobState::kCancelled);
+}
+
+TEST_F(PostgresSplitJob, APartWhoseWorkerIsLostIsReapedAndRunAgainWhileTheParentWaits) {
+  auto store = Replica(3);
+  const JobRecord job = CreateSplit(*store);
+  const JobRecord lost = Claim(*store, "a");
+  Advance(kLeaseMs + 1);
+  ASSERT_EQ(*store->ReapExpiredLeases(), 1) << "only the part is reaped, not its waiting parent";
+  EXPECT_EQ(store->Get(job.id)->state, JobState::kRunning);
+  std::set<std::string> claimed;
+  for (int i = 0; i < 3; ++i) claimed.insert(Claim(*store, "b").id);
+  EXPECT_EQ(claimed.count(lost.id), 1u);
+  EXPECT_EQ(store->Get(lost.id)->attempt, 2);
 }
 
 TEST(OpenJobStore, TheConnectionStringChoosesTheStore) {

@@ -240,11 +240,7 @@ absl::Status Migrate(pqxx::connection& connection, int64_t now_ms) {
         "version BIGINT PRIMARY KEY, applied_ms BIGINT NOT NULL)");
     const int64_t version = transaction.exec("SELECT COALESCE(MAX(version), 0) FROM schema_migrations")[0][0].as<int64_t>();
     const int64_t latest = kMigrations[std::size(kMigrations) - 1].version;
-    if (version > latest) {
-      return ErrorWithReason(absl::StatusCode::kFailedPrecondition, "INTERNAL_ERROR",
-                             absl::StrCat("job store schema version ", version,
-                                          " is newer than this server supports (", latest, ")"));
-    }
+    if (absl::Status newer = internal::CheckSchemaVersion(version, latest); !newer.ok()) return newer;
     for (const Migration& migration : kMigrations) {
       if (migration.version <= version) continue;
       transaction.exec(migration.sql);

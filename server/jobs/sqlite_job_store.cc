@@ -226,11 +226,7 @@ absl::Status Migrate(sqlite3* db, int64_t now_ms) {
   if (!row.ok()) return row.status();
   const int64_t version = current.Int(0);
   const int64_t latest = kMigrations[std::size(kMigrations) - 1].version;
-  if (version > latest) {
-    return ErrorWithReason(absl::StatusCode::kFailedPrecondition, "INTERNAL_ERROR",
-                           absl::StrCat("job store schema version ", version,
-                                        " is newer than this server supports (", latest, ")"));
-  }
+  if (absl::Status newer = internal::CheckSchemaVersion(version, latest); !newer.ok()) return newer;
   for (const Migration& migration : kMigrations) {
     if (migration.version <= version) continue;
     POSBIAS_JOBS_RETURN_IF_ERROR(Exec(db, migration.sql));

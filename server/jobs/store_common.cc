@@ -12,6 +12,13 @@ absl::Status InternalError(const std::string& message) {
   return ErrorWithReason(absl::StatusCode::kInternal, "INTERNAL_ERROR", message);
 }
 
+absl::Status CheckSchemaVersion(int64_t version, int64_t latest) {
+  if (version <= latest) return absl::OkStatus();
+  return ErrorWithReason(absl::StatusCode::kFailedPrecondition, "INTERNAL_ERROR",
+                         absl::StrCat("job store schema version ", version, " is newer than this server supports (",
+                                      latest, ")"));
+}
+
 absl::Status NotFound(const std::string& id) {
   return ErrorWithReason(absl::StatusCode::kNotFound, "JOB_NOT_FOUND", absl::StrCat("job ", id, " does not exist"));
 }

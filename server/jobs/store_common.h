@@ -26,6 +26,9 @@ struct Migration {
   const char* sql;
 };
 
+// FAILED_PRECONDITION when the stored schema `version` is newer than the `latest` this server knows.
+absl::Status CheckSchemaVersion(int64_t version, int64_t latest);
+
 absl::Status InternalError(const std::string& message);
 absl::Status NotFound(const std::string& id);
 // ABORTED: a newer attempt owns the job (the fencing check failed).

@@ -80,6 +80,21 @@ void WorkerPool::Loop(const WorkerSpec& spec) {
   }
 }
 
+// A job's final write is retried while the store is out of reach (UNAVAILABLE), for up to
+// options_.final_write_retry_ms: a finished measurement is not thrown away for a short outage.
+absl::Status WorkerPool::WithRetries(const std::function<absl::Status()>& write) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(options_.final_write_retry_ms);
+  auto pause = std::chrono::milliseconds(50);
+  while (true) {
+    absl::Status status = write();
+    if (status.code() != absl::StatusCode::kUnavailable || std::chrono::steady_clock::now() + pause > deadline) {
+      return status;
+    }
+    std::this_thread::sleep_for(pause);
+    pause = std::min<std::chrono::milliseconds>(pause * 2, std::chrono::milliseconds(2000));
+  }
+}
+
 void WorkerPool::RunOne(const WorkerSpec&, const JobRecord& job) {
   const auto start = std::chrono::steady_clock::now();
   if (observer_.started) {
@@ -92,6 +107,9 @@ void WorkerPool::RunOne(const WorkerSpec&, const JobRecord& job) {
   auto report = [&](const ProgressUpdate& update) {
     if (lease_lost) return !(fenced = true);
     auto updated = store_->UpdateProgress(job.id, job.attempt, update);
+    // The store out of reach for a moment: keep measuring (the heartbeat keeps trying; if the
+    // lease runs out meanwhile, the reaper re-queues the job and this attempt is fenced out).
+    if (updated.status().code() == absl::StatusCode::kUnavailable) return !stopping_.load();
     if (!updated.ok()) return !(fenced = true);
     if (updated->state == JobState::kCancelling) return !(cancelled = true);
     const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -99,34 +117,36 @@ void WorkerPool::RunOne(const WorkerSpec&, const JobRecord& job) {
     return !stopping_.load();
   };
   auto result = runner_->Run(job, report);
-  heartbeat.reset();
-  if (lease_lost) fenced = true;
+  if (lease_lost) fenced = true;  // The heartbeat goes on until the final write is done.
   JobStore::TransitionOptions fence;
   fence.attempt = job.attempt;
   std::string outcome;
   if (fenced) {
     outcome = "superseded";  // A newer attempt owns the job; write nothing.
   } else if (result.ok()) {
-    outcome = store_->Succeed(job.id, job.attempt, *result).ok() ? "succeeded" : "superseded";
+    const auto stored = WithRetries([&] { return store_->Succeed(job.id, job.attempt, *result).status(); });
+    outcome = stored.ok() ? "succeeded" : "superseded";  // Unrecorded: the job runs again after its lease.
   } else if (cancelled) {
     outcome = "cancelled";
-    (void)store_->Transition(job.id, JobState::kCancelled, fence);
+    (void)WithRetries([&] { return store_->Transition(job.id, JobState::kCancelled, fence).status(); });
   } else if (timed_out) {
     outcome = "failed";
     fence.error_reason = "JOB_TIME_LIMIT_EXCEEDED";
     fence.error_code = static_cast<int32_t>(absl::StatusCode::kDeadlineExceeded);
     fence.error_message = absl::StrCat("the job ran past its time limit of ", job.time_limit_seconds, " s");
-    (void)store_->Transition(job.id, JobState::kFailed, fence);
+    (void)WithRetries([&] { return store_->Transition(job.id, JobState::kFailed, fence).status(); });
   } else if (stopping_) {
     outcome = "requeued";  // Drained at shutdown: resumes from its checkpoint.
+    // No retries while shutting down: an unrecorded re-queue is done by the reaper after the lease.
     (void)store_->Transition(job.id, JobState::kQueued, fence);
   } else {
     outcome = "failed";
     fence.error_reason = ErrorReasonOf(result.status()).empty() ? "INTERNAL_ERROR" : ErrorReasonOf(result.status());
     fence.error_code = static_cast<int32_t>(result.status().code());
     fence.error_message = std::string(result.status().message());
-    (void)store_->Transition(job.id, JobState::kFailed, fence);
+    (void)WithRetries([&] { return store_->Transition(job.id, JobState::kFailed, fence).status(); });
   }
+  heartbeat.reset();
   if (observer_.finished) {
     observer_.finished(job, outcome, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }

@@ -50,6 +50,9 @@ class WorkerPool {
   struct Options {
     std::vector<WorkerSpec> workers;
     int64_t idle_poll_ms = 500;  // Also woken at once by Wake().
+    // How long a job's final write (result or end state) is retried while the store is
+    // unavailable; after that the job stays RUNNING until its lease runs out and runs again.
+    int64_t final_write_retry_ms = 30'000;
   };
   WorkerPool(JobStore* store, JobRunner* runner, Options options, WorkerObserver observer = {});
   ~WorkerPool();
@@ -64,6 +67,7 @@ class WorkerPool {
   void Loop(const WorkerSpec& spec);
   void RunOne(const WorkerSpec& spec, const JobRecord& job);
   class Heartbeat;
+  absl::Status WithRetries(const std::function<absl::Status()>& write);
 
   JobStore* store_;
   JobRunner* runner_;

@@ -1,0 +1,199 @@
+// The worker pool on a real (SQLite) store, seen through a wrapper that can make the store
+// unavailable for some calls, give it a lease (so heartbeats run) and refuse renewals (a newer
+// attempt took the job). The runner is a stand-in that reports progress a few times and returns a
+// fixed result: what is tested is the pool's handling of claims, heartbeats, outages and fencing.
+#include "server/jobs/worker_pool.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "server/jobs/job_store.h"
+#include "server/status/error.h"
+
+namespace posbias::jobs {
+namespace {
+
+using namespace std::chrono_literals;
+
+absl::Status Outage() { return absl::UnavailableError("the database is restarting"); }
+
+// Delegates to a real store; injects failures on request.
+class FaultyStore final : public JobStore {
+ public:
+  explicit FaultyStore(std::unique_ptr<JobStore> real) : real_(std::move(real)) {}
+
+  std::atomic<int> fail_progress_calls{0};  // The next N UpdateProgress calls are UNAVAILABLE.
+  std::atomic<int> fail_succeed_calls{0};   // The next N Succeed calls are UNAVAILABLE.
+  std::atomic<bool> refuse_renewals{false}; // RenewLease answers ABORTED.
+  std::atomic<int> renewals{0};
+  int64_t lease = 0;
+
+  absl::StatusOr<Created> Create(JobRecord job, int64_t max_queued) override { return real_->Create(job, max_queued); }
+  absl::StatusOr<JobRecord> Get(const std::string& id) override { return real_->Get(id); }
+  absl::StatusOr<JobPage> List(const ListFilter& filter) override { return real_->List(filter); }
+  absl::StatusOr<std::optional<JobRecord>> ClaimNext(const std::string& worker, const std::vector<std::string>& devices,
+                                                     const std::string& device_name) override {
+    return real_->ClaimNext(worker, devices, device_name);
+  }
+  absl::StatusOr<JobRecord> UpdateProgress(const std::string& id, int32_t attempt, const ProgressUpdate& update) override {
+    if (fail_progress_calls > 0) {
+      --fail_progress_calls;
+      return Outage();
+    }
+    return real_->UpdateProgress(id, attempt, update);
+  }
+  absl::StatusOr<JobRecord> Transition(const std::string& id, JobState to, const TransitionOptions& options) override {
+    return real_->Transition(id, to, options);
+  }
+  absl::StatusOr<JobRecord> Succeed(const std::string& id, int32_t attempt, const std::string& result) override {
+    if (fail_succeed_calls > 0) {
+      --fail_succeed_calls;
+      return Outage();
+    }
+    return real_->Succeed(id, attempt, result);
+  }
+  absl::StatusOr<std::string> GetResult(const std::string& id) override { return real_->GetResult(id); }
+  absl::Status Delete(const std::string& id, bool force) override { return real_->Delete(id, force); }
+  absl::StatusOr<int64_t> RecoverAfterRestart() override { return real_->RecoverAfterRestart(); }
+  absl::StatusOr<int64_t> PurgeFinishedBefore(int64_t cutoff) override { return real_->PurgeFinishedBefore(cutoff); }
+  absl::Status RenewLease(const std::string& id, int32_t attempt) override {
+    ++renewals;
+    if (refuse_renewals) return ErrorWithReason(absl::StatusCode::kAborted, "INTERNAL_ERROR", "superseded");
+    return real_->RenewLease(id, attempt);
+  }
+  absl::StatusOr<int64_t> ReapExpiredLeases() override { return real_->ReapExpiredLeases(); }
+  int64_t lease_ms() const override { return lease; }
+  absl::StatusOr<std::map<JobState, int64_t>> CountByState() override { return real_->CountByState(); }
+  absl::StatusOr<int64_t> CountActiveForModel(const std::string& model) override {
+    return real_->CountActiveForModel(model);
+  }
+
+ private:
+  std::unique_ptr<JobStore> real_;
+};
+
+// Reports progress `steps` times, `step` apart, then returns "done" (or stops when told to).
+class SteppingRunner final : public JobRunner {
+ public:
+  SteppingRunner(int steps, std::chrono::milliseconds step) : steps_(steps), step_(step) {}
+  absl::StatusOr<std::string> Run(const JobRecord&, const std::function<bool(const ProgressUpdate&)>& report) override {
+    for (int i = 1; i <= steps_; ++i) {
+      std::this_thread::sleep_for(step_);
+      ProgressUpdate update;
+      update.progress = static_cast<double>(i) / steps_;
+      update.samples_done = i;
+      if (!report(update)) return absl::CancelledError("told to stop");
+    }
+    return std::string(R"({"done":true})");
+  }
+
+ private:
+  int steps_;
+  std::chrono::milliseconds step_;
+};
+
+class WorkerPoolTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    path_ = std::filesystem::path(::testing::TempDir()) /
+            absl::StrCat("worker_pool_", ::testing::UnitTest::GetInstance()->current_test_info()->name(), "_", ::getpid());
+    std::filesystem::remove(path_);
+    auto real = OpenSqliteJobStore(path_.string());
+    ASSERT_TRUE(real.ok()) << real.status();
+    store_ = std::make_unique<FaultyStore>(*std::move(real));
+  }
+  void TearDown() override {
+    store_.reset();
+    for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(path_.string() + suffix);
+  }
+
+  std::string Submit() {
+    JobRecord job;
+    job.spec.model = "gpt2-tiny";
+    job.spec.length = 8;
+    auto created = store_->Create(job, 0);
+    EXPECT_TRUE(created.ok()) << created.status();
+    return created.ok() ? created->job.id : "";
+  }
+
+  // Runs a pool until the job leaves RUNNING (or `timeout`); returns the job as stored.
+  JobRecord RunUntilSettled(JobRunner& runner, const std::string& id, std::chrono::milliseconds timeout = 10s) {
+    WorkerPool::Options options;
+    options.workers = {{"cpu-0", "cpu", "cpu"}};
+    options.idle_poll_ms = 20;
+    options.final_write_retry_ms = 5000;
+    WorkerPool pool(store_.get(), &runner, options);
+    pool.Start();
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    JobRecord job;
+    while (std::chrono::steady_clock::now() < deadline) {
+      job = *store_->Get(id);
+      if (IsTerminal(job.state)) break;
+      std::this_thread::sleep_for(10ms);
+    }
+    pool.Stop();
+    return *store_->Get(id);
+  }
+
+  std::filesystem::path path_;
+  std::unique_ptr<FaultyStore> store_;
+};
+
+TEST_F(WorkerPoolTest, AJobRunsToSuccessAndItsResultIsStored) {
+  SteppingRunner runner(3, 5ms);
+  const std::string id = Submit();
+  const JobRecord job = RunUntilSettled(runner, id);
+  EXPECT_EQ(job.state, JobState::kSucceeded);
+  EXPECT_EQ(job.attempt, 1);
+  EXPECT_EQ(*store_->GetResult(id), R"({"done":true})");
+}
+
+TEST_F(WorkerPoolTest, AStoreOutageDuringProgressReportsDoesNotStopTheJob) {
+  SteppingRunner runner(5, 5ms);
+  store_->fail_progress_calls = 3;
+  const std::string id = Submit();
+  const JobRecord job = RunUntilSettled(runner, id);
+  EXPECT_EQ(job.state, JobState::kSucceeded);
+  EXPECT_EQ(job.attempt, 1) << "the same attempt finished";
+  EXPECT_EQ(store_->fail_progress_calls.load(), 0);
+}
+
+TEST_F(WorkerPoolTest, AFinishedResultIsWrittenOnceTheStoreIsBack) {
+  SteppingRunner runner(2, 5ms);
+  store_->fail_succeed_calls = 3;  // About 50 + 100 + 200 ms of retries.
+  const std::string id = Submit();
+  const JobRecord job = RunUntilSettled(runner, id);
+  EXPECT_EQ(job.state, JobState::kSucceeded);
+  EXPECT_EQ(*store_->GetResult(id), R"({"done":true})");
+}
+
+TEST_F(WorkerPoolTest, HeartbeatsRenewTheLeaseWhileAJobRuns) {
+  store_->lease = 150;  // A renewal every 50 ms.
+  SteppingRunner runner(4, 100ms);
+  const std::string id = Submit();
+  const JobRecord job = RunUntilSettled(runner, id);
+  EXPECT_EQ(job.state, JobState::kSucceeded);
+  EXPECT_GE(store_->renewals.load(), 4) << "about 8 renewals in 400 ms";
+}
+
+TEST_F(WorkerPoolTest, AWorkerWhoseLeaseWasTakenStopsAndWritesNothing) {
+  store_->lease = 60;
+  store_->refuse_renewals = true;  // A newer attempt owns the job.
+  SteppingRunner runner(20, 50ms);
+  const std::string id = Submit();
+  const JobRecord job = RunUntilSettled(runner, id, 2s);
+  EXPECT_EQ(job.state, JobState::kRunning) << "no result, no end state from the stale attempt";
+  EXPECT_FALSE(store_->GetResult(id).ok());
+  EXPECT_LT(job.samples_done, 20) << "the runner was stopped early";
+}
+
+}  // namespace
+}  // namespace posbias::jobs

@@ -1,7 +1,7 @@
 # posbias-server container image (CPU, Debian 12 LibTorch 1.13).
 #
-#   podman build --format docker --target runtime -t posbias:latest .     # or: docker build --target runtime -t posbias:latest .
-#   podman run --rm -p 50051:50051 -p 9464:9464 -v posbias-data:/data posbias:latest
+#   podman build --format docker --target runtime -t posbias:cpu .     # or: docker build --target runtime -t posbias:cpu .
+#   podman run --rm -p 50051:50051 -p 9464:9464 -v posbias-data:/data posbias:cpu
 #
 # `--format docker` matters for podman/buildah only: the OCI image format has no HEALTHCHECK, and
 # buildah drops it (with a warning) unless the docker format is asked for.

@@ -119,6 +119,8 @@ class JobStore {
   // only one process uses never call it.
   virtual void OnWorkAvailable(std::function<void()> callback) { (void)callback; }
 
+  // Units of work by state: jobs, except that a job split into sample parts counts as its parts
+  // (so queue depth and running work say how many workers could be busy).
   virtual absl::StatusOr<std::map<JobState, int64_t>> CountByState() = 0;
   // Number of QUEUED or RUNNING or CANCELLING jobs using `model`.
   virtual absl::StatusOr<int64_t> CountActiveForModel(const std::string& model) = 0;

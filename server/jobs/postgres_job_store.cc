@@ -611,7 +611,7 @@ class PostgresJobStore final : public JobStore {
         counts[state] = 0;
       }
       for (const pqxx::row& row :
-           tx.exec(absl::StrCat("SELECT state, COUNT(*) FROM jobs WHERE ", kTopLevel, " GROUP BY state"))) {
+           tx.exec("SELECT state, COUNT(*) FROM jobs WHERE parts_total = 0 GROUP BY state")) {
         absl::StatusOr<JobState> state = ParseJobState(Row(row).Text(0));
         if (!state.ok()) return InternalError(absl::StrCat("job store: unknown state '", Row(row).Text(0), "'"));
         counts[*state] = Row(row).Int(1);

@@ -93,7 +93,7 @@ Metrics::Metrics(const BuildInfo& build) : registry_(std::make_shared<prometheus
                      .Add({}, prometheus::Histogram::BucketBoundaries{0.01, 0.1, 0.5, 1, 5, 10, 30, 120});
   queue_depth_ = &prometheus::BuildGauge()
                       .Name("posbias_jobs")
-                      .Help("Jobs in the store by state (queued, running, cancelling, succeeded, failed, cancelled).")
+                      .Help("Jobs in the store by state (queued, running, cancelling, succeeded, failed, cancelled); a job split into sample parts counts as its parts.")
                       .Register(*registry_);
   device_memory_ = &prometheus::BuildGauge()
                         .Name("posbias_device_memory_bytes")

@@ -490,15 +490,7 @@ class PostgresJobStore final : public JobStore {
       if (options.attempt.has_value() && *options.attempt != job->attempt) return NotCurrent(id, *options.attempt);
       if (absl::Status moved = Move(tx, *job, to, options); !moved.ok()) return moved;
       if (job->parts_total > 0 && (to == JobState::kCancelled || to == JobState::kCancelling)) {
-        const int64_t now = options_.clock();
-        tx.exec_params(
-            "UPDATE jobs SET state = 'cancelled', worker = '', lease_expires_ms = 0, finished_ms = $2, updated_ms = $2 "
-            "WHERE parent_id = $1 AND state = 'queued'",
-            id, now);
-        tx.exec_params(
-            "UPDATE jobs SET state = 'cancelling', cancel_requested = TRUE, updated_ms = $2 "
-            "WHERE parent_id = $1 AND state = 'running'",
-            id, now);
+        StopParts(tx, id);
       }
       if (job->parts_total > 0) SettleParent(tx, id);
       if (!job->parent_id.empty()) SettleParent(tx, job->parent_id);
@@ -631,15 +623,17 @@ class PostgresJobStore final : public JobStore {
   }
 
  private:
-  // kColumns qualified with the table name (for UPDATE ... FROM ... RETURNING).
-  static std::string Qualified() {
-    std::string columns = absl::StrCat("jobs.", kAllColumns);
-    std::string out;
-    for (char c : columns) {
-      out.push_back(c);
-      if (c == ' ' && out.size() >= 2 && out[out.size() - 2] == ',') out += "jobs.";
-    }
-    return out;
+  // The columns qualified with the table name (for UPDATE ... FROM ... RETURNING), built once.
+  static const std::string& Qualified() {
+    static const std::string qualified = [] {
+      std::string out = "jobs.";
+      for (char c : kAllColumns) {
+        out.push_back(c);
+        if (c == ' ' && out.size() >= 2 && out[out.size() - 2] == ',') out += "jobs.";
+      }
+      return out;
+    }();
+    return qualified;
   }
 
   static absl::StatusOr<JobRecord> Load(pqxx::work& tx, const std::string& id, bool lock) {
@@ -653,6 +647,19 @@ class PostgresJobStore final : public JobStore {
   static absl::StatusOr<JobRecord> Fenced(pqxx::work& tx, const std::string& id, int32_t attempt) {
     if (tx.exec_params("SELECT 1 FROM jobs WHERE id = $1", id).empty()) return NotFound(id);
     return NotCurrent(id, attempt);
+  }
+
+  // Cancels a parent's queued parts and asks its running parts to stop at their next chunk.
+  void StopParts(pqxx::work& tx, const std::string& parent_id) {
+    const int64_t now = options_.clock();
+    tx.exec_params(
+        "UPDATE jobs SET state = 'cancelled', worker = '', lease_expires_ms = 0, finished_ms = $2, updated_ms = $2 "
+        "WHERE parent_id = $1 AND state = 'queued'",
+        parent_id, now);
+    tx.exec_params(
+        "UPDATE jobs SET state = 'cancelling', cancel_requested = TRUE, updated_ms = $2 "
+        "WHERE parent_id = $1 AND state = 'running'",
+        parent_id, now);
   }
 
   // After a part changed state: a failed part fails its parent (and cancels the other parts); a
@@ -679,14 +686,7 @@ class PostgresJobStore final : public JobStore {
       failure.error_message = absl::StrCat("part ", Row(part).Text(0), ": ", Row(part).Text(2));
       failure.error_code = static_cast<int32_t>(Row(part).Int(3));
       if (Move(tx, *parent, JobState::kFailed, failure).ok()) {
-        tx.exec_params(
-            "UPDATE jobs SET state = 'cancelled', worker = '', lease_expires_ms = 0, finished_ms = $2, updated_ms = $2 "
-            "WHERE parent_id = $1 AND state = 'queued'",
-            parent_id, now);
-        tx.exec_params(
-            "UPDATE jobs SET state = 'cancelling', cancel_requested = TRUE, updated_ms = $2 "
-            "WHERE parent_id = $1 AND state = 'running'",
-            parent_id, now);
+        StopParts(tx, parent_id);
       }
     } else if (parent->state == JobState::kCancelling || (parent->state == JobState::kQueued && active == 0 &&
                                                            succeeded < parent->parts_total)) {

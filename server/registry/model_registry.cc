@@ -190,6 +190,11 @@ absl::Status ModelRegistry::MergeIndexFromDisk() {
   if (json.is_discarded() || !json.is_array()) {
     return ErrorWithReason(absl::StatusCode::kDataLoss, "INTERNAL_ERROR", file.string() + " is not a JSON array");
   }
+  return MergeIndex(json);
+}
+
+absl::Status ModelRegistry::MergeIndex(const nlohmann::json& json) {
+  const fs::path file = fs::path(options_.data_dir) / "models.json";
   for (const auto& item : json) {
     try {
       ModelEntry entry;
@@ -243,7 +248,7 @@ void ModelRegistry::SyncIndexIfChanged() {
       ++it;
     }
   }
-  (void)MergeIndexFromDisk();
+  (void)MergeIndex(json);
   index_mtime_ = mtime;
   index_size_ = size;
 }

@@ -10,10 +10,10 @@
 // only READY and FAILED are written.
 #pragma once
 
-#include <filesystem>
-#include <cstdint>
-#include <functional>
 #include <atomic>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
 #include <list>
 #include <map>
 #include <memory>
@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "nlohmann/json_fwd.hpp"
 #include "server/models/config.h"
 #include "server/models/model.h"
 
@@ -109,6 +110,7 @@ class ModelRegistry {
   // Adds the entries of <data_dir>/models.json this process does not know (written by another
   // replica sharing the data directory). Caller holds mutex_ (or is Open).
   absl::Status MergeIndexFromDisk();
+  absl::Status MergeIndex(const nlohmann::json& index);  // `index`: the parsed models.json array.
   // When models.json changed since this process last read or wrote it (another replica registered
   // or deleted a model): adds the new entries and drops the deleted ones. Caller holds mutex_.
   void SyncIndexIfChanged();

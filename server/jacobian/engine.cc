@@ -76,9 +76,27 @@ int64_t ActivationBytesPerRow(const models::ModelConfig& config, int64_t length,
   return std::max<int64_t>(1, (config.num_layers + 1) * per_layer * element);
 }
 
+// Bytes one cotangent row needs in the model's own reverse pass: its gradients and products on
+// the residual stream, the MLP width and the attention probabilities (a generous estimate).
+int64_t ReverseBytesPerRow(const models::ModelConfig& config, int64_t length, torch::Dtype dtype) {
+  const int64_t element = torch::elementSize(dtype);
+  return std::max<int64_t>(1, (length * (8 * config.hidden_size + 3 * config.intermediate_size) +
+                               3 * config.num_heads * length * length) * element);
+}
+
 // On the CPU, larger cotangent batches lose more to memory traffic and page faults than they gain
-// from bigger matrix products (measured on GPT-2 small at L = 128: 16 rows 9.0 s, 97 rows 13.4 s).
+// from bigger matrix products (autograd, measured on GPT-2 small at L = 128: 16 rows 9.0 s, 97
+// rows 13.4 s). The model's own pass does best at about 4096 product rows (K_b L) on two cores
+// (gpt2 L = 128: K_b 16/32/64/128 -> 20.4/19.7/19.5/25.7 s; qwen2-0.5b L = 256: K_b 8/16/32/64 ->
+// 9.9/10.1/10.7/11.7 s, 3-4 layers).
 constexpr int64_t kCpuBatchRows = 16;
+constexpr int64_t kCpuModelPassProductRows = 4096;
+
+// GPT-2 and Qwen2 bring their own reverse pass (models::InputReversePass).
+bool HasOwnReversePass(const DecoderModel& model) {
+  const auto family = model.config().family;
+  return family == models::Family::kGpt2 || family == models::Family::kQwen2;
+}
 
 // Norms accumulate in float32, or float64 for a float64 measurement.
 torch::Dtype NormDtype(torch::Dtype dtype) { return dtype == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32; }
@@ -143,9 +161,9 @@ struct SampleSums {
 class Runner {
  public:
   Runner(DecoderModel& model, const MeasureOptions& options, const torch::Device& device, int64_t target,
-         bool checkpoint)
+         bool checkpoint, bool model_pass)
       : model_(model), options_(options), device_(device), target_(target), checkpoint_(checkpoint),
-        probe_generator_(at::detail::createCPUGenerator(options.seed)) {}
+        model_pass_(model_pass), probe_generator_(at::detail::createCPUGenerator(options.seed)) {}
 
   // Probes of sample s come from their own seeded stream, so a resumed run draws the same ones.
   void StartSample(int64_t s) {
@@ -164,6 +182,7 @@ class Runner {
   }
 
   absl::StatusOr<SampleSums> RunSample(const Sample& sample, int64_t batch, const std::function<bool()>& tick) {
+    if (model_pass_) return RunSampleWithModelPass(sample, batch, tick);
     torch::AutoGradMode enable_grad(true);  // Whatever mode the caller is in.
     const int64_t width = OutputWidth(model_, options_.output);
     const int64_t total = options_.method == Method::kExact ? width : options_.probes;
@@ -189,6 +208,46 @@ class Runner {
     return sums;
   }
 
+  // The same sums through the model's own reverse pass: cotangents on the final hidden state or a
+  // layer's residual stream go in directly; the log-probability's scalar cotangent c becomes
+  // c * d log p / d hidden_t (one autograd call through the output head per sample).
+  absl::StatusOr<SampleSums> RunSampleWithModelPass(const Sample& sample, int64_t batch,
+                                                    const std::function<bool()>& tick) {
+    models::ReversePassOptions pass_options;
+    pass_options.keep_activations = !checkpoint_;
+    auto pass = model_.PrepareReversePass(sample.embeds.to(device_, options_.dtype), target_, pass_options);
+    const int64_t width = OutputWidth(model_, options_.output);
+    const int64_t total = options_.method == Method::kExact ? width : options_.probes;
+    torch::Tensor head_gradient;  // d log p / d hidden_t [1, d], log-probability output only.
+    if (options_.output == Output::kLogProb) {
+      torch::AutoGradMode enable_grad(true);
+      auto hidden = pass->FinalHidden().detach().unsqueeze(0).set_requires_grad(true);
+      auto logits = model_.Logits(hidden.unsqueeze(1)).squeeze(1);
+      auto log_prob = torch::log_softmax(logits.to(torch::kFloat32), -1).select(1, sample.NextToken(target_));
+      head_gradient = torch::autograd::grad({log_prob.sum()}, {hidden})[0];
+    }
+    const int64_t outputs = options_.output == Output::kLayerSweep ? model_.config().num_layers : 1;
+    SampleSums sums;
+    for (int64_t o = 0; o < outputs; ++o) {
+      const int64_t layer = options_.output == Output::kLayerSweep ? o + 1 : models::InputReversePass::kFinalHidden;
+      auto sum = torch::zeros({options_.length}, torch::kDouble), sum_sq = torch::zeros_like(sum);
+      for (int64_t start = 0; start < total; start += batch) {
+        const int64_t rows = std::min(batch, total - start);
+        auto cot = Cotangents(start, rows, rows, width);
+        if (head_gradient.defined()) cot = cot * head_gradient;  // [rows, 1] x [1, d].
+        auto grad = pass->InputGradients(cot, layer);
+        auto sq = grad.to(NormDtype(options_.dtype)).pow(2).sum(-1).to(torch::kCPU, torch::kDouble);
+        sum += sq.sum(0);
+        if (options_.method == Method::kHutchinson) sum_sq += sq.pow(2).sum(0);
+        vjps_ += rows;
+        if (!tick()) return absl::CancelledError("measurement cancelled");
+      }
+      sums.sum.push_back(sum);
+      sums.sum_sq.push_back(sum_sq);
+    }
+    return sums;
+  }
+
   int64_t vjps() const { return vjps_; }
 
  private:
@@ -197,6 +256,7 @@ class Runner {
   torch::Device device_;
   int64_t target_;
   bool checkpoint_;
+  bool model_pass_;
   at::Generator probe_generator_;
   int64_t vjps_ = 0;
 };
@@ -375,6 +435,11 @@ absl::Status CheckMeasureOptions(const DecoderModel& model, const MeasureOptions
                                  "float32, bfloat16 or float64 on the CPU (LibTorch's CPU kernels lack "
                                  "float16 layer norms and matrix products); float16 on cuda:N"});
   }
+  if (options.reverse_pass == MeasureOptions::ReversePass::kModel && !HasOwnReversePass(model)) {
+    return InvalidArgumentError({"INVALID_ARGUMENT", "reverse_pass", "model",
+                                 absl::StrCat("auto or autograd (", models::FamilyName(model.config().family),
+                                              " models have no own reverse pass; gpt2 and qwen2 have)")});
+  }
   if (options.input != InputKind::kGaussianEmbeddings && !model.has_token_embedding()) {
     return InvalidArgumentError({"INVALID_ARGUMENT", "input", "tokens", "gaussian (this model takes embeddings only)"});
   }
@@ -401,13 +466,27 @@ absl::StatusOr<MeasureResult> Measure(DecoderModel& model, const MeasureOptions&
     const int64_t free_bytes = FreeMemoryBytes(device);
     const int64_t budget = free_bytes > 0 ? std::min(options.memory_budget_bytes, free_bytes / 2)
                                           : options.memory_budget_bytes;
+    const bool model_pass = options.reverse_pass != MeasureOptions::ReversePass::kAutograd &&
+                            HasOwnReversePass(model);
     const bool checkpoint = options.checkpointing == MeasureOptions::Checkpointing::kOn ||
-                            (options.checkpointing == MeasureOptions::Checkpointing::kAuto && row_bytes > budget);
+                            (options.checkpointing == MeasureOptions::Checkpointing::kAuto &&
+                             row_bytes > (model_pass ? budget / 2 : budget));
     // With checkpointing only layer inputs are kept: about 1/12 of a row's activations per layer.
     const int64_t kept_bytes = checkpoint ? std::max<int64_t>(1, row_bytes / 12) : row_bytes;
-    int64_t batch = options.cotangent_batch > 0 ? options.cotangent_batch : budget / kept_bytes;
-    if (options.cotangent_batch == 0 && !device.is_cuda()) batch = std::min(batch, kCpuBatchRows);
+    int64_t batch = options.cotangent_batch;
+    if (batch == 0 && model_pass) {
+      // One copy of the activations, then rows of reverse-pass work.
+      batch = std::max<int64_t>(1, budget - kept_bytes) / ReverseBytesPerRow(model.config(), options.length, options.dtype);
+      if (!device.is_cuda()) batch = std::min(batch, std::max<int64_t>(1, kCpuModelPassProductRows / options.length));
+    } else if (batch == 0) {
+      batch = budget / kept_bytes;
+      if (!device.is_cuda()) batch = std::min(batch, kCpuBatchRows);
+    }
     batch = std::clamp<int64_t>(batch, 1, rows_total);
+    if (options.cotangent_batch == 0) {  // Equal chunks: 64 rows at most 36 become 32 + 32.
+      const int64_t chunks = (rows_total + batch - 1) / batch;
+      batch = (rows_total + chunks - 1) / chunks;
+    }
     const int64_t outputs = options.output == Output::kLayerSweep ? model.config().num_layers : 1;
     const int64_t chunks_per_sample = outputs * ((rows_total + batch - 1) / batch);
     const int64_t first_sample = options.first_sample;
@@ -419,7 +498,7 @@ absl::StatusOr<MeasureResult> Measure(DecoderModel& model, const MeasureOptions&
       return !options.progress || options.progress(progress);
     };
 
-    Runner runner(model, options, device, target, checkpoint);
+    Runner runner(model, options, device, target, checkpoint, model_pass);
     std::vector<SampleRecord> records(options.done_samples.begin(), options.done_samples.end());
     progress.chunks_done = static_cast<int64_t>(records.size()) * chunks_per_sample;
     progress.samples_done = static_cast<int64_t>(records.size());
@@ -454,6 +533,7 @@ absl::StatusOr<MeasureResult> Measure(DecoderModel& model, const MeasureOptions&
     result.vjp_count = runner.vjps();
     result.cotangent_batch = batch;
     result.checkpointed = checkpoint;
+    result.reverse_pass = model_pass ? "model" : "autograd";
     result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_time).count();
     result.device_name = device.str();
     result.dtype_name = DtypeName(options.dtype);

@@ -1,12 +1,17 @@
 // The Jacobian-norm engine (THEORY.md section 6): per input position j, how strongly e_j can move
 // an output y, as the squared Frobenius norm ||dy / de_j||_F^2, averaged over input samples.
 //
-// Method: one forward pass of a batch that repeats the sample K_b times, then one backward pass
-// with K_b cotangents at once (one-hot rows for the exact norm, Gaussian probes for Hutchinson's
-// estimate): each backward row yields u^T J_j for every j. Work is split into chunks (one cotangent
-// batch of one sample and output); between chunks a progress callback may report and cancel.
-// The batch size comes from a memory budget (at most half the device's free memory, read at the
-// start) and is halved and retried when allocation fails.
+// Method: K_b cotangents at once (one-hot rows for the exact norm, Gaussian probes for Hutchinson's
+// estimate) go through one reverse pass: each row yields u^T J_j for every j. Two reverse passes:
+//  - the model's own (GPT-2, Qwen2; models::InputReversePass): one forward pass of the sample, its
+//    activations shared by all rows, every product one [K_b L, .] matrix product, the top layer on
+//    the target row only; the default where a model has one;
+//  - autograd (any model, TorchScript included): one forward pass of a batch that repeats the
+//    sample K_b times, then torch::autograd::grad with K_b cotangents through the retained graph.
+// Work is split into chunks (one cotangent batch of one sample and output); between chunks a
+// progress callback may report and cancel. The batch size comes from a memory budget (at most
+// half the device's free memory, read at the start) and is halved and retried when allocation
+// fails.
 // LibTorch only: no gRPC, no density theory (runners and tools combine them).
 #pragma once
 
@@ -63,6 +68,8 @@ struct MeasureOptions {
   // Recompute each layer in the backward pass instead of keeping its activations: kAuto turns it on
   // when one batch row's activations would not fit the memory budget (long L).
   enum class Checkpointing { kAuto, kOn, kOff } checkpointing = Checkpointing::kAuto;
+  // Which reverse pass: kAuto = the model's own where it has one (GPT-2, Qwen2), else autograd.
+  enum class ReversePass { kAuto, kModel, kAutograd } reverse_pass = ReversePass::kAuto;
   bool keep_samples = false;     // Return per-sample squared norms.
   bool branch_ratios = true;     // Measure ||attn|| / (||residual|| + ||attn||) per layer.
   std::function<bool(const Progress&)> progress;  // Return false to cancel (CANCELLED).
@@ -102,6 +109,7 @@ struct MeasureResult {
   int64_t vjp_count = 0;             // Vector-Jacobian products (backward rows) computed.
   int64_t cotangent_batch = 0;       // Rows per backward pass actually used.
   bool checkpointed = false;         // Whether activation checkpointing was used.
+  std::string reverse_pass;          // "model" or "autograd": the reverse pass that ran.
   double seconds = 0.0;
   std::string device_name;
   std::string dtype_name;

@@ -30,7 +30,7 @@ struct Flags {
   std::string method = "exact", output = "final", input = "random", dtype = "float32", format = "json";
   int threads = 0;
   int64_t memory_budget_mb = 2048;
-  std::string checkpointing = "auto";
+  std::string checkpointing = "auto", reverse_pass = "auto";
   bool arch_given = false;
 };
 
@@ -68,6 +68,9 @@ void DefineFlags(CLI::App& app, Flags& f) {
   app.add_option("--memory-budget-mb", f.memory_budget_mb, "Memory for activations, MiB (sizes the cotangent batch)");
   app.add_option("--checkpointing", f.checkpointing, "auto, on or off: recompute layers in the backward pass")
       ->check(CLI::IsMember({"auto", "on", "off"}))->capture_default_str();
+  app.add_option("--reverse-pass", f.reverse_pass,
+                 "auto, model or autograd: the model's own batched reverse pass (gpt2, qwen2) or autograd")
+      ->check(CLI::IsMember({"auto", "model", "autograd"}))->capture_default_str();
   app.add_option("--weights", f.weights,
                  "Load a safetensors checkpoint (file, directory or index); a directory's config.json "
                  "defines the architecture unless --arch or --preset is given");
@@ -140,6 +143,9 @@ int main(int argc, char** argv) {
   using Checkpointing = posbias::jacobian::MeasureOptions::Checkpointing;
   f.options.checkpointing = f.checkpointing == "on" ? Checkpointing::kOn
                             : f.checkpointing == "off" ? Checkpointing::kOff : Checkpointing::kAuto;
+  using ReversePass = posbias::jacobian::MeasureOptions::ReversePass;
+  f.options.reverse_pass = f.reverse_pass == "model" ? ReversePass::kModel
+                           : f.reverse_pass == "autograd" ? ReversePass::kAutograd : ReversePass::kAuto;
   if (f.threads > 0) torch::set_num_threads(f.threads);
   using posbias::jacobian::Method, posbias::jacobian::Output, posbias::jacobian::InputKind;
   f.options.method = f.method == "exact" ? Method::kExact : Method::kHutchinson;

@@ -123,7 +123,7 @@ nlohmann::ordered_json ReportJson(models::DecoderModel& model, const jacobian::M
       {"embedding", gaussian ? "gaussian e_j" : (model.embeds_positions() ? "token + learned position embedding" : "token embedding")},
       {"dtype", result.dtype_name}, {"device", result.device_name}, {"torch_version", result.torch_version},
       {"seconds", result.seconds}, {"vjp_count", result.vjp_count}, {"cotangent_batch", result.cotangent_batch},
-      {"checkpointed", result.checkpointed}};
+      {"checkpointed", result.checkpointed}, {"reverse_pass", result.reverse_pass}};
   json["tokens"] = result.tokens;
   std::vector<int64_t> positions(result.length);
   std::iota(positions.begin(), positions.end(), 1);

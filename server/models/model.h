@@ -33,6 +33,28 @@ struct ForwardOutput {
   std::vector<double> branch_ratio;  // Per layer, mean over batch and positions.
 };
 
+// A model's own reverse pass with respect to its input embeddings, batched over cotangents.
+// Prepared for one sequence (one forward pass whose activations every cotangent shares), it maps
+// K cotangents on one output at the target position to the K gradients w.r.t. all L input
+// embeddings. Parameters are frozen, so only input gradients are computed, through known layers:
+// no autograd graph, no K-fold copies of the activations, and the top layer only at the target.
+struct ReversePassOptions {
+  // false: keep only each layer's input and recompute its activations in every call (long L).
+  bool keep_activations = true;
+};
+
+class InputReversePass {
+ public:
+  // The output after the final norm (`layer` argument of InputGradients).
+  static constexpr int64_t kFinalHidden = 0;
+  virtual ~InputReversePass() = default;
+  // cotangents [K, d] on the output at the target position: kFinalHidden, or the residual stream
+  // after layer 1..H. Returns [K, L, d] (zero beyond the target, by causality).
+  virtual torch::Tensor InputGradients(const torch::Tensor& cotangents, int64_t layer) = 0;
+  // The final hidden state [d] at the target position (for outputs computed from it).
+  virtual torch::Tensor FinalHidden() const = 0;
+};
+
 class DecoderModel {
  public:
   virtual ~DecoderModel() = default;
@@ -52,6 +74,14 @@ class DecoderModel {
   virtual bool has_token_embedding() const { return true; }
   // Whether Embed adds learned position embeddings (the Jacobian is then w.r.t. their sum).
   virtual bool embeds_positions() const { return false; }
+  // The model's own reverse pass for one sequence inputs_embeds [1, L, d] and a 1-based target
+  // position, or nullptr where the model has none (TorchScript, Cesaro): callers then use autograd.
+  virtual std::unique_ptr<InputReversePass> PrepareReversePass(const torch::Tensor& inputs_embeds,
+                                                               int64_t target,
+                                                               const ReversePassOptions& options) {
+    (void)inputs_embeds, (void)target, (void)options;
+    return nullptr;
+  }
 };
 
 // A model of the config's family at a seeded random initialization (deterministic per seed).

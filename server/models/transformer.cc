@@ -1,6 +1,6 @@
 // GPT-2, Qwen2 and Cesaro routing decoders in LibTorch, numerically equivalent to the Hugging Face
 // reference implementations (checked by tests/models/equivalence_test.py against a plain PyTorch
-// reimplementation). The only translation unit of the room that includes <torch/torch.h>.
+// reimplementation). With reverse_pass.cc, the room's translation units that include <torch/torch.h>.
 #include <cmath>
 #include <limits>
 
@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "server/models/model.h"
+#include "server/models/reverse_pass.h"
 #include "server/status/error.h"
 
 namespace posbias::models {
@@ -345,6 +346,77 @@ std::string InitializeWeights(torch::nn::Module& module, const ModelConfig& conf
                       "; CPU generator seed ", seed, "; parameters in Hugging Face name order");
 }
 
+// ---- the families' weights for the hand-written reverse pass (reverse_pass.h) ----------------
+
+reverse::Norm ReverseNorm(const torch::nn::LayerNorm& norm, double eps) {
+  return {reverse::Norm::Kind::kLayerNorm, norm->weight, norm->bias, eps};
+}
+reverse::Norm ReverseNorm(const RmsNorm& norm) {
+  return {reverse::Norm::Kind::kRmsNorm, norm->weight, torch::Tensor(), norm->eps};
+}
+// Conv1D stores [in, out]: the reverse-pass matrix is its transpose (a view).
+reverse::Linear ReverseLinear(const Conv1D& conv) { return {conv->weight.t(), conv->bias}; }
+reverse::Linear ReverseLinear(const torch::nn::Linear& linear) {
+  return {linear->weight, linear->options.bias() ? linear->bias : torch::Tensor()};
+}
+
+reverse::Stack Gpt2ReverseStack(Gpt2Impl& module, const ModelConfig& config) {
+  reverse::Stack stack;
+  const int64_t d = config.hidden_size;
+  for (const auto& item : *module.transformer->h) {
+    auto* block = item->as<Gpt2BlockImpl>();
+    reverse::Layer layer;
+    layer.norm1 = ReverseNorm(block->ln_1, config.norm_eps);
+    auto fused = ReverseLinear(block->attn->c_attn);  // [3d, d]: q, k, v rows.
+    layer.attention.q = {fused.back.narrow(0, 0, d), fused.bias.narrow(0, 0, d)};
+    layer.attention.k = {fused.back.narrow(0, d, d), fused.bias.narrow(0, d, d)};
+    layer.attention.v = {fused.back.narrow(0, 2 * d, d), fused.bias.narrow(0, 2 * d, d)};
+    layer.attention.o = ReverseLinear(block->attn->c_proj);
+    layer.attention.heads = layer.attention.kv_heads = config.num_heads;
+    layer.attention.uniform = config.ablations.uniform_attention;
+    layer.has_mlp = !config.ablations.no_mlp;
+    if (layer.has_mlp) {
+      layer.norm2 = ReverseNorm(block->ln_2, config.norm_eps);
+      layer.mlp.kind = reverse::Mlp::Kind::kGeluTanh;
+      layer.mlp.in = ReverseLinear(block->mlp->c_fc);
+      layer.mlp.out = ReverseLinear(block->mlp->c_proj);
+    }
+    stack.layers.push_back(std::move(layer));
+  }
+  stack.final_norm = ReverseNorm(module.transformer->ln_f, config.norm_eps);
+  return stack;
+}
+
+reverse::Stack Qwen2ReverseStack(Qwen2Impl& module, const ModelConfig& config) {
+  reverse::Stack stack;
+  for (const auto& item : *module.model->layers) {
+    auto* decoder = item->as<Qwen2LayerImpl>();
+    reverse::Layer layer;
+    layer.norm1 = ReverseNorm(decoder->input_layernorm);
+    const auto& attention = decoder->self_attn;
+    layer.attention.q = ReverseLinear(attention->q_proj);
+    layer.attention.k = ReverseLinear(attention->k_proj);
+    layer.attention.v = ReverseLinear(attention->v_proj);
+    layer.attention.o = ReverseLinear(attention->o_proj);
+    layer.attention.heads = config.num_heads;
+    layer.attention.kv_heads = config.num_kv_heads;
+    layer.attention.rotary = attention->rotary;
+    layer.attention.rope_theta = config.rope_theta;
+    layer.attention.uniform = config.ablations.uniform_attention;
+    layer.has_mlp = !config.ablations.no_mlp;
+    if (layer.has_mlp) {
+      layer.norm2 = ReverseNorm(decoder->post_attention_layernorm);
+      layer.mlp.kind = reverse::Mlp::Kind::kSwiGlu;
+      layer.mlp.in = ReverseLinear(decoder->mlp->up_proj);
+      layer.mlp.gate = ReverseLinear(decoder->mlp->gate_proj);
+      layer.mlp.out = ReverseLinear(decoder->mlp->down_proj);
+    }
+    stack.layers.push_back(std::move(layer));
+  }
+  stack.final_norm = ReverseNorm(module.model->norm);
+  return stack;
+}
+
 class Gpt2Model final : public DecoderModel {
  public:
   Gpt2Model(const ModelConfig& config, uint64_t seed) : config_(config), module_(config) {
@@ -375,6 +447,10 @@ class Gpt2Model final : public DecoderModel {
   }
   torch::Tensor Logits(const torch::Tensor& hidden) override {
     return torch::matmul(hidden, module_->transformer->wte->weight.t());
+  }
+  std::unique_ptr<InputReversePass> PrepareReversePass(const torch::Tensor& e, int64_t target,
+                                                       const ReversePassOptions& options) override {
+    return reverse::Prepare(Gpt2ReverseStack(*module_, config_), e, target, options);
   }
   std::vector<std::pair<std::string, torch::Tensor>> NamedParameters() override { return Named(*module_); }
   void To(const torch::Device& device, torch::Dtype dtype) override { module_->to(device, dtype); }
@@ -411,6 +487,10 @@ class Qwen2Model final : public DecoderModel {
     const auto& weight = config_.tie_embeddings ? module_->model->embed_tokens->weight
                                                 : module_->lm_head->weight;
     return torch::matmul(hidden, weight.t());
+  }
+  std::unique_ptr<InputReversePass> PrepareReversePass(const torch::Tensor& e, int64_t target,
+                                                       const ReversePassOptions& options) override {
+    return reverse::Prepare(Qwen2ReverseStack(*module_, config_), e, target, options);
   }
   std::vector<std::pair<std::string, torch::Tensor>> NamedParameters() override { return Named(*module_); }
   void To(const torch::Device& device, torch::Dtype dtype) override { module_->to(device, dtype); }

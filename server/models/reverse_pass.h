@@ -1,0 +1,68 @@
+// The hand-written batched reverse pass of the GPT-2 and Qwen2 families (private to the room;
+// models reach it through DecoderModel::PrepareReversePass).
+//
+// A decoder layer is described by its weights as plain tensors, each linear map by the matrix B
+// of its reverse pass (dx = dy B, [out, in]; the forward pass is y = x B^T + b). One forward pass
+// of one sequence keeps, per layer, what the reverse pass needs: normalized inputs and inverse
+// scales, attention probabilities P, rotated queries and keys, values, and the MLP's activation
+// derivatives. The reverse pass of K cotangents then runs every product as one [K L, .] matrix
+// product with those activations broadcast over the K rows. The layer where the cotangents enter
+// works on the target row only (MLP, queries): the other rows of its output do not reach it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include <torch/types.h>
+
+#include "server/models/model.h"
+
+namespace posbias::models::reverse {
+
+// y = x back^T + bias; dx = dy back.
+struct Linear {
+  torch::Tensor back;  // [out, in]
+  torch::Tensor bias;  // [out] or undefined.
+};
+
+struct Norm {
+  enum class Kind { kLayerNorm, kRmsNorm } kind = Kind::kLayerNorm;
+  torch::Tensor weight, bias;  // bias: LayerNorm only.
+  double eps = 1e-5;
+};
+
+struct Attention {
+  Linear q, k, v, o;
+  int64_t heads = 1, kv_heads = 1;
+  bool rotary = false;      // Qwen2 rotary position embedding on q and k.
+  double rope_theta = 1e6;
+  bool uniform = false;     // Logits forced to zero: uniform causal averaging.
+};
+
+struct Mlp {
+  enum class Kind { kGeluTanh, kSwiGlu } kind = Kind::kGeluTanh;
+  Linear in;    // GELU: c_fc. SwiGLU: up_proj.
+  Linear gate;  // SwiGLU only: gate_proj.
+  Linear out;   // c_proj / down_proj.
+};
+
+struct Layer {
+  Norm norm1;
+  Attention attention;
+  bool has_mlp = true;
+  Norm norm2;
+  Mlp mlp;
+};
+
+struct Stack {
+  std::vector<Layer> layers;
+  Norm final_norm;
+};
+
+// Runs the forward pass of inputs_embeds [1, L, d] up to the 1-based target and returns the
+// prepared reverse pass.
+std::unique_ptr<InputReversePass> Prepare(Stack stack, const torch::Tensor& inputs_embeds, int64_t target,
+                                          const ReversePassOptions& options);
+
+}  // namespace posbias::models::reverse

@@ -181,8 +181,9 @@ class Runner {
     return cot.to(device_, options_.dtype);
   }
 
-  absl::StatusOr<SampleSums> RunSample(const Sample& sample, int64_t batch, const std::function<bool()>& tick) {
-    if (model_pass_) return RunSampleWithModelPass(sample, batch, tick);
+  absl::StatusOr<SampleSums> RunSample(const Sample& sample, int64_t batch, int64_t rows_per_call,
+                                       const std::function<bool()>& tick) {
+    if (model_pass_) return RunSampleWithModelPass(sample, rows_per_call, batch, tick);
     torch::AutoGradMode enable_grad(true);  // Whatever mode the caller is in.
     const int64_t width = OutputWidth(model_, options_.output);
     const int64_t total = options_.method == Method::kExact ? width : options_.probes;
@@ -208,11 +209,13 @@ class Runner {
     return sums;
   }
 
-  // The same sums through the model's own reverse pass: cotangents on the final hidden state or a
-  // layer's residual stream go in directly; the log-probability's scalar cotangent c becomes
-  // c * d log p / d hidden_t (one autograd call through the output head per sample).
-  absl::StatusOr<SampleSums> RunSampleWithModelPass(const Sample& sample, int64_t batch,
-                                                    const std::function<bool()>& tick) {
+  // The same sums through the model's own reverse pass, `rows_per_call` cotangent rows per call
+  // (all of them where memory allows, so that exact norms can use the MLP's Jacobians), the
+  // products over `rows_per_product` rows; one tick per layer. Cotangents on the final hidden
+  // state or a layer's residual stream go in directly; the log-probability's scalar cotangent c
+  // becomes c * d log p / d hidden_t (one autograd call through the output head per sample).
+  absl::StatusOr<SampleSums> RunSampleWithModelPass(const Sample& sample, int64_t rows_per_call,
+                                                    int64_t rows_per_product, const std::function<bool()>& tick) {
     models::ReversePassOptions pass_options;
     pass_options.keep_activations = !checkpoint_;
     auto pass = model_.PrepareReversePass(sample.embeds.to(device_, options_.dtype), target_, pass_options);
@@ -226,21 +229,25 @@ class Runner {
       auto log_prob = torch::log_softmax(logits.to(torch::kFloat32), -1).select(1, sample.NextToken(target_));
       head_gradient = torch::autograd::grad({log_prob.sum()}, {hidden})[0];
     }
+    models::GradientOptions gradient_options;
+    gradient_options.rows_per_product = rows_per_product;
+    bool cancelled = false;
+    gradient_options.between_layers = [&] { return !(cancelled = !tick()); };
     const int64_t outputs = options_.output == Output::kLayerSweep ? model_.config().num_layers : 1;
     SampleSums sums;
     for (int64_t o = 0; o < outputs; ++o) {
       const int64_t layer = options_.output == Output::kLayerSweep ? o + 1 : models::InputReversePass::kFinalHidden;
       auto sum = torch::zeros({options_.length}, torch::kDouble), sum_sq = torch::zeros_like(sum);
-      for (int64_t start = 0; start < total; start += batch) {
-        const int64_t rows = std::min(batch, total - start);
+      for (int64_t start = 0; start < total; start += rows_per_call) {
+        const int64_t rows = std::min(rows_per_call, total - start);
         auto cot = Cotangents(start, rows, rows, width);
         if (head_gradient.defined()) cot = cot * head_gradient;  // [rows, 1] x [1, d].
-        auto grad = pass->InputGradients(cot, layer);
+        auto grad = pass->InputGradients(cot, layer, gradient_options);
+        if (cancelled) return absl::CancelledError("measurement cancelled");
         auto sq = grad.to(NormDtype(options_.dtype)).pow(2).sum(-1).to(torch::kCPU, torch::kDouble);
         sum += sq.sum(0);
         if (options_.method == Method::kHutchinson) sum_sq += sq.pow(2).sum(0);
         vjps_ += rows;
-        if (!tick()) return absl::CancelledError("measurement cancelled");
       }
       sums.sum.push_back(sum);
       sums.sum_sq.push_back(sum_sq);
@@ -487,8 +494,24 @@ absl::StatusOr<MeasureResult> Measure(DecoderModel& model, const MeasureOptions&
       const int64_t chunks = (rows_total + batch - 1) / batch;
       batch = (rows_total + chunks - 1) / chunks;
     }
+    // The model's own pass takes as many rows per call as memory allows (its gradients, in and
+    // out, and the MLP's per-position Jacobians), so that exact norms (K = d) use the Jacobians.
+    int64_t rows_per_call = batch;
+    if (model_pass && options.cotangent_batch == 0) {
+      const auto& config = model.config();
+      const int64_t element = torch::elementSize(options.dtype);
+      const int64_t call_row = 3 * options.length * config.hidden_size * element;  // In, out, MLP part.
+      const int64_t fixed = kept_bytes + batch * ReverseBytesPerRow(config, options.length, options.dtype) +
+                            (int64_t{256} << 20);  // Products of one group of rows; Jacobian blocks.
+      rows_per_call = std::clamp<int64_t>((budget - fixed) / call_row, batch, rows_total);
+    }
     const int64_t outputs = options.output == Output::kLayerSweep ? model.config().num_layers : 1;
-    const int64_t chunks_per_sample = outputs * ((rows_total + batch - 1) / batch);
+    const int64_t layers = model.config().num_layers;
+    // Progress units: cotangent batches (autograd), or layers of one call (the model's pass).
+    const int64_t chunks_per_sample =
+        model_pass ? ((rows_total + rows_per_call - 1) / rows_per_call) *
+                         (options.output == Output::kLayerSweep ? layers * (layers + 1) / 2 : layers)
+                   : outputs * ((rows_total + batch - 1) / batch);
     const int64_t first_sample = options.first_sample;
     const int64_t end_sample = options.end_sample > 0 ? options.end_sample : options.samples;
     Progress progress{0, (end_sample - first_sample) * chunks_per_sample, 0, 0.0};
@@ -512,11 +535,12 @@ absl::StatusOr<MeasureResult> Measure(DecoderModel& model, const MeasureOptions&
       absl::StatusOr<SampleSums> sums = absl::InternalError("not run");
       while (true) {
         try {
-          sums = runner.RunSample(sample, batch, tick);
+          sums = runner.RunSample(sample, batch, rows_per_call, tick);
           break;
         } catch (const c10::Error& error) {
-          if (!IsOutOfMemory(error) || batch == 1) throw;
+          if (!IsOutOfMemory(error) || (batch == 1 && rows_per_call == 1)) throw;
           batch = std::max<int64_t>(1, batch / 2);  // Halve and retry this sample.
+          rows_per_call = std::max<int64_t>(1, rows_per_call / 2);
           runner.StartSample(s);
         }
       }

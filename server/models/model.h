@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -43,6 +44,19 @@ struct ReversePassOptions {
   bool keep_activations = true;
 };
 
+// How one InputGradients call runs (all cotangent rows go through a layer before the next).
+struct GradientOptions {
+  // Rows of cotangents per matrix product (bounds memory and keeps products cache-friendly);
+  // 0 = all rows at once.
+  int64_t rows_per_product = 0;
+  // The MLP branch through its per-position Jacobians C_i (d x d, formed once per layer and
+  // call: d^2 m work per position) instead of K row products (2 d m or 3 d m each): kAuto uses
+  // them where they are cheaper, i.e. for many rows such as exact norms (K = d).
+  enum class MlpJacobians { kAuto, kOn, kOff } mlp_jacobians = MlpJacobians::kAuto;
+  // Called after each layer; returning false stops the call (it then returns an undefined tensor).
+  std::function<bool()> between_layers;
+};
+
 class InputReversePass {
  public:
   // The output after the final norm (`layer` argument of InputGradients).
@@ -50,7 +64,11 @@ class InputReversePass {
   virtual ~InputReversePass() = default;
   // cotangents [K, d] on the output at the target position: kFinalHidden, or the residual stream
   // after layer 1..H. Returns [K, L, d] (zero beyond the target, by causality).
-  virtual torch::Tensor InputGradients(const torch::Tensor& cotangents, int64_t layer) = 0;
+  virtual torch::Tensor InputGradients(const torch::Tensor& cotangents, int64_t layer,
+                                       const GradientOptions& options) = 0;
+  torch::Tensor InputGradients(const torch::Tensor& cotangents, int64_t layer) {
+    return InputGradients(cotangents, layer, GradientOptions{});
+  }
   // The final hidden state [d] at the target position (for outputs computed from it).
   virtual torch::Tensor FinalHidden() const = 0;
 };

@@ -1,5 +1,6 @@
 #include "server/models/reverse_pass.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <optional>
@@ -215,22 +216,71 @@ Tensor MlpBackward(const Mlp& w, const LayerSaved& saved, const Tensor& dy, int6
   return dx.view({dy.size(0), rows, -1});
 }
 
+// Whether the MLP's per-position Jacobians (d^2 m to form per position, then K d^2 to apply)
+// cost less than K row products (2 d m for GELU, 3 d m for SwiGLU per row and position); the
+// margin pays for forming them (elementwise work the count leaves out).
+bool MlpJacobiansPay(const Mlp& w, int64_t rows, int64_t d) {
+  const double k = static_cast<double>(rows), width = static_cast<double>(d);
+  const double m = static_cast<double>(w.out.back.size(1));
+  const double row_products = (w.kind == Mlp::Kind::kGeluTanh ? 2.0 : 3.0) * k * width * m;
+  const double jacobians = width * width * m + k * width * width;
+  return jacobians < 0.8 * row_products;
+}
+
+// dy [K, R, d] on rows first.. -> dx [K, R, d] through C_i = out.back (a_i * W1 + b_i * W2): the
+// MLP's Jacobian at position i as a map of row vectors (GELU: W1 = c_fc, a = gelu'; SwiGLU:
+// W1 = gate_proj, W2 = up_proj). Formed for blocks of positions as one product out.back [d, m]
+// x B [m, (positions, d)], applied to all K rows of a position as one product.
+Tensor MlpBackwardByJacobians(const Mlp& w, const LayerSaved& saved, const Tensor& dy, int64_t first) {
+  const int64_t rows = dy.size(1), d = dy.size(2), m = w.out.back.size(1);
+  const bool swiglu = w.kind == Mlp::Kind::kSwiGlu;
+  const Tensor& w1 = swiglu ? w.gate.back : w.in.back;  // [m, d]
+  constexpr int64_t kBlockBytes = int64_t{128} << 20;
+  const int64_t block = std::clamp<int64_t>(kBlockBytes / (m * d * dy.element_size()), 1, rows);
+  auto dx = torch::empty_like(dy);
+  for (int64_t i = 0; i < rows; i += block) {
+    const int64_t count = std::min(block, rows - i);
+    auto a = saved.mlp_a.narrow(0, first + i, count).t().contiguous().unsqueeze(2);  // [m, count, 1]
+    auto b_matrix = a * w1.unsqueeze(1);                                 // [m, count, d]
+    if (swiglu) b_matrix.addcmul_(saved.mlp_b.narrow(0, first + i, count).t().unsqueeze(2), w.in.back.unsqueeze(1));
+    auto jacobians = torch::mm(w.out.back, b_matrix.reshape({m, count * d})).view({d, count, d}).permute({1, 0, 2});
+    auto by_position = torch::bmm(dy.narrow(1, i, count).transpose(0, 1), jacobians);  // [count, K, d]
+    dx.narrow(1, i, count).copy_(by_position.transpose(0, 1));
+  }
+  return dx;
+}
+
 Tensor LayerForward(const Layer& w, const Rotary& rotary, const Tensor& h, LayerSaved* saved) {
   auto x = h + AttentionForward(w.attention, rotary, NormForward(w.norm1, h, &saved->norm1), saved);
   if (!w.has_mlp) return x;
   return x + MlpForward(w.mlp, NormForward(w.norm2, x, &saved->norm2), saved);
 }
 
-// Cotangents dy [K, R, d] on the layer's output rows first..L-1 -> [K, L, d] on its input.
-Tensor LayerBackward(const Layer& w, const Rotary& rotary, const LayerSaved& saved, const Tensor& dy, int64_t first) {
-  const int64_t rows = dy.size(1);
-  Tensor dh = dy;
-  if (w.has_mlp) {
-    dh = dy + NormBackward(w.norm2, saved.norm2.Rows(first, rows), MlpBackward(w.mlp, saved, dy, first));
+// Cotangents dy [K, R, d] on the layer's output rows first..L-1 -> [K, L, d] on its input, in
+// groups of options.rows_per_product rows (the MLP's Jacobians, when used, serve all K rows).
+Tensor LayerBackward(const Layer& w, const Rotary& rotary, const LayerSaved& saved, const Tensor& dy, int64_t first,
+                     const GradientOptions& options) {
+  const int64_t total = dy.size(0), rows = dy.size(1), d = dy.size(2), length = saved.v.size(1);
+  const int64_t step = options.rows_per_product > 0 ? std::min(options.rows_per_product, total) : total;
+  using MlpJacobians = GradientOptions::MlpJacobians;
+  const bool jacobians = w.has_mlp && (options.mlp_jacobians == MlpJacobians::kOn ||
+                                       (options.mlp_jacobians == MlpJacobians::kAuto && MlpJacobiansPay(w.mlp, total, d)));
+  Tensor mlp_all = jacobians ? MlpBackwardByJacobians(w.mlp, saved, dy, first) : Tensor();
+  Tensor out = step < total ? torch::empty({total, length, d}, dy.options()) : Tensor();
+  for (int64_t start = 0; start < total; start += step) {
+    const int64_t count = std::min(step, total - start);
+    auto g = dy.narrow(0, start, count);
+    Tensor dh = g;
+    if (w.has_mlp) {
+      auto d_mlp = jacobians ? mlp_all.narrow(0, start, count) : MlpBackward(w.mlp, saved, g, first);
+      dh = g + NormBackward(w.norm2, saved.norm2.Rows(first, rows), d_mlp);
+    }
+    auto dx = NormBackward(w.norm1, saved.norm1, AttentionBackward(w.attention, rotary, saved, dh, first));
+    dx.narrow(1, first, rows).add_(dh);
+    if (!out.defined()) return dx;
+    out.narrow(0, start, count).copy_(dx);
   }
-  auto dx = NormBackward(w.norm1, saved.norm1, AttentionBackward(w.attention, rotary, saved, dh, first));
-  dx.narrow(1, first, rows).add_(dh);
-  return dx;
+  return out;
 }
 
 // ---- the prepared pass -----------------------------------------------------------------------
@@ -258,7 +308,8 @@ class PreparedPass final : public InputReversePass {
     final_hidden_ = NormForward(stack_.final_norm, h, &final_norm_);
   }
 
-  Tensor InputGradients(const Tensor& cotangents, int64_t layer) override {
+  using InputReversePass::InputGradients;
+  Tensor InputGradients(const Tensor& cotangents, int64_t layer, const GradientOptions& options) override {
     torch::NoGradGuard no_grad;
     const int64_t batch = cotangents.size(0), d = cotangents.size(1);
     auto dy = cotangents.to(final_hidden_.options()).view({batch, 1, d});
@@ -271,13 +322,14 @@ class PreparedPass final : public InputReversePass {
     for (int64_t l = top - 1; l >= 0; --l) {
       const Layer& w = stack_.layers[l];
       if (saved_[l]) {
-        dy = LayerBackward(w, rotary_, *saved_[l], dy, first);
+        dy = LayerBackward(w, rotary_, *saved_[l], dy, first, options);
       } else {
         LayerSaved saved;
         LayerForward(w, rotary_, inputs_[l], &saved);
-        dy = LayerBackward(w, rotary_, saved, dy, first);
+        dy = LayerBackward(w, rotary_, saved, dy, first, options);
       }
       first = 0;
+      if (options.between_layers && !options.between_layers()) return Tensor();
     }
     if (first > 0) {  // No layer below the cotangents (not reached: layer >= 1).
       dy = torch::cat({torch::zeros({batch, first, d}, dy.options()), dy}, 1);

@@ -6,7 +6,10 @@
 // of one sequence keeps, per layer, what the reverse pass needs: normalized inputs and inverse
 // scales, attention probabilities P, rotated queries and keys, values, and the MLP's activation
 // derivatives. The reverse pass of K cotangents then runs every product as one [K L, .] matrix
-// product with those activations broadcast over the K rows. The layer where the cotangents enter
+// product with those activations broadcast over the K rows (in groups of rows_per_product), all
+// rows through one layer before the next. For many rows (exact norms, K = d) the MLP branch goes
+// through its per-position Jacobians instead (d x d each, formed once per layer: d^2 m work per
+// position instead of 2 d m or 3 d m per row and position). The layer where the cotangents enter
 // works on the target row only (MLP, queries): the other rows of its output do not reach it.
 #pragma once
 

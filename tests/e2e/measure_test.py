@@ -366,6 +366,23 @@ class OptionTest(unittest.TestCase):
         self.assertEqual(report["measurement"]["output"], "layer_sweep")
         self.assertEqual(report["measurement"]["vjp_count"], WIDTH * SAMPLES * LAYERS)
 
+    def test_the_models_own_reverse_pass_and_autograd_give_the_same_norms(self):
+        for arch in (GPT2, QWEN2):
+            own = measure(*arch, *RUN, "--reverse-pass", "model")
+            autograd = measure(*arch, *RUN, "--reverse-pass", "autograd")
+            self.assertEqual(own["measurement"]["reverse_pass"], "model")
+            self.assertEqual(autograd["measurement"]["reverse_pass"], "autograd")
+            self.assertEqual(measure(*arch, *RUN)["measurement"]["reverse_pass"], "model")  # The default.
+            for a, b in zip(own["sq_norm_mean"], autograd["sq_norm_mean"]):
+                self.assertLessEqual(abs(a - b), 1e-5 * abs(b), (own["sq_norm_mean"], autograd["sq_norm_mean"]))
+
+    def test_the_models_own_reverse_pass_is_refused_for_a_model_without_one(self):
+        result = run_tool(["--arch", "cesaro", "--width", "4", "--layers", "2", "--input", "gaussian",
+                           "--reverse-pass", "model", *RUN])
+        self.assertEqual(result.returncode, 2, result.stderr)
+        self.assertIn("reverse_pass", result.stderr)
+        self.assertIn("autograd", result.stderr)
+
     def test_the_default_output_has_no_layers_list(self):
         self.assertNotIn("layers", measure(*GPT2, *RUN))
 

@@ -351,6 +351,78 @@ TEST(Measure, RunsInBfloat16WithFloat32Norms) {
   EXPECT_EQ(low->dtype_name, "bfloat16");
 }
 
+// The model's own reverse pass and autograd are two independent routes to the same numbers:
+// exact and Hutchinson (same probes), for the final hidden state, every layer, and the
+// log-probability, at the last and an inner target.
+TEST(Measure, ModelReversePassEqualsAutogradForEveryOutputAndMethod) {
+  for (const std::string family : {"gpt2", "qwen2"}) {
+    auto model = Build(Tiny(family));
+    for (Output output : {Output::kFinalHidden, Output::kLayerSweep, Output::kLogProb}) {
+      for (Method method : {Method::kExact, Method::kHutchinson}) {
+        for (int64_t target : {int64_t{0}, int64_t{4}}) {
+          MeasureOptions options = GivenTokens({3, 1, 4, 1, 5, 9, 2, 6});
+          options.length = 7;
+          options.output = output;
+          options.method = method;
+          options.probes = 5;
+          options.target = target;
+          options.cotangent_batch = 3;
+          options.reverse_pass = MeasureOptions::ReversePass::kAutograd;
+          auto autograd = Measure(*model, options);
+          options.reverse_pass = MeasureOptions::ReversePass::kModel;
+          auto own = Measure(*model, options);
+          ASSERT_TRUE(autograd.ok() && own.ok()) << own.status();
+          EXPECT_EQ(autograd->reverse_pass, "autograd");
+          EXPECT_EQ(own->reverse_pass, "model");
+          EXPECT_EQ(own->vjp_count, autograd->vjp_count);
+          ASSERT_EQ(own->sq_norm.size(), autograd->sq_norm.size());
+          for (size_t o = 0; o < own->sq_norm.size(); ++o) {
+            SCOPED_TRACE(::testing::Message() << family << " output " << static_cast<int>(output) << " method "
+                                              << static_cast<int>(method) << " target " << target << " layer " << o);
+            // The log-probability's head runs in float32 on both routes (as Hugging Face does).
+            const double bound = output == Output::kLogProb ? 1e-6 : 1e-10;
+            ExpectRelativelyClose(own->sq_norm[o].mean, autograd->sq_norm[o].mean, bound);
+            if (method == Method::kHutchinson) {
+              ExpectRelativelyClose(own->estimator_stderr[o], autograd->estimator_stderr[o], output == Output::kLogProb ? 1e-5 : 1e-8);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(Measure, UsesTheModelsOwnReversePassWhereItHasOne) {
+  auto gpt2 = Build(Tiny("gpt2"));
+  ModelConfig cesaro_config = *models::PresetConfig("cesaro");
+  cesaro_config.hidden_size = 4;
+  auto cesaro = Build(cesaro_config);
+  MeasureOptions options;
+  options.length = 5;
+  options.input = InputKind::kGaussianEmbeddings;
+  auto own = Measure(*gpt2, options);
+  auto routed = Measure(*cesaro, options);
+  ASSERT_TRUE(own.ok() && routed.ok());
+  EXPECT_EQ(own->reverse_pass, "model");
+  EXPECT_EQ(routed->reverse_pass, "autograd");
+  options.reverse_pass = MeasureOptions::ReversePass::kModel;
+  const auto status = CheckMeasureOptions(*cesaro, options);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("reverse_pass"), std::string::npos) << status;
+}
+
+TEST(Measure, ModelReversePassRunsInBfloat16CloseToFloat32) {
+  auto model = Build(Tiny("gpt2"));
+  MeasureOptions options = GivenTokens({5, 4, 3, 2, 1});
+  options.dtype = torch::kFloat32;
+  auto reference = Measure(*model, options);
+  options.dtype = torch::kBFloat16;
+  auto low = Measure(*model, options);
+  ASSERT_TRUE(reference.ok() && low.ok()) << low.status();
+  EXPECT_EQ(low->reverse_pass, "model");
+  ExpectRelativelyClose(low->sq_norm[0].mean, reference->sq_norm[0].mean, 0.1);
+}
+
 TEST(Measure, RunsOnTheGpu_CUDA) {
   auto model = Build(Tiny("qwen2"));
   MeasureOptions options = GivenTokens({1, 2, 3, 4, 5, 6, 7, 8});

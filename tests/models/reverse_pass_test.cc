@@ -68,19 +68,28 @@ TEST_P(ReversePass, EqualsAutogradForEveryOutputAndTarget) {
   const int64_t length = 7, d = model->config().hidden_size;
   auto e = torch::randn({1, length, d}, generator).to(torch::kFloat64);
   auto u = torch::randn({3, d}, generator).to(torch::kFloat64);
+  using MlpJacobians = GradientOptions::MlpJacobians;
   for (int64_t target : {length, int64_t{4}, int64_t{1}}) {
     for (bool keep : {true, false}) {
       auto pass = model->PrepareReversePass(e, target, {keep});
       ASSERT_NE(pass, nullptr);
       for (int64_t layer = 0; layer <= model->config().num_layers; ++layer) {
         auto expected = AutogradRows(*model, e, u, layer, target);
-        auto actual = pass->InputGradients(u, layer);
-        ASSERT_EQ(actual.sizes(), expected.sizes());
-        const double error = (actual - expected).abs().max().item<double>();
-        EXPECT_LE(error, 1e-12 * std::max(1.0, expected.abs().max().item<double>()))
-            << "target " << target << ", output layer " << layer << (keep ? "" : ", recomputed");
-        if (target < length) {  // Later positions cannot reach the target.
-          EXPECT_EQ(actual.narrow(1, target, length - target).abs().max().item<double>(), 0.0);
+        for (auto [jacobians, rows_per_product] : {std::pair{MlpJacobians::kOff, int64_t{0}},
+                                                   std::pair{MlpJacobians::kOff, int64_t{2}},
+                                                   std::pair{MlpJacobians::kOn, int64_t{2}}}) {
+          GradientOptions options;
+          options.mlp_jacobians = jacobians;
+          options.rows_per_product = rows_per_product;
+          auto actual = pass->InputGradients(u, layer, options);
+          ASSERT_EQ(actual.sizes(), expected.sizes());
+          const double error = (actual - expected).abs().max().item<double>();
+          EXPECT_LE(error, 1e-12 * std::max(1.0, expected.abs().max().item<double>()))
+              << "target " << target << ", output layer " << layer << (keep ? "" : ", recomputed")
+              << (jacobians == MlpJacobians::kOn ? ", MLP Jacobians" : "") << ", rows " << rows_per_product;
+          if (target < length) {  // Later positions cannot reach the target.
+            EXPECT_EQ(actual.narrow(1, target, length - target).abs().max().item<double>(), 0.0);
+          }
         }
       }
     }
@@ -94,6 +103,17 @@ TEST_P(ReversePass, KeepsTheFinalHiddenStateOfTheForwardPass) {
   torch::NoGradGuard no_grad;
   auto expected = model->Forward(e, {}).hidden[0][4];
   EXPECT_TRUE(torch::allclose(pass->FinalHidden(), expected, 1e-13, 1e-13));
+}
+
+TEST_P(ReversePass, StopsBetweenLayersWhenAskedTo) {
+  auto model = BuildTiny(GetParam());
+  auto e = torch::randn({1, 4, model->config().hidden_size}, torch::kFloat64);
+  auto pass = model->PrepareReversePass(e, 4, {});
+  int calls = 0;
+  GradientOptions options;
+  options.between_layers = [&] { return ++calls < 2; };
+  EXPECT_FALSE(pass->InputGradients(torch::eye(model->config().hidden_size, torch::kFloat64), 0, options).defined());
+  EXPECT_EQ(calls, 2);
 }
 
 INSTANTIATE_TEST_SUITE_P(

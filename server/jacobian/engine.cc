@@ -361,6 +361,7 @@ void Summarize(const std::vector<SampleRecord>& records, const MeasureOptions& o
       result.raw.push_back(std::move(raw));
     }
   }
+  for (const auto& record : records) result.sample_sq_norm.push_back(record.sq_norm.back());
   if (!records.empty() && !records.front().branch_ratio.empty()) {
     result.branch_ratio.assign(records.front().branch_ratio.size(), 0.0);
     for (const auto& record : records) {

@@ -105,6 +105,9 @@ struct MeasureResult {
   // Hutchinson: the estimator's own standard error of sq_norm.mean (probe noise), per position.
   std::vector<std::vector<double>> estimator_stderr;
   std::vector<std::vector<std::vector<double>>> raw;  // [output][sample][position], keep_samples.
+  // [sample][position] of the last output (the final hidden state, log-probability, or the top
+  // layer of a sweep), always: for resampling over samples (bootstrap intervals of fits).
+  std::vector<std::vector<double>> sample_sq_norm;
   std::vector<double> branch_ratio;  // Per layer, mean over samples.
   int64_t vjp_count = 0;             // Vector-Jacobian products (backward rows) computed.
   int64_t cotangent_batch = 0;       // Rows per backward pass actually used.

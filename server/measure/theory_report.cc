@@ -1,6 +1,11 @@
 #include "server/measure/theory_report.h"
 
+#include <algorithm>
+#include <cmath>
+#include <map>
 #include <numeric>
+#include <random>
+#include <utility>
 
 #include "server/density/comparison.h"
 #include "server/density/discrete.h"
@@ -37,8 +42,40 @@ std::vector<double> Prefix(const std::vector<double>& values, int64_t target) {
   return {values.begin(), values.begin() + target};
 }
 
+// The sampling interval of each model's fitted lambda: a 95 % percentile bootstrap over samples
+// (kResamples resamples of the S per-sample profiles with replacement, alpha refitted at the
+// fixed depth; a fixed seed, so the report is reproducible). {lambda, lambda} when S = 1.
+constexpr int kResamples = 200;
+
+std::map<density::Model, std::pair<double, double>> BootstrapLambda(
+    int64_t depth, const std::vector<std::vector<double>>& samples, int64_t target) {
+  std::map<density::Model, std::vector<double>> lambdas;
+  std::mt19937_64 generator(20260329);
+  std::uniform_int_distribution<size_t> pick(0, samples.size() - 1);
+  density::FitOptions options;
+  options.min_depth = options.max_depth = static_cast<uint32_t>(depth);
+  for (int r = 0; r < kResamples; ++r) {
+    std::vector<double> mean(target, 0.0);
+    for (size_t i = 0; i < samples.size(); ++i) {
+      const auto& sample = samples[pick(generator)];
+      for (int64_t j = 0; j < target; ++j) mean[j] += sample[j] / static_cast<double>(samples.size());
+    }
+    auto fits = density::FitProfile(mean, options);
+    if (!fits.ok()) continue;  // A resample with a zero position: left out.
+    for (const auto& fit : *fits) lambdas[fit.model].push_back(fit.lambda);
+  }
+  std::map<density::Model, std::pair<double, double>> intervals;
+  for (auto& [model, values] : lambdas) {
+    std::sort(values.begin(), values.end());
+    auto at = [&](double q) { return values[static_cast<size_t>(std::lround(q * static_cast<double>(values.size() - 1)))]; };
+    intervals[model] = {at(0.025), at(0.975)};
+  }
+  return intervals;
+}
+
 nlohmann::ordered_json Theory(int64_t depth, const std::vector<double>& measured,
-                              const std::vector<double>& branch_ratio) {
+                              const std::vector<double>& branch_ratio,
+                              const std::vector<std::vector<double>>& samples) {
   nlohmann::ordered_json theory = {{"depth", depth}, {"quantity", "squared_norm"}};
   if (measured.size() < 3 || !density::CheckProfileValues(measured, "sq_norm_mean").ok() ||
       depth > static_cast<int64_t>(density::kMaxFitDepth)) {
@@ -51,12 +88,17 @@ nlohmann::ordered_json Theory(int64_t depth, const std::vector<double>& measured
   auto fits = density::FitProfile(measured, options);
   theory["fits"] = nlohmann::ordered_json::array();
   if (fits.ok()) {
+    const auto intervals = samples.size() > 1 ? BootstrapLambda(depth, samples, static_cast<int64_t>(measured.size()))
+                                              : std::map<density::Model, std::pair<double, double>>{};
     for (const auto& fit : *fits) {
+      const auto interval = intervals.count(fit.model) ? intervals.at(fit.model) : std::pair{fit.lambda, fit.lambda};
       // `profile`: the fitted theory on the measured positions 1..t, normalized to sum 1 (compare
-      // with sq_norm_mean / its sum).
+      // with sq_norm_mean / its sum). `lambda_sample_low/high`: the bootstrap interval over samples.
       theory["fits"].push_back({{"model", fit.model == density::Model::kCoherent ? "coherent" : "incoherent"},
-                                {"alpha", fit.alpha}, {"lambda", fit.lambda}, {"metrics", MetricsJson(fit.metrics)},
-                                {"profile", fit.profile}});
+                                {"alpha", fit.alpha}, {"lambda", fit.lambda},
+                                {"lambda_sample_low", interval.first}, {"lambda_sample_high", interval.second},
+                                {"bootstrap_resamples", samples.size() > 1 ? kResamples : 0},
+                                {"metrics", MetricsJson(fit.metrics)}, {"profile", fit.profile}});
     }
   }
   // The effective depth too (THEORY.md section 8): real profiles pin lambda = alpha H far better
@@ -144,7 +186,10 @@ nlohmann::ordered_json ReportJson(models::DecoderModel& model, const jacobian::M
     }
   }
   json["branch_ratio"] = result.branch_ratio;
-  json["theory"] = Theory(model.config().num_layers, Prefix(final_stats.mean, result.target), result.branch_ratio);
+  std::vector<std::vector<double>> samples;
+  for (const auto& sample : result.sample_sq_norm) samples.push_back(Prefix(sample, result.target));
+  json["theory"] = Theory(model.config().num_layers, Prefix(final_stats.mean, result.target), result.branch_ratio,
+                          samples);
   if (options.keep_samples) json["raw"] = result.raw.back();
   return json;
 }

@@ -4,6 +4,8 @@
 #include <fstream>
 #include <random>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include <google/protobuf/util/time_util.h>
 
@@ -148,6 +150,85 @@ absl::StatusOr<jobs::JobRecord> RecordFromRequest(const v1::SubmitJobRequest& re
   return job;
 }
 
+void FillMetrics(const nlohmann::json& json, v1::JobFitMetrics* metrics) {
+  metrics->set_spearman(json.value("spearman", 0.0));
+  metrics->set_pearson_log(json.value("pearson_log", 0.0));
+  metrics->set_rmse_log(json.value("rmse_log", 0.0));
+  metrics->set_ks(json.value("ks", 0.0));
+  metrics->set_wasserstein1(json.value("wasserstein1", 0.0));
+  metrics->set_measured_last_weight(json.value("measured_last_weight", 0.0));
+  metrics->set_model_last_weight(json.value("model_last_weight", 0.0));
+  metrics->set_measured_floor(json.value("measured_floor", 0.0));
+  metrics->set_model_floor(json.value("model_floor", 0.0));
+  metrics->set_measured_last_jump(json.value("measured_last_jump", 0.0));
+  metrics->set_model_last_jump(json.value("model_last_jump", 0.0));
+}
+
+// The report's theory (theory_report.cc) as the proto's comparison: one fit per model at the
+// model's depth (its ridge is that one depth), and one curve per (model, alpha source) with the
+// prediction at the page's positions (left empty with omit_theory).
+void FillTheory(const nlohmann::json& theory, const std::vector<uint32_t>& positions, bool omit_profiles,
+                v1::JobTheoryComparison* out) {
+  out->set_quantity(v1::SQUARED_NORM);
+  const uint32_t depth = theory.value("depth", 0u);
+  auto model_of = [](const nlohmann::json& fit) {
+    return fit.value("model", "") == "coherent" ? v1::COHERENT : v1::INCOHERENT;
+  };
+  auto add_curve = [&](v1::ProfileModel model, v1::TheoryAlphaSource source, const nlohmann::json& profile,
+                       const nlohmann::json& metrics) {
+    auto* curve = out->add_curves();
+    curve->set_model(model);
+    curve->set_alpha_source(source);
+    FillMetrics(metrics, curve->mutable_metrics());
+    if (omit_profiles) return curve;
+    for (uint32_t position : positions) {
+      curve->add_profile(position <= profile.size() ? profile[position - 1].get<double>() : 0.0);
+    }
+    return curve;
+  };
+  if (theory.contains("measured_alpha_schedule")) {
+    const auto& measured = theory["measured_alpha_schedule"];
+    for (auto [model, name] : {std::pair{v1::COHERENT, "coherent"}, std::pair{v1::INCOHERENT, "incoherent"}}) {
+      auto* curve = add_curve(model, v1::THEORY_ALPHA_SOURCE_MEASURED, measured[std::string(name) + "_profile"],
+                              measured[name]);
+      auto* routing = curve->mutable_routing();
+      routing->set_depth(static_cast<uint32_t>(measured["alpha"].size()));
+      for (double alpha : measured["alpha"]) routing->mutable_alpha_schedule()->add_alpha(alpha);
+    }
+  }
+  if (!theory.contains("fits")) {
+    for (auto model : {v1::COHERENT, v1::INCOHERENT}) {
+      auto* fit = out->add_fits();
+      fit->set_model(model);
+      fit->mutable_error()->set_reason(v1::INVALID_PROFILE);
+      fit->mutable_error()->set_code(static_cast<int32_t>(absl::StatusCode::kInvalidArgument));
+      fit->mutable_error()->set_message(theory.value("note", "no fit"));
+    }
+    return;
+  }
+  for (const auto& json : theory["fits"]) {
+    auto* fit = out->add_fits();
+    fit->set_model(model_of(json));
+    const double alpha = json.value("alpha", 0.0), lambda = json.value("lambda", 0.0);
+    fit->set_alpha(alpha);
+    fit->set_lambda(lambda);
+    fit->set_lambda_low(lambda);  // The depth is fixed at the model's.
+    fit->set_lambda_high(lambda);
+    fit->set_lambda_sample_low(json.value("lambda_sample_low", lambda));
+    fit->set_lambda_sample_high(json.value("lambda_sample_high", lambda));
+    const double rmse_log = json.contains("metrics") ? json["metrics"].value("rmse_log", 0.0) : 0.0;
+    fit->set_rmse_log(rmse_log);
+    auto* point = fit->add_ridge();
+    point->set_depth(depth);
+    point->set_alpha(alpha);
+    point->set_rmse_log(rmse_log);
+    auto* curve = add_curve(fit->model(), v1::THEORY_ALPHA_SOURCE_FITTED, json.value("profile", nlohmann::json::array()),
+                            json.value("metrics", nlohmann::json::object()));
+    curve->mutable_routing()->set_depth(depth);
+    curve->mutable_routing()->set_alpha(alpha);
+  }
+}
+
 // Fills one page of per-position statistics: positions first..last (1-based) every `stride`,
 // `page_size` of them per page (default 1024, at most 16384); the token is the next index.
 absl::Status ResultPage(const v1::GetJobResultRequest& request, const nlohmann::json& json,
@@ -194,6 +275,10 @@ absl::Status ResultPage(const v1::GetJobResultRequest& request, const nlohmann::
       if (json.contains(key)) field->Add(json[key][position - 1].get<double>());
     }
     stats->add_profile(total > 0 ? json["sq_norm_mean"][position - 1].get<double>() / total : 0);
+  }
+  if (json.contains("theory") && length >= 3) {
+    const std::vector<uint32_t> positions(result->positions().begin(), result->positions().end());
+    FillTheory(json["theory"], positions, request.omit_theory(), result->mutable_profile()->mutable_theory());
   }
   // A layer sweep's profile per layer, on the same positions.
   if (json.contains("layers") && !request.omit_layer_profiles()) {

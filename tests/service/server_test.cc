@@ -213,6 +213,88 @@ TEST_F(ServerTest, RejectsAMeasuredProfileWithNanNamingTheIndex) {
   EXPECT_EQ(ErrorField(response.status()), "measured.values[2]");
 }
 
+// Submits a gpt2-tiny job (2 layers) of `samples` samples at L = 8 and waits for it to succeed.
+std::string RunTinyJob(Client& client, uint32_t samples) {
+  v1::RegisterModelRequest model;
+  model.set_name("tiny-theory");
+  model.mutable_preset()->set_preset("gpt2-tiny");
+  model.mutable_preset()->set_init_seed(5);
+  client.RegisterModel(model).IgnoreError();  // Already there from an earlier call: fine.
+  v1::SubmitJobRequest submit;
+  auto* spec = submit.mutable_spec()->mutable_jacobian_norm();
+  spec->set_model("tiny-theory");
+  spec->set_sequence_length(8);
+  spec->set_samples(samples);
+  auto job = client.SubmitJob(submit);
+  EXPECT_TRUE(job.ok()) << job.status();
+  v1::WatchJobRequest watch;
+  watch.set_id(job->id());
+  v1::Job last;
+  EXPECT_TRUE(client.WatchJob(watch, [&](const v1::WatchJobResponse& m) { last = m.job(); return true; }).ok());
+  EXPECT_EQ(last.state(), v1::JOB_STATE_SUCCEEDED);
+  return job->id();
+}
+
+TEST_F(ServerTest, ResultsCompareTheMeasuredProfileWithFittedAndMeasuredAlphaTheory) {
+  v1::GetJobResultRequest request;
+  request.set_id(RunTinyJob(*client_, 4));
+  auto result = client_->GetJobResult(request);
+  ASSERT_TRUE(result.ok()) << result.status();
+  const auto& theory = result->jacobian_norm().profile().theory();
+  EXPECT_EQ(theory.quantity(), v1::SQUARED_NORM);
+  ASSERT_EQ(theory.fits_size(), 2);
+  for (const auto& fit : theory.fits()) {
+    EXPECT_FALSE(fit.has_error());
+    EXPECT_GE(fit.alpha(), 0.0);
+    EXPECT_LE(fit.alpha(), 1.0);
+    EXPECT_NEAR(fit.lambda(), 2 * fit.alpha(), 1e-12);  // lambda = alpha H at the model's depth.
+    EXPECT_LE(fit.lambda_sample_low(), fit.lambda_sample_high());
+    EXPECT_LT(fit.lambda_sample_low(), fit.lambda_sample_high()) << "4 different samples";
+    ASSERT_EQ(fit.ridge_size(), 1);
+    EXPECT_EQ(fit.ridge(0).depth(), 2u);
+    EXPECT_DOUBLE_EQ(fit.ridge(0).rmse_log(), fit.rmse_log());
+  }
+  ASSERT_EQ(theory.curves_size(), 4);  // Coherent and incoherent, measured and fitted alpha.
+  int fitted = 0;
+  for (const auto& curve : theory.curves()) {
+    ASSERT_EQ(curve.profile_size(), 8);
+    double sum = 0;
+    for (double p : curve.profile()) sum += p;
+    EXPECT_NEAR(sum, 1.0, 1e-9);  // All positions on this page.
+    EXPECT_GE(curve.metrics().spearman(), -1.0);
+    if (curve.alpha_source() == v1::THEORY_ALPHA_SOURCE_FITTED) {
+      ++fitted;
+      EXPECT_EQ(curve.routing().depth(), 2u);
+      EXPECT_TRUE(curve.routing().has_alpha());
+    } else {
+      EXPECT_EQ(curve.routing().alpha_schedule().alpha_size(), 2);  // The measured branch ratios.
+    }
+  }
+  EXPECT_EQ(fitted, 2);
+
+  request.set_omit_theory(true);  // Curves stay listed with routing and metrics, without profiles.
+  auto lean = client_->GetJobResult(request);
+  ASSERT_TRUE(lean.ok()) << lean.status();
+  const auto& lean_theory = lean->jacobian_norm().profile().theory();
+  ASSERT_EQ(lean_theory.curves_size(), 4);
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(lean_theory.curves(i).profile_size(), 0);
+    EXPECT_DOUBLE_EQ(lean_theory.curves(i).metrics().rmse_log(), theory.curves(i).metrics().rmse_log());
+  }
+  EXPECT_EQ(lean->jacobian_norm().profile().theory().fits_size(), 2);
+}
+
+TEST_F(ServerTest, OneSampleHasNoSamplingSpreadOfLambda) {
+  v1::GetJobResultRequest request;
+  request.set_id(RunTinyJob(*client_, 1));
+  auto result = client_->GetJobResult(request);
+  ASSERT_TRUE(result.ok()) << result.status();
+  for (const auto& fit : result->jacobian_norm().profile().theory().fits()) {
+    EXPECT_EQ(fit.lambda_sample_low(), fit.lambda());
+    EXPECT_EQ(fit.lambda_sample_high(), fit.lambda());
+  }
+}
+
 TEST_F(ServerTest, RegistersAModelAndMeasuresItThroughTheQueue) {
   v1::RegisterModelRequest model;
   model.set_name("tiny");

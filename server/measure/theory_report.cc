@@ -73,9 +73,13 @@ std::map<density::Model, std::pair<double, double>> BootstrapLambda(
   return intervals;
 }
 
+// `depth` is the model's layer count, 0 when unknown (TorchScript): the fixed-depth fits then use
+// depth 1 and the effective-depth ridge spans all depths 1..64.
 nlohmann::ordered_json Theory(int64_t depth, const std::vector<double>& measured,
                               const std::vector<double>& branch_ratio,
                               const std::vector<std::vector<double>>& samples) {
+  const bool unknown_depth = depth == 0;
+  depth = std::max<int64_t>(depth, 1);
   nlohmann::ordered_json theory = {{"depth", depth}, {"quantity", "squared_norm"}};
   if (measured.size() < 3 || !density::CheckProfileValues(measured, "sq_norm_mean").ok() ||
       depth > static_cast<int64_t>(density::kMaxFitDepth)) {
@@ -104,18 +108,31 @@ nlohmann::ordered_json Theory(int64_t depth, const std::vector<double>& measured
   // The effective depth too (THEORY.md section 8): real profiles pin lambda = alpha H far better
   // than H and alpha apart, so the ridge over depths 1..min(4H, 64) is reported with its interval.
   density::FitOptions ridge;
+  ridge.include_profiles = true;
   ridge.min_depth = 1;
-  ridge.max_depth = static_cast<uint32_t>(std::min<int64_t>(std::max<int64_t>(4 * depth, 1), density::kMaxFitDepthCount));
+  ridge.max_depth = static_cast<uint32_t>(unknown_depth ? density::kMaxFitDepthCount
+                                                        : std::min<int64_t>(4 * depth, density::kMaxFitDepthCount));
   if (uint64_t{ridge.max_depth} * measured.size() <= density::kMaxFitWork) {
     auto ridge_fits = density::FitProfile(measured, ridge);
     theory["effective_depth_fits"] = nlohmann::ordered_json::array();
     if (ridge_fits.ok()) {
       for (const auto& fit : *ridge_fits) {
+        nlohmann::ordered_json points = nlohmann::ordered_json::array();
+        for (const auto& point : fit.ridge) {
+          points.push_back({{"depth", point.depth}, {"alpha", point.alpha}, {"rmse_log", point.rmse_log}});
+        }
+        // The sampling interval with alpha refitted at this fit's depth.
+        auto interval = std::pair{fit.lambda, fit.lambda};
+        if (samples.size() > 1) {
+          const auto intervals = BootstrapLambda(fit.depth, samples, static_cast<int64_t>(measured.size()));
+          if (intervals.count(fit.model)) interval = intervals.at(fit.model);
+        }
         theory["effective_depth_fits"].push_back(
             {{"model", fit.model == density::Model::kCoherent ? "coherent" : "incoherent"},
              {"depth", fit.depth}, {"alpha", fit.alpha}, {"lambda", fit.lambda},
              {"lambda_low", fit.lambda_low}, {"lambda_high", fit.lambda_high},
-             {"metrics", MetricsJson(fit.metrics)}});
+             {"lambda_sample_low", interval.first}, {"lambda_sample_high", interval.second},
+             {"metrics", MetricsJson(fit.metrics)}, {"ridge", points}, {"profile", fit.profile}});
       }
     }
   }
@@ -188,8 +205,9 @@ nlohmann::ordered_json ReportJson(models::DecoderModel& model, const jacobian::M
   json["branch_ratio"] = result.branch_ratio;
   std::vector<std::vector<double>> samples;
   for (const auto& sample : result.sample_sq_norm) samples.push_back(Prefix(sample, result.target));
-  json["theory"] = Theory(model.config().num_layers, Prefix(final_stats.mean, result.target), result.branch_ratio,
-                          samples);
+  const bool unknown_depth = model.config().family == models::Family::kTorchScript;
+  json["theory"] = Theory(unknown_depth ? 0 : model.config().num_layers, Prefix(final_stats.mean, result.target),
+                          result.branch_ratio, samples);
   if (options.keep_samples) json["raw"] = result.raw.back();
   return json;
 }

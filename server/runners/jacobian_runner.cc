@@ -135,6 +135,8 @@ absl::StatusOr<std::string> JacobianRunner::Run(const jobs::JobRecord& job,
     json["model"]["weights_sha256"] = entry->weights_sha256;  // Provenance of the weights.
     json["model"]["source"] = entry->source.kind;
   }
+  // GetJobResult reports the effective-depth fits when asked, or when the depth is unknown.
+  json["theory"]["fit_effective_depth"] = job.spec.fit_effective_depth || json["model"].value("family", "") == "torchscript";
   json["job"] = {{"id", job.id}, {"attempt", job.attempt}, {"resumed_samples", options->done_samples.size()},
                  {"parts", job.parts_total}};
   return json.dump();

@@ -164,11 +164,12 @@ void FillMetrics(const nlohmann::json& json, v1::JobFitMetrics* metrics) {
   metrics->set_model_last_jump(json.value("model_last_jump", 0.0));
 }
 
-// The report's theory (theory_report.cc) as the proto's comparison: one fit per model at the
-// model's depth (its ridge is that one depth), and one curve per (model, alpha source) with the
-// prediction at the page's positions (left empty with omit_theory).
+// The report's theory (theory_report.cc) as the proto's comparison: one fit per model, at the
+// model's depth (its ridge is that one depth) or, with `effective_depth`, over the depths the report
+// tried (1..min(4 H, 64)) with the best one, its ridge and interval; and one curve per (model, alpha
+// source) with the prediction at the page's positions (left empty with omit_theory).
 void FillTheory(const nlohmann::json& theory, const std::vector<uint32_t>& positions, bool omit_profiles,
-                v1::JobTheoryComparison* out) {
+                bool effective_depth, v1::JobTheoryComparison* out) {
   out->set_quantity(v1::SQUARED_NORM);
   const uint32_t depth = theory.value("depth", 0u);
   auto model_of = [](const nlohmann::json& fit) {
@@ -206,25 +207,38 @@ void FillTheory(const nlohmann::json& theory, const std::vector<uint32_t>& posit
     }
     return;
   }
-  for (const auto& json : theory["fits"]) {
+  const bool ridge = effective_depth && theory.contains("effective_depth_fits");
+  for (const auto& json : theory[ridge ? "effective_depth_fits" : "fits"]) {
     auto* fit = out->add_fits();
     fit->set_model(model_of(json));
     const double alpha = json.value("alpha", 0.0), lambda = json.value("lambda", 0.0);
+    const uint32_t fit_depth = ridge ? json.value("depth", depth) : depth;
     fit->set_alpha(alpha);
     fit->set_lambda(lambda);
-    fit->set_lambda_low(lambda);  // The depth is fixed at the model's.
-    fit->set_lambda_high(lambda);
+    // The ridge interval; lambda itself when the depth is fixed at the model's.
+    fit->set_lambda_low(json.value("lambda_low", lambda));
+    fit->set_lambda_high(json.value("lambda_high", lambda));
     fit->set_lambda_sample_low(json.value("lambda_sample_low", lambda));
     fit->set_lambda_sample_high(json.value("lambda_sample_high", lambda));
     const double rmse_log = json.contains("metrics") ? json["metrics"].value("rmse_log", 0.0) : 0.0;
     fit->set_rmse_log(rmse_log);
-    auto* point = fit->add_ridge();
-    point->set_depth(depth);
-    point->set_alpha(alpha);
-    point->set_rmse_log(rmse_log);
+    if (ridge) {
+      fit->set_effective_depth(fit_depth);
+      for (const auto& point_json : json.value("ridge", nlohmann::json::array())) {
+        auto* point = fit->add_ridge();
+        point->set_depth(point_json.value("depth", 0u));
+        point->set_alpha(point_json.value("alpha", 0.0));
+        point->set_rmse_log(point_json.value("rmse_log", 0.0));
+      }
+    } else {
+      auto* point = fit->add_ridge();
+      point->set_depth(depth);
+      point->set_alpha(alpha);
+      point->set_rmse_log(rmse_log);
+    }
     auto* curve = add_curve(fit->model(), v1::THEORY_ALPHA_SOURCE_FITTED, json.value("profile", nlohmann::json::array()),
                             json.value("metrics", nlohmann::json::object()));
-    curve->mutable_routing()->set_depth(depth);
+    curve->mutable_routing()->set_depth(fit_depth);
     curve->mutable_routing()->set_alpha(alpha);
   }
 }
@@ -278,7 +292,8 @@ absl::Status ResultPage(const v1::GetJobResultRequest& request, const nlohmann::
   }
   if (json.contains("theory") && length >= 3) {
     const std::vector<uint32_t> positions(result->positions().begin(), result->positions().end());
-    FillTheory(json["theory"], positions, request.omit_theory(), result->mutable_profile()->mutable_theory());
+    FillTheory(json["theory"], positions, request.omit_theory(), json["theory"].value("fit_effective_depth", false),
+               result->mutable_profile()->mutable_theory());
   }
   // A layer sweep's profile per layer, on the same positions.
   if (json.contains("layers") && !request.omit_layer_profiles()) {

@@ -214,7 +214,7 @@ TEST_F(ServerTest, RejectsAMeasuredProfileWithNanNamingTheIndex) {
 }
 
 // Submits a gpt2-tiny job (2 layers) of `samples` samples at L = 8 and waits for it to succeed.
-std::string RunTinyJob(Client& client, uint32_t samples) {
+std::string RunTinyJob(Client& client, uint32_t samples, bool fit_effective_depth = false) {
   v1::RegisterModelRequest model;
   model.set_name("tiny-theory");
   model.mutable_preset()->set_preset("gpt2-tiny");
@@ -225,6 +225,7 @@ std::string RunTinyJob(Client& client, uint32_t samples) {
   spec->set_model("tiny-theory");
   spec->set_sequence_length(8);
   spec->set_samples(samples);
+  spec->set_fit_effective_depth(fit_effective_depth);
   auto job = client.SubmitJob(submit);
   EXPECT_TRUE(job.ok()) << job.status();
   v1::WatchJobRequest watch;
@@ -250,6 +251,7 @@ TEST_F(ServerTest, ResultsCompareTheMeasuredProfileWithFittedAndMeasuredAlphaThe
     EXPECT_NEAR(fit.lambda(), 2 * fit.alpha(), 1e-12);  // lambda = alpha H at the model's depth.
     EXPECT_LE(fit.lambda_sample_low(), fit.lambda_sample_high());
     EXPECT_LT(fit.lambda_sample_low(), fit.lambda_sample_high()) << "4 different samples";
+    EXPECT_FALSE(fit.has_effective_depth());  // Fixed at the model's depth.
     ASSERT_EQ(fit.ridge_size(), 1);
     EXPECT_EQ(fit.ridge(0).depth(), 2u);
     EXPECT_DOUBLE_EQ(fit.ridge(0).rmse_log(), fit.rmse_log());
@@ -282,6 +284,36 @@ TEST_F(ServerTest, ResultsCompareTheMeasuredProfileWithFittedAndMeasuredAlphaThe
     EXPECT_DOUBLE_EQ(lean_theory.curves(i).metrics().rmse_log(), theory.curves(i).metrics().rmse_log());
   }
   EXPECT_EQ(lean->jacobian_norm().profile().theory().fits_size(), 2);
+}
+
+TEST_F(ServerTest, FitsTheEffectiveDepthWhenTheSpecAsksForIt) {
+  v1::GetJobResultRequest request;
+  request.set_id(RunTinyJob(*client_, 3, /*fit_effective_depth=*/true));
+  auto result = client_->GetJobResult(request);
+  ASSERT_TRUE(result.ok()) << result.status();
+  const auto& theory = result->jacobian_norm().profile().theory();
+  ASSERT_EQ(theory.fits_size(), 2);
+  for (const auto& fit : theory.fits()) {
+    ASSERT_TRUE(fit.has_effective_depth());
+    ASSERT_EQ(fit.ridge_size(), 8);  // Depths 1..4 H.
+    double best = fit.ridge(0).rmse_log();
+    for (int i = 0; i < fit.ridge_size(); ++i) {
+      EXPECT_EQ(fit.ridge(i).depth(), static_cast<uint32_t>(i + 1));
+      best = std::min(best, fit.ridge(i).rmse_log());
+    }
+    EXPECT_DOUBLE_EQ(fit.rmse_log(), best);  // The reported depth is the ridge's best.
+    EXPECT_DOUBLE_EQ(fit.ridge(fit.effective_depth() - 1).rmse_log(), best);
+    EXPECT_NEAR(fit.lambda(), fit.alpha() * fit.effective_depth(), 1e-12);
+    EXPECT_LE(fit.lambda_low(), fit.lambda());
+    EXPECT_GE(fit.lambda_high(), fit.lambda());
+    EXPECT_LE(fit.lambda_sample_low(), fit.lambda_sample_high());
+  }
+  for (const auto& curve : theory.curves()) {
+    if (curve.alpha_source() != v1::THEORY_ALPHA_SOURCE_FITTED) continue;
+    EXPECT_GE(curve.routing().depth(), 1u);
+    EXPECT_LE(curve.routing().depth(), 8u);
+    EXPECT_EQ(curve.profile_size(), 8);
+  }
 }
 
 TEST_F(ServerTest, OneSampleHasNoSamplingSpreadOfLambda) {

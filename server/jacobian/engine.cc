@@ -37,7 +37,7 @@ int64_t FreeMemoryBytes(const torch::Device& device) {
   if (device.is_cuda()) {
     using SetDevice = int (*)(int);
     using MemGetInfo = int (*)(size_t*, size_t*);
-    for (const char* name : {"libcudart.so", "libcudart.so.12", "libcudart.so.11.0"}) {
+    for (const char* name : {"libcudart.so", "libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0"}) {
       void* library = dlopen(name, RTLD_NOW | RTLD_NOLOAD);
       if (library == nullptr) library = dlopen(name, RTLD_NOW);
       if (library == nullptr) continue;

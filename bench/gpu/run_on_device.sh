@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# The GPU checks of the Jacobian engine as one run on a CUDA machine:
+#  1. unpacks the Debian development packages of .gpukit (bench/gpu/fetch_kit.sh) into a prefix,
+#  2. builds posbias-measure and torch_tests alone (-DPOSBIAS_ENGINE_ONLY=ON) against the
+#     machine's LibTorch (the torch of $PYTHON, default python3),
+#  3. runs torch_tests, the *_CUDA tests included,
+#  4. measures qwen2-0.5b at L = 2048 (Hutchinson K = 64, bfloat16 and float32) on cuda:0 and
+#     writes time per sample and achieved FLOP/s against the device's peak (bench/gpu/summarize.py).
+# It writes five files to $OUT (default bench-results/gpu; a device run brings back at most 8):
+# run.log (steps, nvidia-smi, configure and build output), torch_tests.log, the two reports
+# measure-hutchinson-{bfloat16,float32}.json and summary.json.
+#
+#   OUT=... bash bench/gpu/run_on_device.sh          on the GPU machine (about 10 minutes)
+#   POSBIAS_GPU_DRY_RUN=1 bash bench/gpu/run_on_device.sh
+#       here, on the CPU: the same steps with Debian's LibTorch and a tiny model (checks the kit
+#       and the script, not the GPU)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+OUT="${OUT:-bench-results/gpu}"
+PYTHON="${PYTHON:-python3}"
+DRY_RUN="${POSBIAS_GPU_DRY_RUN:-0}"
+PREFIX="${POSBIAS_KIT_PREFIX:-/tmp/posbias-kit}"
+BUILD="${POSBIAS_GPU_BUILD:-build/gpu}"
+mkdir -p "$OUT" "$PREFIX"
+LOG="$OUT/run.log"
+: > "$LOG"
+log() { echo "== $*" | tee -a "$LOG" >&2; }
+
+log "kit: unpacking .gpukit into $PREFIX"
+ls .gpukit/*.deb > /dev/null || { echo "error: .gpukit is empty: run bench/gpu/fetch_kit.sh here first" >&2; exit 1; }
+for deb in .gpukit/*.deb; do dpkg -x "$deb" "$PREFIX"; done
+export LD_LIBRARY_PATH="$PREFIX/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+
+TORCH_PREFIX="$($PYTHON -c 'import torch, os; p = torch.utils.cmake_prefix_path; print(p if os.path.isdir(os.path.join(p, "Torch")) else "")' 2>/dev/null || true)"
+log "torch: $($PYTHON -c 'import torch; print(torch.__version__, "cuda", torch.version.cuda, "available", torch.cuda.is_available())' 2>&1 || echo none) cmake prefix '${TORCH_PREFIX:-system}'"
+command -v nvidia-smi > /dev/null && nvidia-smi >> "$LOG" 2>&1 || true
+
+log "configure ($BUILD)"
+cmake -S . -B "$BUILD" -G Ninja -DPOSBIAS_ENGINE_ONLY=ON -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_PREFIX_PATH="$PREFIX/usr;${TORCH_PREFIX}" >> "$LOG" 2>&1 \
+  || { tail -40 "$LOG" >&2; exit 1; }
+log "build posbias-measure, torch_tests"
+cmake --build "$BUILD" --target posbias-measure torch_tests -j "$(nproc)" >> "$LOG" 2>&1 \
+  || { grep -m 20 -A 5 "error" "$LOG" >&2; exit 1; }
+
+log "torch_tests"
+set +e
+"$BUILD/tests/torch_tests" > "$OUT/torch_tests.log" 2>&1
+TESTS_RC=$?
+set -e
+grep -E "^\[  (PASSED|FAILED) |tests ran|_CUDA" "$OUT/torch_tests.log" | tail -20 >&2 || true
+
+MEASURE="$BUILD/server/posbias-measure"
+if [[ "$DRY_RUN" == 1 ]]; then
+  MODEL=(--preset qwen2-tiny) LENGTH=64 DEVICE=cpu DTYPES=(float32) BUDGET=2048
+else
+  MODEL=(--preset qwen2-0.5b) LENGTH=2048 DEVICE=cuda:0 DTYPES=(bfloat16 float32) BUDGET=100000
+fi
+for dtype in "${DTYPES[@]}"; do
+  log "measure: ${MODEL[*]} L = $LENGTH, Hutchinson K = 64, $dtype on $DEVICE"
+  "$MEASURE" "${MODEL[@]}" --length "$LENGTH" --samples 3 --method hutchinson --probes 64 --seed 0 \
+    --device "$DEVICE" --dtype "$dtype" --memory-budget-mb "$BUDGET" > "$OUT/measure-hutchinson-$dtype.json" \
+    2>> "$LOG" || { tail -5 "$LOG" >&2; }
+done
+log "summary"
+"$PYTHON" bench/gpu/summarize.py "$OUT" | tee "$OUT/summary.json"
+exit "$TESTS_RC"

@@ -1,0 +1,59 @@
+#!/usr/bin/env python3
+"""Time per sample and achieved FLOP/s of the measurements in a bench/gpu/run_on_device.sh folder.
+
+FLOPs are counted as autograd would compute the measurement (the convention of the CPU
+benchmark's baseline): one forward pass, then per cotangent row one reverse pass whose input-
+gradient products equal the forward pass's (linear maps) plus twice its attention products
+(full L x L score matrices, causal masking not subtracted). The model's own reverse pass does
+fewer (top layer on the target row, MLP Jacobians for exact norms), so the rate is an effective
+one. Peaks (H200 SXM, dense): float32 67 TFLOP/s (no TF32: LibTorch's default), bfloat16 989
+TFLOP/s.
+
+    python3 bench/gpu/summarize.py OUT_DIR
+"""
+
+import glob
+import json
+import os
+import sys
+
+PEAK = {"float32": 67e12, "bfloat16": 989e12, "float16": 989e12}
+
+
+def measurement_flops(model, m):
+    d, layers, length = model["width"], model["layers"], m["length"]
+    heads, kv_heads, mlp = model["heads"], model.get("kv_heads", model["heads"]), model["mlp_width"]
+    hd = d // heads
+    linear = d * heads * hd + 2 * d * kv_heads * hd + heads * hd * d
+    linear += (3 if model["family"] == "qwen2" else 2) * d * mlp
+    forward = 2 * layers * (length * linear + 2 * heads * length * length * hd)
+    reverse = 2 * layers * (length * linear + 4 * heads * length * length * hd)
+    rows = m["probes"] if m["method"] == "hutchinson" else d
+    return forward + rows * reverse
+
+
+def main():
+    out = sys.argv[1]
+    rows = []
+    for path in sorted(glob.glob(os.path.join(out, "measure-*.json"))):
+        try:
+            report = json.load(open(path))
+        except (OSError, ValueError) as error:
+            rows.append({"file": os.path.basename(path), "error": str(error)})
+            continue
+        model, m = report["model"], report["measurement"]
+        per_sample = m["seconds"] / m["samples"]
+        flops = measurement_flops(model, m)
+        row = {"file": os.path.basename(path), "device": m["device"], "dtype": m["dtype"],
+               "reverse_pass": m.get("reverse_pass"), "length": m["length"], "method": m["method"],
+               "probes": m["probes"], "cotangent_batch": m["cotangent_batch"], "checkpointed": m["checkpointed"],
+               "seconds_per_sample": round(per_sample, 3), "tflop_per_sample": round(flops / 1e12, 2),
+               "tflop_per_s": round(flops / per_sample / 1e12, 2)}
+        if m["device"].startswith("cuda") and m["dtype"] in PEAK:
+            row["fraction_of_peak"] = round(flops / per_sample / PEAK[m["dtype"]], 3)
+        rows.append(row)
+    print(json.dumps(rows, indent=1))
+
+
+if __name__ == "__main__":
+    main()

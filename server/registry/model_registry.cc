@@ -1,9 +1,12 @@
 #include "server/registry/model_registry.h"
 
+#include <fcntl.h>
 #include <openssl/evp.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -253,7 +256,34 @@ void ModelRegistry::SyncIndexIfChanged() {
   index_size_ = size;
 }
 
+// An exclusive advisory lock (flock) on <data_dir>/models.json.lock for one read-merge-write of the
+// index: processes sharing the data directory (replicas on one volume) take turns. Best effort:
+// where the file system has no locks, the write goes on unlocked, as before.
+class IndexLock {
+ public:
+  explicit IndexLock(const fs::path& data_dir)
+      : fd_(::open((data_dir / "models.json.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644)) {
+    if (fd_ >= 0) {
+      while (::flock(fd_, LOCK_EX) != 0 && errno == EINTR) {
+      }
+    }
+  }
+  ~IndexLock() {
+    if (fd_ >= 0) ::close(fd_);  // Closing releases the lock.
+  }
+  IndexLock(const IndexLock&) = delete;
+  IndexLock& operator=(const IndexLock&) = delete;
+
+ private:
+  int fd_;
+};
+
 absl::Status ModelRegistry::Persist(bool merge_from_disk) {
+  IndexLock lock(options_.data_dir);
+  return PersistUnderIndexLock(merge_from_disk);
+}
+
+absl::Status ModelRegistry::PersistUnderIndexLock(bool merge_from_disk) {
   // Replicas sharing the data directory: keep what another process registered meanwhile.
   if (merge_from_disk) (void)MergeIndexFromDisk();
   nlohmann::json json = nlohmann::json::array();
@@ -502,9 +532,10 @@ absl::Status ModelRegistry::Delete(const std::string& name, bool force, int64_t 
   entries_.erase(it);
   cache_.remove_if([&](const auto& item) { return item.first == name; });
   // Keep other replicas' registrations; the merge reads this name back from the file, so drop it again.
+  IndexLock index_lock(options_.data_dir);
   (void)MergeIndexFromDisk();
   entries_.erase(name);
-  return Persist(/*merge_from_disk=*/false);
+  return PersistUnderIndexLock(/*merge_from_disk=*/false);
 }
 
 absl::StatusOr<std::shared_ptr<models::DecoderModel>> ModelRegistry::Acquire(const std::string& name) {

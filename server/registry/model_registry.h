@@ -106,7 +106,11 @@ class ModelRegistry {
   absl::StatusOr<std::shared_ptr<models::DecoderModel>> Load(const ModelEntry& entry);
   absl::StatusOr<std::shared_ptr<models::DecoderModel>> LoadUntimed(const ModelEntry& entry);
   void Touch(const std::string& name, std::shared_ptr<models::DecoderModel> model);
-  absl::Status Persist(bool merge_from_disk = true);  // Caller holds mutex_.
+  // Writes models.json (merging what other replicas wrote first, unless told not to), under the
+  // index lock: replicas sharing the data directory take turns at the read-merge-write, so none
+  // overwrites another's registration. Caller holds mutex_.
+  absl::Status Persist(bool merge_from_disk = true);
+  absl::Status PersistUnderIndexLock(bool merge_from_disk);  // Caller holds mutex_ and the index lock.
   // Adds the entries of <data_dir>/models.json this process does not know (written by another
   // replica sharing the data directory). Caller holds mutex_ (or is Open).
   absl::Status MergeIndexFromDisk();

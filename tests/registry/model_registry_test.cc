@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "gtest/gtest.h"
 #include "server/models/weights.h"
@@ -104,6 +105,26 @@ TEST_F(RegistryTest, ReplicasSharingTheDataDirectorySeeEachOthersRegistrationsAn
   EXPECT_EQ(ErrorReasonOf(worker->Acquire("shared").status()), "MODEL_NOT_FOUND");
   EXPECT_TRUE(api->Get("own").ok()) << "a deletion keeps the other replica's registration";
   for (const auto& entry : worker->List()) EXPECT_NE(entry.name, "shared");
+}
+
+// Two replicas registering different models at the same instant: each one's write of the shared
+// index keeps the other's registrations (the read-merge-write of models.json is locked).
+TEST_F(RegistryTest, ReplicasRegisteringAtTheSameTimeLoseNoRegistration) {
+  auto first = Open(), second = Open();
+  constexpr int kEach = 30;
+  auto register_many = [](ModelRegistry& registry, const std::string& prefix) {
+    for (int i = 0; i < kEach; ++i) {
+      EXPECT_TRUE(registry.Register(prefix + std::to_string(i), TinyPreset(i + 1), {}, "").ok());
+    }
+  };
+  std::thread a([&] { register_many(*first, "a-"); });
+  std::thread b([&] { register_many(*second, "b-"); });
+  a.join();
+  b.join();
+  auto reopened = Open();
+  int registered = 0;
+  for (const auto& entry : reopened->List()) registered += !entry.builtin;
+  EXPECT_EQ(registered, 2 * kEach);
 }
 
 TEST_F(RegistryTest, RefusesToDeleteAModelInUseUnlessForced) {

@@ -70,7 +70,7 @@ def measure_one(state, config, ids, method, probes, chunk, probe_gen, vjp_state,
         cot[torch.arange(d), :, L - 1, torch.arange(d)] = 1.0
         sq = batched_vjp(hidden, e, cot, chunk, vjp_state)
         return sq.sum(0), None
-    u = torch.randn(probes, B, d, generator=probe_gen, dtype=torch.float64).to(hidden.dtype)
+    u = torch.randn(probes, B, d, generator=probe_gen, dtype=torch.float64, device="cpu").to(hidden.device, hidden.dtype)
     cot = torch.zeros(probes, B, L, d, dtype=hidden.dtype)
     cot[:, :, L - 1, :] = u
     sq = batched_vjp(hidden, e, cot, chunk, vjp_state)  # [K, L]
@@ -89,7 +89,8 @@ def main(argv=None):
     ap.add_argument("--samples", type=int, default=3, help="random sequences S")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--dtype", choices=("float32", "float64"), default="float32")
+    ap.add_argument("--dtype", choices=("float32", "float64", "bfloat16"), default="float32")
+    ap.add_argument("--device", default="cpu", help="cpu or cuda:N (torch >= 2.0 for CUDA)")
     ap.add_argument("--chunk", type=int, default=0,
                     help="cotangents per batched autograd.grad call (0: all, capped at 2^26 elements)")
     ap.add_argument("--no-position-encoding", action="store_true")
@@ -102,9 +103,17 @@ def main(argv=None):
     args = ap.parse_args(argv)
 
     torch.set_num_threads(args.threads)
-    dtype = torch.float64 if args.dtype == "float64" else torch.float32
+    dtype = {"float64": torch.float64, "bfloat16": torch.bfloat16}.get(args.dtype, torch.float32)
+    device = torch.device(args.device)
+    if device.type != "cpu":
+        # The reference models create their masks and tables without a device argument.
+        torch.set_default_device(device)
     state, config = rm.load_model(args.weights, args.config)
-    state = rm.cast_state(state, dtype)
+    state = {k: v.to(device) for k, v in rm.cast_state(state, dtype).items()}
+
+    def synchronize():
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
     cfg = rm.normalize_config(config, state)
     if cfg["arch"] == "gpt2" and args.length > cfg["max_positions"] and not args.no_position_encoding:
         ap.error(f"--length {args.length} exceeds n_positions {cfg['max_positions']}")
@@ -121,7 +130,7 @@ def main(argv=None):
 
     warm_gen = torch.Generator().manual_seed(args.seed ^ 0x5EED)
     for _ in range(args.warmup):
-        ids = torch.randint(0, cfg["vocab"], (1, args.length), generator=warm_gen)
+        ids = torch.randint(0, cfg["vocab"], (1, args.length), generator=warm_gen, device="cpu").to(device)
         measure_one(state, config, ids, args.method, args.probes, chunk,
                     torch.Generator().manual_seed(0), vjp_state, ablations)
 
@@ -134,16 +143,18 @@ def main(argv=None):
     times, ests, sems = [], [], []
     for s in range(args.samples):
         if given is not None:
-            ids = torch.tensor([given[s]], dtype=torch.long)
+            ids = torch.tensor([given[s]], dtype=torch.long, device="cpu").to(device)
         else:
-            ids = torch.randint(0, cfg["vocab"], (1, args.length), generator=token_gen)
+            ids = torch.randint(0, cfg["vocab"], (1, args.length), generator=token_gen, device="cpu").to(device)
+        synchronize()
         t0 = time.perf_counter()
         est, sem = measure_one(state, config, ids, args.method, args.probes, chunk, probe_gen,
                                vjp_state, ablations)
+        synchronize()
         times.append(time.perf_counter() - t0)
-        ests.append(est.double())
+        ests.append(est.double().cpu())
         if sem is not None:
-            sems.append(sem.double())
+            sems.append(sem.double().cpu())
     E = torch.stack(ests)
     result = {
         "implementation": "pytorch-autograd",
@@ -154,6 +165,7 @@ def main(argv=None):
         "seed": args.seed,
         "threads": args.threads,
         "dtype": args.dtype,
+        "device": str(device),
         "output": "final hidden state (after final norm), position L",
         "norm": "squared Frobenius norm of d hidden[L] / d e_j",
         "ablations": {k: v for k, v in ablations.items() if v},

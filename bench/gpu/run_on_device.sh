@@ -4,11 +4,14 @@
 #  2. builds posbias-measure and torch_tests alone (-DPOSBIAS_ENGINE_ONLY=ON) against the
 #     machine's LibTorch (the torch of $PYTHON, default python3),
 #  3. runs torch_tests, the *_CUDA tests included,
-#  4. measures qwen2-0.5b at L = 2048 (Hutchinson K = 64, bfloat16 and float32) on cuda:0 and
-#     writes time per sample and achieved FLOP/s against the device's peak (bench/gpu/summarize.py).
-# It writes five files to $OUT (default bench-results/gpu; a device run brings back at most 8):
-# run.log (steps, nvidia-smi, configure and build output), torch_tests.log, the two reports
-# measure-hutchinson-{bfloat16,float32}.json and summary.json.
+#  4. measures qwen2-0.5b at L = 2048 (Hutchinson K = 64, bfloat16 and float32) on cuda:0, runs
+#     the PyTorch baseline on the same weights and token ids, and writes time per sample, the
+#     ratio, and achieved FLOP/s against the device's peak (bench/gpu/summarize.py).
+# It writes seven files to $OUT (default bench-results/gpu; a device run brings back at most 8):
+# run.log (steps, nvidia-smi, configure and build output), torch_tests.log, the reports
+# measure-hutchinson-{bfloat16,float32}.json, the PyTorch baseline's (bench/baseline_jacobian.py
+# on the same device, weights and token ids) baseline-hutchinson-{bfloat16,float32}.json, and
+# summary.json.
 #
 #   OUT=... bash bench/gpu/run_on_device.sh          on the GPU machine (about 10 minutes)
 #   POSBIAS_GPU_DRY_RUN=1 bash bench/gpu/run_on_device.sh
@@ -56,12 +59,25 @@ if [[ "$DRY_RUN" == 1 ]]; then
 else
   MODEL=(--preset qwen2-0.5b) LENGTH=2048 DEVICE=cuda:0 DTYPES=(bfloat16 float32) BUDGET=100000
 fi
+WORK="$(mktemp -d)"
+log "weights: ${MODEL[*]} exported for the PyTorch baseline"
+"$MEASURE" "${MODEL[@]}" --length 2 --samples 1 --method hutchinson --probes 1 --seed 0 \
+  --export-weights "$WORK/model.safetensors" --export-config "$WORK/config.json" > /dev/null 2>> "$LOG"
 for dtype in "${DTYPES[@]}"; do
   log "measure: ${MODEL[*]} L = $LENGTH, Hutchinson K = 64, $dtype on $DEVICE"
   "$MEASURE" "${MODEL[@]}" --length "$LENGTH" --samples 3 --method hutchinson --probes 64 --seed 0 \
     --device "$DEVICE" --dtype "$dtype" --memory-budget-mb "$BUDGET" > "$OUT/measure-hutchinson-$dtype.json" \
-    2>> "$LOG" || { tail -5 "$LOG" >&2; }
+    2>> "$LOG" || { tail -5 "$LOG" >&2; continue; }
+  # The same token ids through the PyTorch baseline (bench/baseline_jacobian.py) on the same device.
+  "$PYTHON" -c "import json, sys; json.dump(json.load(open(sys.argv[1]))['tokens'], open(sys.argv[2], 'w'))" \
+    "$OUT/measure-hutchinson-$dtype.json" "$WORK/tokens.json"
+  log "baseline: the same on $DEVICE"
+  "$PYTHON" bench/baseline_jacobian.py --weights "$WORK/model.safetensors" --config "$WORK/config.json" \
+    --length "$LENGTH" --method hutchinson --probes 64 --tokens "$WORK/tokens.json" --warmup 1 \
+    --device "$DEVICE" --dtype "$dtype" --threads "$(nproc)" > "$OUT/baseline-hutchinson-$dtype.json" 2>> "$LOG" \
+    || { tail -5 "$LOG" >&2; }
 done
+rm -rf "$WORK"
 log "summary"
 "$PYTHON" bench/gpu/summarize.py "$OUT" | tee "$OUT/summary.json"
 exit "$TESTS_RC"

@@ -32,27 +32,46 @@ def measurement_flops(model, m):
     return forward + rows * reverse
 
 
+def row_of(path):
+    """One summary row of a posbias-measure report or a baseline_jacobian.py result."""
+    report = json.load(open(path))
+    if "implementation" in report:  # The PyTorch baseline.
+        b = report["model"]
+        model = {"family": b["arch"], "layers": b["layers"], "width": b["width"], "heads": b["heads"],
+                 "kv_heads": b["kv_heads"], "mlp_width": b["mlp_width"]}
+        m = {"length": report["length"], "method": report["method"], "probes": report["probes"] or 0}
+        per_sample, device, dtype, side = report["seconds_per_sample"], report.get("device", "cpu"), report["dtype"], "pytorch"
+    else:
+        model, m = report["model"], report["measurement"]
+        per_sample, device, dtype, side = m["seconds"] / m["samples"], m["device"], m["dtype"], "posbias"
+    flops = measurement_flops(model, m)
+    row = {"file": os.path.basename(path), "side": side, "device": device, "dtype": dtype, "length": m["length"],
+           "method": m["method"], "probes": m["probes"], "seconds_per_sample": round(per_sample, 3),
+           "tflop_per_sample": round(flops / 1e12, 2), "tflop_per_s": round(flops / per_sample / 1e12, 2)}
+    if side == "posbias":
+        row.update(reverse_pass=m.get("reverse_pass"), cotangent_batch=m["cotangent_batch"],
+                   checkpointed=m["checkpointed"])
+    if device.startswith("cuda") and dtype in PEAK:
+        row["fraction_of_peak"] = round(flops / per_sample / PEAK[dtype], 3)
+    return row
+
+
 def main():
     out = sys.argv[1]
     rows = []
-    for path in sorted(glob.glob(os.path.join(out, "measure-*.json"))):
+    for path in sorted(glob.glob(os.path.join(out, "measure-*.json")) + glob.glob(os.path.join(out, "baseline-*.json"))):
         try:
-            report = json.load(open(path))
-        except (OSError, ValueError) as error:
+            rows.append(row_of(path))
+        except (OSError, ValueError, KeyError, TypeError) as error:
             rows.append({"file": os.path.basename(path), "error": str(error)})
-            continue
-        model, m = report["model"], report["measurement"]
-        per_sample = m["seconds"] / m["samples"]
-        flops = measurement_flops(model, m)
-        row = {"file": os.path.basename(path), "device": m["device"], "dtype": m["dtype"],
-               "reverse_pass": m.get("reverse_pass"), "length": m["length"], "method": m["method"],
-               "probes": m["probes"], "cotangent_batch": m["cotangent_batch"], "checkpointed": m["checkpointed"],
-               "seconds_per_sample": round(per_sample, 3), "tflop_per_sample": round(flops / 1e12, 2),
-               "tflop_per_s": round(flops / per_sample / 1e12, 2)}
-        if m["device"].startswith("cuda") and m["dtype"] in PEAK:
-            row["fraction_of_peak"] = round(flops / per_sample / PEAK[m["dtype"]], 3)
-        rows.append(row)
-    print(json.dumps(rows, indent=1))
+    # posbias' speed-up over the baseline per dtype, where both ran.
+    per_dtype = {}
+    for row in rows:
+        if "seconds_per_sample" in row:
+            per_dtype.setdefault(row["dtype"], {})[row["side"]] = row["seconds_per_sample"]
+    ratios = {dtype: round(sides["pytorch"] / sides["posbias"], 2)
+              for dtype, sides in per_dtype.items() if "pytorch" in sides and sides.get("posbias")}
+    print(json.dumps({"rows": rows, "speedup_over_pytorch": ratios}, indent=1))
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <regex>
 #include <set>
 
@@ -21,6 +22,17 @@
 namespace posbias::registry {
 namespace fs = std::filesystem;
 namespace {
+
+// How long a registration's reservation of its name in the shared index holds when its replica
+// dies before finishing (loading and hashing a checkpoint takes well under a minute).
+constexpr int64_t kReservationMs = 15 * 60 * 1000;
+
+std::string ProcessToken() {
+  char host[256] = {};
+  if (gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
+  std::random_device random;
+  return absl::StrCat(host, ":", getpid(), ":", random());
+}
 
 int64_t NowMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
@@ -171,6 +183,7 @@ absl::StatusOr<std::unique_ptr<ModelRegistry>> ModelRegistry::Open(const Options
                            absl::StrCat("cannot create ", options.data_dir, "/uploads: ", error.message()));
   }
   std::unique_ptr<ModelRegistry> registry(new ModelRegistry(options));
+  registry->owner_token_ = ProcessToken();
   for (const std::string& preset : models::PresetNames()) {
     ModelEntry entry;
     entry.name = preset;
@@ -202,9 +215,18 @@ absl::Status ModelRegistry::MergeIndex(const nlohmann::json& json) {
     try {
       ModelEntry entry;
       entry.name = item.at("name");
-      if (entries_.count(entry.name) > 0) continue;  // What this process knows stays as it is.
+      const std::string state = item.value("state", "ready");
+      if (state == "loading") {  // A reservation: another replica's registration in progress.
+        entry.reserved_by = item.value("owner", "");
+        entry.reserved_until_ms = item.value("loading_expires_ms", int64_t{0});
+        // Ours (dropped here since) or lapsed: not a reservation any more.
+        if (entry.reserved_by == owner_token_ || entry.reserved_until_ms <= NowMs()) continue;
+      }
+      // What this process knows stays as it is, except another replica's reservation, which the
+      // index's newer word (finished, failed, renewed) replaces.
+      if (auto known = entries_.find(entry.name); known != entries_.end() && known->second.reserved_by.empty()) continue;
       entry.source = SourceFromJson(item.at("source"));
-      entry.state = item.value("state", "ready") == "failed" ? ModelState::kFailed : ModelState::kReady;
+      entry.state = state == "failed" ? ModelState::kFailed : state == "loading" ? ModelState::kLoading : ModelState::kReady;
       entry.error_reason = item.value("error_reason", "");
       entry.error_message = item.value("error_message", "");
       entry.init_recipe = item.value("init_recipe", "");
@@ -227,12 +249,12 @@ absl::Status ModelRegistry::MergeIndex(const nlohmann::json& json) {
   return absl::OkStatus();
 }
 
-void ModelRegistry::SyncIndexIfChanged() {
+void ModelRegistry::SyncIndexIfChanged(bool force) {
   const fs::path file = fs::path(options_.data_dir) / "models.json";
   std::error_code error;
   const auto mtime = fs::last_write_time(file, error);
   const auto size = error ? std::uintmax_t{0} : fs::file_size(file, error);
-  if (error || (mtime == index_mtime_ && size == index_size_)) return;
+  if (error || (!force && mtime == index_mtime_ && size == index_size_)) return;
   const auto json = nlohmann::json::parse(ReadFile(file.string()), nullptr, false);
   if (json.is_discarded() || !json.is_array()) return;  // Mid-replacement or damaged: keep what we know.
   std::set<std::string> listed;
@@ -242,7 +264,8 @@ void ModelRegistry::SyncIndexIfChanged() {
   // Deleted by another replica: gone from the index (built-in presets and registrations still
   // loading here are not in it by design).
   for (auto it = entries_.begin(); it != entries_.end();) {
-    const bool keep = it->second.builtin || it->second.state == ModelState::kLoading || listed.count(it->first) > 0;
+    const bool own_loading = it->second.state == ModelState::kLoading && it->second.reserved_by.empty();
+    const bool keep = it->second.builtin || own_loading || listed.count(it->first) > 0;
     if (!keep) {
       const std::string name = it->first;
       cache_.remove_if([&](const auto& item) { return item.first == name; });
@@ -255,6 +278,8 @@ void ModelRegistry::SyncIndexIfChanged() {
   index_mtime_ = mtime;
   index_size_ = size;
 }
+
+namespace {
 
 // An exclusive advisory lock (flock) on <data_dir>/models.json.lock for one read-merge-write of the
 // index: processes sharing the data directory (replicas on one volume) take turns. Best effort:
@@ -278,6 +303,8 @@ class IndexLock {
   int fd_;
 };
 
+}  // namespace
+
 absl::Status ModelRegistry::Persist(bool merge_from_disk) {
   IndexLock lock(options_.data_dir);
   return PersistUnderIndexLock(merge_from_disk);
@@ -288,7 +315,18 @@ absl::Status ModelRegistry::PersistUnderIndexLock(bool merge_from_disk) {
   if (merge_from_disk) (void)MergeIndexFromDisk();
   nlohmann::json json = nlohmann::json::array();
   for (const auto& [name, entry] : entries_) {
-    if (entry.builtin || entry.state == ModelState::kLoading) continue;
+    if (entry.builtin) continue;
+    if (entry.state == ModelState::kLoading) {
+      // A reservation of the name while it loads (ours, or another replica's still valid), so
+      // that no other replica registers the same name meanwhile.
+      const bool ours = entry.reserved_by.empty();
+      if (!ours && entry.reserved_until_ms <= NowMs()) continue;
+      json.push_back({{"name", name}, {"source", SourceToJson(entry.source)}, {"state", "loading"},
+                      {"owner", ours ? owner_token_ : entry.reserved_by},
+                      {"loading_expires_ms", entry.reserved_until_ms}, {"created_ms", entry.created_ms},
+                      {"labels", entry.labels}, {"request_id", entry.request_id}});
+      continue;
+    }
     json.push_back({{"name", name}, {"source", SourceToJson(entry.source)}, {"state", ModelStateName(entry.state)},
                     {"error_reason", entry.error_reason}, {"error_message", entry.error_message},
                     {"init_recipe", entry.init_recipe}, {"weights_sha256", entry.weights_sha256},
@@ -438,18 +476,32 @@ absl::StatusOr<std::optional<ModelEntry>> ModelRegistry::Reserve(const std::stri
                                                                   const std::string& request_id) {
   if (auto status = CheckModelName(name); !status.ok()) return status;
   std::lock_guard lock(mutex_);
-  SyncIndexIfChanged();  // A name another replica registered is taken.
+  // Replicas sharing the data directory: read the index and reserve the name in it in one turn
+  // of the index lock, so that of two replicas registering one name at once exactly one wins.
+  IndexLock index_lock(options_.data_dir);
+  SyncIndexIfChanged(/*force=*/true);  // A name another replica registered or reserved is taken.
   if (auto it = entries_.find(name); it != entries_.end()) {
-    if (!request_id.empty() && it->second.request_id == request_id) return std::optional<ModelEntry>(it->second);
-    return ErrorWithReason(absl::StatusCode::kAlreadyExists, "MODEL_ALREADY_EXISTS",
-                           absl::StrCat("a model named ", name, " exists"));
+    if (!it->second.reserved_by.empty() && it->second.reserved_until_ms <= NowMs()) {
+      entries_.erase(it);  // A lapsed reservation of a replica that died while registering.
+    } else {
+      if (!request_id.empty() && it->second.request_id == request_id) return std::optional<ModelEntry>(it->second);
+      return ErrorWithReason(absl::StatusCode::kAlreadyExists, "MODEL_ALREADY_EXISTS",
+                             it->second.reserved_by.empty()
+                                 ? absl::StrCat("a model named ", name, " exists")
+                                 : absl::StrCat("a model named ", name, " is being registered by another replica"));
+    }
   }
   entry.name = name;
   entry.labels = labels;
   entry.request_id = request_id;
   entry.created_ms = NowMs();
   entry.state = ModelState::kLoading;
-  entries_[name] = entry;  // Reserves the name while loading.
+  entry.reserved_until_ms = entry.created_ms + kReservationMs;
+  entries_[name] = entry;  // Reserves the name while loading, here and in the shared index.
+  if (auto status = PersistUnderIndexLock(/*merge_from_disk=*/false); !status.ok()) {
+    entries_.erase(name);
+    return status;
+  }
   return std::optional<ModelEntry>();
 }
 
@@ -464,7 +516,8 @@ absl::StatusOr<ModelEntry> ModelRegistry::Register(const std::string& name, cons
   if (source.kind == "checkpoint" || source.kind == "torchscript") {
     if (auto path = ResolveUnderRoot(source.path); !path.ok()) {
       std::lock_guard lock(mutex_);
-      entries_.erase(name);  // Refused requests leave nothing behind.
+      entries_.erase(name);  // Refused requests leave nothing behind, in the index neither.
+      (void)Persist();
       return path.status();
     }
   }
@@ -550,6 +603,10 @@ absl::StatusOr<std::shared_ptr<models::DecoderModel>> ModelRegistry::Acquire(con
     if (it->second.state == ModelState::kFailed) {
       return ErrorWithReason(absl::StatusCode::kFailedPrecondition, "MODEL_NOT_READY",
                              absl::StrCat(name, " failed to load: ", it->second.error_message));
+    }
+    if (!it->second.reserved_by.empty()) {
+      return ErrorWithReason(absl::StatusCode::kFailedPrecondition, "MODEL_NOT_READY",
+                             absl::StrCat(name, " is still being registered by another replica"));
     }
     for (auto& item : cache_) {
       if (item.first == name) {

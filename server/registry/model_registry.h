@@ -56,6 +56,11 @@ struct ModelEntry {
   int64_t created_ms = 0;
   std::map<std::string, std::string> labels;
   std::string request_id;
+  // Another replica's registration still loading, as read from the shared index: its owner (a
+  // process token) and when the reservation lapses if that replica died (Unix ms). Empty / 0 for
+  // this process's own entries.
+  std::string reserved_by;
+  int64_t reserved_until_ms = 0;
 };
 
 class ModelRegistry {
@@ -117,7 +122,7 @@ class ModelRegistry {
   absl::Status MergeIndex(const nlohmann::json& index);  // `index`: the parsed models.json array.
   // When models.json changed since this process last read or wrote it (another replica registered
   // or deleted a model): adds the new entries and drops the deleted ones. Caller holds mutex_.
-  void SyncIndexIfChanged();
+  void SyncIndexIfChanged(bool force = false);
   absl::StatusOr<ModelEntry> Finish(ModelEntry entry);
   // Reserves `name` for `entry` (LOADING); the existing entry when the same request_id made it;
   // MODEL_ALREADY_EXISTS otherwise.
@@ -129,6 +134,7 @@ class ModelRegistry {
   std::mutex mutex_;
   std::map<std::string, ModelEntry> entries_;
   std::filesystem::file_time_type index_mtime_{};  // models.json as last read or written.
+  std::string owner_token_;  // host:pid:random, marks this process's reservations in the index.
   std::uintmax_t index_size_ = 0;
   // LRU cache: most recent at the front.
   std::list<std::pair<std::string, std::shared_ptr<models::DecoderModel>>> cache_;

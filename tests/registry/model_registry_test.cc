@@ -2,9 +2,12 @@
 // reopening, deletion rules, the loaded-model cache.
 #include "server/registry/model_registry.h"
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <thread>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "server/models/weights.h"
@@ -125,6 +128,55 @@ TEST_F(RegistryTest, ReplicasRegisteringAtTheSameTimeLoseNoRegistration) {
   int registered = 0;
   for (const auto& entry : reopened->List()) registered += !entry.builtin;
   EXPECT_EQ(registered, 2 * kEach);
+}
+
+// Two replicas registering the same names at the same instant: for every name exactly one wins,
+// the other is told MODEL_ALREADY_EXISTS (the name is reserved in the shared index while loading).
+TEST_F(RegistryTest, ReplicasRegisteringOneNameAtTheSameTimeLetExactlyOneWin) {
+  auto first = Open(), second = Open();
+  constexpr int kNames = 30;
+  std::vector<int> wins(kNames, 0);
+  std::mutex wins_mutex;
+  auto register_all = [&](ModelRegistry& registry, uint64_t seed) {
+    for (int i = 0; i < kNames; ++i) {
+      auto entry = registry.Register("same-" + std::to_string(i), TinyPreset(seed), {}, "");
+      if (entry.ok()) {
+        std::lock_guard lock(wins_mutex);
+        ++wins[i];
+      } else {
+        EXPECT_EQ(ErrorReasonOf(entry.status()), "MODEL_ALREADY_EXISTS");
+      }
+    }
+  };
+  std::thread a([&] { register_all(*first, 1); });
+  std::thread b([&] { register_all(*second, 2); });
+  a.join();
+  b.join();
+  for (int i = 0; i < kNames; ++i) EXPECT_EQ(wins[i], 1) << "same-" << i;
+}
+
+// A replica that died while registering leaves a reservation in the index; it expires, and until
+// then the name is shown as loading and refused.
+TEST_F(RegistryTest, AReservationOfADeadReplicaExpires) {
+  auto registry = Open();
+  const auto index = base_ / "data" / "models.json";
+  auto write_reservation = [&](int64_t expires_ms) {
+    std::ofstream(index) << R"([{"name": "orphan", "source": {"kind": "preset", "preset": "gpt2-tiny", "overrides": {}},
+                                "state": "loading", "owner": "gone:1:x", "loading_expires_ms": )"
+                         << expires_ms << "}]";
+  };
+  const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::chrono::system_clock::now().time_since_epoch()).count();
+  write_reservation(now_ms + 600'000);
+  auto other = Open();
+  auto shown = other->Get("orphan");
+  ASSERT_TRUE(shown.ok()) << shown.status();
+  EXPECT_EQ(shown->state, ModelState::kLoading);
+  EXPECT_EQ(ErrorReasonOf(other->Register("orphan", TinyPreset(), {}, "").status()), "MODEL_ALREADY_EXISTS");
+  EXPECT_EQ(ErrorReasonOf(other->Acquire("orphan").status()), "MODEL_NOT_READY");
+  write_reservation(now_ms - 1);
+  auto late = Open();
+  EXPECT_TRUE(late->Register("orphan", TinyPreset(), {}, "").ok()) << "an expired reservation is free";
 }
 
 TEST_F(RegistryTest, RefusesToDeleteAModelInUseUnlessForced) {

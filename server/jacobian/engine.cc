@@ -11,6 +11,7 @@
 #include <torch/torch.h>
 
 #include "absl/strings/str_cat.h"
+#include "server/jacobian/allocator.h"
 #include "server/status/error.h"
 
 namespace posbias::jacobian {
@@ -456,6 +457,9 @@ absl::Status CheckMeasureOptions(const DecoderModel& model, const MeasureOptions
 
 absl::StatusOr<MeasureResult> Measure(DecoderModel& model, const MeasureOptions& options) {
   if (auto status = CheckMeasureOptions(model, options); !status.ok()) return status;
+  struct ReturnMemoryAtEnd {
+    ~ReturnMemoryAtEnd() { ReturnFreeMemory(); }
+  } return_memory_at_end;
   const auto start_time = std::chrono::steady_clock::now();
   try {
     const torch::Device device(options.device);

@@ -13,6 +13,7 @@
 
 #include "CLI/CLI.hpp"
 #include "nlohmann/json.hpp"
+#include "server/jacobian/allocator.h"
 #include "server/jacobian/engine.h"
 #include "server/measure/theory_report.h"
 #include "server/models/weights.h"
@@ -147,6 +148,7 @@ int main(int argc, char** argv) {
   f.options.reverse_pass = f.reverse_pass == "model" ? ReversePass::kModel
                            : f.reverse_pass == "autograd" ? ReversePass::kAutograd : ReversePass::kAuto;
   if (f.threads > 0) torch::set_num_threads(f.threads);
+  posbias::jacobian::RetainFreedMemoryDuringMeasurements();
   using posbias::jacobian::Method, posbias::jacobian::Output, posbias::jacobian::InputKind;
   f.options.method = f.method == "exact" ? Method::kExact : Method::kHutchinson;
   f.options.output = f.output == "layers" ? Output::kLayerSweep : f.output == "logprob" ? Output::kLogProb : Output::kFinalHidden;

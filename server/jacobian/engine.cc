@@ -198,10 +198,7 @@ class Runner {
         auto cot = Cotangents(start, rows, batch, width);
         const bool last = o + 1 == ys.size() && start + batch >= total;
         auto grad = torch::autograd::grad({ys[o]}, {e}, {cot}, /*retain_graph=*/!last)[0];
-        auto sq = grad.narrow(0, 0, rows).to(NormDtype(options_.dtype)).pow(2).sum(-1).to(torch::kCPU, torch::kDouble);
-        sum += sq.sum(0);
-        if (options_.method == Method::kHutchinson) sum_sq += sq.pow(2).sum(0);
-        vjps_ += rows;
+        Accumulate(grad.narrow(0, 0, rows), sum, sum_sq);
         if (!tick()) return absl::CancelledError("measurement cancelled");
       }
       sums.sum.push_back(sum);
@@ -245,10 +242,7 @@ class Runner {
         if (head_gradient.defined()) cot = cot * head_gradient;  // [rows, 1] x [1, d].
         auto grad = pass->InputGradients(cot, layer, gradient_options);
         if (cancelled) return absl::CancelledError("measurement cancelled");
-        auto sq = grad.to(NormDtype(options_.dtype)).pow(2).sum(-1).to(torch::kCPU, torch::kDouble);
-        sum += sq.sum(0);
-        if (options_.method == Method::kHutchinson) sum_sq += sq.pow(2).sum(0);
-        vjps_ += rows;
+        Accumulate(grad, sum, sum_sq);
       }
       sums.sum.push_back(sum);
       sums.sum_sq.push_back(sum_sq);
@@ -259,6 +253,15 @@ class Runner {
   int64_t vjps() const { return vjps_; }
 
  private:
+  // Adds the squared norms per position of gradients [rows, L, d] (one VJP per row) to `sum`, and
+  // their squares to `sum_sq` for Hutchinson's probe variance.
+  void Accumulate(const torch::Tensor& grads, torch::Tensor& sum, torch::Tensor& sum_sq) {
+    auto sq = grads.to(NormDtype(options_.dtype)).pow(2).sum(-1).to(torch::kCPU, torch::kDouble);
+    sum += sq.sum(0);
+    if (options_.method == Method::kHutchinson) sum_sq += sq.pow(2).sum(0);
+    vjps_ += grads.size(0);
+  }
+
   DecoderModel& model_;
   const MeasureOptions& options_;
   torch::Device device_;

@@ -316,22 +316,22 @@ absl::Status ModelRegistry::PersistUnderIndexLock(bool merge_from_disk) {
   nlohmann::json json = nlohmann::json::array();
   for (const auto& [name, entry] : entries_) {
     if (entry.builtin) continue;
+    nlohmann::json item = {{"name", name}, {"source", SourceToJson(entry.source)},
+                           {"state", ModelStateName(entry.state)}, {"created_ms", entry.created_ms},
+                           {"labels", entry.labels}, {"request_id", entry.request_id}};
     if (entry.state == ModelState::kLoading) {
       // A reservation of the name while it loads (ours, or another replica's still valid), so
       // that no other replica registers the same name meanwhile.
       const bool ours = entry.reserved_by.empty();
       if (!ours && entry.reserved_until_ms <= NowMs()) continue;
-      json.push_back({{"name", name}, {"source", SourceToJson(entry.source)}, {"state", "loading"},
-                      {"owner", ours ? owner_token_ : entry.reserved_by},
-                      {"loading_expires_ms", entry.reserved_until_ms}, {"created_ms", entry.created_ms},
-                      {"labels", entry.labels}, {"request_id", entry.request_id}});
-      continue;
+      item["owner"] = ours ? owner_token_ : entry.reserved_by;
+      item["loading_expires_ms"] = entry.reserved_until_ms;
+    } else {
+      item.update({{"error_reason", entry.error_reason}, {"error_message", entry.error_message},
+                   {"init_recipe", entry.init_recipe}, {"weights_sha256", entry.weights_sha256},
+                   {"parameters", entry.parameters}, {"memory_bytes", entry.memory_bytes}});
     }
-    json.push_back({{"name", name}, {"source", SourceToJson(entry.source)}, {"state", ModelStateName(entry.state)},
-                    {"error_reason", entry.error_reason}, {"error_message", entry.error_message},
-                    {"init_recipe", entry.init_recipe}, {"weights_sha256", entry.weights_sha256},
-                    {"parameters", entry.parameters}, {"memory_bytes", entry.memory_bytes},
-                    {"created_ms", entry.created_ms}, {"labels", entry.labels}, {"request_id", entry.request_id}});
+    json.push_back(std::move(item));
   }
   const fs::path file = fs::path(options_.data_dir) / "models.json";
   // A name of this process's own: replicas sharing the directory never write the same file.

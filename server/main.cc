@@ -8,9 +8,9 @@
 #include <google/protobuf/stubs/common.h>
 
 #include "CLI/CLI.hpp"
-#include "server/jacobian/allocator.h"
 #include "server/logging/logging.h"
 #include "server/metrics/metrics.h"
+#include "server/runners/runtime.h"
 #include "server/service/server.h"
 #include "spdlog/spdlog.h"
 
@@ -143,7 +143,7 @@ int main(int argc, char** argv) {
   flags.server.cache_budget_bytes = flags.model_cache_mb << 20;
   flags.server.role = *posbias::service::ParseRole(flags.role);  // Checked by IsMember above.
   flags.server.lease_ms = int64_t{flags.lease_seconds} * 1000;
-  posbias::jacobian::RetainFreedMemoryDuringMeasurements();  // Measure returns it when it ends.
+  posbias::runners::PrepareProcessForMeasurements();  // Measure returns it when it ends.
   if (auto status = posbias::logging::ConfigureLogging(flags.log_level, flags.log_format); !status.ok()) {
     std::fprintf(stderr, "posbias-server: %s\n", std::string(status.message()).c_str());
     return 2;

@@ -1,6 +1,6 @@
-// posbias: the command-line client. See commands.h for subcommands and exit codes.
+// posbias: the command-line client. See cli.h for subcommands and exit codes.
 #include <iostream>
 
-#include "client/cli/commands.h"
+#include "client/cli/cli.h"
 
 int main(int argc, char** argv) { return posbias::cli::RunCli(argc, argv, std::cout, std::cerr); }

@@ -4,6 +4,8 @@
 #include <charconv>
 #include <cmath>
 
+#include "absl/strings/ascii.h"
+
 namespace posbias::cli {
 namespace {
 
@@ -65,6 +67,10 @@ void PrintJson(const Table& table, std::ostream& out) {
   out << json.dump(2) << "\n";
 }
 
+std::string Text(const nlohmann::ordered_json& value) {
+  return value.is_string() ? value.get<std::string>() : value.dump();
+}
+
 }  // namespace
 
 bool ParseFormat(const std::string& text, Format* format) {
@@ -81,6 +87,35 @@ void PrintResult(const Table& table, Format format, std::ostream& out) {
     case Format::kCsv: PrintCsv(table, out); break;
     case Format::kJson: PrintJson(table, out); break;
   }
+}
+
+void PrintObject(const nlohmann::ordered_json& object, Format format, std::ostream& out) {
+  if (format == Format::kJson) {
+    out << object.dump(2) << "\n";
+    return;
+  }
+  for (const auto& [key, value] : object.items()) out << key << ": " << Text(value) << "\n";
+}
+
+void PrintList(const nlohmann::ordered_json& items, const std::vector<std::string>& columns,
+               Format format, std::ostream& out) {
+  if (format == Format::kJson) {
+    out << items.dump(2) << "\n";
+    return;
+  }
+  const std::string separator = format == Format::kCsv ? "," : "  ";
+  for (size_t c = 0; c < columns.size(); ++c) out << (c ? separator : "") << columns[c];
+  out << "\n";
+  for (const auto& item : items) {
+    for (size_t c = 0; c < columns.size(); ++c) {
+      out << (c ? separator : "") << Text(item[columns[c]]);
+    }
+    out << "\n";
+  }
+}
+
+std::string LowerEnum(const std::string& name, const std::string& prefix) {
+  return absl::AsciiStrToLower(name.rfind(prefix, 0) == 0 ? name.substr(prefix.size()) : name);
 }
 
 std::string FormatNumber(double value) {

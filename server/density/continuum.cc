@@ -60,7 +60,7 @@ void HornerBlock(const std::vector<double>& coefficient, const double* t, size_t
 
 absl::Status CheckPoint(double x, const std::string& field) {
   if (x > 0.0 && x <= 1.0) return absl::OkStatus();  // False for NaN.
-  return InvalidArgumentError({"INVALID_POINT", field, FormatValue(x), "(0, 1]"});
+  return InvalidArgumentError({ErrorReason::kInvalidPoint, field, FormatValue(x), "(0, 1]"});
 }
 
 ContinuumProfile::ContinuumProfile(const Routing& routing)

@@ -106,7 +106,7 @@ std::vector<double> ModelProfile(const std::vector<std::vector<double>>& rows, M
 
 absl::Status CheckFitRequest(std::span<const double> measured, const FitOptions& options) {
   if (measured.size() < 3) {
-    return InvalidArgumentError({"INVALID_PROFILE", "measured.values",
+    return InvalidArgumentError({ErrorReason::kInvalidProfile, "measured.values",
                                  absl::StrCat(measured.size(), " values"), "3..65536 values"});
   }
   if (measured.size() > kMaxFitLength) {
@@ -116,17 +116,17 @@ absl::Status CheckFitRequest(std::span<const double> measured, const FitOptions&
   if (auto status = CheckProfileValues(measured, "measured.values"); !status.ok()) return status;
   if (options.min_depth == options.max_depth &&
       (options.min_depth < 1 || options.min_depth > kMaxFitDepth)) {
-    return InvalidArgumentError({"INVALID_DEPTH", "depth.fixed", std::to_string(options.min_depth),
+    return InvalidArgumentError({ErrorReason::kInvalidDepth, "depth.fixed", std::to_string(options.min_depth),
                                  "1..4096"});
   }
   if (options.min_depth < 1 || options.max_depth > kMaxFitDepth ||
       options.min_depth > options.max_depth) {
-    return InvalidArgumentError({"INVALID_DEPTH", "depth.range",
+    return InvalidArgumentError({ErrorReason::kInvalidDepth, "depth.range",
                                  absl::StrCat(options.min_depth, "..", options.max_depth),
                                  "1 <= min <= max <= 4096"});
   }
   if (options.max_depth - options.min_depth + 1 > kMaxFitDepthCount) {
-    return InvalidArgumentError({"INVALID_DEPTH", "depth.range",
+    return InvalidArgumentError({ErrorReason::kInvalidDepth, "depth.range",
                                  absl::StrCat(options.min_depth, "..", options.max_depth),
                                  "at most 64 depths"});
   }

@@ -13,7 +13,7 @@ bool IsUnitInterval(double alpha) { return alpha >= 0.0 && alpha <= 1.0; }  // F
 
 absl::Status CheckDepth(uint32_t depth, uint32_t max_depth, const std::string& allowed) {
   if (depth >= 1 && depth <= max_depth) return absl::OkStatus();
-  return InvalidArgumentError({"INVALID_DEPTH", "depth", std::to_string(depth), allowed});
+  return InvalidArgumentError({ErrorReason::kInvalidDepth, "depth", std::to_string(depth), allowed});
 }
 
 }  // namespace
@@ -25,7 +25,7 @@ std::vector<double> Routing::layer_alphas() const {
 absl::StatusOr<Routing> MakeRouting(uint32_t depth, double alpha) {
   if (auto status = CheckDepth(depth, kMaxDepth, "1..100000"); !status.ok()) return status;
   if (!IsUnitInterval(alpha)) {
-    return InvalidArgumentError({"INVALID_ALPHA", "alpha", FormatValue(alpha), "[0, 1]"});
+    return InvalidArgumentError({ErrorReason::kInvalidAlpha, "alpha", FormatValue(alpha), "[0, 1]"});
   }
   Routing routing;
   routing.depth_ = depth;
@@ -36,16 +36,16 @@ absl::StatusOr<Routing> MakeRouting(uint32_t depth, double alpha) {
 
 absl::StatusOr<Routing> MakeScheduledRouting(uint32_t depth, const std::vector<double>& alphas) {
   if (alphas.empty() || alphas.size() > kMaxScheduleDepth) {
-    return InvalidArgumentError({"INVALID_DEPTH", "alpha_schedule.alpha",
+    return InvalidArgumentError({ErrorReason::kInvalidDepth, "alpha_schedule.alpha",
                                  absl::StrCat(alphas.size(), " entries"), "1..4096 entries"});
   }
   if (depth != 0 && depth != alphas.size()) {
-    return InvalidArgumentError({"INVALID_DEPTH", "depth", std::to_string(depth),
+    return InvalidArgumentError({ErrorReason::kInvalidDepth, "depth", std::to_string(depth),
                                  absl::StrCat("0 or the schedule's length ", alphas.size())});
   }
   for (size_t l = 0; l < alphas.size(); ++l) {
     if (!IsUnitInterval(alphas[l])) {
-      return InvalidArgumentError({"INVALID_ALPHA", absl::StrCat("alpha_schedule.alpha[", l, "]"),
+      return InvalidArgumentError({ErrorReason::kInvalidAlpha, absl::StrCat("alpha_schedule.alpha[", l, "]"),
                                    FormatValue(alphas[l]), "[0, 1]"});
     }
   }

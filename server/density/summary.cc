@@ -32,12 +32,12 @@ bool InUnitInterval(double value) { return value >= 0.0 && value <= 1.0; }
 
 absl::Status CheckFractions(const SummaryOptions& options) {
   if (!InUnitInterval(options.leading_fraction)) {
-    return InvalidArgumentError({"INVALID_BANDS", "band_fractions.leading",
+    return InvalidArgumentError({ErrorReason::kInvalidBands, "band_fractions.leading",
                                  FormatValue(options.leading_fraction), "[0, 1]"});
   }
   if (!InUnitInterval(options.trailing_fraction) ||
       options.leading_fraction + options.trailing_fraction > 1.0) {
-    return InvalidArgumentError({"INVALID_BANDS", "band_fractions.trailing",
+    return InvalidArgumentError({ErrorReason::kInvalidBands, "band_fractions.trailing",
                                  FormatValue(options.trailing_fraction),
                                  "[0, 1 - band_fractions.leading]"});
   }
@@ -46,12 +46,12 @@ absl::Status CheckFractions(const SummaryOptions& options) {
 
 absl::Status CheckPositions(const SummaryOptions& options, uint64_t length) {
   if (length == 0) {
-    return InvalidArgumentError({"INVALID_BANDS", "band_positions", "given",
+    return InvalidArgumentError({ErrorReason::kInvalidBands, "band_positions", "given",
                                  "band_fractions only for the continuum"});
   }
   if (options.leading_end >= options.trailing_start || options.trailing_start > length + 1) {
     return InvalidArgumentError(
-        {"INVALID_BANDS", "band_positions",
+        {ErrorReason::kInvalidBands, "band_positions",
          absl::StrCat("leading_end ", options.leading_end, ", trailing_start ",
                       options.trailing_start),
          absl::StrCat("0 <= leading_end < trailing_start <= L + 1 = ", length + 1)});
@@ -82,14 +82,14 @@ absl::Status CheckSummaryOptions(const SummaryOptions& options, uint64_t length)
     return status;
   }
   if (options.quantile_levels.size() > kMaxQuantileLevels) {
-    return InvalidArgumentError({"INVALID_ARGUMENT", "quantile_levels",
+    return InvalidArgumentError({ErrorReason::kInvalidArgument, "quantile_levels",
                                  absl::StrCat(options.quantile_levels.size(), " levels"),
                                  "at most 32 levels"});
   }
   for (size_t i = 0; i < options.quantile_levels.size(); ++i) {
     const double level = options.quantile_levels[i];
     if (!(level > 0.0 && level <= 1.0)) {
-      return InvalidArgumentError({"INVALID_ARGUMENT", absl::StrCat("quantile_levels[", i, "]"),
+      return InvalidArgumentError({ErrorReason::kInvalidArgument, absl::StrCat("quantile_levels[", i, "]"),
                                    FormatValue(level), "(0, 1]"});
     }
   }
@@ -100,13 +100,13 @@ absl::Status CheckProfileValues(std::span<const double> values, const std::strin
   bool any_positive = false;
   for (size_t j = 0; j < values.size(); ++j) {
     if (!(std::isfinite(values[j]) && values[j] >= 0.0)) {
-      return InvalidArgumentError({"INVALID_PROFILE", absl::StrCat(field, "[", j, "]"),
+      return InvalidArgumentError({ErrorReason::kInvalidProfile, absl::StrCat(field, "[", j, "]"),
                                    FormatValue(values[j]), "finite and >= 0"});
     }
     any_positive = any_positive || values[j] > 0.0;
   }
   if (!any_positive) {
-    return InvalidArgumentError({"INVALID_PROFILE", field,
+    return InvalidArgumentError({ErrorReason::kInvalidProfile, field,
                                  absl::StrCat(values.size(), " values, none positive"),
                                  "at least one positive value"});
   }

@@ -11,7 +11,9 @@
 #include <torch/torch.h>
 
 #include "absl/strings/str_cat.h"
+#include "server/host/memory.h"
 #include "server/jacobian/allocator.h"
+#include "server/jacobian/batch_plan.h"
 #include "server/status/error.h"
 
 namespace posbias::jacobian {
@@ -33,7 +35,7 @@ struct Sample {
 
 // Free memory of the device in bytes, or -1 when it cannot be read. CUDA: cudaMemGetInfo from the
 // CUDA runtime that LibTorch already loaded (looked up at run time, so the engine compiles against
-// CPU-only LibTorch too). CPU: MemAvailable from /proc/meminfo.
+// CPU-only LibTorch too). CPU: the host's available memory.
 int64_t FreeMemoryBytes(const torch::Device& device) {
   if (device.is_cuda()) {
     using SetDevice = int (*)(int);
@@ -52,14 +54,8 @@ int64_t FreeMemoryBytes(const torch::Device& device) {
     }
     return -1;
   }
-  std::ifstream meminfo("/proc/meminfo");
-  std::string key;
-  int64_t kib = 0;
-  std::string unit;
-  while (meminfo >> key >> kib >> unit) {
-    if (key == "MemAvailable:") return kib * 1024;
-  }
-  return -1;
+  const int64_t available = host::ReadHostMemory().available_bytes;
+  return available > 0 ? available : -1;
 }
 
 bool IsOutOfMemory(const c10::Error& error) {
@@ -68,30 +64,6 @@ bool IsOutOfMemory(const c10::Error& error) {
          message.find("can't allocate") != std::string::npos ||
          message.find("not enough memory") != std::string::npos;
 }
-
-// Bytes of activations one batch row keeps for the backward pass (a generous estimate).
-int64_t ActivationBytesPerRow(const models::ModelConfig& config, int64_t length, torch::Dtype dtype) {
-  const int64_t element = torch::elementSize(dtype);
-  const int64_t per_layer = length * (12 * config.hidden_size + 3 * config.intermediate_size) +
-                            2 * config.num_heads * length * length;
-  return std::max<int64_t>(1, (config.num_layers + 1) * per_layer * element);
-}
-
-// Bytes one cotangent row needs in the model's own reverse pass: its gradients and products on
-// the residual stream, the MLP width and the attention probabilities (a generous estimate).
-int64_t ReverseBytesPerRow(const models::ModelConfig& config, int64_t length, torch::Dtype dtype) {
-  const int64_t element = torch::elementSize(dtype);
-  return std::max<int64_t>(1, (length * (8 * config.hidden_size + 3 * config.intermediate_size) +
-                               3 * config.num_heads * length * length) * element);
-}
-
-// On the CPU, larger cotangent batches lose more to memory traffic and page faults than they gain
-// from bigger matrix products (autograd, measured on GPT-2 small at L = 128: 16 rows 9.0 s, 97
-// rows 13.4 s). The model's own pass does best at about 4096 product rows (K_b L) on two cores
-// (gpt2 L = 128: K_b 16/32/64/128 -> 20.4/19.7/19.5/25.7 s; qwen2-0.5b L = 256: K_b 8/16/32/64 ->
-// 9.9/10.1/10.7/11.7 s, 3-4 layers).
-constexpr int64_t kCpuBatchRows = 16;
-constexpr int64_t kCpuModelPassProductRows = 4096;
 
 // GPT-2 and Qwen2 bring their own reverse pass (models::InputReversePass).
 bool HasOwnReversePass(const DecoderModel& model) {
@@ -286,16 +258,6 @@ PositionStats Stats(const std::vector<torch::Tensor>& per_sample) {
   return {to_vector(mean), to_vector(std), to_vector(se)};
 }
 
-std::string DtypeName(torch::Dtype dtype) {
-  switch (dtype) {
-    case torch::kFloat32: return "float32";
-    case torch::kBFloat16: return "bfloat16";
-    case torch::kFloat16: return "float16";
-    case torch::kFloat64: return "float64";
-    default: return "other";
-  }
-}
-
 // Parameters need no gradients during a measurement; restored on scope exit.
 class FrozenParameters {
  public:
@@ -378,12 +340,22 @@ void Summarize(const std::vector<SampleRecord>& records, const MeasureOptions& o
 
 }  // namespace
 
-absl::StatusOr<torch::Dtype> ParseDtype(const std::string& name) {
-  if (name == "float32" || name == "fp32") return torch::kFloat32;
-  if (name == "bfloat16" || name == "bf16") return torch::kBFloat16;
-  if (name == "float16" || name == "fp16") return torch::kFloat16;
-  if (name == "float64" || name == "fp64") return torch::kFloat64;
-  return InvalidArgumentError({"INVALID_ARGUMENT", "dtype", name, "float32, bfloat16, float16 or float64"});
+torch::Dtype TorchDtype(jobs::ComputeDtype dtype) {
+  switch (dtype) {
+    case jobs::ComputeDtype::kFloat32: return torch::kFloat32;
+    case jobs::ComputeDtype::kBfloat16: return torch::kBFloat16;
+    case jobs::ComputeDtype::kFloat16: return torch::kFloat16;
+    case jobs::ComputeDtype::kFloat64: return torch::kFloat64;
+  }
+  return torch::kFloat32;
+}
+
+std::string TorchDtypeName(torch::Dtype dtype) {
+  for (auto compute : {jobs::ComputeDtype::kFloat32, jobs::ComputeDtype::kBfloat16, jobs::ComputeDtype::kFloat16,
+                       jobs::ComputeDtype::kFloat64}) {
+    if (TorchDtype(compute) == dtype) return std::string(jobs::DtypeName(compute));
+  }
+  return "other";
 }
 
 absl::Status CheckMeasureOptions(const DecoderModel& model, const MeasureOptions& options) {
@@ -391,34 +363,34 @@ absl::Status CheckMeasureOptions(const DecoderModel& model, const MeasureOptions
   const int64_t max_length = config.family == models::Family::kGpt2 && !config.ablations.no_position_encoding
                                  ? config.max_positions : std::max<int64_t>(config.max_positions, 1);
   if (options.length < 1 || options.length > max_length) {
-    return InvalidArgumentError({"INVALID_LENGTH", "length", std::to_string(options.length),
+    return InvalidArgumentError({ErrorReason::kInvalidLength, "length", std::to_string(options.length),
                                  absl::StrCat("1..", max_length, " (the model's positions)")});
   }
   if (options.samples < 1 || options.samples > 1'000'000) {
-    return InvalidArgumentError({"INVALID_ARGUMENT", "samples", std::to_string(options.samples), "1..1000000"});
+    return InvalidArgumentError({ErrorReason::kInvalidArgument, "samples", std::to_string(options.samples), "1..1000000"});
   }
   if (options.target < 0 || options.target > options.length) {
-    return InvalidArgumentError({"INVALID_POSITION", "target", std::to_string(options.target),
+    return InvalidArgumentError({ErrorReason::kInvalidPosition, "target", std::to_string(options.target),
                                  absl::StrCat("0 (= L) or 1..", options.length)});
   }
   if (options.method == Method::kHutchinson && (options.probes < 1 || options.probes > 1'000'000)) {
-    return InvalidArgumentError({"INVALID_ARGUMENT", "probes", std::to_string(options.probes), "1..1000000"});
+    return InvalidArgumentError({ErrorReason::kInvalidArgument, "probes", std::to_string(options.probes), "1..1000000"});
   }
   if (options.input == InputKind::kGivenTokens) {
     if (static_cast<int64_t>(options.tokens.size()) != options.samples) {
-      return InvalidArgumentError({"INVALID_ARGUMENT", "tokens", absl::StrCat(options.tokens.size(), " sequences"),
+      return InvalidArgumentError({ErrorReason::kInvalidArgument, "tokens", absl::StrCat(options.tokens.size(), " sequences"),
                                    absl::StrCat("one sequence per sample (", options.samples, ")")});
     }
     const int64_t t = options.target == 0 ? options.length : options.target;
     const size_t need = options.output == Output::kLogProb ? std::max(options.length, t + 1) : options.length;
     for (size_t s = 0; s < options.tokens.size(); ++s) {
       if (options.tokens[s].size() < need) {
-        return InvalidArgumentError({"INVALID_ARGUMENT", absl::StrCat("tokens[", s, "]"),
+        return InvalidArgumentError({ErrorReason::kInvalidArgument, absl::StrCat("tokens[", s, "]"),
                                      absl::StrCat(options.tokens[s].size(), " ids"), absl::StrCat("at least ", need, " ids")});
       }
       for (size_t j = 0; j < options.tokens[s].size(); ++j) {
         if (options.tokens[s][j] < 0 || options.tokens[s][j] >= config.vocab_size) {
-          return InvalidArgumentError({"INVALID_ARGUMENT", absl::StrCat("tokens[", s, "][", j, "]"),
+          return InvalidArgumentError({ErrorReason::kInvalidArgument, absl::StrCat("tokens[", s, "][", j, "]"),
                                        std::to_string(options.tokens[s][j]), absl::StrCat("0..", config.vocab_size - 1)});
         }
       }
@@ -426,34 +398,34 @@ absl::Status CheckMeasureOptions(const DecoderModel& model, const MeasureOptions
   }
   const int64_t end_sample = options.end_sample > 0 ? options.end_sample : options.samples;
   if (options.first_sample < 0 || options.first_sample >= end_sample || end_sample > options.samples) {
-    return InvalidArgumentError({"INVALID_ARGUMENT", "sample range",
+    return InvalidArgumentError({ErrorReason::kInvalidArgument, "sample range",
                                  absl::StrCat("[", options.first_sample, ", ", end_sample, ")"),
                                  absl::StrCat("0 <= first_sample < end_sample <= samples = ", options.samples)});
   }
   if (static_cast<int64_t>(options.done_samples.size()) > end_sample - options.first_sample) {
-    return InvalidArgumentError({"INVALID_ARGUMENT", "done_samples", std::to_string(options.done_samples.size()),
+    return InvalidArgumentError({ErrorReason::kInvalidArgument, "done_samples", std::to_string(options.done_samples.size()),
                                  absl::StrCat("at most the ", end_sample - options.first_sample, " samples of the range")});
   }
   for (const auto& record : options.done_samples) {
     for (const auto& values : record.sq_norm) {
       if (static_cast<int64_t>(values.size()) != options.length) {
-        return InvalidArgumentError({"INVALID_ARGUMENT", "done_samples", absl::StrCat(values.size(), " positions"),
+        return InvalidArgumentError({ErrorReason::kInvalidArgument, "done_samples", absl::StrCat(values.size(), " positions"),
                                      absl::StrCat(options.length, " positions per output (the checkpoint does not match)")});
       }
     }
   }
   if (options.dtype == torch::kFloat16 && options.device.rfind("cuda", 0) != 0) {
-    return InvalidArgumentError({"INVALID_ARGUMENT", "dtype", "float16",
+    return InvalidArgumentError({ErrorReason::kInvalidArgument, "dtype", "float16",
                                  "float32, bfloat16 or float64 on the CPU (LibTorch's CPU kernels lack "
                                  "float16 layer norms and matrix products); float16 on cuda:N"});
   }
   if (options.reverse_pass == MeasureOptions::ReversePass::kModel && !HasOwnReversePass(model)) {
-    return InvalidArgumentError({"INVALID_ARGUMENT", "reverse_pass", "model",
+    return InvalidArgumentError({ErrorReason::kInvalidArgument, "reverse_pass", "model",
                                  absl::StrCat("auto or autograd (", models::FamilyName(model.config().family),
                                               " models have no own reverse pass; gpt2 and qwen2 have)")});
   }
   if (options.input != InputKind::kGaussianEmbeddings && !model.has_token_embedding()) {
-    return InvalidArgumentError({"INVALID_ARGUMENT", "input", "tokens", "gaussian (this model takes embeddings only)"});
+    return InvalidArgumentError({ErrorReason::kInvalidArgument, "input", "tokens", "gaussian (this model takes embeddings only)"});
   }
   return absl::OkStatus();
 }
@@ -467,7 +439,7 @@ absl::StatusOr<MeasureResult> Measure(DecoderModel& model, const MeasureOptions&
   try {
     const torch::Device device(options.device);
     if (device.is_cuda() && !torch::cuda::is_available()) {
-      return ErrorWithReason(absl::StatusCode::kFailedPrecondition, "DEVICE_UNAVAILABLE",
+      return ErrorWithReason(absl::StatusCode::kFailedPrecondition, ErrorReason::kDeviceUnavailable,
                              absl::StrCat("device ", options.device, " requested but CUDA is not available"));
     }
     model.To(device, options.dtype);
@@ -476,43 +448,24 @@ absl::StatusOr<MeasureResult> Measure(DecoderModel& model, const MeasureOptions&
     const std::vector<Sample> samples = DrawSamples(model, options, device);
     const int64_t width = OutputWidth(model, options.output);
     const int64_t rows_total = options.method == Method::kExact ? width : options.probes;
-    const int64_t row_bytes = ActivationBytesPerRow(model.config(), options.length, options.dtype);
     // The budget: the caller's, but never more than half of what the device has free now.
     const int64_t free_bytes = FreeMemoryBytes(device);
-    const int64_t budget = free_bytes > 0 ? std::min(options.memory_budget_bytes, free_bytes / 2)
-                                          : options.memory_budget_bytes;
-    const bool model_pass = options.reverse_pass != MeasureOptions::ReversePass::kAutograd &&
-                            HasOwnReversePass(model);
-    const bool checkpoint = options.checkpointing == MeasureOptions::Checkpointing::kOn ||
-                            (options.checkpointing == MeasureOptions::Checkpointing::kAuto &&
-                             row_bytes > (model_pass ? budget / 2 : budget));
-    // With checkpointing only layer inputs are kept: about 1/12 of a row's activations per layer.
-    const int64_t kept_bytes = checkpoint ? std::max<int64_t>(1, row_bytes / 12) : row_bytes;
-    int64_t batch = options.cotangent_batch;
-    if (batch == 0 && model_pass) {
-      // One copy of the activations, then rows of reverse-pass work.
-      batch = std::max<int64_t>(1, budget - kept_bytes) / ReverseBytesPerRow(model.config(), options.length, options.dtype);
-      if (!device.is_cuda()) batch = std::min(batch, std::max<int64_t>(1, kCpuModelPassProductRows / options.length));
-    } else if (batch == 0) {
-      batch = budget / kept_bytes;
-      if (!device.is_cuda()) batch = std::min(batch, kCpuBatchRows);
-    }
-    batch = std::clamp<int64_t>(batch, 1, rows_total);
-    if (options.cotangent_batch == 0) {  // Equal chunks: 64 rows at most 36 become 32 + 32.
-      const int64_t chunks = (rows_total + batch - 1) / batch;
-      batch = (rows_total + chunks - 1) / chunks;
-    }
-    // The model's own pass takes as many rows per call as memory allows (its gradients, in and
-    // out, and the MLP's per-position Jacobians), so that exact norms (K = d) use the Jacobians.
-    int64_t rows_per_call = batch;
-    if (model_pass && options.cotangent_batch == 0) {
-      const auto& config = model.config();
-      const int64_t element = torch::elementSize(options.dtype);
-      const int64_t call_row = 3 * options.length * config.hidden_size * element;  // In, out, MLP part.
-      const int64_t fixed = kept_bytes + batch * ReverseBytesPerRow(config, options.length, options.dtype) +
-                            (int64_t{256} << 20);  // Products of one group of rows; Jacobian blocks.
-      rows_per_call = std::clamp<int64_t>((budget - fixed) / call_row, batch, rows_total);
-    }
+    BatchPlanInputs plan_inputs;
+    plan_inputs.config = model.config();
+    plan_inputs.length = options.length;
+    plan_inputs.element_bytes = static_cast<int64_t>(torch::elementSize(options.dtype));
+    plan_inputs.rows_total = rows_total;
+    plan_inputs.budget_bytes = free_bytes > 0 ? std::min(options.memory_budget_bytes, free_bytes / 2)
+                                              : options.memory_budget_bytes;
+    plan_inputs.requested_batch = options.cotangent_batch;
+    plan_inputs.checkpointing = options.checkpointing;
+    plan_inputs.model_pass = options.reverse_pass != MeasureOptions::ReversePass::kAutograd && HasOwnReversePass(model);
+    plan_inputs.on_cuda = device.is_cuda();
+    const BatchPlan plan = PlanBatches(plan_inputs);
+    const bool model_pass = plan_inputs.model_pass;
+    const bool checkpoint = plan.checkpoint;
+    int64_t batch = plan.batch;
+    int64_t rows_per_call = plan.rows_per_call;
     const int64_t outputs = options.output == Output::kLayerSweep ? model.config().num_layers : 1;
     const int64_t layers = model.config().num_layers;
     // Progress units: cotangent batches (autograd), or layers of one call (the model's pass).
@@ -568,15 +521,15 @@ absl::StatusOr<MeasureResult> Measure(DecoderModel& model, const MeasureOptions&
     result.reverse_pass = model_pass ? "model" : "autograd";
     result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_time).count();
     result.device_name = device.str();
-    result.dtype_name = DtypeName(options.dtype);
+    result.dtype_name = TorchDtypeName(options.dtype);
     result.torch_version = TORCH_VERSION;
     return result;
   } catch (const c10::Error& error) {
     if (IsOutOfMemory(error)) {
-      return ErrorWithReason(absl::StatusCode::kResourceExhausted, "INSUFFICIENT_MEMORY",
+      return ErrorWithReason(absl::StatusCode::kResourceExhausted, ErrorReason::kInsufficientMemory,
                              absl::StrCat("out of memory even with one cotangent row: ", error.what_without_backtrace()));
     }
-    return ErrorWithReason(absl::StatusCode::kInternal, "INTERNAL_ERROR",
+    return ErrorWithReason(absl::StatusCode::kInternal, ErrorReason::kInternalError,
                            absl::StrCat("measurement failed: ", error.what_without_backtrace()));
   }
 }

@@ -23,16 +23,16 @@
 #include <torch/types.h>
 
 #include "absl/status/statusor.h"
+#include "server/jacobian/batch_plan.h"
+#include "server/jobs/jacobian_spec.h"
 #include "server/models/model.h"
 
 namespace posbias::jacobian {
 
-enum class Method { kExact, kHutchinson };
-// kFinalHidden: the last hidden state after the final norm, at the target position.
-// kLayerSweep: the residual stream after every layer l = 1..H at the target position.
-// kLogProb: the log-probability of the sample's next token at the target position (a scalar).
-enum class Output { kFinalHidden, kLayerSweep, kLogProb };
-enum class InputKind { kRandomTokens, kGivenTokens, kGaussianEmbeddings };
+// The job contract's enums (jobs/jacobian_spec.h), so a spec reaches the engine without renaming.
+using Method = jobs::JacobianMethod;
+using Output = jobs::JacobianOutput;  // kLogProb: a scalar, the next token's log-probability.
+using InputKind = jobs::JacobianInput;
 
 struct Progress {
   int64_t chunks_done = 0;
@@ -66,8 +66,9 @@ struct MeasureOptions {
   int64_t cotangent_batch = 0;   // Rows per backward pass; 0 = from the memory budget (CPU: <= 16).
   int64_t memory_budget_bytes = int64_t{2} << 30;  // For choosing the cotangent batch.
   // Recompute each layer in the backward pass instead of keeping its activations: kAuto turns it on
-  // when one batch row's activations would not fit the memory budget (long L).
-  enum class Checkpointing { kAuto, kOn, kOff } checkpointing = Checkpointing::kAuto;
+  // when one batch row's activations would not fit the memory budget (long L; batch_plan.h).
+  using Checkpointing = jacobian::Checkpointing;
+  Checkpointing checkpointing = Checkpointing::kAuto;
   // Which reverse pass: kAuto = the model's own where it has one (GPT-2, Qwen2), else autograd.
   enum class ReversePass { kAuto, kModel, kAutograd } reverse_pass = ReversePass::kAuto;
   bool keep_samples = false;     // Return per-sample squared norms.
@@ -123,7 +124,8 @@ absl::Status CheckMeasureOptions(const models::DecoderModel& model, const Measur
 
 absl::StatusOr<MeasureResult> Measure(models::DecoderModel& model, const MeasureOptions& options);
 
-// Parses "float32" | "bfloat16" | "float16" | "float64".
-absl::StatusOr<torch::Dtype> ParseDtype(const std::string& name);
+// The torch dtype of a job's compute dtype, and the name of a torch dtype ("other" for others).
+torch::Dtype TorchDtype(jobs::ComputeDtype dtype);
+std::string TorchDtypeName(torch::Dtype dtype);
 
 }  // namespace posbias::jacobian

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "nlohmann/json.hpp"
+#include "server/jobs/jacobian_spec.h"
 
 namespace posbias::jobs {
 
@@ -30,32 +30,13 @@ bool IsAllowedTransition(JobState from, JobState to);
 std::string JobStateName(JobState state);
 absl::StatusOr<JobState> ParseJobState(const std::string& name);
 
-// What to measure (a plain mirror of posbias.v1.JacobianNormSpec, stored as JSON).
-struct JacobianJobSpec {
-  std::string model;
-  int64_t length = 0;
-  int64_t samples = 16;
-  int64_t target = 0;                         // 0 = L.
-  std::string input = "random_tokens";        // random_tokens | given_tokens | gaussian_embeddings
-  std::vector<std::vector<int64_t>> tokens;   // given_tokens
-  uint64_t seed = 0;
-  double embedding_std = 1.0;
-  std::string output = "final_hidden";        // final_hidden | layer_sweep | log_prob
-  std::string method = "exact";               // exact | hutchinson
-  int64_t probes = 64;
-  std::string dtype = "float32";              // float32 | bfloat16 | float16 | float64
-  std::string device;                         // "" (any) | cpu | cuda
-  bool keep_samples = false;
-  bool fit_effective_depth = false;
-};
-
-nlohmann::json SpecToJson(const JacobianJobSpec& spec);
-absl::StatusOr<JacobianJobSpec> SpecFromJson(const nlohmann::json& json);
-
 struct JobRecord {
   std::string id;                 // Server-assigned, e.g. "j-0f3a9c1b2d4e".
   std::string request_id;         // Client idempotency key ("" = none).
   JacobianJobSpec spec;
+  // Which workers may claim the job: "" = any, else one device kind of a worker ("cpu", "cuda").
+  // The queue's partition, set at submission from spec.device (DeviceName).
+  std::string worker_kind;
   int32_t priority = 0;           // -100..100, higher runs first; then first in, first out.
   std::map<std::string, std::string> labels;
   double time_limit_seconds = 0;  // 0 = none.

@@ -62,7 +62,7 @@ class JobStore {
   virtual absl::StatusOr<JobPage> List(const ListFilter& filter) = 0;
 
   // Atomically claims the QUEUED job with the highest priority, then the oldest (created_ms, id),
-  // whose spec.device is "" or one of `devices`: state RUNNING, attempt + 1, worker, device,
+  // whose worker_kind is "" or one of `devices`: state RUNNING, attempt + 1, worker, device,
   // started_ms (first start only). nullopt when none waits.
   virtual absl::StatusOr<std::optional<JobRecord>> ClaimNext(const std::string& worker,
                                                              const std::vector<std::string>& devices,

@@ -23,7 +23,7 @@ absl::StatusOr<std::unique_ptr<JobStore>> OpenJobStore(const std::string& connec
     }
   }
   // Never echo the string: it may hold a password.
-  return InvalidArgumentError({"INVALID_ARGUMENT", "job_store", "(not shown)",
+  return InvalidArgumentError({ErrorReason::kInvalidArgument, "job_store", "(not shown)",
                                "empty (SQLite in the data directory), sqlite:PATH, or a PostgreSQL URI "
                                "postgresql://USER[:PASSWORD]@HOST[:PORT]/DATABASE"});
 }

@@ -54,7 +54,7 @@ constexpr int64_t kMigrationLock = 0x706f736269617301;  // "posbias" 01
 constexpr int64_t kCreateLock = 0x706f736269617302;
 
 absl::Status Unavailable(const std::string& what) {
-  return ErrorWithReason(absl::StatusCode::kUnavailable, "INTERNAL_ERROR",
+  return ErrorWithReason(absl::StatusCode::kUnavailable, ErrorReason::kInternalError,
                          absl::StrCat("job store (PostgreSQL) unavailable: ", what));
 }
 
@@ -336,7 +336,7 @@ class PostgresJobStore final : public JobStore {
         job.id = candidate_id;
       }
       if (!tx.exec_params("SELECT 1 FROM jobs WHERE id = $1", job.id).empty()) {
-        return ErrorWithReason(absl::StatusCode::kAlreadyExists, "INTERNAL_ERROR",
+        return ErrorWithReason(absl::StatusCode::kAlreadyExists, ErrorReason::kInternalError,
                                absl::StrCat("job ", job.id, " already exists"));
       }
       if (job.created_ms == 0) job.created_ms = now;
@@ -344,13 +344,13 @@ class PostgresJobStore final : public JobStore {
       job.updated_ms = now;
       tx.exec_params(
           absl::StrCat("INSERT INTO jobs (", kColumns,
-                       ", model, spec_device) VALUES ($1, NULLIF($2, ''), $3, $4, $5::jsonb, $6, $7, $8, $9, $10, "
+                       ", model) VALUES ($1, NULLIF($2, ''), $3, $4, $5::jsonb, $6, $7, $8, $9, $10, "
                        "$11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25)"),
           job.id, job.request_id, internal::SpecJson(job.spec), job.priority, internal::LabelsJson(job.labels),
           job.time_limit_seconds, JobStateName(job.state), job.attempt, job.progress, job.samples_done,
           job.chunks_done, job.chunks_total, job.eta_seconds, job.device, job.worker, job.error_reason,
           job.error_message, job.error_code, job.created_ms, job.started_ms, job.finished_ms, job.updated_ms,
-          job.checkpoint, job.spec.model, job.spec.device);
+          job.checkpoint, job.worker_kind, job.spec.model);
       const int64_t part = options_.part_samples;
       if (part > 0 && job.spec.samples > part) {
         job.parts_total = static_cast<int32_t>((job.spec.samples + part - 1) / part);
@@ -520,7 +520,7 @@ class PostgresJobStore final : public JobStore {
       if (job->state != JobState::kSucceeded) return internal::NoResult(id, job->state);
       const pqxx::result rows = tx.exec_params("SELECT result_json FROM results WHERE job_id = $1", id);
       if (rows.empty()) {
-        return ErrorWithReason(absl::StatusCode::kFailedPrecondition, "JOB_NOT_FINISHED",
+        return ErrorWithReason(absl::StatusCode::kFailedPrecondition, ErrorReason::kJobNotFinished,
                                absl::StrCat("job ", id, " is succeeded but has no stored result"));
       }
       return Row(rows[0]).Text(0);
@@ -734,7 +734,7 @@ class PostgresJobStore final : public JobStore {
 absl::StatusOr<std::unique_ptr<JobStore>> OpenPostgresJobStore(PostgresStoreOptions options) {
   if (!options.clock) options.clock = SystemClock();
   if (options.lease_ms <= 0) {
-    return InvalidArgumentError({"INVALID_ARGUMENT", "lease_ms", absl::StrCat(options.lease_ms), "> 0"});
+    return InvalidArgumentError({ErrorReason::kInvalidArgument, "lease_ms", absl::StrCat(options.lease_ms), "> 0"});
   }
   try {
     pqxx::connection connection(options.uri);

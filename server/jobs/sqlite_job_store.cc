@@ -284,7 +284,7 @@ class SqliteJobStore final : public JobStore {
       if (!id.ok()) return id.status();
       job.id = *std::move(id);
     } else if (Exists(job.id)) {
-      return ErrorWithReason(absl::StatusCode::kAlreadyExists, "INTERNAL_ERROR",
+      return ErrorWithReason(absl::StatusCode::kAlreadyExists, ErrorReason::kInternalError,
                              absl::StrCat("job ", job.id, " already exists"));
     }
     if (job.created_ms == 0) job.created_ms = now;
@@ -292,13 +292,13 @@ class SqliteJobStore final : public JobStore {
     job.updated_ms = now;
     Statement insert(db_,
                      absl::StrCat("INSERT INTO jobs (", kColumns,
-                                  ", model, spec_device) VALUES (?, NULLIF(?, ''), ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+                                  ", model) VALUES (?, NULLIF(?, ''), ?, ?, ?, ?, ?, ?, ?, ?, ?, "
                                   "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
     insert.BindAll(job.id, job.request_id, internal::SpecJson(job.spec), job.priority, internal::LabelsJson(job.labels), job.time_limit_seconds, JobStateName(job.state),
                    job.attempt, job.progress, job.samples_done, job.chunks_done, job.chunks_total,
                    job.eta_seconds, job.device, job.worker, job.error_reason, job.error_message,
                    job.error_code, job.created_ms, job.started_ms, job.finished_ms, job.updated_ms,
-                   job.checkpoint, job.spec.model, job.spec.device);
+                   job.checkpoint, job.worker_kind, job.spec.model);
     POSBIAS_JOBS_RETURN_IF_ERROR(insert.Run());
     POSBIAS_JOBS_RETURN_IF_ERROR(transaction.Commit());
     return Created{std::move(job), true};
@@ -485,7 +485,7 @@ class SqliteJobStore final : public JobStore {
     absl::StatusOr<bool> row = select.Step();
     if (!row.ok()) return row.status();
     if (!*row) {
-      return ErrorWithReason(absl::StatusCode::kFailedPrecondition, "JOB_NOT_FINISHED",
+      return ErrorWithReason(absl::StatusCode::kFailedPrecondition, ErrorReason::kJobNotFinished,
                              absl::StrCat("job ", id, " is succeeded but has no stored result"));
     }
     std::string result = select.Text(0);
@@ -676,7 +676,7 @@ absl::StatusOr<std::unique_ptr<JobStore>> OpenSqliteJobStore(const std::string& 
   const int rc = sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr);
   if (rc != SQLITE_OK) {
     absl::Status status = ErrorWithReason(
-        absl::StatusCode::kUnavailable, "INTERNAL_ERROR",
+        absl::StatusCode::kUnavailable, ErrorReason::kInternalError,
         absl::StrCat("job store: cannot open ", path, ": ", db ? sqlite3_errmsg(db) : sqlite3_errstr(rc)));
     sqlite3_close_v2(db);
     return status;

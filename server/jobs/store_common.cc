@@ -9,42 +9,42 @@ namespace posbias::jobs::internal {
 using Json = nlohmann::json;
 
 absl::Status InternalError(const std::string& message) {
-  return ErrorWithReason(absl::StatusCode::kInternal, "INTERNAL_ERROR", message);
+  return ErrorWithReason(absl::StatusCode::kInternal, ErrorReason::kInternalError, message);
 }
 
 absl::Status CheckSchemaVersion(int64_t version, int64_t latest) {
   if (version <= latest) return absl::OkStatus();
-  return ErrorWithReason(absl::StatusCode::kFailedPrecondition, "INTERNAL_ERROR",
+  return ErrorWithReason(absl::StatusCode::kFailedPrecondition, ErrorReason::kInternalError,
                          absl::StrCat("job store schema version ", version, " is newer than this server supports (",
                                       latest, ")"));
 }
 
 absl::Status NotFound(const std::string& id) {
-  return ErrorWithReason(absl::StatusCode::kNotFound, "JOB_NOT_FOUND", absl::StrCat("job ", id, " does not exist"));
+  return ErrorWithReason(absl::StatusCode::kNotFound, ErrorReason::kJobNotFound, absl::StrCat("job ", id, " does not exist"));
 }
 
 absl::Status NotCurrent(const std::string& id, int32_t attempt) {
-  return ErrorWithReason(absl::StatusCode::kAborted, "INTERNAL_ERROR",
+  return ErrorWithReason(absl::StatusCode::kAborted, ErrorReason::kInternalError,
                          absl::StrCat("job ", id, " attempt ", attempt, " is no longer current"));
 }
 
 absl::Status Refused(const std::string& id, JobState from, JobState to) {
-  return ErrorWithReason(absl::StatusCode::kFailedPrecondition, "JOB_NOT_FINISHED",
+  return ErrorWithReason(absl::StatusCode::kFailedPrecondition, ErrorReason::kJobNotFinished,
                          absl::StrCat("job ", id, " is ", JobStateName(from), ": cannot become ", JobStateName(to)));
 }
 
 absl::Status QueueFull(int64_t queued, int64_t max_queued) {
-  return ErrorWithReason(absl::StatusCode::kResourceExhausted, "QUEUE_FULL",
+  return ErrorWithReason(absl::StatusCode::kResourceExhausted, ErrorReason::kQueueFull,
                          absl::StrCat("the job queue is full: ", queued, " jobs queued (limit ", max_queued, ")"));
 }
 
 absl::Status NoResult(const std::string& id, JobState state) {
-  return ErrorWithReason(absl::StatusCode::kFailedPrecondition, "JOB_NOT_FINISHED",
+  return ErrorWithReason(absl::StatusCode::kFailedPrecondition, ErrorReason::kJobNotFinished,
                          absl::StrCat("job ", id, " is ", JobStateName(state), ": it has no result"));
 }
 
 absl::Status StillActive(const std::string& id, JobState state) {
-  return ErrorWithReason(absl::StatusCode::kFailedPrecondition, "JOB_NOT_FINISHED",
+  return ErrorWithReason(absl::StatusCode::kFailedPrecondition, ErrorReason::kJobNotFinished,
                          absl::StrCat("job ", id, " is ", JobStateName(state),
                                       ": cancel it first or force the deletion"));
 }
@@ -73,7 +73,7 @@ std::string EncodePageToken(int64_t created_ms, const std::string& id) {
 
 namespace {
 absl::Status BadPageToken(const std::string& token) {
-  return InvalidArgumentError({"INVALID_ARGUMENT", "page_token", token.substr(0, 64), "a token from the previous page"});
+  return InvalidArgumentError({ErrorReason::kInvalidArgument, "page_token", token.substr(0, 64), "a token from the previous page"});
 }
 }  // namespace
 

@@ -17,8 +17,8 @@ namespace posbias::jobs::internal {
 inline constexpr char kColumns[] =
     "id, request_id, spec_json, priority, labels_json, time_limit_seconds, state, attempt, progress, "
     "samples_done, chunks_done, chunks_total, eta_seconds, device, worker, error_reason, "
-    "error_message, error_code, created_ms, started_ms, finished_ms, updated_ms, checkpoint";
-inline constexpr int kColumnCount = 23;
+    "error_message, error_code, created_ms, started_ms, finished_ms, updated_ms, checkpoint, spec_device";
+inline constexpr int kColumnCount = 24;
 
 // One versioned schema step (each store keeps its own append-only list).
 struct Migration {
@@ -78,6 +78,7 @@ absl::StatusOr<JobRecord> ReadRecord(const Row& row) {
   job.finished_ms = row.Int(20);
   job.updated_ms = row.Int(21);
   job.checkpoint = row.Text(22);
+  job.worker_kind = row.Text(23);
   return job;
 }
 

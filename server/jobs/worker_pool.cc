@@ -131,7 +131,7 @@ void WorkerPool::RunOne(const WorkerSpec&, const JobRecord& job) {
     (void)WithRetries([&] { return store_->Transition(job.id, JobState::kCancelled, fence).status(); });
   } else if (timed_out) {
     outcome = "failed";
-    fence.error_reason = "JOB_TIME_LIMIT_EXCEEDED";
+    fence.error_reason = std::string(ErrorReasonName(ErrorReason::kJobTimeLimitExceeded));
     fence.error_code = static_cast<int32_t>(absl::StatusCode::kDeadlineExceeded);
     fence.error_message = absl::StrCat("the job ran past its time limit of ", job.time_limit_seconds, " s");
     (void)WithRetries([&] { return store_->Transition(job.id, JobState::kFailed, fence).status(); });
@@ -141,7 +141,7 @@ void WorkerPool::RunOne(const WorkerSpec&, const JobRecord& job) {
     (void)store_->Transition(job.id, JobState::kQueued, fence);
   } else {
     outcome = "failed";
-    fence.error_reason = ErrorReasonOf(result.status()).empty() ? "INTERNAL_ERROR" : ErrorReasonOf(result.status());
+    fence.error_reason = ErrorReasonOf(result.status()).empty() ? std::string(ErrorReasonName(ErrorReason::kInternalError)) : ErrorReasonOf(result.status());
     fence.error_code = static_cast<int32_t>(result.status().code());
     fence.error_message = std::string(result.status().message());
     (void)WithRetries([&] { return store_->Transition(job.id, JobState::kFailed, fence).status(); });

@@ -54,11 +54,11 @@ std::string JsonEscape(const std::string& text) {
 absl::Status ConfigureLogging(const std::string& level, const std::string& format) {
   const auto parsed = spdlog::level::from_str(level);
   if (parsed == spdlog::level::off && level != "off") {
-    return InvalidArgumentError({"INVALID_ARGUMENT", "--log-level", level,
+    return InvalidArgumentError({ErrorReason::kInvalidArgument, "--log-level", level,
                                  "trace, debug, info, warn, error, critical or off"});
   }
   if (format != "text" && format != "json") {
-    return InvalidArgumentError({"INVALID_ARGUMENT", "--log-format", format, "text or json"});
+    return InvalidArgumentError({ErrorReason::kInvalidArgument, "--log-format", format, "text or json"});
   }
   auto logger = std::make_shared<spdlog::logger>(
       "posbias", std::make_shared<spdlog::sinks::stderr_sink_mt>());

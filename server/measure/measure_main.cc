@@ -149,13 +149,13 @@ int main(int argc, char** argv) {
                            : f.reverse_pass == "autograd" ? ReversePass::kAutograd : ReversePass::kAuto;
   if (f.threads > 0) torch::set_num_threads(f.threads);
   posbias::jacobian::RetainFreedMemoryDuringMeasurements();
-  using posbias::jacobian::Method, posbias::jacobian::Output, posbias::jacobian::InputKind;
-  f.options.method = f.method == "exact" ? Method::kExact : Method::kHutchinson;
+  using posbias::jacobian::Output, posbias::jacobian::InputKind;
+  f.options.method = *posbias::jobs::ParseMethod(f.method);  // The flag allows only the two names.
   f.options.output = f.output == "layers" ? Output::kLayerSweep : f.output == "logprob" ? Output::kLogProb : Output::kFinalHidden;
   f.options.input = f.input == "gaussian" ? InputKind::kGaussianEmbeddings : InputKind::kRandomTokens;
-  auto dtype = posbias::jacobian::ParseDtype(f.dtype);
+  auto dtype = posbias::jobs::ParseDtype(f.dtype);
   if (!dtype.ok()) return Fail(dtype.status());
-  f.options.dtype = *dtype;
+  f.options.dtype = posbias::jacobian::TorchDtype(*dtype);
   if (!f.tokens_file.empty()) {
     if (auto status = ReadTokens(f.tokens_file, f.options); !status.ok()) return Fail(status);
   }
@@ -169,6 +169,7 @@ int main(int argc, char** argv) {
   }
   auto result = posbias::jacobian::Measure(**model, f.options);
   if (!result.ok()) return Fail(result.status());
-  std::cout << posbias::measure::ReportJson(**model, f.options, *result, f.weights.empty() ? f.torchscript : f.weights).dump(2) << "\n";
+  const auto report = posbias::measure::BuildReport(**model, f.options, *result, f.weights.empty() ? f.torchscript : f.weights);
+  std::cout << posbias::jobs::ReportToJson(report).dump(2) << "\n";
   return 0;
 }

@@ -15,26 +15,38 @@
 namespace posbias::measure {
 namespace {
 
-nlohmann::ordered_json MetricsJson(const density::ComparisonMetrics& m) {
-  return {{"spearman", m.spearman}, {"pearson_log", m.pearson_log}, {"rmse_log", m.rmse_log},
-          {"ks", m.ks}, {"wasserstein1", m.wasserstein1},
-          {"measured_last_weight", m.measured_last_weight}, {"model_last_weight", m.model_last_weight},
-          {"measured_floor", m.measured_floor}, {"model_floor", m.model_floor},
-          {"measured_last_jump", m.measured_last_jump}, {"model_last_jump", m.model_last_jump}};
+jobs::ReportMetrics Metrics(const density::ComparisonMetrics& m) {
+  return {m.spearman, m.pearson_log, m.rmse_log, m.ks, m.wasserstein1, m.measured_last_weight, m.model_last_weight,
+          m.measured_floor, m.model_floor, m.measured_last_jump, m.model_last_jump};
 }
 
-nlohmann::ordered_json ConfigJson(models::DecoderModel& model, const std::string& weights) {
+jobs::TheoryModel TheoryModelOf(density::Model model) {
+  return model == density::Model::kCoherent ? jobs::TheoryModel::kCoherent : jobs::TheoryModel::kIncoherent;
+}
+
+jobs::ReportModel ConfigReport(models::DecoderModel& model, const std::string& weights) {
   const auto& c = model.config();
-  return {{"family", models::FamilyName(c.family)}, {"preset", c.preset}, {"layers", c.num_layers},
-          {"width", c.hidden_size}, {"heads", c.num_heads}, {"kv_heads", c.num_kv_heads},
-          {"mlp_width", c.intermediate_size}, {"vocab", c.vocab_size}, {"max_positions", c.max_positions},
-          {"norm_eps", c.norm_eps}, {"rope_theta", c.rope_theta}, {"tie_embeddings", c.tie_embeddings},
-          {"cesaro_alpha", c.cesaro_alpha},
-          {"no_position_encoding", c.ablations.no_position_encoding},
-          {"uniform_attention", c.ablations.uniform_attention}, {"no_mlp", c.ablations.no_mlp},
-          {"parameters", models::ParameterCount(model)},
-          {"weights", weights.empty() ? "seeded initialization" : weights},
-          {"init_recipe", weights.empty() ? model.init_recipe() : "loaded from " + weights}};
+  jobs::ReportModel out;
+  out.family = models::FamilyName(c.family);
+  out.preset = c.preset;
+  out.layers = c.num_layers;
+  out.width = c.hidden_size;
+  out.heads = c.num_heads;
+  out.kv_heads = c.num_kv_heads;
+  out.mlp_width = c.intermediate_size;
+  out.vocab = c.vocab_size;
+  out.max_positions = c.max_positions;
+  out.norm_eps = c.norm_eps;
+  out.rope_theta = c.rope_theta;
+  out.tie_embeddings = c.tie_embeddings;
+  out.cesaro_alpha = c.cesaro_alpha;
+  out.no_position_encoding = c.ablations.no_position_encoding;
+  out.uniform_attention = c.ablations.uniform_attention;
+  out.no_mlp = c.ablations.no_mlp;
+  out.parameters = models::ParameterCount(model);
+  out.weights = weights.empty() ? "seeded initialization" : weights;
+  out.init_recipe = weights.empty() ? model.init_recipe() : "loaded from " + weights;
+  return out;
 }
 
 // Profile of positions 1..t (later positions cannot influence position t).
@@ -75,22 +87,23 @@ std::map<density::Model, std::pair<double, double>> BootstrapLambda(
 
 // `depth` is the model's layer count, 0 when unknown (TorchScript): the fixed-depth fits then use
 // depth 1 and the effective-depth ridge spans all depths 1..64.
-nlohmann::ordered_json Theory(int64_t depth, const std::vector<double>& measured,
+jobs::TheoryComparison Theory(int64_t depth, const std::vector<double>& measured,
                               const std::vector<double>& branch_ratio,
                               const std::vector<std::vector<double>>& samples) {
   const bool unknown_depth = depth == 0;
   depth = std::max<int64_t>(depth, 1);
-  nlohmann::ordered_json theory = {{"depth", depth}, {"quantity", "squared_norm"}};
+  jobs::TheoryComparison theory;
+  theory.depth = depth;
   if (measured.size() < 3 || !density::CheckProfileValues(measured, "sq_norm_mean").ok() ||
       depth > static_cast<int64_t>(density::kMaxFitDepth)) {
-    theory["note"] = "no fit: the profile needs at least 3 finite, non-negative values";
+    theory.note = "no fit: the profile needs at least 3 finite, non-negative values";
     return theory;
   }
   density::FitOptions options;
   options.min_depth = options.max_depth = static_cast<uint32_t>(depth);
   options.include_profiles = true;
   auto fits = density::FitProfile(measured, options);
-  theory["fits"] = nlohmann::ordered_json::array();
+  theory.fits.emplace();
   if (fits.ok()) {
     const auto intervals = samples.size() > 1 ? BootstrapLambda(depth, samples, static_cast<int64_t>(measured.size()))
                                               : std::map<density::Model, std::pair<double, double>>{};
@@ -98,11 +111,16 @@ nlohmann::ordered_json Theory(int64_t depth, const std::vector<double>& measured
       const auto interval = intervals.count(fit.model) ? intervals.at(fit.model) : std::pair{fit.lambda, fit.lambda};
       // `profile`: the fitted theory on the measured positions 1..t, normalized to sum 1 (compare
       // with sq_norm_mean / its sum). `lambda_sample_low/high`: the bootstrap interval over samples.
-      theory["fits"].push_back({{"model", fit.model == density::Model::kCoherent ? "coherent" : "incoherent"},
-                                {"alpha", fit.alpha}, {"lambda", fit.lambda},
-                                {"lambda_sample_low", interval.first}, {"lambda_sample_high", interval.second},
-                                {"bootstrap_resamples", samples.size() > 1 ? kResamples : 0},
-                                {"metrics", MetricsJson(fit.metrics)}, {"profile", fit.profile}});
+      jobs::FixedDepthFit out;
+      out.model = TheoryModelOf(fit.model);
+      out.alpha = fit.alpha;
+      out.lambda = fit.lambda;
+      out.lambda_sample_low = interval.first;
+      out.lambda_sample_high = interval.second;
+      out.bootstrap_resamples = samples.size() > 1 ? kResamples : 0;
+      out.metrics = Metrics(fit.metrics);
+      out.profile = fit.profile;
+      theory.fits->push_back(std::move(out));
     }
   }
   // The effective depth too (THEORY.md section 8): real profiles pin lambda = alpha H far better
@@ -114,25 +132,28 @@ nlohmann::ordered_json Theory(int64_t depth, const std::vector<double>& measured
                                                         : std::min<int64_t>(4 * depth, density::kMaxFitDepthCount));
   if (uint64_t{ridge.max_depth} * measured.size() <= density::kMaxFitWork) {
     auto ridge_fits = density::FitProfile(measured, ridge);
-    theory["effective_depth_fits"] = nlohmann::ordered_json::array();
+    theory.effective_depth_fits.emplace();
     if (ridge_fits.ok()) {
       for (const auto& fit : *ridge_fits) {
-        nlohmann::ordered_json points = nlohmann::ordered_json::array();
-        for (const auto& point : fit.ridge) {
-          points.push_back({{"depth", point.depth}, {"alpha", point.alpha}, {"rmse_log", point.rmse_log}});
-        }
+        jobs::EffectiveDepthFit out;
+        for (const auto& point : fit.ridge) out.ridge.push_back({point.depth, point.alpha, point.rmse_log});
         // The sampling interval with alpha refitted at this fit's depth.
         auto interval = std::pair{fit.lambda, fit.lambda};
         if (samples.size() > 1) {
           const auto intervals = BootstrapLambda(fit.depth, samples, static_cast<int64_t>(measured.size()));
           if (intervals.count(fit.model)) interval = intervals.at(fit.model);
         }
-        theory["effective_depth_fits"].push_back(
-            {{"model", fit.model == density::Model::kCoherent ? "coherent" : "incoherent"},
-             {"depth", fit.depth}, {"alpha", fit.alpha}, {"lambda", fit.lambda},
-             {"lambda_low", fit.lambda_low}, {"lambda_high", fit.lambda_high},
-             {"lambda_sample_low", interval.first}, {"lambda_sample_high", interval.second},
-             {"metrics", MetricsJson(fit.metrics)}, {"ridge", points}, {"profile", fit.profile}});
+        out.model = TheoryModelOf(fit.model);
+        out.depth = fit.depth;
+        out.alpha = fit.alpha;
+        out.lambda = fit.lambda;
+        out.lambda_low = fit.lambda_low;
+        out.lambda_high = fit.lambda_high;
+        out.lambda_sample_low = interval.first;
+        out.lambda_sample_high = interval.second;
+        out.metrics = Metrics(fit.metrics);
+        out.profile = fit.profile;
+        theory.effective_depth_fits->push_back(std::move(out));
       }
     }
   }
@@ -144,72 +165,66 @@ nlohmann::ordered_json Theory(int64_t depth, const std::vector<double>& measured
         std::vector<double> coherent_sq(profiles->coherent.size());
         std::transform(profiles->coherent.begin(), profiles->coherent.end(), coherent_sq.begin(),
                        [](double v) { return v * v; });
-        theory["measured_alpha_schedule"] = {
-            {"alpha", branch_ratio},
-            {"coherent", MetricsJson(density::CompareProfiles(measured, coherent_sq))},
-            {"incoherent", MetricsJson(density::CompareProfiles(measured, profiles->incoherent))},
-            {"coherent_profile", density::Normalized(coherent_sq)},
-            {"incoherent_profile", density::Normalized(profiles->incoherent)}};
+        theory.measured_alpha_schedule = jobs::MeasuredAlphaTheory{
+            branch_ratio, Metrics(density::CompareProfiles(measured, coherent_sq)),
+            Metrics(density::CompareProfiles(measured, profiles->incoherent)), density::Normalized(coherent_sq),
+            density::Normalized(profiles->incoherent)};
       }
     }
   }
   return theory;
 }
 
-const char* MethodName(jacobian::Method method) { return method == jacobian::Method::kExact ? "exact" : "hutchinson"; }
-
-const char* OutputName(jacobian::Output output) {
-  switch (output) {
-    case jacobian::Output::kFinalHidden: return "final_hidden";
-    case jacobian::Output::kLayerSweep: return "layer_sweep";
-    case jacobian::Output::kLogProb: return "log_prob";
-  }
-  return "?";
-}
-
 }  // namespace
 
-nlohmann::ordered_json ReportJson(models::DecoderModel& model, const jacobian::MeasureOptions& options,
-                                  const jacobian::MeasureResult& result, const std::string& weights) {
-  nlohmann::ordered_json json;
-  json["model"] = ConfigJson(model, weights);
+jobs::JacobianReport BuildReport(models::DecoderModel& model, const jacobian::MeasureOptions& options,
+                                 const jacobian::MeasureResult& result, const std::string& weights) {
+  jobs::JacobianReport report;
+  report.model = ConfigReport(model, weights);
   const bool gaussian = options.input == jacobian::InputKind::kGaussianEmbeddings;
-  json["measurement"] = {
-      {"length", result.length}, {"target", result.target}, {"samples", options.samples},
-      {"method", MethodName(options.method)}, {"probes", options.method == jacobian::Method::kHutchinson ? options.probes : 0},
-      {"output", OutputName(options.output)}, {"seed", options.seed},
-      {"input", gaussian ? "gaussian_embeddings" : (options.input == jacobian::InputKind::kGivenTokens ? "given_tokens" : "random_tokens")},
-      {"embedding", gaussian ? "gaussian e_j" : (model.embeds_positions() ? "token + learned position embedding" : "token embedding")},
-      {"dtype", result.dtype_name}, {"device", result.device_name}, {"torch_version", result.torch_version},
-      {"seconds", result.seconds}, {"vjp_count", result.vjp_count}, {"cotangent_batch", result.cotangent_batch},
-      {"checkpointed", result.checkpointed}, {"reverse_pass", result.reverse_pass}};
-  json["tokens"] = result.tokens;
-  std::vector<int64_t> positions(result.length);
-  std::iota(positions.begin(), positions.end(), 1);
-  json["positions"] = positions;
+  auto& m = report.measurement;
+  m.length = result.length;
+  m.target = result.target;
+  m.samples = options.samples;
+  m.method = options.method;
+  m.probes = options.method == jacobian::Method::kHutchinson ? options.probes : 0;
+  m.output = options.output;
+  m.seed = options.seed;
+  m.input = options.input;
+  m.embedding = gaussian ? "gaussian e_j" : (model.embeds_positions() ? "token + learned position embedding" : "token embedding");
+  m.dtype = result.dtype_name;
+  m.device = result.device_name;
+  m.torch_version = result.torch_version;
+  m.seconds = result.seconds;
+  m.vjp_count = result.vjp_count;
+  m.cotangent_batch = result.cotangent_batch;
+  m.checkpointed = result.checkpointed;
+  m.reverse_pass = result.reverse_pass;
+  report.tokens = result.tokens;
+  report.positions.resize(result.length);
+  std::iota(report.positions.begin(), report.positions.end(), 1);
   const auto& final_stats = result.sq_norm.back();
-  json["sq_norm_mean"] = final_stats.mean;
-  json["sq_norm_std"] = final_stats.std;
-  json["sq_norm_stderr"] = final_stats.stderr_mean;
-  json["norm_mean"] = result.norm.back().mean;
-  json["norm_std"] = result.norm.back().std;
-  json["norm_stderr"] = result.norm.back().stderr_mean;
-  if (!result.estimator_stderr.empty()) json["sq_norm_estimator_stderr"] = result.estimator_stderr.back();
+  report.sq_norm_mean = final_stats.mean;
+  report.sq_norm_std = final_stats.std;
+  report.sq_norm_stderr = final_stats.stderr_mean;
+  report.norm_mean = result.norm.back().mean;
+  report.norm_std = result.norm.back().std;
+  report.norm_stderr = result.norm.back().stderr_mean;
+  if (!result.estimator_stderr.empty()) report.sq_norm_estimator_stderr = result.estimator_stderr.back();
   if (options.output == jacobian::Output::kLayerSweep) {
-    json["layers"] = nlohmann::ordered_json::array();
+    report.layers.emplace();
     for (size_t l = 0; l < result.sq_norm.size(); ++l) {
-      json["layers"].push_back({{"layer", l + 1}, {"sq_norm_mean", result.sq_norm[l].mean},
-                                {"sq_norm_stderr", result.sq_norm[l].stderr_mean}});
+      report.layers->push_back({static_cast<int64_t>(l + 1), result.sq_norm[l].mean, result.sq_norm[l].stderr_mean});
     }
   }
-  json["branch_ratio"] = result.branch_ratio;
+  report.branch_ratio = result.branch_ratio;
   std::vector<std::vector<double>> samples;
   for (const auto& sample : result.sample_sq_norm) samples.push_back(Prefix(sample, result.target));
   const bool unknown_depth = model.config().family == models::Family::kTorchScript;
-  json["theory"] = Theory(unknown_depth ? 0 : model.config().num_layers, Prefix(final_stats.mean, result.target),
-                          result.branch_ratio, samples);
-  if (options.keep_samples) json["raw"] = result.raw.back();
-  return json;
+  report.theory = Theory(unknown_depth ? 0 : model.config().num_layers, Prefix(final_stats.mean, result.target),
+                         result.branch_ratio, samples);
+  if (options.keep_samples) report.raw = result.raw.back();
+  return report;
 }
 
 }  // namespace posbias::measure

@@ -70,7 +70,7 @@ const std::map<std::string, ModelConfig>& Presets() {
 
 absl::Status Positive(int64_t value, const std::string& field) {
   if (value > 0) return absl::OkStatus();
-  return InvalidArgumentError({"INVALID_ARGUMENT", field, std::to_string(value), ">= 1"});
+  return InvalidArgumentError({ErrorReason::kInvalidArgument, field, std::to_string(value), ">= 1"});
 }
 
 }  // namespace
@@ -96,7 +96,7 @@ absl::StatusOr<ModelConfig> PresetConfig(const std::string& name) {
   if (it == Presets().end()) {
     std::string allowed;
     for (const auto& known : PresetNames()) absl::StrAppend(&allowed, allowed.empty() ? "" : ", ", known);
-    return InvalidArgumentError({"INVALID_ARGUMENT", "preset", name, allowed});
+    return InvalidArgumentError({ErrorReason::kInvalidArgument, "preset", name, allowed});
   }
   return it->second;
 }
@@ -105,7 +105,7 @@ absl::StatusOr<ModelConfig> FamilyConfig(const std::string& family) {
   if (family == "gpt2") return PresetConfig("gpt2");
   if (family == "qwen2") return PresetConfig("qwen2-0.5b");
   if (family == "cesaro") return PresetConfig("cesaro");
-  return InvalidArgumentError({"INVALID_ARGUMENT", "arch", family, "gpt2, qwen2 or cesaro"});
+  return InvalidArgumentError({ErrorReason::kInvalidArgument, "arch", family, "gpt2, qwen2 or cesaro"});
 }
 
 ModelConfig ApplyOverrides(ModelConfig config, const ConfigOverrides& overrides) {
@@ -142,32 +142,32 @@ absl::Status ValidateConfig(const ModelConfig& config) {
     if (auto status = Positive(value, field); !status.ok()) return status;
   }
   if (config.num_layers > 1024) {
-    return InvalidArgumentError({"INVALID_DEPTH", "layers", std::to_string(config.num_layers), "1..1024"});
+    return InvalidArgumentError({ErrorReason::kInvalidDepth, "layers", std::to_string(config.num_layers), "1..1024"});
   }
   if (config.hidden_size % config.num_heads != 0) {
-    return InvalidArgumentError({"INVALID_ARGUMENT", "heads", std::to_string(config.num_heads),
+    return InvalidArgumentError({ErrorReason::kInvalidArgument, "heads", std::to_string(config.num_heads),
                                  absl::StrCat("a divisor of width ", config.hidden_size)});
   }
   if (config.num_heads % config.num_kv_heads != 0) {
-    return InvalidArgumentError({"INVALID_ARGUMENT", "kv_heads", std::to_string(config.num_kv_heads),
+    return InvalidArgumentError({ErrorReason::kInvalidArgument, "kv_heads", std::to_string(config.num_kv_heads),
                                  absl::StrCat("a divisor of heads ", config.num_heads)});
   }
   if (config.family == Family::kGpt2 && config.num_kv_heads != config.num_heads) {
-    return InvalidArgumentError({"INVALID_ARGUMENT", "kv_heads", std::to_string(config.num_kv_heads),
+    return InvalidArgumentError({ErrorReason::kInvalidArgument, "kv_heads", std::to_string(config.num_kv_heads),
                                  absl::StrCat("equal to heads (", config.num_heads, ") for gpt2")});
   }
   if (config.family == Family::kQwen2 && config.head_dim() % 2 != 0) {
-    return InvalidArgumentError({"INVALID_ARGUMENT", "width / heads", std::to_string(config.head_dim()),
+    return InvalidArgumentError({ErrorReason::kInvalidArgument, "width / heads", std::to_string(config.head_dim()),
                                  "an even head dimension (rotary embedding)"});
   }
   if (!(config.cesaro_alpha >= 0.0 && config.cesaro_alpha <= 1.0)) {
-    return InvalidArgumentError({"INVALID_ALPHA", "cesaro_alpha", FormatValue(config.cesaro_alpha), "[0, 1]"});
+    return InvalidArgumentError({ErrorReason::kInvalidAlpha, "cesaro_alpha", FormatValue(config.cesaro_alpha), "[0, 1]"});
   }
   if (!(config.initializer_range > 0.0 && config.initializer_range <= 1.0)) {
-    return InvalidArgumentError({"INVALID_ARGUMENT", "initializer_range", FormatValue(config.initializer_range), "(0, 1]"});
+    return InvalidArgumentError({ErrorReason::kInvalidArgument, "initializer_range", FormatValue(config.initializer_range), "(0, 1]"});
   }
   if (!(config.rope_theta > 0.0)) {
-    return InvalidArgumentError({"INVALID_ARGUMENT", "rope_theta", FormatValue(config.rope_theta), "> 0"});
+    return InvalidArgumentError({ErrorReason::kInvalidArgument, "rope_theta", FormatValue(config.rope_theta), "> 0"});
   }
   return absl::OkStatus();
 }
@@ -175,7 +175,7 @@ absl::Status ValidateConfig(const ModelConfig& config) {
 absl::StatusOr<ModelConfig> ConfigFromHuggingFaceJson(const std::string& json_text) {
   const nlohmann::json json = nlohmann::json::parse(json_text, nullptr, false);
   if (json.is_discarded() || !json.is_object()) {
-    return ErrorWithReason(absl::StatusCode::kInvalidArgument, "INVALID_MODEL_FILE",
+    return ErrorWithReason(absl::StatusCode::kInvalidArgument, ErrorReason::kInvalidModelFile,
                            "config.json is not a JSON object");
   }
   const std::string type = json.value("model_type", "");
@@ -198,12 +198,12 @@ absl::StatusOr<ModelConfig> ConfigFromHuggingFaceJson(const std::string& json_te
       config.rope_theta = json.value("rope_theta", 1e4);
       config.tie_embeddings = json.value("tie_word_embeddings", false);
     } else {
-      return ErrorWithReason(absl::StatusCode::kInvalidArgument, "INVALID_MODEL_FILE",
+      return ErrorWithReason(absl::StatusCode::kInvalidArgument, ErrorReason::kInvalidModelFile,
                              absl::StrCat("config.json model_type '", type, "' is not supported: allowed gpt2 or qwen2"));
     }
     config.initializer_range = json.value("initializer_range", 0.02);
   } catch (const nlohmann::json::exception& error) {
-    return ErrorWithReason(absl::StatusCode::kInvalidArgument, "INVALID_MODEL_FILE",
+    return ErrorWithReason(absl::StatusCode::kInvalidArgument, ErrorReason::kInvalidModelFile,
                            absl::StrCat("config.json: ", error.what()));
   }
   if (auto status = ValidateConfig(config); !status.ok()) return status;
@@ -231,6 +231,12 @@ std::string ConfigToHuggingFaceJson(const ModelConfig& config) {
             {"tie_word_embeddings", config.tie_embeddings}, {"torch_dtype", "float32"}};
   }
   return json.dump(2);
+}
+
+double ActivationElementsPerLayer(const ModelConfig& config, int64_t length) {
+  const double positions = static_cast<double>(length);
+  return positions * (12.0 * static_cast<double>(config.hidden_size) + 3.0 * static_cast<double>(config.intermediate_size)) +
+         2.0 * static_cast<double>(config.num_heads) * positions * positions;
 }
 
 }  // namespace posbias::models

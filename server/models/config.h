@@ -71,6 +71,12 @@ ModelConfig ApplyOverrides(ModelConfig config, const ConfigOverrides& overrides)
 // kv heads must divide heads, Qwen2 head_dim even, positive sizes, ...).
 absl::Status ValidateConfig(const ModelConfig& config);
 
+// Activations one layer keeps for the backward pass of one sequence of `length` positions, in
+// elements (a generous estimate): the residual-stream and MLP-width tensors, L (12 d + 3 m), and
+// the attention scores and probabilities, 2 heads L^2 (these dominate at long L). The one memory
+// formula both job admission and the Jacobian engine's batch budget are built on.
+double ActivationElementsPerLayer(const ModelConfig& config, int64_t length);
+
 // Reads a Hugging Face config.json (model_type "gpt2" or "qwen2").
 absl::StatusOr<ModelConfig> ConfigFromHuggingFaceJson(const std::string& json_text);
 // Writes the config as Hugging Face config.json text (so exported weights load in PyTorch).

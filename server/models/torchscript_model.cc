@@ -50,7 +50,7 @@ class TorchScriptModel final : public DecoderModel {
 absl::StatusOr<std::unique_ptr<DecoderModel>> LoadTorchScriptModel(const std::string& path,
                                                                    int64_t hidden_size) {
   if (hidden_size < 1) {
-    return InvalidArgumentError({"INVALID_ARGUMENT", "width", std::to_string(hidden_size),
+    return InvalidArgumentError({ErrorReason::kInvalidArgument, "width", std::to_string(hidden_size),
                                  ">= 1 (the module's embedding width d)"});
   }
   try {
@@ -61,16 +61,16 @@ absl::StatusOr<std::unique_ptr<DecoderModel>> LoadTorchScriptModel(const std::st
     auto probe = torch::zeros({1, 4, hidden_size});
     auto out = model->Forward(probe, {}).hidden;
     if (out.sizes() != probe.sizes()) {
-      return ErrorWithReason(absl::StatusCode::kInvalidArgument, "INVALID_MODEL_FILE",
+      return ErrorWithReason(absl::StatusCode::kInvalidArgument, ErrorReason::kInvalidModelFile,
                              absl::StrCat(path, ": forward([1, 4, ", hidden_size, "]) returned shape ",
                                           c10::str(out.sizes()), "; the contract is forward(inputs_embeds [B, L, d]) -> [B, L, d]"));
     }
     return std::unique_ptr<DecoderModel>(std::move(model));
   } catch (const c10::Error& error) {
-    return ErrorWithReason(absl::StatusCode::kInvalidArgument, "INVALID_MODEL_FILE",
+    return ErrorWithReason(absl::StatusCode::kInvalidArgument, ErrorReason::kInvalidModelFile,
                            absl::StrCat(path, ": not a usable TorchScript module: ", error.what_without_backtrace()));
   } catch (const std::exception& error) {  // Interpreter errors (torch::jit::JITException).
-    return ErrorWithReason(absl::StatusCode::kInvalidArgument, "INVALID_MODEL_FILE",
+    return ErrorWithReason(absl::StatusCode::kInvalidArgument, ErrorReason::kInvalidModelFile,
                            absl::StrCat(path, ": forward failed on [1, 4, ", hidden_size, "]: ", error.what()));
   }
 }

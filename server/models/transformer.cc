@@ -552,10 +552,10 @@ absl::StatusOr<std::unique_ptr<DecoderModel>> BuildModel(const ModelConfig& conf
       case Family::kTorchScript: break;
     }
   } catch (const c10::Error& error) {
-    return ErrorWithReason(absl::StatusCode::kResourceExhausted, "INSUFFICIENT_MEMORY",
+    return ErrorWithReason(absl::StatusCode::kResourceExhausted, ErrorReason::kInsufficientMemory,
                            absl::StrCat("cannot build the model: ", error.what_without_backtrace()));
   }
-  return InvalidArgumentError({"INVALID_ARGUMENT", "arch", "torchscript",
+  return InvalidArgumentError({ErrorReason::kInvalidArgument, "arch", "torchscript",
                                "gpt2, qwen2 or cesaro (TorchScript models are loaded, not built)"});
 }
 

@@ -37,7 +37,7 @@ std::string ShapeText(const std::vector<int64_t>& shape) { return absl::StrCat("
 absl::Status CopyInto(torch::Tensor& parameter, const safetensors::Checkpoint::Tensor& tensor) {
   const auto& info = *tensor.info;
   if (parameter.sizes().vec() != info.shape) {
-    return ErrorWithReason(absl::StatusCode::kInvalidArgument, "INVALID_MODEL_FILE",
+    return ErrorWithReason(absl::StatusCode::kInvalidArgument, ErrorReason::kInvalidModelFile,
                            absl::StrCat("tensor '", info.name, "' has shape ", ShapeText(info.shape),
                                         ", the model expects ", ShapeText(parameter.sizes().vec())));
   }
@@ -59,7 +59,7 @@ absl::Status LoadWeights(DecoderModel& model, const safetensors::Checkpoint& che
   for (auto& [name, parameter] : model.NamedParameters()) {
     const std::string found = FindName(checkpoint, names, name);
     if (found.empty()) {
-      return ErrorWithReason(absl::StatusCode::kInvalidArgument, "INVALID_MODEL_FILE",
+      return ErrorWithReason(absl::StatusCode::kInvalidArgument, ErrorReason::kInvalidModelFile,
                              absl::StrCat("missing tensor '", name, "' in the checkpoint"));
     }
     auto tensor = checkpoint.Get(found);
@@ -69,7 +69,7 @@ absl::Status LoadWeights(DecoderModel& model, const safetensors::Checkpoint& che
   }
   for (const std::string& name : listed) {
     if (!used.count(name) && !IsIgnorable(name, model.config())) {
-      return ErrorWithReason(absl::StatusCode::kInvalidArgument, "INVALID_MODEL_FILE",
+      return ErrorWithReason(absl::StatusCode::kInvalidArgument, ErrorReason::kInvalidModelFile,
                              absl::StrCat("unexpected tensor '", name, "' in the checkpoint (not a parameter of this ",
                                           FamilyName(model.config().family), " model)"));
     }

@@ -33,7 +33,7 @@ std::vector<jacobian::SampleRecord> RecordsFromCheckpoint(const std::string& che
   return records;
 }
 
-absl::StatusOr<jacobian::MeasureOptions> OptionsFor(const jobs::JacobianJobSpec& spec, const std::string& device) {
+jacobian::MeasureOptions OptionsFor(const jobs::JacobianJobSpec& spec, const std::string& device) {
   jacobian::MeasureOptions options;
   options.length = spec.length;
   options.samples = spec.samples;
@@ -43,19 +43,11 @@ absl::StatusOr<jacobian::MeasureOptions> OptionsFor(const jobs::JacobianJobSpec&
   options.probes = spec.probes;
   options.keep_samples = spec.keep_samples;
   options.device = device;
-  options.method = spec.method == "hutchinson" ? jacobian::Method::kHutchinson : jacobian::Method::kExact;
-  options.output = spec.output == "layer_sweep" ? jacobian::Output::kLayerSweep
-                   : spec.output == "log_prob"  ? jacobian::Output::kLogProb
-                                                : jacobian::Output::kFinalHidden;
-  if (spec.input == "given_tokens") {
-    options.input = jacobian::InputKind::kGivenTokens;
-    options.tokens = spec.tokens;
-  } else if (spec.input == "gaussian_embeddings") {
-    options.input = jacobian::InputKind::kGaussianEmbeddings;
-  }
-  auto dtype = jacobian::ParseDtype(spec.dtype);
-  if (!dtype.ok()) return dtype.status();
-  options.dtype = *dtype;
+  options.method = spec.method;
+  options.output = spec.output;
+  options.input = spec.input;
+  if (spec.input == jobs::JacobianInput::kGivenTokens) options.tokens = spec.tokens;
+  options.dtype = jacobian::TorchDtype(spec.dtype);
   return options;
 }
 
@@ -71,36 +63,35 @@ std::mutex& JacobianRunner::ModelLock(const std::string& model) {
 absl::StatusOr<std::string> JacobianRunner::Run(const jobs::JobRecord& job,
                                                 const std::function<bool(const jobs::ProgressUpdate&)>& report) {
   std::lock_guard model_lock(ModelLock(job.spec.model));
-  auto model = registry_->Acquire(job.spec.model);
+  auto model = cache_->Acquire(*catalog_, job.spec.model);
   if (!model.ok()) return model.status();
   const std::string device = job.device.empty() ? "cpu" : job.device;
-  auto options = OptionsFor(job.spec, device);
-  if (!options.ok()) return options.status();
+  jacobian::MeasureOptions options = OptionsFor(job.spec, device);
   if (options_.cpu_threads > 0 && device == "cpu") torch::set_num_threads(options_.cpu_threads);
   if (job.parts_total > 0) {
     // Merging a job run in sample parts: their records in sample order, nothing left to compute.
     for (const std::string& part : job.part_results) {
       auto records = RecordsFromCheckpoint(part);
-      options->done_samples.insert(options->done_samples.end(), records.begin(), records.end());
+      options.done_samples.insert(options.done_samples.end(), records.begin(), records.end());
     }
-    if (static_cast<int64_t>(options->done_samples.size()) != job.spec.samples) {
-      return ErrorWithReason(absl::StatusCode::kInternal, "INTERNAL_ERROR",
+    if (static_cast<int64_t>(options.done_samples.size()) != job.spec.samples) {
+      return ErrorWithReason(absl::StatusCode::kInternal, ErrorReason::kInternalError,
                              absl::StrCat("job ", job.id, ": its ", job.part_results.size(), " parts hold ",
-                                          options->done_samples.size(), " samples, not ", job.spec.samples));
+                                          options.done_samples.size(), " samples, not ", job.spec.samples));
     }
   } else {
-    options->first_sample = job.sample_begin;
-    options->end_sample = job.parent_id.empty() ? 0 : job.sample_end;
-    options->done_samples = RecordsFromCheckpoint(job.checkpoint);
+    options.first_sample = job.sample_begin;
+    options.end_sample = job.parent_id.empty() ? 0 : job.sample_end;
+    options.done_samples = RecordsFromCheckpoint(job.checkpoint);
   }
   nlohmann::json checkpoint = {{"samples", nlohmann::json::array()}};
-  for (const auto& record : options->done_samples) checkpoint["samples"].push_back(RecordToJson(record));
+  for (const auto& record : options.done_samples) checkpoint["samples"].push_back(RecordToJson(record));
 
   const auto start = std::chrono::steady_clock::now();
   const int64_t samples_here = job.parent_id.empty() ? job.spec.samples : job.sample_end - job.sample_begin;
-  const double resumed_fraction = static_cast<double>(options->done_samples.size()) / samples_here;
+  const double resumed_fraction = static_cast<double>(options.done_samples.size()) / samples_here;
   jacobian::Progress last;
-  options->progress = [&](const jacobian::Progress& progress) {
+  options.progress = [&](const jacobian::Progress& progress) {
     last = progress;
     jobs::ProgressUpdate update;
     update.progress = progress.fraction;
@@ -112,7 +103,7 @@ absl::StatusOr<std::string> JacobianRunner::Run(const jobs::JobRecord& job,
     update.eta_seconds = gained > 0 ? elapsed / gained * (1.0 - progress.fraction) : -1;
     return report(update);
   };
-  options->on_sample = [&](int64_t, const jacobian::SampleRecord& record) {
+  options.on_sample = [&](int64_t, const jacobian::SampleRecord& record) {
     checkpoint["samples"].push_back(RecordToJson(record));
     jobs::ProgressUpdate update;
     update.progress = last.fraction;
@@ -122,7 +113,7 @@ absl::StatusOr<std::string> JacobianRunner::Run(const jobs::JobRecord& job,
     update.checkpoint = checkpoint.dump();
     return report(update);
   };
-  auto result = jacobian::Measure(**model, *options);
+  auto result = jacobian::Measure(**model, options);
   if (!result.ok()) return result.status();
   last_vjp_count_ = result->vjp_count;
   if (!job.parent_id.empty()) {
@@ -130,16 +121,16 @@ absl::StatusOr<std::string> JacobianRunner::Run(const jobs::JobRecord& job,
     checkpoint["part"] = {{"sample_begin", job.sample_begin}, {"sample_end", job.sample_end}};
     return checkpoint.dump();
   }
-  auto json = measure::ReportJson(**model, *options, *result, job.spec.model);
-  if (auto entry = registry_->Get(job.spec.model); entry.ok()) {
-    json["model"]["weights_sha256"] = entry->weights_sha256;  // Provenance of the weights.
-    json["model"]["source"] = entry->source.kind;
+  auto job_report = measure::BuildReport(**model, options, *result, job.spec.model);
+  if (auto entry = catalog_->Get(job.spec.model); entry.ok()) {
+    job_report.model.weights_sha256 = entry->weights_sha256;  // Provenance of the weights.
+    job_report.model.source = std::string(registry::SourceKindName(entry->source.kind));
   }
   // GetJobResult reports the effective-depth fits when asked, or when the depth is unknown.
-  json["theory"]["fit_effective_depth"] = job.spec.fit_effective_depth || json["model"].value("family", "") == "torchscript";
-  json["job"] = {{"id", job.id}, {"attempt", job.attempt}, {"resumed_samples", options->done_samples.size()},
-                 {"parts", job.parts_total}};
-  return json.dump();
+  job_report.theory.fit_effective_depth =
+      job.spec.fit_effective_depth || (*model)->config().family == models::Family::kTorchScript;
+  job_report.job = jobs::ReportJob{job.id, job.attempt, static_cast<int64_t>(options.done_samples.size()), job.parts_total};
+  return jobs::ReportToJson(job_report).dump();
 }
 
 }  // namespace posbias::runners

@@ -1,6 +1,7 @@
-// The one junction where job kinds meet the engines: a Jacobian-norm job runs on a model from the
-// registry through the engine, reports progress and a per-sample checkpoint to the store, resumes
-// from that checkpoint after a restart, and produces the same JSON report as posbias-measure.
+// Jacobian-norm jobs: a job runs on a model from the catalog (loaded through the model cache)
+// through the engine, reports progress and a per-sample checkpoint to the store, resumes from that
+// checkpoint after a restart, and produces the same report as posbias-measure
+// (jobs/jacobian_report.h) with the registered model's provenance.
 #pragma once
 
 #include <atomic>
@@ -10,7 +11,8 @@
 #include <string>
 
 #include "server/jobs/worker_pool.h"
-#include "server/registry/model_registry.h"
+#include "server/registry/model_cache.h"
+#include "server/registry/model_catalog.h"
 
 namespace posbias::runners {
 
@@ -19,7 +21,8 @@ class JacobianRunner final : public jobs::JobRunner {
   struct Options {
     int cpu_threads = 0;  // LibTorch intra-op threads for CPU jobs (0 = leave as is).
   };
-  JacobianRunner(registry::ModelRegistry* registry, Options options) : registry_(registry), options_(options) {}
+  JacobianRunner(registry::ModelCatalog* catalog, registry::ModelCache* cache, Options options)
+      : catalog_(catalog), cache_(cache), options_(options) {}
 
   absl::StatusOr<std::string> Run(const jobs::JobRecord& job,
                                   const std::function<bool(const jobs::ProgressUpdate&)>& report) override;
@@ -29,11 +32,12 @@ class JacobianRunner final : public jobs::JobRunner {
  private:
   std::mutex& ModelLock(const std::string& model);
 
-  registry::ModelRegistry* registry_;
+  registry::ModelCatalog* catalog_;
+  registry::ModelCache* cache_;
   Options options_;
+  std::atomic<int64_t> last_vjp_count_{0};
   // Jobs on the same model run one at a time: a measurement moves the model to its device and
   // dtype and freezes its parameters.
-  std::atomic<int64_t> last_vjp_count_{0};
   std::mutex locks_mutex_;
   std::map<std::string, std::unique_ptr<std::mutex>> model_locks_;
 };

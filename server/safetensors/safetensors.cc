@@ -57,7 +57,7 @@ std::string Printable(const std::string& text) {
 }
 
 absl::Status FileError(const std::string& label, const std::string& message) {
-  return ErrorWithReason(absl::StatusCode::kInvalidArgument, "INVALID_MODEL_FILE",
+  return ErrorWithReason(absl::StatusCode::kInvalidArgument, ErrorReason::kInvalidModelFile,
                          absl::StrCat(label, ": ", message));
 }
 
@@ -67,19 +67,19 @@ absl::Status TensorError(const std::string& label, const std::string& name,
 }
 
 absl::Status NotFoundError(const std::string& path, const std::string& message) {
-  return ErrorWithReason(absl::StatusCode::kNotFound, "PATH_NOT_FOUND",
+  return ErrorWithReason(absl::StatusCode::kNotFound, ErrorReason::kPathNotFound,
                          absl::StrCat(path, ": ", message));
 }
 
 absl::Status ArgumentError(const std::string& message) {
-  return ErrorWithReason(absl::StatusCode::kInvalidArgument, "INVALID_ARGUMENT", message);
+  return ErrorWithReason(absl::StatusCode::kInvalidArgument, ErrorReason::kInvalidArgument, message);
 }
 
 // An operating-system failure with errno `error`: PATH_NOT_FOUND for a missing path, else internal.
 absl::Status OsError(const std::string& path, const std::string& action, int error) {
   const std::string reason = std::error_code(error, std::generic_category()).message();
   if (error == ENOENT || error == ENOTDIR) return NotFoundError(path, "no such file or directory");
-  return ErrorWithReason(absl::StatusCode::kInternal, "INTERNAL_ERROR",
+  return ErrorWithReason(absl::StatusCode::kInternal, ErrorReason::kInternalError,
                          absl::StrCat(path, ": cannot ", action, ": ", reason));
 }
 
@@ -801,7 +801,7 @@ absl::Status ConvertToFloat32(const TensorInfo& info, const std::byte* data, flo
   std::optional<uint64_t> bytes = ByteCount(info.shape, info.dtype);
   if (!bytes.has_value() || *bytes != info.end - info.begin) {
     return ErrorWithReason(
-        absl::StatusCode::kInvalidArgument, "INVALID_MODEL_FILE",
+        absl::StatusCode::kInvalidArgument, ErrorReason::kInvalidModelFile,
         absl::StrCat("tensor '", Printable(info.name), "': data_offsets do not match its shape"));
   }
   const size_t count = static_cast<size_t>(*bytes / DTypeSize(info.dtype));
@@ -823,7 +823,7 @@ absl::Status ConvertToFloat32(const TensorInfo& info, const std::byte* data, flo
       return absl::OkStatus();
     default:
       return ErrorWithReason(
-          absl::StatusCode::kInvalidArgument, "INVALID_MODEL_FILE",
+          absl::StatusCode::kInvalidArgument, ErrorReason::kInvalidModelFile,
           absl::StrCat("tensor '", Printable(info.name), "': dtype ", DTypeName(info.dtype),
                        " is not a float type "
                        "(allowed F32, F16, BF16, F64)"));

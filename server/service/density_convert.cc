@@ -16,7 +16,7 @@ absl::StatusOr<density::Routing> RoutingFromProto(const v1::RoutingModel& model)
       return density::MakeScheduledRouting(model.depth(), {alphas.begin(), alphas.end()});
     }
     default:
-      return InvalidArgumentError({"INVALID_ALPHA", "model.alpha", "not set",
+      return InvalidArgumentError({ErrorReason::kInvalidAlpha, "model.alpha", "not set",
                                    "alpha in [0, 1] or alpha_schedule"});
   }
 }
@@ -70,7 +70,7 @@ absl::StatusOr<std::vector<density::Model>> ModelsFromProto(
     } else if (models[i] == v1::INCOHERENT) {
       result.push_back(density::Model::kIncoherent);
     } else {
-      return InvalidArgumentError({"INVALID_ARGUMENT", absl::StrCat(field, "[", i, "]"),
+      return InvalidArgumentError({ErrorReason::kInvalidArgument, absl::StrCat(field, "[", i, "]"),
                                    std::to_string(models[i]), "COHERENT (1) or INCOHERENT (2)"});
     }
   }
@@ -85,7 +85,7 @@ absl::StatusOr<density::FitOptions> FitOptionsFromProto(const v1::FitProfileRequ
     case v1::NORM: options.quantity = density::Quantity::kNorm; break;
     case v1::WEIGHT: options.quantity = density::Quantity::kWeight; break;
     default:
-      return InvalidArgumentError({"INVALID_ARGUMENT", "quantity",
+      return InvalidArgumentError({ErrorReason::kInvalidArgument, "quantity",
                                    std::to_string(request.quantity()),
                                    "SQUARED_NORM, NORM or WEIGHT"});
   }

@@ -29,7 +29,7 @@ absl::StatusOr<ContinuumWanted> WantedQuantities(const v1::EvaluateContinuumRequ
       case v1::CDF: wanted.cdf = true; break;
       case v1::CCDF: wanted.ccdf = true; break;
       default:
-        return InvalidArgumentError({"INVALID_ARGUMENT", absl::StrCat("quantities[", i, "]"),
+        return InvalidArgumentError({ErrorReason::kInvalidArgument, absl::StrCat("quantities[", i, "]"),
                                      std::to_string(request.quantities(i)),
                                      "DENSITY, LOG_DENSITY, CDF or CCDF"});
     }
@@ -39,7 +39,7 @@ absl::StatusOr<ContinuumWanted> WantedQuantities(const v1::EvaluateContinuumRequ
 
 absl::StatusOr<std::vector<double>> GridPoints(const v1::Grid& grid, uint64_t max_points) {
   if (grid.count() == 0) {
-    return InvalidArgumentError({"EMPTY_REQUEST", "grid.count", "0", "1..1000000"});
+    return InvalidArgumentError({ErrorReason::kEmptyRequest, "grid.count", "0", "1..1000000"});
   }
   if (grid.count() > max_points) {
     return TooLargeError("grid.count", std::to_string(grid.count()), absl::StrCat("1..", max_points));
@@ -47,7 +47,7 @@ absl::StatusOr<std::vector<double>> GridPoints(const v1::Grid& grid, uint64_t ma
   if (auto status = density::CheckPoint(grid.start(), "grid.start"); !status.ok()) return status;
   if (auto status = density::CheckPoint(grid.stop(), "grid.stop"); !status.ok()) return status;
   if (grid.start() > grid.stop()) {
-    return InvalidArgumentError({"INVALID_POINT", "grid.stop", FormatValue(grid.stop()),
+    return InvalidArgumentError({ErrorReason::kInvalidPoint, "grid.stop", FormatValue(grid.stop()),
                                  absl::StrCat("[grid.start = ", FormatValue(grid.start()), ", 1]")});
   }
   std::vector<double> x(grid.count());
@@ -68,7 +68,7 @@ absl::StatusOr<std::vector<double>> ContinuumPoints(const v1::EvaluateContinuumR
   if (request.has_grid()) return GridPoints(request.grid(), max_points);
   const auto& given = request.point_list().x();
   if (given.empty()) {
-    return InvalidArgumentError({"EMPTY_REQUEST", "point_list.x", "no points",
+    return InvalidArgumentError({ErrorReason::kEmptyRequest, "point_list.x", "no points",
                                  "1..1000000 points, or a grid"});
   }
   if (static_cast<uint64_t>(given.size()) > max_points) {
@@ -86,7 +86,7 @@ absl::StatusOr<std::vector<double>> ContinuumPoints(const v1::EvaluateContinuumR
 
 absl::Status CheckLength(uint64_t length, const DensityLimits& limits, const std::string& field) {
   if (length == 0) {
-    return InvalidArgumentError({"INVALID_LENGTH", field, "0",
+    return InvalidArgumentError({ErrorReason::kInvalidLength, field, "0",
                                  absl::StrCat("1..", limits.max_discrete_length)});
   }
   if (length > limits.max_discrete_length) {
@@ -111,7 +111,7 @@ absl::StatusOr<std::vector<uint64_t>> SelectedPositions(const v1::EvaluateDiscre
     const auto& given = request.positions().position();
     for (int i = 0; i < given.size(); ++i) {
       if (given[i] < 1 || given[i] > length) {
-        return InvalidArgumentError({"INVALID_POSITION", absl::StrCat("positions.position[", i, "]"),
+        return InvalidArgumentError({ErrorReason::kInvalidPosition, absl::StrCat("positions.position[", i, "]"),
                                      std::to_string(given[i]), absl::StrCat("1..", length)});
       }
     }
@@ -123,7 +123,7 @@ absl::StatusOr<std::vector<uint64_t>> SelectedPositions(const v1::EvaluateDiscre
   const uint64_t step = stride.step() == 0 ? 1 : stride.step();
   if (start > length || stop > length || start > stop) {
     return InvalidArgumentError(
-        {"INVALID_POSITION", "stride", absl::StrCat("start ", start, ", stop ", stop),
+        {ErrorReason::kInvalidPosition, "stride", absl::StrCat("start ", start, ", stop ", stop),
          absl::StrCat("1 <= start <= stop <= L = ", length)});
   }
   for (uint64_t j = start; j <= stop; j += step) positions.push_back(j);
@@ -219,7 +219,7 @@ absl::Status HandleSummarizeProfile(const v1::SummarizeProfileRequest& request,
   if (request.has_measured()) {
     const auto& values = request.measured().values();
     if (values.empty()) {
-      return InvalidArgumentError({"EMPTY_REQUEST", "measured.values", "no values",
+      return InvalidArgumentError({ErrorReason::kEmptyRequest, "measured.values", "no values",
                                    absl::StrCat("1..", limits.max_discrete_length, " values")});
     }
     if (auto status = CheckLength(values.size(), limits, "measured.values"); !status.ok()) return status;
@@ -235,7 +235,7 @@ absl::Status HandleSummarizeProfile(const v1::SummarizeProfileRequest& request,
     return absl::OkStatus();
   }
   if (!request.has_theory()) {
-    return InvalidArgumentError({"EMPTY_REQUEST", "source", "not set", "theory or measured"});
+    return InvalidArgumentError({ErrorReason::kEmptyRequest, "source", "not set", "theory or measured"});
   }
   const auto& theory = request.theory();
   auto routing = RoutingFromProto(theory.model());

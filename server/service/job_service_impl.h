@@ -5,26 +5,21 @@
 #include <atomic>
 
 #include "posbias/v1/job_service.grpc.pb.h"
+#include "server/admission/job_admission.h"
 #include "server/jobs/job_store.h"
 #include "server/jobs/worker_pool.h"
 #include "server/metrics/metrics.h"
-#include "server/registry/model_registry.h"
+#include "server/registry/model_catalog.h"
 
 namespace posbias::service {
 
-struct JobLimits {
-  int64_t max_queued = 1000;          // Jobs waiting in QUEUED.
-  int64_t max_sequence_length = 131072;
-  int64_t max_samples = 65536;
-  int64_t max_probes = 4096;
-  bool cuda_available = false;        // Whether a CUDA worker exists.
-};
+using admission::JobLimits;
 
 class JobServiceImpl final : public v1::JobService::Service {
  public:
-  JobServiceImpl(jobs::JobStore* store, registry::ModelRegistry* registry, jobs::WorkerPool* pool,
+  JobServiceImpl(jobs::JobStore* store, registry::ModelCatalog* catalog, jobs::WorkerPool* pool,
                  JobLimits limits, metrics::Metrics* metrics)
-      : store_(store), registry_(registry), pool_(pool), limits_(limits), metrics_(metrics) {}
+      : store_(store), catalog_(catalog), pool_(pool), limits_(limits), metrics_(metrics) {}
 
   // Stops open WatchJob streams (server shutdown).
   void Shutdown() { shutting_down_ = true; }
@@ -44,14 +39,11 @@ class JobServiceImpl final : public v1::JobService::Service {
   uint32_t QueuePosition(const jobs::JobRecord& job);
 
   jobs::JobStore* store_;
-  registry::ModelRegistry* registry_;
+  registry::ModelCatalog* catalog_;
   jobs::WorkerPool* pool_;
   JobLimits limits_;
   metrics::Metrics* metrics_;
   std::atomic<bool> shutting_down_{false};
 };
-
-// Job record -> public Job message.
-void JobToProto(const jobs::JobRecord& job, v1::Job* out);
 
 }  // namespace posbias::service

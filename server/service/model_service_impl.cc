@@ -7,6 +7,7 @@
 #include <google/protobuf/util/time_util.h>
 
 #include "absl/strings/str_cat.h"
+#include "server/registry/sha256.h"
 #include "server/service/rpc_scope.h"
 #include "server/status/error.h"
 
@@ -70,25 +71,25 @@ models::Ablations AblationsFromProto(const v1::ModelAblations& a) {
   return ablations;
 }
 
-absl::StatusOr<v1::Model> Register(registry::ModelRegistry& registry, const v1::RegisterModelRequest& request) {
+absl::StatusOr<v1::Model> Register(registry::ModelCatalog& catalog, const v1::RegisterModelRequest& request) {
   registry::ModelSource source;
   if (request.has_preset()) {
-    source.kind = "preset";
+    source.kind = registry::SourceKind::kPreset;
     source.preset = request.preset().preset();
     source.overrides = OverridesFromProto(request.preset().overrides());
     source.seed = request.preset().has_init_seed() ? request.preset().init_seed() : 0;
   } else if (request.has_checkpoint()) {
-    source.kind = "checkpoint";
+    source.kind = registry::SourceKind::kCheckpoint;
     source.path = request.checkpoint().path();
   } else if (request.has_torchscript()) {
-    source.kind = "torchscript";
+    source.kind = registry::SourceKind::kTorchScript;
     source.path = request.torchscript().path();
     source.width = request.torchscript().shape().hidden_size();
   } else {
-    return InvalidArgumentError({"INVALID_ARGUMENT", "source", "not set", "preset, checkpoint or torchscript"});
+    return InvalidArgumentError({ErrorReason::kInvalidArgument, "source", "not set", "preset, checkpoint or torchscript"});
   }
   source.ablations = AblationsFromProto(request.ablations());
-  auto entry = registry.Register(request.name(), source, {request.labels().begin(), request.labels().end()},
+  auto entry = catalog.Register(request.name(), source, {request.labels().begin(), request.labels().end()},
                                  request.request_id());
   if (!entry.ok()) return entry.status();
   v1::Model model;
@@ -110,13 +111,13 @@ void ModelToProto(const registry::ModelEntry& entry, int64_t active_jobs, v1::Mo
   out->set_name(entry.name);
   out->set_family(FamilyToProto(entry.config.family));
   ConfigToProto(entry.config, out->mutable_config());
-  if (entry.source.kind == "preset") {
+  if (entry.source.kind == registry::SourceKind::kPreset) {
     out->mutable_source()->mutable_preset()->set_preset(entry.source.preset);
     out->mutable_source()->mutable_preset()->set_init_seed(entry.source.seed);
     out->mutable_source()->mutable_preset()->set_init_recipe(entry.init_recipe);
-  } else if (entry.source.kind == "checkpoint") {
+  } else if (entry.source.kind == registry::SourceKind::kCheckpoint) {
     out->mutable_source()->mutable_checkpoint()->set_path(entry.source.path);
-  } else if (entry.source.kind == "torchscript") {
+  } else if (entry.source.kind == registry::SourceKind::kTorchScript) {
     out->mutable_source()->mutable_torchscript()->set_path(entry.source.path);
   }
   out->mutable_init()->set_name(entry.init_recipe);
@@ -143,7 +144,7 @@ void ModelToProto(const registry::ModelEntry& entry, int64_t active_jobs, v1::Mo
 grpc::Status ModelServiceImpl::RegisterModel(grpc::ServerContext* context, const v1::RegisterModelRequest* request,
                                              v1::Model* response) {
   RpcScope scope(metrics_, std::string(kPrefix) + "RegisterModel");
-  auto model = Register(*registry_, *request);
+  auto model = Register(*catalog_, *request);
   if (model.ok()) *response = *model;
   return scope.Finish(model.status(), context);
 }
@@ -153,11 +154,11 @@ grpc::Status ModelServiceImpl::UploadModel(grpc::ServerContext* context,
   RpcScope scope(metrics_, std::string(kPrefix) + "UploadModel");
   v1::UploadModelRequest message;
   if (!reader->Read(&message) || !message.has_metadata()) {
-    return scope.Finish(InvalidArgumentError({"EMPTY_REQUEST", "metadata", "missing", "a first message with metadata"}), context);
+    return scope.Finish(InvalidArgumentError({ErrorReason::kEmptyRequest, "metadata", "missing", "a first message with metadata"}), context);
   }
   const v1::UploadModelMetadata metadata = message.metadata();
   if (auto status = registry::CheckModelName(metadata.name()); !status.ok()) return scope.Finish(status, context);
-  const std::string staged = absl::StrCat(registry_->uploads_dir(), "/.staging-", metadata.name(), "-", std::random_device{}());
+  const std::string staged = absl::StrCat(catalog_->uploads_dir(), "/.staging-", metadata.name(), "-", std::random_device{}());
   std::ofstream out(staged, std::ios::binary | std::ios::trunc);
   registry::Sha256 sha;
   uint64_t received = 0;
@@ -172,17 +173,17 @@ grpc::Status ModelServiceImpl::UploadModel(grpc::ServerContext* context,
   const std::string digest = sha.HexDigest();
   absl::Status status;
   if (metadata.total_bytes() > 0 && received != metadata.total_bytes()) {
-    status = InvalidArgumentError({"INVALID_ARGUMENT", "total_bytes", std::to_string(metadata.total_bytes()),
+    status = InvalidArgumentError({ErrorReason::kInvalidArgument, "total_bytes", std::to_string(metadata.total_bytes()),
                                    absl::StrCat("the bytes sent (", received, ")")});
   } else if (!metadata.sha256().empty() && metadata.sha256() != digest) {
-    status = ErrorWithReason(absl::StatusCode::kInvalidArgument, "CHECKSUM_MISMATCH",
+    status = ErrorWithReason(absl::StatusCode::kInvalidArgument, ErrorReason::kChecksumMismatch,
                              absl::StrCat("uploaded bytes have SHA-256 ", digest, ", the client announced ", metadata.sha256()));
   }
   if (!status.ok()) {
     std::filesystem::remove(staged);
     return scope.Finish(status, context);
   }
-  auto entry = registry_->RegisterUpload(metadata.name(), staged, metadata.config_json(),
+  auto entry = catalog_->RegisterUpload(metadata.name(), staged, metadata.config_json(),
                                          {metadata.labels().begin(), metadata.labels().end()}, metadata.request_id());
   std::error_code ignored;
   std::filesystem::remove(staged, ignored);
@@ -192,7 +193,7 @@ grpc::Status ModelServiceImpl::UploadModel(grpc::ServerContext* context,
 
 grpc::Status ModelServiceImpl::GetModel(grpc::ServerContext* context, const v1::GetModelRequest* request, v1::Model* response) {
   RpcScope scope(metrics_, std::string(kPrefix) + "GetModel");
-  auto entry = registry_->Get(request->name());
+  auto entry = catalog_->Get(request->name());
   if (entry.ok()) ModelToProto(*entry, active_jobs_(entry->name), response);
   return scope.Finish(entry.status(), context);
 }
@@ -202,7 +203,7 @@ grpc::Status ModelServiceImpl::ListModels(grpc::ServerContext* context, const v1
   RpcScope scope(metrics_, std::string(kPrefix) + "ListModels");
   const uint32_t page_size = request->page_size() == 0 ? 50 : std::min<uint32_t>(request->page_size(), 1000);
   std::vector<registry::ModelEntry> matching;
-  for (const auto& entry : registry_->List()) {  // Sorted by name.
+  for (const auto& entry : catalog_->List()) {  // Sorted by name.
     if (request->family() != v1::MODEL_FAMILY_UNSPECIFIED && FamilyToProto(entry.config.family) != request->family()) continue;
     if (!MatchesSelector(entry.labels, request->label_selector())) continue;
     if (!request->page_token().empty() && entry.name <= request->page_token()) continue;
@@ -218,14 +219,14 @@ grpc::Status ModelServiceImpl::ListModels(grpc::ServerContext* context, const v1
 grpc::Status ModelServiceImpl::DeleteModel(grpc::ServerContext* context, const v1::DeleteModelRequest* request,
                                            v1::DeleteModelResponse*) {
   RpcScope scope(metrics_, std::string(kPrefix) + "DeleteModel");
-  return scope.Finish(registry_->Delete(request->name(), request->force(), active_jobs_(request->name())), context);
+  return scope.Finish(catalog_->Delete(request->name(), request->force(), active_jobs_(request->name())), context);
 }
 
 grpc::Status ModelServiceImpl::ExportModel(grpc::ServerContext* context, const v1::ExportModelRequest* request,
                                            grpc::ServerWriter<v1::ExportModelResponse>* writer) {
   RpcScope scope(metrics_, std::string(kPrefix) + "ExportModel");
-  const std::string path = absl::StrCat(registry_->uploads_dir(), "/.export-", request->name(), "-", std::random_device{}());
-  absl::Status status = registry_->Export(request->name(), path);
+  const std::string path = absl::StrCat(catalog_->uploads_dir(), "/.export-", request->name(), "-", std::random_device{}());
+  absl::Status status = catalog_->Export(request->name(), path);
   if (status.ok()) {
     auto sha = registry::Sha256OfFile(path);
     v1::ExportModelResponse header;
@@ -233,7 +234,7 @@ grpc::Status ModelServiceImpl::ExportModel(grpc::ServerContext* context, const v
     header.mutable_header()->set_total_bytes(std::filesystem::file_size(path));
     header.mutable_header()->set_sha256(sha.value_or(""));
     header.mutable_header()->set_file_name(request->name() + ".safetensors");
-    auto entry = registry_->Get(request->name());
+    auto entry = catalog_->Get(request->name());
     if (entry.ok()) header.mutable_header()->set_config_json(models::ConfigToHuggingFaceJson(entry->config));
     writer->Write(header);
     std::ifstream in(path, std::ios::binary);

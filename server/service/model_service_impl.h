@@ -6,16 +6,16 @@
 
 #include "posbias/v1/model_service.grpc.pb.h"
 #include "server/metrics/metrics.h"
-#include "server/registry/model_registry.h"
+#include "server/registry/model_catalog.h"
 
 namespace posbias::service {
 
 class ModelServiceImpl final : public v1::ModelService::Service {
  public:
   // `active_jobs(name)` counts the queued and running jobs using a model.
-  ModelServiceImpl(registry::ModelRegistry* registry, std::function<int64_t(const std::string&)> active_jobs,
+  ModelServiceImpl(registry::ModelCatalog* catalog, std::function<int64_t(const std::string&)> active_jobs,
                    metrics::Metrics* metrics)
-      : registry_(registry), active_jobs_(std::move(active_jobs)), metrics_(metrics) {}
+      : catalog_(catalog), active_jobs_(std::move(active_jobs)), metrics_(metrics) {}
 
   grpc::Status RegisterModel(grpc::ServerContext*, const v1::RegisterModelRequest*, v1::Model*) override;
   grpc::Status UploadModel(grpc::ServerContext*, grpc::ServerReader<v1::UploadModelRequest>*, v1::Model*) override;
@@ -27,7 +27,7 @@ class ModelServiceImpl final : public v1::ModelService::Service {
   grpc::Status ListPresets(grpc::ServerContext*, const v1::ListPresetsRequest*, v1::ListPresetsResponse*) override;
 
  private:
-  registry::ModelRegistry* registry_;
+  registry::ModelCatalog* catalog_;
   std::function<int64_t(const std::string&)> active_jobs_;
   metrics::Metrics* metrics_;
 };

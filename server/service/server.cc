@@ -3,8 +3,6 @@
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/health_check_service_interface.h>
 
-#include <torch/cuda.h>
-
 #include <unistd.h>
 
 #include <algorithm>
@@ -47,7 +45,7 @@ Server::~Server() {
   if (server_ && !shut_down_) Shutdown(std::chrono::milliseconds(0));
 }
 
-absl::Status Server::Start() {
+absl::Status Server::OpenStore() {
   std::error_code error;
   std::filesystem::create_directories(options_.data_dir, error);
   auto store = jobs::OpenJobStore(options_.job_store, (std::filesystem::path(options_.data_dir) / "jobs.sqlite").string(),
@@ -61,36 +59,21 @@ absl::Status Server::Start() {
   }
   auto recovered = store_->RecoverAfterRestart();
   if (recovered.ok() && *recovered > 0) spdlog::info("re-queued {} jobs interrupted by the previous run", *recovered);
-  if (options_.worker_name.empty()) options_.worker_name = DefaultWorkerName();
-  const bool runs_jobs = options_.role != Role::kApi;
-  const bool serves_api = options_.role != Role::kWorker;
-  (void)store_->PurgeFinishedBefore(jobs::SystemClock()() - static_cast<int64_t>(options_.retention_hours * 3.6e6));
-  registry::ModelRegistry::Options registry_options{options_.model_root, options_.data_dir, options_.cache_budget_bytes, {}};
-  if (metrics_ != nullptr) registry_options.on_load = [this](double seconds) { metrics_->ModelLoaded(seconds); };
-  auto registry = registry::ModelRegistry::Open(registry_options);
-  if (!registry.ok()) return registry.status();
-  registry_ = std::move(*registry);
-  runner_ = std::make_unique<runners::JacobianRunner>(registry_.get(), runners::JacobianRunner::Options{options_.cpu_threads});
+  return absl::OkStatus();
+}
+
+void Server::StartWorkers(bool runs_jobs) {
   jobs::WorkerPool::Options pool_options;
   // With a shared store a worker's name says which process holds a job ("host-pid/cpu-0").
   const std::string prefix = store_->lease_ms() > 0 ? absl::StrCat(options_.worker_name, "/") : "";
-  const int cuda_devices = torch::cuda::is_available() ? static_cast<int>(torch::cuda::device_count()) : 0;
-  if (runs_jobs) {
-    if (options_.cpu_worker) pool_options.workers.push_back({prefix + "cpu-0", "cpu", "cpu"});
-    for (int d = 0; d < cuda_devices; ++d) {
-      pool_options.workers.push_back({absl::StrCat(prefix, "cuda-", d), "cuda", absl::StrCat("cuda:", d)});
-    }
-  }
+  if (runs_jobs) pool_options.workers = runners::WorkerDevices(prefix, options_.cpu_worker);
   // Shared store: idle workers wake on NOTIFY; the poll only backs up a lost notification.
   if (store_->lease_ms() > 0) pool_options.idle_poll_ms = 5000;
-  // With a shared store the workers are other processes: a CUDA (or float16, or larger-than-this-
-  // host) job is accepted and waits until a worker with a CUDA device claims it.
-  options_.job_limits.cuda_available = cuda_devices > 0 || store_->lease_ms() > 0;
   jobs::WorkerObserver observer;
   if (metrics_ != nullptr) {
     observer.started = [this](double wait) { metrics_->JobStarted(wait); };
     observer.finished = [this](const jobs::JobRecord&, const std::string& outcome, double seconds) {
-      metrics_->JobFinished(outcome, seconds, static_cast<double>(runner_->last_vjp_count()));
+      metrics_->JobFinished(outcome, seconds, static_cast<double>(runtime_->last_vjp_count()));
     };
     metrics_->SetQueueDepthSource([this] {
       std::map<std::string, int64_t> depth;
@@ -104,11 +87,10 @@ absl::Status Server::Start() {
       return depth;
     });
   }
-  pool_ = std::make_unique<jobs::WorkerPool>(store_.get(), runner_.get(), pool_options, observer);
-  auto active_jobs = [this](const std::string& model) { return store_->CountActiveForModel(model).value_or(0); };
-  model_service_ = std::make_unique<ModelServiceImpl>(registry_.get(), active_jobs, metrics_);
-  job_service_ = std::make_unique<JobServiceImpl>(store_.get(), registry_.get(), pool_.get(), options_.job_limits, metrics_);
+  pool_ = std::make_unique<jobs::WorkerPool>(store_.get(), runtime_->runner(catalog_.get()), pool_options, observer);
+}
 
+absl::Status Server::StartRpcServer(bool serves_api) {
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
@@ -135,48 +117,54 @@ absl::Status Server::Start() {
   auto* health = server_->GetHealthCheckService();
   health->SetServingStatus("", true);
   if (serves_api) {
-    health->SetServingStatus(kDensityServiceName, true);
-    health->SetServingStatus(kModelServiceName, true);
-    health->SetServingStatus(kJobServiceName, true);
-  }
-  if (runs_jobs) pool_->Start();
-  // Every replica reaps expired leases (cheap: one indexed UPDATE), so jobs of a lost worker come
-  // back within about 1.5 leases even when only API replicas are left.
-  housekeeping_thread_ = std::thread([this] {
-    const auto tick = store_->lease_ms() > 0 ? std::chrono::milliseconds(std::max<int64_t>(1, store_->lease_ms() / 2))
-                                             : std::chrono::milliseconds(std::chrono::hours(1));
-    auto next_purge = std::chrono::steady_clock::now() + std::chrono::hours(1);
-    std::unique_lock lock(housekeeping_mutex_);
-    while (!housekeeping_wake_.wait_for(lock, tick, [this] { return shut_down_; })) {
-      lock.unlock();
-      if (store_->lease_ms() > 0) {
-        if (auto reaped = store_->ReapExpiredLeases(); reaped.ok() && *reaped > 0) {
-          spdlog::warn("re-queued {} jobs whose worker lost its lease", *reaped);
-        }
-      }
-      if (std::chrono::steady_clock::now() >= next_purge) {
-        next_purge = std::chrono::steady_clock::now() + std::chrono::hours(1);
-        (void)store_->PurgeFinishedBefore(jobs::SystemClock()() - static_cast<int64_t>(options_.retention_hours * 3.6e6));
-      }
-      lock.lock();
+    for (const char* service : {kDensityServiceName, kModelServiceName, kJobServiceName}) {
+      health->SetServingStatus(service, true);
     }
-  });
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Server::Start() {
+  if (auto status = OpenStore(); !status.ok()) return status;
+  if (options_.worker_name.empty()) options_.worker_name = DefaultWorkerName();
+  const bool runs_jobs = options_.role != Role::kApi;
+  const bool serves_api = options_.role != Role::kWorker;
+  jobs::Housekeeper::Options housekeeping;
+  housekeeping.retention_hours = options_.retention_hours;
+  housekeeping.on_reaped = [](int64_t reaped) { spdlog::warn("re-queued {} jobs whose worker lost its lease", reaped); };
+  housekeeper_ = std::make_unique<jobs::Housekeeper>(store_.get(), housekeeping);
+  housekeeper_->Round();  // Purges what passed its retention while the server was down.
+
+  runners::Runtime::Options runtime_options;
+  runtime_options.model_cache_bytes = options_.cache_budget_bytes;
+  runtime_options.cpu_threads = options_.cpu_threads;
+  if (metrics_ != nullptr) runtime_options.on_model_load = [this](double seconds) { metrics_->ModelLoaded(seconds); };
+  runtime_ = runners::Runtime::Create(runtime_options);
+  auto catalog = registry::ModelCatalog::Open({options_.model_root, options_.data_dir}, runtime_->loader());
+  if (!catalog.ok()) return catalog.status();
+  catalog_ = std::move(*catalog);
+  StartWorkers(runs_jobs);
+  // With a shared store the workers are other processes: a CUDA (or float16, or larger-than-this-
+  // host) job is accepted and waits until a worker with a CUDA device claims it.
+  options_.job_limits.cuda_available = runners::CudaDeviceCount() > 0 || store_->lease_ms() > 0;
+  auto active_jobs = [this](const std::string& model) { return store_->CountActiveForModel(model).value_or(0); };
+  model_service_ = std::make_unique<ModelServiceImpl>(catalog_.get(), active_jobs, metrics_);
+  job_service_ = std::make_unique<JobServiceImpl>(store_.get(), catalog_.get(), pool_.get(), options_.job_limits, metrics_);
+  if (auto status = StartRpcServer(serves_api); !status.ok()) return status;
+  if (runs_jobs) pool_->Start();
+  housekeeper_->Start();
   return absl::OkStatus();
 }
 
 void Server::Shutdown(std::chrono::milliseconds drain) {
   if (!server_ || shut_down_) return;
-  {
-    std::lock_guard lock(housekeeping_mutex_);
-    shut_down_ = true;
-  }
-  housekeeping_wake_.notify_all();
+  shut_down_ = true;
+  housekeeper_->Stop();
   server_->GetHealthCheckService()->Shutdown();
   job_service_->Shutdown();  // Open watch streams end; new submissions are refused.
   server_->Shutdown(std::chrono::system_clock::now() + drain);
   server_->Wait();
   pool_->Stop();  // Running jobs stop at their next chunk and go back to the queue.
-  if (housekeeping_thread_.joinable()) housekeeping_thread_.join();
 }
 
 void Server::Wait() {

@@ -12,11 +12,13 @@
 #include <grpcpp/grpcpp.h>
 
 #include "absl/status/status.h"
-#include "server/metrics/metrics.h"
+#include "server/admission/job_admission.h"
+#include "server/jobs/housekeeper.h"
 #include "server/jobs/job_store.h"
 #include "server/jobs/worker_pool.h"
-#include "server/registry/model_registry.h"
-#include "server/runners/jacobian_runner.h"
+#include "server/metrics/metrics.h"
+#include "server/registry/model_catalog.h"
+#include "server/runners/runtime.h"
 #include "server/service/density_service_impl.h"
 #include "server/service/job_service_impl.h"
 #include "server/service/model_service_impl.h"
@@ -54,7 +56,7 @@ class Server {
     bool cpu_worker = true;            // Run jobs on the CPU (besides any CUDA devices).
     int64_t cache_budget_bytes = int64_t{8} << 30;
     double retention_hours = 24 * 7;   // Finished jobs are deleted after this.
-    JobLimits job_limits;
+    admission::JobLimits job_limits;
   };
 
   Server(Options options, metrics::Metrics* metrics);
@@ -73,17 +75,20 @@ class Server {
   Options options_;
   metrics::Metrics* metrics_;
   DensityServiceImpl density_service_;
+  // Opens the job store and checks it fits the role.
+  absl::Status OpenStore();
+  // The workers and their metrics (role api: none run).
+  void StartWorkers(bool runs_jobs);
+  absl::Status StartRpcServer(bool serves_api);
+
   std::unique_ptr<jobs::JobStore> store_;
-  std::unique_ptr<registry::ModelRegistry> registry_;
-  std::unique_ptr<runners::JacobianRunner> runner_;
+  std::unique_ptr<runners::Runtime> runtime_;  // Torch-side: the model cache and the runner.
+  std::unique_ptr<registry::ModelCatalog> catalog_;
   std::unique_ptr<jobs::WorkerPool> pool_;
+  std::unique_ptr<jobs::Housekeeper> housekeeper_;
   std::unique_ptr<ModelServiceImpl> model_service_;
   std::unique_ptr<JobServiceImpl> job_service_;
   std::unique_ptr<grpc::Server> server_;
-  // Housekeeping: reaps expired leases (shared store) and deletes finished jobs past retention.
-  std::thread housekeeping_thread_;
-  std::mutex housekeeping_mutex_;
-  std::condition_variable housekeeping_wake_;
   int port_ = 0;
   bool shut_down_ = false;
 };

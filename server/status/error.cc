@@ -14,9 +14,9 @@ constexpr char kFieldUrl[] = "type.posbias.dev/field";
 constexpr char kValueUrl[] = "type.posbias.dev/value";
 constexpr char kAllowedUrl[] = "type.posbias.dev/allowed";
 
-absl::Status WithPayloads(absl::Status status, const std::string& reason, const std::string& field,
+absl::Status WithPayloads(absl::Status status, ErrorReason reason, const std::string& field,
                           const std::string& value, const std::string& allowed) {
-  status.SetPayload(kReasonUrl, absl::Cord(reason));
+  status.SetPayload(kReasonUrl, absl::Cord(std::string(ErrorReasonName(reason))));
   if (!field.empty()) status.SetPayload(kFieldUrl, absl::Cord(field));
   if (!value.empty()) status.SetPayload(kValueUrl, absl::Cord(value));
   if (!allowed.empty()) status.SetPayload(kAllowedUrl, absl::Cord(allowed));
@@ -41,10 +41,10 @@ absl::Status TooLargeError(const std::string& field, const std::string& value,
                            const std::string& allowed) {
   return WithPayloads(absl::ResourceExhaustedError(absl::StrCat(
                           field, " = ", value, " exceeds the server limit: allowed ", allowed)),
-                      "REQUEST_TOO_LARGE", field, value, allowed);
+                      ErrorReason::kRequestTooLarge, field, value, allowed);
 }
 
-absl::Status ErrorWithReason(absl::StatusCode code, const std::string& reason,
+absl::Status ErrorWithReason(absl::StatusCode code, ErrorReason reason,
                              const std::string& message) {
   return WithPayloads(absl::Status(code, message), reason, "", "", "");
 }

@@ -2,19 +2,20 @@
 //
 // Every room below the RPC layer reports failure as an absl::Status built here. Besides the code and
 // the human message, the status carries three payloads that service/status_mapping turns into the
-// public posbias.v1.ErrorDetail: the reason (an ErrorReason name such as "INVALID_DEPTH"), the field
+// public posbias.v1.ErrorDetail: the reason (an ErrorReason of error_reason.h), the field
 // at fault and the allowed range. Rooms never see the proto; they only name the reason.
 #pragma once
 
 #include <string>
 
 #include "absl/status/status.h"
+#include "server/status/error_reason.h"
 
 namespace posbias {
 
 // The parts of an argument error, in the words the message uses.
 struct FieldError {
-  std::string reason;   // ErrorReason name, e.g. "INVALID_ALPHA".
+  ErrorReason reason = ErrorReason::kInvalidArgument;
   std::string field;    // Request field, e.g. "alpha_schedule.alpha[3]".
   std::string value;    // The offending value, printed.
   std::string allowed;  // The allowed range, e.g. "[0, 1]".
@@ -28,10 +29,10 @@ absl::Status TooLargeError(const std::string& field, const std::string& value,
                            const std::string& allowed);
 
 // Any code with a reason and a free-form message.
-absl::Status ErrorWithReason(absl::StatusCode code, const std::string& reason,
+absl::Status ErrorWithReason(absl::StatusCode code, ErrorReason reason,
                              const std::string& message);
 
-// Accessors for the payloads; empty when absent.
+// Accessors for the payloads; empty when absent (the reason as its proto name).
 std::string ErrorReasonOf(const absl::Status& status);
 std::string ErrorFieldOf(const absl::Status& status);
 std::string ErrorValueOf(const absl::Status& status);

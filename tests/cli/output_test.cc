@@ -290,5 +290,52 @@ TEST(PrintResultAsJson, WritesNonFiniteValuesOfIntegerColumnsAsNull) {
   EXPECT_TRUE(json["position"][2].is_null()) << json["position"][2];
 }
 
+// ---------------------------------------------------------------- PrintObject, PrintList
+
+nlohmann::ordered_json Model() {
+  return {{"name", "tiny"}, {"layers", 2}, {"builtin", false}, {"error", nullptr}};
+}
+
+std::string PrintObjectText(const nlohmann::ordered_json& object, Format format) {
+  std::ostringstream out;
+  PrintObject(object, format, out);
+  return out.str();
+}
+
+std::string PrintListText(const nlohmann::ordered_json& items, Format format) {
+  std::ostringstream out;
+  PrintList(items, {"name", "layers"}, format, out);
+  return out.str();
+}
+
+TEST(PrintObject, PrintsOneKeyValueLinePerFieldWithStringsUnquoted) {
+  const std::string expected = "name: tiny\nlayers: 2\nbuiltin: false\nerror: null\n";
+  EXPECT_EQ(PrintObjectText(Model(), Format::kTable), expected);
+  EXPECT_EQ(PrintObjectText(Model(), Format::kCsv), expected);
+}
+
+TEST(PrintObject, PrintsIndentedJsonInFieldOrder) {
+  EXPECT_EQ(PrintObjectText(Model(), Format::kJson), Model().dump(2) + "\n");
+}
+
+TEST(PrintList, PrintsAHeaderAndOneLinePerItemOfTheChosenFields) {
+  const nlohmann::ordered_json items = {Model(), {{"name", "big"}, {"layers", 24}}};
+  EXPECT_EQ(PrintListText(items, Format::kTable), "name  layers\ntiny  2\nbig  24\n");
+  EXPECT_EQ(PrintListText(items, Format::kCsv), "name,layers\ntiny,2\nbig,24\n");
+  EXPECT_EQ(PrintListText(items, Format::kJson), items.dump(2) + "\n");
+}
+
+TEST(PrintList, PrintsOnlyTheHeaderOrAnEmptyArrayForNoItems) {
+  const auto none = nlohmann::ordered_json::array();
+  EXPECT_EQ(PrintListText(none, Format::kTable), "name  layers\n");
+  EXPECT_EQ(PrintListText(none, Format::kJson), "[]\n");
+}
+
+TEST(LowerEnum, DropsThePrefixAndLowersTheRest) {
+  EXPECT_EQ(LowerEnum("JOB_STATE_QUEUED", "JOB_STATE_"), "queued");
+  EXPECT_EQ(LowerEnum("MODEL_FAMILY_GPT2", "MODEL_FAMILY_"), "gpt2");
+  EXPECT_EQ(LowerEnum("OTHER_NAME", "JOB_STATE_"), "other_name");
+}
+
 }  // namespace
 }  // namespace posbias::cli

@@ -165,7 +165,7 @@ class JobStoreContract : public ::testing::TestWithParam<Backend> {
     JobRecord job;
     job.spec.model = model;
     job.spec.length = 64;
-    job.spec.device = device;
+    job.worker_kind = device;
     job.priority = priority;
     return job;
   }
@@ -184,7 +184,7 @@ class JobStoreContract : public ::testing::TestWithParam<Backend> {
     EXPECT_TRUE(claimed.ok()) << claimed.status();
     EXPECT_TRUE(claimed.ok() && claimed->has_value());
     if (!claimed.ok() || !claimed->has_value()) return JobRecord{};
-    EXPECT_EQ((*claimed)->spec.device, device);
+    EXPECT_EQ((*claimed)->worker_kind, device);
     return **claimed;
   }
 
@@ -223,7 +223,7 @@ class JobStoreContract : public ::testing::TestWithParam<Backend> {
 TEST_P(JobStoreContract, CreateAssignsAnIdAndGetReturnsEveryField) {
   JobRecord job = MakeJob("qwen2-small", 7, "cpu");
   job.spec.tokens = {{1, 2, 3}, {4, 5}};
-  job.spec.input = "given_tokens";
+  job.spec.input = JacobianInput::kGivenTokens;
   job.spec.seed = 18'000'000'000'000'000'000u;
   job.spec.embedding_std = 0.5;
   job.spec.keep_samples = true;
@@ -894,7 +894,7 @@ TEST(JobSpecJson, ASpecRoundTripsAndMissingMembersKeepTheirDefaults) {
   spec.length = 128;
   spec.tokens = {{7, 8}};
   spec.seed = ~uint64_t{0};
-  spec.method = "hutchinson";
+  spec.method = JacobianMethod::kHutchinson;
   spec.fit_effective_depth = true;
   ASSERT_OK_AND_ASSIGN(JacobianJobSpec back, SpecFromJson(SpecToJson(spec)));
   EXPECT_EQ(SpecToJson(back), SpecToJson(spec));
@@ -902,7 +902,7 @@ TEST(JobSpecJson, ASpecRoundTripsAndMissingMembersKeepTheirDefaults) {
 
   ASSERT_OK_AND_ASSIGN(back, SpecFromJson(nlohmann::json{{"model", "m"}}));
   EXPECT_EQ(back.samples, 16);
-  EXPECT_EQ(back.dtype, "float32");
+  EXPECT_EQ(back.dtype, ComputeDtype::kFloat32);
   EXPECT_EQ(back.probes, 64);
 }
 

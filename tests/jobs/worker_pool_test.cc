@@ -66,7 +66,7 @@ class FaultyStore final : public JobStore {
   absl::StatusOr<int64_t> PurgeFinishedBefore(int64_t cutoff) override { return real_->PurgeFinishedBefore(cutoff); }
   absl::Status RenewLease(const std::string& id, int32_t attempt) override {
     ++renewals;
-    if (refuse_renewals) return ErrorWithReason(absl::StatusCode::kAborted, "INTERNAL_ERROR", "superseded");
+    if (refuse_renewals) return ErrorWithReason(absl::StatusCode::kAborted, ErrorReason::kInternalError, "superseded");
     return real_->RenewLease(id, attempt);
   }
   absl::StatusOr<int64_t> ReapExpiredLeases() override { return real_->ReapExpiredLeases(); }

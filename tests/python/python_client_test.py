@@ -117,7 +117,7 @@ def bits(value):
 
 
 def summary_dict(summary):
-    """A ProfileSummary the way the CLI prints it (client/cli/commands.cc SummaryJson)."""
+    """A ProfileSummary the way the CLI prints it (client/cli/density_commands.cc SummaryJson)."""
     return {
         "length": summary.length, "total": summary.total, "first_weight": summary.first_weight,
         "last_weight": summary.last_weight, "floor_value": summary.floor_value,

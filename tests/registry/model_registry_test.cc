@@ -1,6 +1,7 @@
 // The model registry: paths stay under the model root, names and duplicates, persistence across
 // reopening, deletion rules, the loaded-model cache.
-#include "server/registry/model_registry.h"
+#include "server/registry/model_cache.h"
+#include "server/registry/model_catalog.h"
 
 #include <chrono>
 #include <filesystem>
@@ -17,6 +18,26 @@ namespace posbias::registry {
 namespace {
 namespace fs = std::filesystem;
 
+// One replica's registry as the server composes it: the catalog, with the torch-side cache as its
+// loader.
+struct Registry {
+  explicit Registry(int64_t cache_bytes) : cache({cache_bytes, nullptr}) {}
+  auto Register(const std::string& name, const ModelSource& source, const std::map<std::string, std::string>& labels,
+                const std::string& request_id) {
+    return catalog->Register(name, source, labels, request_id);
+  }
+  template <typename... Args> auto Get(Args&&... args) { return catalog->Get(std::forward<Args>(args)...); }
+  template <typename... Args> auto Delete(Args&&... args) { return catalog->Delete(std::forward<Args>(args)...); }
+  template <typename... Args> auto Export(Args&&... args) { return catalog->Export(std::forward<Args>(args)...); }
+  auto List() { return catalog->List(); }
+  auto ResolveUnderRoot(const std::string& path) const { return catalog->ResolveUnderRoot(path); }
+  auto Acquire(const std::string& name) { return cache.Acquire(*catalog, name); }
+  int64_t loads() const { return cache.loads(); }
+
+  ModelCache cache;
+  std::unique_ptr<ModelCatalog> catalog;
+};
+
 class RegistryTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -28,14 +49,16 @@ class RegistryTest : public ::testing::Test {
     fs::create_directories(base_ / "data");
   }
   void TearDown() override { fs::remove_all(base_); }
-  std::unique_ptr<ModelRegistry> Open(int64_t cache_bytes = int64_t{1} << 30) {
-    auto registry = ModelRegistry::Open({(base_ / "root").string(), (base_ / "data").string(), cache_bytes});
-    EXPECT_TRUE(registry.ok()) << registry.status();
-    return std::move(*registry);
+  std::unique_ptr<Registry> Open(int64_t cache_bytes = int64_t{1} << 30) {
+    auto registry = std::make_unique<Registry>(cache_bytes);
+    auto catalog = ModelCatalog::Open({(base_ / "root").string(), (base_ / "data").string()}, &registry->cache);
+    EXPECT_TRUE(catalog.ok()) << catalog.status();
+    if (catalog.ok()) registry->catalog = std::move(*catalog);
+    return registry;
   }
   static ModelSource TinyPreset(uint64_t seed = 1) {
     ModelSource source;
-    source.kind = "preset";
+    source.kind = SourceKind::kPreset;
     source.preset = "gpt2-tiny";
     source.seed = seed;
     return source;
@@ -115,7 +138,7 @@ TEST_F(RegistryTest, ReplicasSharingTheDataDirectorySeeEachOthersRegistrationsAn
 TEST_F(RegistryTest, ReplicasRegisteringAtTheSameTimeLoseNoRegistration) {
   auto first = Open(), second = Open();
   constexpr int kEach = 30;
-  auto register_many = [](ModelRegistry& registry, const std::string& prefix) {
+  auto register_many = [](Registry& registry, const std::string& prefix) {
     for (int i = 0; i < kEach; ++i) {
       EXPECT_TRUE(registry.Register(prefix + std::to_string(i), TinyPreset(i + 1), {}, "").ok());
     }
@@ -137,7 +160,7 @@ TEST_F(RegistryTest, ReplicasRegisteringOneNameAtTheSameTimeLetExactlyOneWin) {
   constexpr int kNames = 30;
   std::vector<int> wins(kNames, 0);
   std::mutex wins_mutex;
-  auto register_all = [&](ModelRegistry& registry, uint64_t seed) {
+  auto register_all = [&](Registry& registry, uint64_t seed) {
     for (int i = 0; i < kNames; ++i) {
       auto entry = registry.Register("same-" + std::to_string(i), TinyPreset(seed), {}, "");
       if (entry.ok()) {
@@ -194,7 +217,7 @@ TEST_F(RegistryTest, LoadsACheckpointDirectoryAndMarksABrokenOneFailed) {
   ASSERT_TRUE(models::ExportWeights(*source_model, (base_ / "root" / "ckpt" / "model.safetensors").string()).ok());
   std::ofstream(base_ / "root" / "ckpt" / "config.json") << models::ConfigToHuggingFaceJson(source_model->config());
   ModelSource checkpoint;
-  checkpoint.kind = "checkpoint";
+  checkpoint.kind = SourceKind::kCheckpoint;
   checkpoint.path = "ckpt";
   auto entry = registry->Register("from-disk", checkpoint, {}, "");
   ASSERT_TRUE(entry.ok()) << entry.status();

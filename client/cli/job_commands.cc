@@ -1,0 +1,403 @@
+#include "client/cli/job_commands.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <iomanip>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "client/cli/output.h"
+#include "client/cli/svg_plot.h"
+#include "nlohmann/json.hpp"
+
+namespace posbias::cli {
+namespace {
+
+nlohmann::ordered_json JobJson(const v1::Job& j) {
+  const auto& spec = j.spec().jacobian_norm();
+  nlohmann::ordered_json json = {
+      {"id", j.id()},
+      {"state", LowerEnum(v1::JobState_Name(j.state()), "JOB_STATE_")},
+      {"progress", j.progress().fraction()},
+      {"samples_done", j.progress().samples_done()},
+      {"samples_total", j.progress().samples_total()},
+      {"attempt", j.attempt()},
+      {"device", j.device()},
+      {"model", spec.model()},
+      {"length", spec.sequence_length()},
+      {"samples", spec.samples()},
+      {"method", LowerEnum(v1::JacobianMethod_Name(spec.method()), "JACOBIAN_METHOD_")},
+      {"probes", spec.probes()},
+      {"priority", j.spec().priority()},
+      {"request_id", j.request_id()},
+      {"labels", std::map<std::string, std::string>(j.labels().begin(), j.labels().end())}};
+  if (j.progress().has_estimated_seconds_remaining()) {
+    json["eta_seconds"] = j.progress().estimated_seconds_remaining();
+  }
+  if (j.has_error()) {
+    json["error"] = {{"reason", v1::ErrorReason_Name(j.error().reason())},
+                     {"message", j.error().message()}};
+  }
+  return json;
+}
+
+// A job, or the failed call's error.
+int PrintJob(const CliContext& context, const absl::StatusOr<v1::Job>& job) {
+  if (!job.ok()) return context.Fail(job.status());
+  PrintObject(JobJson(*job), context.format, context.out);
+  return 0;
+}
+
+// A progress line on stderr: "[#####.....]  42.0 %  samples 3/8  ETA 12 s".
+void DrawProgress(std::ostream& err, const v1::Job& job) {
+  const double fraction = std::clamp(job.progress().fraction(), 0.0, 1.0);
+  const int filled = static_cast<int>(std::round(fraction * 30));
+  err << "\r[" << std::string(filled, '#') << std::string(30 - filled, '.') << "] " << std::fixed
+      << std::setprecision(1) << 100 * fraction << " %  "
+      << LowerEnum(v1::JobState_Name(job.state()), "JOB_STATE_") << "  samples "
+      << job.progress().samples_done() << "/" << job.progress().samples_total();
+  if (job.progress().has_estimated_seconds_remaining()) {
+    err << "  ETA " << static_cast<int64_t>(job.progress().estimated_seconds_remaining()) << " s";
+  }
+  err << "    " << std::flush;
+}
+
+// Follows a job until it ends; returns the last state seen.
+absl::StatusOr<v1::Job> Watch(const CliContext& context, const std::string& id) {
+  v1::Job last;
+  v1::WatchJobRequest request;
+  request.set_id(id);
+  CallSettings settings;
+  settings.timeout = std::chrono::hours(24 * 365);
+  auto status = context.client.WatchJob(
+      request,
+      [&](const v1::WatchJobResponse& message) {
+        last = message.job();
+        DrawProgress(context.err, last);
+        return true;
+      },
+      settings);
+  context.err << "\n";
+  if (!status.ok()) return status;
+  return last;
+}
+
+// ------------------------------------------------------------------------------------- submit
+
+struct SubmitFlags {
+  std::string model, method = "exact", output = "final", input = "random", dtype = "float32",
+                     device = "any", tokens_file, request_id;
+  uint32_t length = 0, samples = 0, probes = 64;
+  std::optional<uint32_t> target;
+  std::optional<uint64_t> seed;
+  int32_t priority = 0;
+  double time_limit = 0;
+  std::vector<std::string> labels;
+  bool wait = false;
+};
+
+// The input sequences: --tokens, else Gaussian embeddings or random tokens (with --seed).
+absl::Status SetInput(const SubmitFlags& flags, v1::JacobianNormSpec* spec) {
+  if (!flags.tokens_file.empty()) {
+    std::ifstream in(flags.tokens_file);
+    const auto json = nlohmann::json::parse(in, nullptr, false);
+    if (json.is_discarded() || !json.is_array()) {
+      return absl::InvalidArgumentError("--tokens: expected a JSON list of token id lists");
+    }
+    for (const auto& row : json) {
+      auto* sequence = spec->mutable_input()->mutable_given_tokens()->add_sequences();
+      for (const auto& id : row) sequence->add_token_ids(id.get<uint32_t>());
+    }
+  } else if (flags.input == "gaussian") {
+    auto* gaussian = spec->mutable_input()->mutable_gaussian_embeddings();
+    if (flags.seed) gaussian->set_seed(*flags.seed);
+  } else if (flags.seed) {
+    spec->mutable_input()->mutable_random_tokens()->set_seed(*flags.seed);
+  }
+  return absl::OkStatus();
+}
+
+// The measurement: model, length, samples, method, target, output, dtype and input.
+absl::Status SetSpec(const SubmitFlags& flags, v1::JacobianNormSpec* spec) {
+  const bool hutchinson = flags.method == "hutchinson";
+  spec->set_model(flags.model);
+  spec->set_sequence_length(flags.length);
+  spec->set_samples(flags.samples);
+  spec->set_method(hutchinson ? v1::JACOBIAN_METHOD_HUTCHINSON : v1::JACOBIAN_METHOD_EXACT);
+  spec->set_probes(hutchinson ? flags.probes : 0);
+  if (flags.target) spec->set_target_position(*flags.target);
+  spec->set_output(flags.output == "layers"    ? v1::JACOBIAN_OUTPUT_LAYER_SWEEP
+                   : flags.output == "logprob" ? v1::JACOBIAN_OUTPUT_LOG_PROB
+                                               : v1::JACOBIAN_OUTPUT_FINAL_HIDDEN);
+  spec->set_dtype(flags.dtype == "bfloat16"  ? v1::BFLOAT16
+                  : flags.dtype == "float16" ? v1::FLOAT16
+                  : flags.dtype == "float64" ? v1::FLOAT64
+                                             : v1::FLOAT32);
+  return SetInput(flags, spec);
+}
+
+absl::StatusOr<v1::SubmitJobRequest> SubmitRequest(const SubmitFlags& flags, std::ostream& err) {
+  v1::SubmitJobRequest request;
+  auto* job = request.mutable_spec();
+  if (auto status = SetSpec(flags, job->mutable_jacobian_norm()); !status.ok()) return status;
+  job->set_priority(flags.priority);
+  job->set_device(flags.device == "cpu"    ? v1::DEVICE_CPU
+                  : flags.device == "cuda" ? v1::DEVICE_CUDA
+                                           : v1::DEVICE_PREFERENCE_UNSPECIFIED);
+  if (flags.time_limit > 0) {
+    job->mutable_time_limit()->set_seconds(static_cast<int64_t>(flags.time_limit));
+  }
+  if (!ParseLabels(flags.labels, request.mutable_labels(), err)) {
+    return absl::InvalidArgumentError("bad --label");
+  }
+  request.set_request_id(flags.request_id);
+  return request;
+}
+
+int RunSubmit(const CliContext& context, const SubmitFlags& flags) {
+  auto request = SubmitRequest(flags, context.err);
+  if (!request.ok()) return context.UsageError(request.status().message());
+  auto job = context.client.SubmitJob(*request);
+  if (!job.ok()) return context.Fail(job.status());
+  if (flags.wait) {
+    auto last = Watch(context, job->id());
+    if (!last.ok()) return context.Fail(last.status());
+    *job = *last;
+  }
+  PrintObject(JobJson(*job), context.format, context.out);
+  return job->state() == v1::JOB_STATE_FAILED ? kExitServerError : 0;
+}
+
+CommandRun DefineSubmit(CLI::App& command) {
+  auto f = std::make_shared<SubmitFlags>();
+  command.add_option("--model", f->model, "Registered model name")->required();
+  command.add_option("--length,-L", f->length, "Sequence length L")->required();
+  command.add_option("--samples,-S", f->samples, "Input samples (default 16)");
+  command.add_option("--method", f->method, "exact or hutchinson")
+      ->check(CLI::IsMember({"exact", "hutchinson"}))
+      ->capture_default_str();
+  command.add_option("--probes", f->probes, "Hutchinson probes K")->capture_default_str();
+  command.add_option("--seed", f->seed, "Input seed (default: drawn by the server)");
+  command.add_option("--target", f->target, "Output position t (default L)");
+  command.add_option("--output", f->output, "final, layers or logprob")
+      ->check(CLI::IsMember({"final", "layers", "logprob"}))
+      ->capture_default_str();
+  command.add_option("--input", f->input, "random or gaussian")
+      ->check(CLI::IsMember({"random", "gaussian"}))
+      ->capture_default_str();
+  command.add_option("--tokens", f->tokens_file, "JSON list of token id lists (one per sample)");
+  command.add_option("--dtype", f->dtype, "float32, bfloat16, float16 or float64")
+      ->capture_default_str();
+  command.add_option("--device", f->device, "any, cpu or cuda")
+      ->check(CLI::IsMember({"any", "cpu", "cuda"}))
+      ->capture_default_str();
+  command.add_option("--priority", f->priority, "-100..100, higher first")->capture_default_str();
+  command.add_option("--time-limit", f->time_limit, "Seconds; 0 = none")->capture_default_str();
+  command.add_option("--label", f->labels, "KEY=VALUE (repeatable)");
+  command.add_option("--request-id", f->request_id,
+                     "Idempotency key: a retry returns the same job");
+  command.add_flag("--wait", f->wait, "Show progress until the job ends");
+  return RunWith(f, RunSubmit);
+}
+
+// ------------------------------------------------------------------------------------- result
+
+std::vector<double> Numbers(const nlohmann::ordered_json& array) {
+  std::vector<double> numbers;
+  for (const auto& value : array) numbers.push_back(value.get<double>());
+  return numbers;
+}
+
+// The measured means and standard errors, with each theory fit's alpha and metrics as extras.
+void PrintReportTable(const CliContext& context, const nlohmann::ordered_json& report) {
+  Table table;
+  table.columns = {{"position", Numbers(report["positions"]), true},
+                   {"sq_norm_mean", Numbers(report["sq_norm_mean"])},
+                   {"sq_norm_stderr", Numbers(report["sq_norm_stderr"])}};
+  if (report.contains("theory") && report["theory"].contains("fits")) {
+    for (const auto& fit : report["theory"]["fits"]) {
+      const std::string model = fit["model"].get<std::string>();
+      table.extras[model + "_alpha"] = fit["alpha"];
+      table.extras[model + "_rmse_log"] = fit["metrics"]["rmse_log"];
+      table.extras[model + "_spearman"] = fit["metrics"]["spearman"];
+    }
+  }
+  PrintResult(table, context.format, context.out);
+}
+
+// One fitted theory curve, from the density service at the fitted alpha, on the measured scale
+// (the same total as the measured means); nullopt when the service does not answer.
+std::optional<PlotSeries> TheoryCurve(const CliContext& context,
+                                      const nlohmann::ordered_json& theory,
+                                      const nlohmann::ordered_json& fit,
+                                      const std::vector<double>& positions, double total) {
+  v1::EvaluateDiscreteRequest discrete;
+  discrete.mutable_model()->set_depth(theory.value("depth", 1u));
+  discrete.mutable_model()->set_alpha(fit.value("alpha", 0.5));
+  discrete.set_length(positions.size());
+  const bool coherent = fit.value("model", "") == "coherent";
+  discrete.add_profiles(coherent ? v1::COHERENT : v1::INCOHERENT);
+  auto curve = context.client.EvaluateDiscrete(discrete);
+  if (!curve.ok()) return std::nullopt;
+  std::vector<double> y;
+  for (double v : coherent ? curve->coherent() : curve->incoherent()) {
+    y.push_back(coherent ? v * v : v);
+  }
+  double sum = 0;
+  for (double v : y) sum += v;
+  for (double& v : y) v *= sum > 0 ? total / sum : 0;
+  char label[96];
+  std::snprintf(label, sizeof(label), "%s, H %u, alpha %.3f", coherent ? "coherent" : "incoherent",
+                theory.value("depth", 1u), fit.value("alpha", 0.0));
+  return PlotSeries{.label = label, .x = positions, .y = y, .dashed = true};
+}
+
+// Draws the measured means and the fitted theory curves to --plot.
+int PlotReport(const CliContext& context, const std::string& id,
+               const nlohmann::ordered_json& report) {
+  const std::vector<double> positions = Numbers(report["positions"]);
+  const std::vector<double> mean = Numbers(report["sq_norm_mean"]);
+  std::vector<PlotSeries> series = {
+      {.label = "measured ||dy/de_j||^2", .x = positions, .y = mean, .markers = true}};
+  double total = 0;
+  for (double v : mean) total += v;
+  const auto& theory = report["theory"];
+  for (const auto& fit : theory.value("fits", nlohmann::ordered_json::array())) {
+    if (auto curve = TheoryCurve(context, theory, fit, positions, total)) series.push_back(*curve);
+  }
+  std::string error;
+  const std::string svg = RenderSvgPlot(series,
+                                        {.title = "measured position profile " + id,
+                                         .x_label = "position j",
+                                         .y_label = "squared Jacobian norm"},
+                                        &error);
+  std::ofstream(context.plot) << svg;
+  if (svg.empty()) return context.UsageError("cannot draw the plot: " + error);
+  context.err << "plot written to " << context.plot << "\n";
+  return 0;
+}
+
+// --------------------------------------------------------- get, watch, cancel, rm, result
+
+struct JobIdFlags {
+  std::string id;
+  bool force = false;  // rm
+};
+
+std::shared_ptr<JobIdFlags> AddId(CLI::App& command) {
+  auto flags = std::make_shared<JobIdFlags>();
+  command.add_option("id", flags->id, "Job id")->required();
+  return flags;
+}
+
+int RunGet(const CliContext& context, const JobIdFlags& flags) {
+  v1::GetJobRequest request;
+  request.set_id(flags.id);
+  return PrintJob(context, context.client.GetJob(request));
+}
+
+int RunWatch(const CliContext& context, const JobIdFlags& flags) {
+  return PrintJob(context, Watch(context, flags.id));
+}
+
+int RunCancel(const CliContext& context, const JobIdFlags& flags) {
+  v1::CancelJobRequest request;
+  request.set_id(flags.id);
+  return PrintJob(context, context.client.CancelJob(request));
+}
+
+int RunRm(const CliContext& context, const JobIdFlags& flags) {
+  v1::DeleteJobRequest request;
+  request.set_id(flags.id);
+  request.set_force(flags.force);
+  return context.ReportDeleted(context.client.DeleteJob(request).status(), "job", flags.id);
+}
+
+int RunResult(const CliContext& context, const JobIdFlags& flags) {
+  v1::GetJobResultRequest request;
+  request.set_id(flags.id);
+  auto result = context.client.GetJobResult(request);
+  if (!result.ok()) return context.Fail(result.status());
+  const auto report = nlohmann::ordered_json::parse(result->report_json(), nullptr, false);
+  if (context.format == Format::kJson) {
+    context.out << report.dump(2) << "\n";
+  } else {
+    PrintReportTable(context, report);
+  }
+  return context.plot.empty() ? 0 : PlotReport(context, result->id(), report);
+}
+
+CommandRun DefineGet(CLI::App& command) { return RunWith(AddId(command), RunGet); }
+CommandRun DefineWatch(CLI::App& command) { return RunWith(AddId(command), RunWatch); }
+CommandRun DefineCancel(CLI::App& command) { return RunWith(AddId(command), RunCancel); }
+CommandRun DefineResult(CLI::App& command) { return RunWith(AddId(command), RunResult); }
+
+CommandRun DefineRm(CLI::App& command) {
+  auto flags = AddId(command);
+  command.add_flag("--force", flags->force, "Delete even if it is queued or running");
+  return RunWith(flags, RunRm);
+}
+
+// --------------------------------------------------------------------------------------- list
+
+struct ListFlags {
+  std::string state;
+  std::string model;
+};
+
+int RunList(const CliContext& context, const ListFlags& flags) {
+  v1::ListJobsRequest request;
+  request.set_model(flags.model);
+  if (!flags.state.empty()) {
+    v1::JobState state;
+    if (!v1::JobState_Parse("JOB_STATE_" + absl::AsciiStrToUpper(flags.state), &state)) {
+      return context.UsageError("--state " + flags.state +
+                                " is invalid: allowed queued, running, cancelling, succeeded, "
+                                "failed, cancelled");
+    }
+    request.add_states(state);
+  }
+  nlohmann::ordered_json items = nlohmann::ordered_json::array();
+  const absl::Status status = FetchAllPages(
+      request, [&](const v1::ListJobsRequest& page) { return context.client.ListJobs(page); },
+      [&](const v1::ListJobsResponse& page) {
+        for (const auto& job : page.jobs()) items.push_back(JobJson(job));
+      });
+  if (!status.ok()) return context.Fail(status);
+  PrintList(items, {"id", "state", "progress", "model", "length", "samples", "method"},
+            context.format, context.out);
+  return 0;
+}
+
+CommandRun DefineList(CLI::App& command) {
+  auto flags = std::make_shared<ListFlags>();
+  command.add_option("--state", flags->state,
+                     "queued, running, cancelling, succeeded, failed or cancelled");
+  command.add_option("--model", flags->model, "Only jobs on this model");
+  return RunWith(flags, RunList);
+}
+
+// The subcommands of `jobs`, in the order --help lists them: a new one is one more row.
+constexpr CommandSpec kJobCommands[] = {
+    {"submit", "Submit a Jacobian-norm job", DefineSubmit},
+    {"get", "Show a job", DefineGet},
+    {"watch", "Follow a job with a progress bar until it ends", DefineWatch},
+    {"cancel", "Cancel a job (a running one stops at its next chunk)", DefineCancel},
+    {"rm", "Delete a job", DefineRm},
+    {"result", "Print a finished job's result (--plot FILE.svg draws it)", DefineResult},
+    {"list", "List jobs, newest first", DefineList},
+};
+
+}  // namespace
+
+CommandRun DefineJobCommands(CLI::App& jobs) { return AddCommands(jobs, kJobCommands); }
+
+}  // namespace posbias::cli

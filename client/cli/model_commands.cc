@@ -1,0 +1,221 @@
+#include "client/cli/model_commands.h"
+
+#include <chrono>
+#include <cstdint>
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "client/cli/output.h"
+#include "nlohmann/json.hpp"
+
+namespace posbias::cli {
+namespace {
+
+nlohmann::ordered_json ModelJson(const v1::Model& m) {
+  const auto& c = m.config();
+  const nlohmann::ordered_json error =
+      m.has_error() ? nlohmann::ordered_json{{"reason", v1::ErrorReason_Name(m.error().reason())},
+                                             {"message", m.error().message()}}
+                    : nlohmann::ordered_json(nullptr);
+  return {{"name", m.name()},
+          {"family", LowerEnum(v1::ModelFamily_Name(m.family()), "MODEL_FAMILY_")},
+          {"state", LowerEnum(v1::ModelState_Name(m.state()), "MODEL_STATE_")},
+          {"builtin", m.builtin()},
+          {"layers", c.num_layers()},
+          {"width", c.hidden_size()},
+          {"heads", c.num_heads()},
+          {"kv_heads", c.num_kv_heads()},
+          {"mlp_width", c.mlp_width()},
+          {"vocab", c.vocab_size()},
+          {"max_positions", c.max_positions()},
+          {"parameters", m.parameter_count()},
+          {"init", m.init().name()},
+          {"seed", m.init().seed()},
+          {"weights_sha256", m.weights_sha256()},
+          {"active_jobs", m.active_job_count()},
+          {"error", error}};
+}
+
+// ----------------------------------------------------------------------------------- register
+
+struct RegisterFlags {
+  std::string name, arch = "gpt2", preset, checkpoint, torchscript, request_id;
+  std::optional<uint32_t> layers, width, heads, kv_heads, mlp_width, vocab, max_positions;
+  std::optional<double> rope_theta, alpha;
+  uint64_t seed = 0;
+  bool no_position_encoding = false, uniform_attention = false, no_mlp = false;
+  std::vector<std::string> labels;
+};
+
+// Where the weights come from: a checkpoint, a TorchScript file, or a preset with overrides.
+void SetSource(const RegisterFlags& flags, v1::RegisterModelRequest* request) {
+  if (!flags.checkpoint.empty()) {
+    request->mutable_checkpoint()->set_path(flags.checkpoint);
+    return;
+  }
+  if (!flags.torchscript.empty()) {
+    request->mutable_torchscript()->set_path(flags.torchscript);
+    request->mutable_torchscript()->mutable_shape()->set_hidden_size(flags.width.value_or(0));
+    return;
+  }
+  auto* preset = request->mutable_preset();
+  preset->set_preset(flags.preset.empty() ? flags.arch : flags.preset);
+  preset->set_init_seed(flags.seed);
+  auto* o = preset->mutable_overrides();
+  if (flags.layers) o->set_num_layers(*flags.layers);
+  if (flags.width) o->set_hidden_size(*flags.width);
+  if (flags.heads) o->set_num_heads(*flags.heads);
+  if (flags.kv_heads) o->set_num_kv_heads(*flags.kv_heads);
+  if (flags.mlp_width) o->set_mlp_width(*flags.mlp_width);
+  if (flags.vocab) o->set_vocab_size(*flags.vocab);
+  if (flags.max_positions) o->set_max_positions(*flags.max_positions);
+  if (flags.rope_theta) o->set_rope_theta(*flags.rope_theta);
+  if (flags.alpha) o->set_cesaro_alpha(*flags.alpha);
+}
+
+int RunRegister(const CliContext& context, const RegisterFlags& flags) {
+  v1::RegisterModelRequest request;
+  request.set_name(flags.name);
+  SetSource(flags, &request);
+  request.mutable_ablations()->set_no_position_encoding(flags.no_position_encoding);
+  request.mutable_ablations()->set_uniform_attention(flags.uniform_attention);
+  request.mutable_ablations()->set_no_mlp(flags.no_mlp);
+  if (!ParseLabels(flags.labels, request.mutable_labels(), context.err)) return kExitUsage;
+  request.set_request_id(flags.request_id);
+  CallSettings settings;
+  settings.timeout = std::chrono::minutes(30);
+  auto model = context.client.RegisterModel(request, settings);
+  if (!model.ok()) return context.Fail(model.status());
+  PrintObject(ModelJson(*model), context.format, context.out);
+  return 0;
+}
+
+CommandRun DefineRegister(CLI::App& command) {
+  auto f = std::make_shared<RegisterFlags>();
+  command.add_option("name", f->name, "Model name ([a-z0-9-], up to 63 characters)")->required();
+  command.add_option("--arch", f->arch, "gpt2, qwen2 or cesaro (base shape)")
+      ->capture_default_str();
+  command.add_option("--preset", f->preset, "Start from a preset instead of --arch");
+  command.add_option("--layers", f->layers, "Number of layers H");
+  command.add_option("--width", f->width, "Hidden size d (also a TorchScript model's width)");
+  command.add_option("--heads", f->heads, "Attention heads");
+  command.add_option("--kv-heads", f->kv_heads, "Key/value heads (qwen2)");
+  command.add_option("--mlp-width", f->mlp_width, "MLP width");
+  command.add_option("--vocab", f->vocab, "Vocabulary size");
+  command.add_option("--max-positions", f->max_positions, "Maximum positions");
+  command.add_option("--rope-theta", f->rope_theta, "Rotary base (qwen2)");
+  command.add_option("--alpha", f->alpha, "Attention weight of the cesaro architecture");
+  command.add_flag("--no-position-encoding", f->no_position_encoding,
+                   "No learned positions / no rotation");
+  command.add_flag("--uniform-attention", f->uniform_attention, "Attention logits forced to zero");
+  command.add_flag("--no-mlp", f->no_mlp, "MLP blocks off");
+  command.add_option("--seed", f->seed, "Initialization seed")->capture_default_str();
+  command.add_option("--checkpoint", f->checkpoint,
+                     "Hugging Face checkpoint under the server's model root");
+  command.add_option("--torchscript", f->torchscript,
+                     "TorchScript file under the server's model root (needs --width)");
+  command.add_option("--label", f->labels, "KEY=VALUE (repeatable)");
+  command.add_option("--request-id", f->request_id, "Idempotency key for retries");
+  return RunWith(f, RunRegister);
+}
+
+// ------------------------------------------------------------------------------------- list
+
+struct NoFlags {};
+
+int RunList(const CliContext& context, const NoFlags&) {
+  nlohmann::ordered_json items = nlohmann::ordered_json::array();
+  const absl::Status status = FetchAllPages(
+      v1::ListModelsRequest(),
+      [&](const v1::ListModelsRequest& request) { return context.client.ListModels(request); },
+      [&](const v1::ListModelsResponse& page) {
+        for (const auto& m : page.models()) items.push_back(ModelJson(m));
+      });
+  if (!status.ok()) return context.Fail(status);
+  PrintList(items, {"name", "family", "state", "layers", "width", "parameters", "builtin"},
+            context.format, context.out);
+  return 0;
+}
+
+CommandRun DefineList(CLI::App&) { return RunWith(std::make_shared<NoFlags>(), RunList); }
+
+// ------------------------------------------------------------------------- get, rm, export
+
+struct NamedModelFlags {
+  std::string name;
+  bool force = false;  // rm
+  std::string file;    // export
+};
+
+std::shared_ptr<NamedModelFlags> AddName(CLI::App& command) {
+  auto flags = std::make_shared<NamedModelFlags>();
+  command.add_option("name", flags->name, "Model name")->required();
+  return flags;
+}
+
+int RunGet(const CliContext& context, const NamedModelFlags& flags) {
+  v1::GetModelRequest request;
+  request.set_name(flags.name);
+  auto model = context.client.GetModel(request);
+  if (!model.ok()) return context.Fail(model.status());
+  PrintObject(ModelJson(*model), context.format, context.out);
+  return 0;
+}
+
+int RunRm(const CliContext& context, const NamedModelFlags& flags) {
+  v1::DeleteModelRequest request;
+  request.set_name(flags.name);
+  request.set_force(flags.force);
+  return context.ReportDeleted(context.client.DeleteModel(request).status(), "model", flags.name);
+}
+
+int RunExport(const CliContext& context, const NamedModelFlags& flags) {
+  v1::ExportModelRequest request;
+  request.set_name(flags.name);
+  std::ofstream file(flags.file, std::ios::binary | std::ios::trunc);
+  if (!file) return context.UsageError("cannot write " + flags.file);
+  uint64_t bytes = 0;
+  auto status = context.client.ExportModel(request, [&](const v1::ExportModelResponse& message) {
+    if (message.has_chunk()) {
+      file.write(message.chunk().data(), static_cast<std::streamsize>(message.chunk().size()));
+      bytes += message.chunk().size();
+    }
+    return static_cast<bool>(file);
+  });
+  if (!status.ok()) return context.Fail(status);
+  context.err << "wrote " << bytes << " bytes to " << flags.file << "\n";
+  return 0;
+}
+
+CommandRun DefineGet(CLI::App& command) { return RunWith(AddName(command), RunGet); }
+
+CommandRun DefineRm(CLI::App& command) {
+  auto flags = AddName(command);
+  command.add_flag("--force", flags->force, "Delete even if queued or running jobs use it");
+  return RunWith(flags, RunRm);
+}
+
+CommandRun DefineExport(CLI::App& command) {
+  auto flags = AddName(command);
+  command.add_option("file", flags->file, "Output .safetensors file")->required();
+  return RunWith(flags, RunExport);
+}
+
+// The subcommands of `models`, in the order --help lists them: a new one is one more row.
+constexpr CommandSpec kModelCommands[] = {
+    {"register", "Register a model (preset + overrides + seed, checkpoint or TorchScript)",
+     DefineRegister},
+    {"list", "List models (built-in presets included)", DefineList},
+    {"get", "Show one model", DefineGet},
+    {"rm", "Delete a model", DefineRm},
+    {"export", "Write a model's weights as safetensors (Hugging Face names)", DefineExport},
+};
+
+}  // namespace
+
+CommandRun DefineModelCommands(CLI::App& models) { return AddCommands(models, kModelCommands); }
+
+}  // namespace posbias::cli

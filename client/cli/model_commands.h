@@ -1,0 +1,14 @@
+// The `posbias models ...` subcommands: register, list, get, rm and export a model of the server's
+// registry (a preset with overrides and a seed, a Hugging Face checkpoint or a TorchScript file).
+#pragma once
+
+#include "CLI/CLI.hpp"
+#include "client/cli/cli.h"
+
+namespace posbias::cli {
+
+// Adds the subcommands of `models` (the row's CLI::App) and returns the step that runs the chosen
+// one.
+CommandRun DefineModelCommands(CLI::App& models);
+
+}  // namespace posbias::cli

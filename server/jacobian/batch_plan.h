@@ -1,0 +1,56 @@
+// How a measurement splits its cotangent rows into reverse passes, from the model's shape, the
+// sequence length and a memory budget: a pure function (no torch, no device), so every choice the
+// engine makes about memory can be unit-tested with numbers.
+//
+// Two reverse passes (engine.h): autograd keeps one batch row's activations per cotangent row, so
+// the batch is budget / activations (at most kCpuBatchRows on the CPU); the model's own pass keeps
+// one copy of the activations and then needs ReverseBytesPerRow per row of a product (about 4096
+// product rows K_b L at a time on the CPU). Checkpointing keeps only the layer inputs (about 1/12
+// of a row's activations) when a row's activations would not fit the budget.
+#pragma once
+
+#include <cstdint>
+
+#include "server/models/config.h"
+
+namespace posbias::jacobian {
+
+// Activation checkpointing: kAuto turns it on when one row's activations exceed the budget.
+enum class Checkpointing { kAuto, kOn, kOff };
+
+struct BatchPlanInputs {
+  models::ModelConfig config;
+  int64_t length = 0;               // L.
+  int64_t element_bytes = 4;        // Bytes per element of the compute dtype.
+  int64_t rows_total = 0;           // Cotangent rows per sample and output (d, or the probes K).
+  int64_t budget_bytes = 0;         // Memory the measurement may use.
+  int64_t requested_batch = 0;      // Rows per backward pass the caller fixed; 0 = plan it.
+  Checkpointing checkpointing = Checkpointing::kAuto;
+  bool model_pass = false;          // The model's own reverse pass (else autograd).
+  bool on_cuda = false;             // CPU batches are capped (memory traffic beats bigger products).
+};
+
+struct BatchPlan {
+  bool checkpoint = false;          // Recompute layers in the backward pass.
+  int64_t kept_bytes = 0;           // Activations one row keeps (after checkpointing).
+  int64_t batch = 1;                // Cotangent rows per backward pass (equal chunks).
+  int64_t rows_per_call = 1;        // Model pass: rows per InputGradients call (>= batch).
+};
+
+// Autograd on the CPU: larger cotangent batches lose more to memory traffic and page faults than
+// they gain from bigger matrix products (GPT-2 small at L = 128: 16 rows 9.0 s, 97 rows 13.4 s).
+inline constexpr int64_t kCpuBatchRows = 16;
+// The model's own pass on the CPU does best at about 4096 product rows K_b L on two cores (gpt2
+// L = 128: K_b 16/32/64/128 -> 20.4/19.7/19.5/25.7 s; qwen2-0.5b L = 256: K_b 8/16/32/64 ->
+// 9.9/10.1/10.7/11.7 s, 3-4 layers).
+inline constexpr int64_t kCpuModelPassProductRows = 4096;
+
+// Bytes of activations one batch row keeps for autograd's backward pass (all layers).
+int64_t ActivationBytesPerRow(const models::ModelConfig& config, int64_t length, int64_t element_bytes);
+// Bytes one cotangent row needs in the model's own reverse pass: its gradients and products on the
+// residual stream, the MLP width and the attention probabilities (a generous estimate).
+int64_t ReverseBytesPerRow(const models::ModelConfig& config, int64_t length, int64_t element_bytes);
+
+BatchPlan PlanBatches(const BatchPlanInputs& inputs);
+
+}  // namespace posbias::jacobian

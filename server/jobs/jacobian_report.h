@@ -1,0 +1,133 @@
+// The report of one Jacobian-norm measurement, typed: what posbias-measure prints, what a job
+// stores as its result and what GetJobResult pages through. ReportToJson / ReportFromJson are the
+// only places its JSON keys are spelled (the `report_json` clients read; key order as printed).
+//
+// Reading is strict: a member the report always had that is missing or of the wrong type is
+// DATA_LOSS naming it (no silent defaults). Members added later are std::optional, so results
+// stored by older servers stay readable. Non-finite numbers are written as JSON null and read back
+// as NaN. Torch-free and gRPC-free.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "nlohmann/json.hpp"
+#include "server/jobs/jacobian_spec.h"
+
+namespace posbias::jobs {
+
+// A measured profile against one theory profile (density::ComparisonMetrics).
+struct ReportMetrics {
+  double spearman = 0, pearson_log = 0, rmse_log = 0, ks = 0, wasserstein1 = 0;
+  double measured_last_weight = 0, model_last_weight = 0;
+  double measured_floor = 0, model_floor = 0;
+  double measured_last_jump = 0, model_last_jump = 0;
+};
+
+enum class TheoryModel { kCoherent, kIncoherent };  // "coherent" | "incoherent"
+
+// Alpha fitted at the model's depth; the lambda interval is a bootstrap over samples.
+struct FixedDepthFit {
+  TheoryModel model = TheoryModel::kCoherent;
+  double alpha = 0, lambda = 0;
+  std::optional<double> lambda_sample_low, lambda_sample_high;
+  std::optional<int64_t> bootstrap_resamples;
+  ReportMetrics metrics;
+  std::vector<double> profile;  // The fitted theory at positions 1..t, normalized to sum 1.
+};
+
+struct RidgePoint {
+  int64_t depth = 0;
+  double alpha = 0, rmse_log = 0;
+};
+
+// Depth and alpha fitted together (THEORY.md section 8): the best depth, the ridge over depths
+// and lambda's ridge interval.
+struct EffectiveDepthFit {
+  TheoryModel model = TheoryModel::kCoherent;
+  int64_t depth = 0;
+  double alpha = 0, lambda = 0, lambda_low = 0, lambda_high = 0;
+  double lambda_sample_low = 0, lambda_sample_high = 0;
+  ReportMetrics metrics;
+  std::vector<RidgePoint> ridge;
+  std::vector<double> profile;
+};
+
+// The theory under the measured per-layer branch ratios alpha_l.
+struct MeasuredAlphaTheory {
+  std::vector<double> alpha;
+  ReportMetrics coherent, incoherent;
+  std::vector<double> coherent_profile, incoherent_profile;
+};
+
+struct TheoryComparison {
+  int64_t depth = 0;
+  std::string quantity = "squared_norm";
+  std::optional<std::string> note;                  // Why there is no fit.
+  std::optional<std::vector<FixedDepthFit>> fits;   // Absent with a note.
+  std::optional<std::vector<EffectiveDepthFit>> effective_depth_fits;
+  std::optional<MeasuredAlphaTheory> measured_alpha_schedule;
+  // Jobs: whether GetJobResult reports the effective-depth fits (asked for, or unknown depth).
+  std::optional<bool> fit_effective_depth;
+};
+
+struct ReportModel {
+  std::string family, preset;
+  int64_t layers = 0, width = 0, heads = 0, kv_heads = 0, mlp_width = 0, vocab = 0, max_positions = 0;
+  double norm_eps = 0, rope_theta = 0, cesaro_alpha = 0;
+  bool tie_embeddings = false, no_position_encoding = false, uniform_attention = false, no_mlp = false;
+  int64_t parameters = 0;
+  std::string weights, init_recipe;
+  std::optional<std::string> weights_sha256, source;  // Jobs: the registered model's provenance.
+};
+
+struct ReportMeasurement {
+  int64_t length = 0, target = 0, samples = 0;
+  JacobianMethod method = JacobianMethod::kExact;
+  int64_t probes = 0;
+  JacobianOutput output = JacobianOutput::kFinalHidden;
+  uint64_t seed = 0;
+  JacobianInput input = JacobianInput::kRandomTokens;
+  std::string embedding;  // What e_j is, in words.
+  std::string dtype, device, torch_version;
+  double seconds = 0;
+  int64_t vjp_count = 0, cotangent_batch = 0;
+  bool checkpointed = false;
+  std::string reverse_pass;  // "model" | "autograd"
+};
+
+struct LayerProfile {
+  int64_t layer = 0;
+  std::vector<double> sq_norm_mean, sq_norm_stderr;
+};
+
+struct ReportJob {
+  std::string id;
+  int64_t attempt = 0, resumed_samples = 0, parts = 0;
+};
+
+struct JacobianReport {
+  ReportModel model;
+  ReportMeasurement measurement;
+  std::vector<std::vector<int64_t>> tokens;  // [sample][position]; L + 1 ids when drawn.
+  std::vector<int64_t> positions;            // 1..L.
+  std::vector<double> sq_norm_mean, sq_norm_std, sq_norm_stderr, norm_mean, norm_std, norm_stderr;
+  std::optional<std::vector<double>> sq_norm_estimator_stderr;  // Hutchinson.
+  std::optional<std::vector<LayerProfile>> layers;              // Layer sweeps.
+  std::vector<double> branch_ratio;                             // Per layer.
+  TheoryComparison theory;
+  std::optional<std::vector<std::vector<double>>> raw;          // [sample][position], kept samples.
+  std::optional<ReportJob> job;
+};
+
+std::string_view TheoryModelName(TheoryModel model);
+
+nlohmann::ordered_json ReportToJson(const JacobianReport& report);
+absl::StatusOr<JacobianReport> ReportFromJson(const nlohmann::json& json);
+// Parses the JSON text first (DATA_LOSS when it is not JSON).
+absl::StatusOr<JacobianReport> ReportFromText(const std::string& text);
+
+}  // namespace posbias::jobs

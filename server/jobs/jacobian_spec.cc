@@ -1,0 +1,206 @@
+#include "server/jobs/jacobian_spec.h"
+
+#include <array>
+#include <limits>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "server/status/error.h"
+
+namespace posbias::jobs {
+namespace {
+
+using Json = nlohmann::json;
+
+// A stored or submitted value as it appears in a message: its JSON text, cut at 64 characters.
+std::string Shown(const Json& value) {
+  constexpr size_t kMaxChars = 64;
+  std::string text = value.dump(-1, ' ', true, Json::error_handler_t::replace);
+  if (text.size() > kMaxChars) text = text.substr(0, kMaxChars) + "...";
+  return text;
+}
+
+absl::Status TypeError(const std::string& field, const Json& value, const std::string& allowed) {
+  return InvalidArgumentError({ErrorReason::kInvalidArgument, field, Shown(value), allowed});
+}
+
+bool IsInt64(const Json& value) {
+  if (value.is_number_unsigned()) {
+    return value.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
+  }
+  return value.is_number_integer();
+}
+
+bool IsUint64(const Json& value) {
+  if (value.is_number_unsigned()) return true;
+  return value.is_number_integer() && value.get<int64_t>() >= 0;
+}
+
+// Reads the optional member `key` of `object` into `out`; a missing or null member keeps the default.
+absl::Status ReadInt64(const Json& object, const char* key, int64_t& out) {
+  auto it = object.find(key);
+  if (it == object.end() || it->is_null()) return absl::OkStatus();
+  if (!IsInt64(*it)) return TypeError(std::string("spec.") + key, *it, "a 64-bit integer");
+  out = it->get<int64_t>();
+  return absl::OkStatus();
+}
+
+absl::Status ReadUint64(const Json& object, const char* key, uint64_t& out) {
+  auto it = object.find(key);
+  if (it == object.end() || it->is_null()) return absl::OkStatus();
+  if (!IsUint64(*it)) return TypeError(std::string("spec.") + key, *it, "an unsigned 64-bit integer");
+  out = it->is_number_unsigned() ? it->get<uint64_t>() : static_cast<uint64_t>(it->get<int64_t>());
+  return absl::OkStatus();
+}
+
+absl::Status ReadDouble(const Json& object, const char* key, double& out) {
+  auto it = object.find(key);
+  if (it == object.end() || it->is_null()) return absl::OkStatus();
+  if (!it->is_number()) return TypeError(std::string("spec.") + key, *it, "a number");
+  out = it->get<double>();
+  return absl::OkStatus();
+}
+
+absl::Status ReadString(const Json& object, const char* key, std::string& out) {
+  auto it = object.find(key);
+  if (it == object.end() || it->is_null()) return absl::OkStatus();
+  if (!it->is_string()) return TypeError(std::string("spec.") + key, *it, "a string");
+  out = it->get<std::string>();
+  return absl::OkStatus();
+}
+
+absl::Status ReadBool(const Json& object, const char* key, bool& out) {
+  auto it = object.find(key);
+  if (it == object.end() || it->is_null()) return absl::OkStatus();
+  if (!it->is_boolean()) return TypeError(std::string("spec.") + key, *it, "true or false");
+  out = it->get<bool>();
+  return absl::OkStatus();
+}
+
+absl::Status ReadTokens(const Json& object, std::vector<std::vector<int64_t>>& out) {
+  auto it = object.find("tokens");
+  if (it == object.end() || it->is_null()) return absl::OkStatus();
+  if (!it->is_array()) return TypeError("spec.tokens", *it, "an array of arrays of integers");
+  std::vector<std::vector<int64_t>> tokens;
+  tokens.reserve(it->size());
+  for (size_t s = 0; s < it->size(); ++s) {
+    const Json& sequence = (*it)[s];
+    const std::string field = "spec.tokens[" + std::to_string(s) + "]";
+    if (!sequence.is_array()) return TypeError(field, sequence, "an array of integers");
+    std::vector<int64_t> ids;
+    ids.reserve(sequence.size());
+    for (size_t j = 0; j < sequence.size(); ++j) {
+      if (!IsInt64(sequence[j])) {
+        return TypeError(field + "[" + std::to_string(j) + "]", sequence[j], "a 64-bit integer");
+      }
+      ids.push_back(sequence[j].get<int64_t>());
+    }
+    tokens.push_back(std::move(ids));
+  }
+  out = std::move(tokens);
+  return absl::OkStatus();
+}
+
+
+// One enum's names, in enumerator order: the only place each word is spelled.
+template <typename Enum, size_t N>
+struct EnumNames {
+  const char* field;                  // The spec member, for errors.
+  std::array<std::string_view, N> names;
+
+  std::string_view Name(Enum value) const { return names[static_cast<size_t>(value)]; }
+  absl::StatusOr<Enum> Parse(std::string_view name) const {
+    for (size_t i = 0; i < N; ++i) {
+      if (names[i] == name) return static_cast<Enum>(i);
+    }
+    return InvalidArgumentError({ErrorReason::kInvalidArgument, field, std::string(name),
+                                 absl::StrJoin(names, ", ", [](std::string* out, std::string_view n) {
+                                   out->append(n.empty() ? std::string_view("\"\"") : n);
+                                 })});
+  }
+};
+
+constexpr EnumNames<JacobianMethod, 2> kMethods{"spec.method", {"exact", "hutchinson"}};
+constexpr EnumNames<JacobianOutput, 3> kOutputs{"spec.output", {"final_hidden", "layer_sweep", "log_prob"}};
+constexpr EnumNames<JacobianInput, 3> kInputs{"spec.input", {"random_tokens", "given_tokens", "gaussian_embeddings"}};
+constexpr EnumNames<ComputeDtype, 4> kDtypes{"spec.dtype", {"float32", "bfloat16", "float16", "float64"}};
+constexpr EnumNames<DevicePreference, 3> kDevices{"spec.device", {"", "cpu", "cuda"}};
+
+// Reads the optional string member `key` as one of `names`; missing or null keeps the default.
+template <typename Enum, size_t N>
+absl::Status ReadEnum(const Json& object, const char* key, const EnumNames<Enum, N>& names, Enum& out) {
+  std::string name(names.Name(out));
+  if (auto status = ReadString(object, key, name); !status.ok()) return status;
+  auto parsed = names.Parse(name);
+  if (!parsed.ok()) return parsed.status();
+  out = *parsed;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::string_view MethodName(JacobianMethod method) { return kMethods.Name(method); }
+absl::StatusOr<JacobianMethod> ParseMethod(std::string_view name) { return kMethods.Parse(name); }
+std::string_view OutputName(JacobianOutput output) { return kOutputs.Name(output); }
+absl::StatusOr<JacobianOutput> ParseOutput(std::string_view name) { return kOutputs.Parse(name); }
+std::string_view InputName(JacobianInput input) { return kInputs.Name(input); }
+absl::StatusOr<JacobianInput> ParseInput(std::string_view name) { return kInputs.Parse(name); }
+std::string_view DtypeName(ComputeDtype dtype) { return kDtypes.Name(dtype); }
+std::string_view DeviceName(DevicePreference device) { return kDevices.Name(device); }
+absl::StatusOr<DevicePreference> ParseDevice(std::string_view name) { return kDevices.Parse(name); }
+
+absl::StatusOr<ComputeDtype> ParseDtype(std::string_view name) {
+  if (name == "bf16") return ComputeDtype::kBfloat16;
+  if (name == "fp16") return ComputeDtype::kFloat16;
+  if (name == "fp32") return ComputeDtype::kFloat32;
+  if (name == "fp64") return ComputeDtype::kFloat64;
+  return kDtypes.Parse(name);
+}
+
+nlohmann::json SpecToJson(const JacobianJobSpec& spec) {
+  Json json = Json::object();
+  json["model"] = spec.model;
+  json["length"] = spec.length;
+  json["samples"] = spec.samples;
+  json["target"] = spec.target;
+  json["input"] = InputName(spec.input);
+  json["tokens"] = spec.tokens;
+  json["seed"] = spec.seed;
+  json["embedding_std"] = spec.embedding_std;
+  json["output"] = OutputName(spec.output);
+  json["method"] = MethodName(spec.method);
+  json["probes"] = spec.probes;
+  json["dtype"] = DtypeName(spec.dtype);
+  json["device"] = DeviceName(spec.device);
+  json["keep_samples"] = spec.keep_samples;
+  json["fit_effective_depth"] = spec.fit_effective_depth;
+  return json;
+}
+
+absl::StatusOr<JacobianJobSpec> SpecFromJson(const nlohmann::json& json) {
+  if (!json.is_object()) return TypeError("spec", json, "a JSON object");
+  JacobianJobSpec spec;
+  for (absl::Status status : {
+           ReadString(json, "model", spec.model),
+           ReadInt64(json, "length", spec.length),
+           ReadInt64(json, "samples", spec.samples),
+           ReadInt64(json, "target", spec.target),
+           ReadEnum(json, "input", kInputs, spec.input),
+           ReadTokens(json, spec.tokens),
+           ReadUint64(json, "seed", spec.seed),
+           ReadDouble(json, "embedding_std", spec.embedding_std),
+           ReadEnum(json, "output", kOutputs, spec.output),
+           ReadEnum(json, "method", kMethods, spec.method),
+           ReadInt64(json, "probes", spec.probes),
+           ReadEnum(json, "dtype", kDtypes, spec.dtype),
+           ReadEnum(json, "device", kDevices, spec.device),
+           ReadBool(json, "keep_samples", spec.keep_samples),
+           ReadBool(json, "fit_effective_depth", spec.fit_effective_depth),
+       }) {
+    if (!status.ok()) return status;
+  }
+  return spec;
+}
+
+}  // namespace posbias::jobs

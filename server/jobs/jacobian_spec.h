@@ -1,0 +1,71 @@
+// The typed contract of a Jacobian-norm job: what to measure, parsed once from the request (by
+// service/job_convert) and read as enums everywhere after, in the store, the runner, the engine
+// and posbias-measure. Each enum has one name/parse pair here; the names are the stored JSON's
+// words (unchanged since the first stored job), so older queues stay readable.
+//
+// Torch-free and gRPC-free: the engine (engine-only builds included) uses these enums too.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "nlohmann/json.hpp"
+
+namespace posbias::jobs {
+
+// kExact: one cotangent row per output coordinate. kHutchinson: Gaussian probes (an estimate).
+enum class JacobianMethod { kExact, kHutchinson };
+// kFinalHidden: the hidden state after the final norm at the target position. kLayerSweep: the
+// residual stream after every layer l = 1..H there. kLogProb: the log-probability of the next token.
+enum class JacobianOutput { kFinalHidden, kLayerSweep, kLogProb };
+// Where the input embeddings come from.
+enum class JacobianInput { kRandomTokens, kGivenTokens, kGaussianEmbeddings };
+// The forward/backward dtype (norms accumulate in float32, float64 for float64).
+enum class ComputeDtype { kFloat32, kBfloat16, kFloat16, kFloat64 };
+// Which kind of worker may run the job: kAny, or only a CPU / CUDA worker.
+enum class DevicePreference { kAny, kCpu, kCuda };
+
+// "exact" | "hutchinson"
+std::string_view MethodName(JacobianMethod method);
+absl::StatusOr<JacobianMethod> ParseMethod(std::string_view name);
+// "final_hidden" | "layer_sweep" | "log_prob"
+std::string_view OutputName(JacobianOutput output);
+absl::StatusOr<JacobianOutput> ParseOutput(std::string_view name);
+// "random_tokens" | "given_tokens" | "gaussian_embeddings"
+std::string_view InputName(JacobianInput input);
+absl::StatusOr<JacobianInput> ParseInput(std::string_view name);
+// "float32" | "bfloat16" | "float16" | "float64" (parsing also takes "bf16", "fp16", "fp32", "fp64")
+std::string_view DtypeName(ComputeDtype dtype);
+absl::StatusOr<ComputeDtype> ParseDtype(std::string_view name);
+// "" (any) | "cpu" | "cuda": the store matches it against its workers' kinds.
+std::string_view DeviceName(DevicePreference device);
+absl::StatusOr<DevicePreference> ParseDevice(std::string_view name);
+
+// What to measure (the typed form of posbias.v1.JacobianNormSpec; stored as JSON).
+struct JacobianJobSpec {
+  std::string model;
+  int64_t length = 0;
+  int64_t samples = 16;
+  int64_t target = 0;                         // 0 = L.
+  JacobianInput input = JacobianInput::kRandomTokens;
+  std::vector<std::vector<int64_t>> tokens;   // kGivenTokens.
+  uint64_t seed = 0;
+  double embedding_std = 1.0;                 // kGaussianEmbeddings.
+  JacobianOutput output = JacobianOutput::kFinalHidden;
+  JacobianMethod method = JacobianMethod::kExact;
+  int64_t probes = 64;                        // kHutchinson.
+  ComputeDtype dtype = ComputeDtype::kFloat32;
+  DevicePreference device = DevicePreference::kAny;
+  bool keep_samples = false;
+  bool fit_effective_depth = false;
+};
+
+nlohmann::json SpecToJson(const JacobianJobSpec& spec);
+// Missing members keep their defaults (older records stay readable); unknown members are ignored
+// (newer ones too). A member of the wrong type or an unknown enum name is INVALID_ARGUMENT.
+absl::StatusOr<JacobianJobSpec> SpecFromJson(const nlohmann::json& json);
+
+}  // namespace posbias::jobs

@@ -1,0 +1,452 @@
+#include "server/registry/model_catalog.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <regex>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "server/registry/sha256.h"
+#include "server/status/error.h"
+
+namespace posbias::registry {
+namespace fs = std::filesystem;
+namespace {
+
+// How long a registration's reservation of its name in the shared index holds when its replica
+// dies before finishing (loading and hashing a checkpoint takes well under a minute).
+constexpr int64_t kReservationMs = 15 * 60 * 1000;
+
+std::string ProcessToken() {
+  char host[256] = {};
+  if (gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
+  std::random_device random;
+  return absl::StrCat(host, ":", getpid(), ":", random());
+}
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+absl::Status NotFound(const std::string& name) {
+  return ErrorWithReason(absl::StatusCode::kNotFound, ErrorReason::kModelNotFound, absl::StrCat("no model named ", name));
+}
+
+// The architecture a source describes (before loading anything big).
+absl::StatusOr<models::ModelConfig> ResolveConfig(const ModelSource& source, const std::string& weights_path) {
+  absl::StatusOr<models::ModelConfig> base;
+  if (source.kind == SourceKind::kPreset) {
+    base = models::PresetConfig(source.preset);
+    if (!base.ok()) base = models::FamilyConfig(source.preset);
+  } else if (source.kind == SourceKind::kCheckpoint || source.kind == SourceKind::kUpload) {
+    const fs::path dir = fs::is_directory(weights_path) ? fs::path(weights_path) : fs::path(weights_path).parent_path();
+    const fs::path config_json =
+        source.kind == SourceKind::kUpload ? fs::path(weights_path + ".config.json") : dir / "config.json";
+    if (!fs::is_regular_file(config_json)) {
+      return ErrorWithReason(absl::StatusCode::kInvalidArgument, ErrorReason::kInvalidModelFile,
+                             absl::StrCat("no config.json beside the checkpoint ", source.path,
+                                          " (it defines the architecture)"));
+    }
+    base = models::ConfigFromHuggingFaceJson(ReadFile(config_json.string()));
+  } else {
+    models::ModelConfig config;
+    config.family = models::Family::kTorchScript;
+    config.hidden_size = source.width;
+    return config;
+  }
+  if (!base.ok()) return base.status();
+  models::ModelConfig config = models::ApplyOverrides(*base, source.overrides);
+  config.ablations = source.ablations;
+  if (auto status = models::ValidateConfig(config); !status.ok()) return status;
+  return config;
+}
+
+}  // namespace
+
+std::string ModelStateName(ModelState state) {
+  switch (state) {
+    case ModelState::kLoading: return "loading";
+    case ModelState::kReady: return "ready";
+    case ModelState::kFailed: return "failed";
+  }
+  return "unknown";
+}
+
+std::string_view SourceKindName(SourceKind kind) {
+  switch (kind) {
+    case SourceKind::kPreset: return "preset";
+    case SourceKind::kCheckpoint: return "checkpoint";
+    case SourceKind::kTorchScript: return "torchscript";
+    case SourceKind::kUpload: return "upload";
+  }
+  return "preset";
+}
+
+absl::StatusOr<SourceKind> ParseSourceKind(std::string_view name) {
+  for (auto kind : {SourceKind::kPreset, SourceKind::kCheckpoint, SourceKind::kTorchScript, SourceKind::kUpload}) {
+    if (SourceKindName(kind) == name) return kind;
+  }
+  return InvalidArgumentError(
+      {ErrorReason::kInvalidArgument, "source.kind", std::string(name), "preset, checkpoint, torchscript or upload"});
+}
+
+absl::Status CheckModelName(const std::string& name) {
+  static const std::regex pattern("[a-z0-9][a-z0-9-]{0,62}");
+  if (std::regex_match(name, pattern)) return absl::OkStatus();
+  return InvalidArgumentError({ErrorReason::kInvalidArgument, "name", name.empty() ? "\"\"" : name,
+                               "1..63 characters of [a-z0-9-], starting with a letter or digit"});
+}
+
+ModelCatalog::ModelCatalog(Options options, ModelLoader* loader)
+    : options_(std::move(options)), loader_(loader), index_(options_.data_dir), owner_token_(ProcessToken()) {}
+
+absl::StatusOr<std::unique_ptr<ModelCatalog>> ModelCatalog::Open(const Options& options, ModelLoader* loader) {
+  std::error_code error;
+  fs::create_directories(fs::path(options.data_dir) / "uploads", error);
+  if (error) {
+    return ErrorWithReason(absl::StatusCode::kFailedPrecondition, ErrorReason::kPathNotAllowed,
+                           absl::StrCat("cannot create ", options.data_dir, "/uploads: ", error.message()));
+  }
+  std::unique_ptr<ModelCatalog> catalog(new ModelCatalog(options, loader));
+  for (const std::string& preset : models::PresetNames()) {
+    ModelEntry entry;
+    entry.name = preset;
+    entry.builtin = true;
+    entry.source.kind = SourceKind::kPreset;
+    entry.source.preset = preset;
+    entry.config = *models::PresetConfig(preset);
+    entry.state = ModelState::kReady;
+    entry.init_recipe = "huggingface-" + models::FamilyName(entry.config.family) + ", seed 0";
+    catalog->entries_[preset] = entry;
+  }
+  if (auto status = catalog->MergeIndexFromDisk(); !status.ok()) return status;
+  return catalog;
+}
+
+absl::Status ModelCatalog::MergeIndexFromDisk() {
+  auto items = index_.Read();
+  if (!items.ok()) return items.status();
+  return MergeIndex(*items);
+}
+
+absl::Status ModelCatalog::MergeIndex(const nlohmann::json& items) {
+  for (const auto& item : items) {
+    auto entry = EntryFromItem(item);
+    if (!entry.ok()) return entry.status();
+    // Ours (dropped here since) or lapsed: not a reservation any more.
+    if (entry->state == ModelState::kLoading &&
+        (entry->reserved_by == owner_token_ || entry->reserved_until_ms <= NowMs())) {
+      continue;
+    }
+    // What this process knows stays as it is, except another replica's reservation, which the
+    // index's newer word (finished, failed, renewed) replaces.
+    if (auto known = entries_.find(entry->name); known != entries_.end() && known->second.reserved_by.empty()) continue;
+    const std::string weights = entry->source.kind == SourceKind::kPreset   ? ""
+                                : entry->source.kind == SourceKind::kUpload ? entry->source.path
+                                                                             : ResolveUnderRoot(entry->source.path).value_or("");
+    if (auto config = ResolveConfig(entry->source, weights); config.ok()) entry->config = *config;
+    entries_[entry->name] = *std::move(entry);
+  }
+  return absl::OkStatus();
+}
+
+void ModelCatalog::SyncIndexIfChanged(bool force) {
+  const auto items = index_.ReadIfChanged(force);
+  if (!items) return;
+  std::set<std::string> listed;
+  for (const auto& item : *items) {
+    if (item.is_object() && item.contains("name") && item["name"].is_string()) listed.insert(item["name"].get<std::string>());
+  }
+  // Deleted by another replica: gone from the index (built-in presets and registrations still
+  // loading here are not in it by design).
+  for (auto it = entries_.begin(); it != entries_.end();) {
+    const bool own_loading = it->second.state == ModelState::kLoading && it->second.reserved_by.empty();
+    if (it->second.builtin || own_loading || listed.count(it->first) > 0) {
+      ++it;
+    } else {
+      loader_->Forget(it->first);
+      it = entries_.erase(it);
+    }
+  }
+  (void)MergeIndex(*items);
+}
+
+absl::Status ModelCatalog::Persist(bool merge_from_disk) {
+  auto lock = index_.Acquire();
+  return PersistUnderIndexLock(merge_from_disk);
+}
+
+absl::Status ModelCatalog::PersistUnderIndexLock(bool merge_from_disk) {
+  // Replicas sharing the data directory: keep what another process registered meanwhile.
+  if (merge_from_disk) (void)MergeIndexFromDisk();
+  nlohmann::json items = nlohmann::json::array();
+  for (const auto& [name, entry] : entries_) {
+    if (entry.builtin) continue;
+    // A reservation of the name while it loads (ours, or another replica's still valid), so that
+    // no other replica registers the same name meanwhile.
+    const bool ours = entry.reserved_by.empty();
+    if (entry.state == ModelState::kLoading && !ours && entry.reserved_until_ms <= NowMs()) continue;
+    items.push_back(ItemFromEntry(entry, ours ? owner_token_ : entry.reserved_by));
+  }
+  return index_.Write(items);
+}
+
+absl::StatusOr<std::string> ModelCatalog::ResolveUnderRoot(const std::string& relative) const {
+  if (options_.model_root.empty()) {
+    return ErrorWithReason(absl::StatusCode::kFailedPrecondition, ErrorReason::kPathNotAllowed,
+                           "the server has no model root (start it with --model-root DIR)");
+  }
+  const fs::path given(relative);
+  if (relative.empty() || given.is_absolute()) {
+    return InvalidArgumentError({ErrorReason::kPathNotAllowed, "path", relative.empty() ? "\"\"" : relative,
+                                 "a relative path under the server's model root"});
+  }
+  std::error_code error;
+  const fs::path root = fs::canonical(options_.model_root, error);
+  if (error) {
+    return ErrorWithReason(absl::StatusCode::kFailedPrecondition, ErrorReason::kPathNotFound,
+                           "model root missing: " + options_.model_root);
+  }
+  // Containment first (without revealing whether anything exists outside the root): normalize
+  // "..", resolving the symlinks of the part that exists.
+  const std::string prefix = root.string() + "/";
+  const auto outside = InvalidArgumentError({ErrorReason::kPathNotAllowed, "path", relative,
+                                             "a path that stays under the model root (no '..' or symlinks leading out)"});
+  const fs::path lexical = fs::weakly_canonical(root / given, error);
+  if (error || lexical.string().rfind(prefix, 0) != 0) return outside;
+  if (!fs::exists(lexical)) {
+    return ErrorWithReason(absl::StatusCode::kNotFound, ErrorReason::kPathNotFound,
+                           absl::StrCat("path = ", relative, " does not exist under the model root"));
+  }
+  const fs::path resolved = fs::canonical(lexical, error);  // Every symlink resolved.
+  if (error || resolved.string().rfind(prefix, 0) != 0) return outside;
+  return resolved.string();
+}
+
+std::string ModelCatalog::uploads_dir() const { return (fs::path(options_.data_dir) / "uploads").string(); }
+
+absl::StatusOr<LoadRequest> ModelCatalog::RequestForEntry(const ModelEntry& entry) const {
+  LoadRequest request;
+  request.name = entry.name;
+  request.kind = entry.source.kind;
+  request.seed = entry.source.seed;
+  if (entry.source.kind == SourceKind::kCheckpoint || entry.source.kind == SourceKind::kTorchScript) {
+    auto path = ResolveUnderRoot(entry.source.path);
+    if (!path.ok()) return path.status();
+    request.weights_path = *path;
+  } else if (entry.source.kind == SourceKind::kUpload) {
+    request.weights_path = entry.source.path;
+  }
+  auto config = ResolveConfig(entry.source, request.weights_path);
+  if (!config.ok()) return config.status();
+  request.config = *config;
+  return request;
+}
+
+absl::StatusOr<ModelEntry> ModelCatalog::Finish(ModelEntry entry) {
+  auto request = RequestForEntry(entry);
+  absl::StatusOr<LoadedModel> loaded = request.ok() ? loader_->Load(*request) : request.status();
+  if (loaded.ok() && entry.weights_sha256.empty() && entry.source.kind != SourceKind::kTorchScript) {
+    // The weights hash is the SHA-256 of the exported F32 safetensors file (what ExportModel sends).
+    const std::string scratch = (fs::path(uploads_dir()) / (".hash-" + entry.name)).string();
+    if (loader_->Export(*request, scratch).ok()) entry.weights_sha256 = Sha256OfFile(scratch).value_or("");
+    std::error_code ignored;
+    fs::remove(scratch, ignored);
+  }
+  std::lock_guard lock(mutex_);
+  if (loaded.ok()) {
+    entry.state = ModelState::kReady;
+    entry.parameters = loaded->parameters;
+    entry.memory_bytes = entry.parameters * 4;
+    entry.init_recipe = entry.source.kind == SourceKind::kPreset ? loaded->init_recipe : "loaded from " + entry.source.path;
+    entry.config = loaded->config;
+  } else {
+    entry.state = ModelState::kFailed;
+    entry.error_reason = ErrorReasonOf(loaded.status());
+    entry.error_message = std::string(loaded.status().message());
+  }
+  entries_[entry.name] = entry;
+  if (auto status = Persist(); !status.ok()) return status;
+  if (!loaded.ok()) return loaded.status();
+  return entry;
+}
+
+absl::StatusOr<std::optional<ModelEntry>> ModelCatalog::Reserve(const std::string& name, ModelEntry& entry,
+                                                                 const std::map<std::string, std::string>& labels,
+                                                                 const std::string& request_id) {
+  if (auto status = CheckModelName(name); !status.ok()) return status;
+  std::lock_guard lock(mutex_);
+  // Replicas sharing the data directory: read the index and reserve the name in it in one turn
+  // of the index lock, so that of two replicas registering one name at once exactly one wins.
+  auto index_lock = index_.Acquire();
+  SyncIndexIfChanged(/*force=*/true);  // A name another replica registered or reserved is taken.
+  if (auto it = entries_.find(name); it != entries_.end()) {
+    if (!it->second.reserved_by.empty() && it->second.reserved_until_ms <= NowMs()) {
+      entries_.erase(it);  // A lapsed reservation of a replica that died while registering.
+    } else {
+      if (!request_id.empty() && it->second.request_id == request_id) return std::optional<ModelEntry>(it->second);
+      return ErrorWithReason(absl::StatusCode::kAlreadyExists, ErrorReason::kModelAlreadyExists,
+                             it->second.reserved_by.empty()
+                                 ? absl::StrCat("a model named ", name, " exists")
+                                 : absl::StrCat("a model named ", name, " is being registered by another replica"));
+    }
+  }
+  entry.name = name;
+  entry.labels = labels;
+  entry.request_id = request_id;
+  entry.created_ms = NowMs();
+  entry.state = ModelState::kLoading;
+  entry.reserved_until_ms = entry.created_ms + kReservationMs;
+  entries_[name] = entry;  // Reserves the name while loading, here and in the shared index.
+  if (auto status = PersistUnderIndexLock(/*merge_from_disk=*/false); !status.ok()) {
+    entries_.erase(name);
+    return status;
+  }
+  return std::optional<ModelEntry>();
+}
+
+absl::StatusOr<ModelEntry> ModelCatalog::Register(const std::string& name, const ModelSource& source,
+                                                  const std::map<std::string, std::string>& labels,
+                                                  const std::string& request_id) {
+  ModelEntry entry;
+  entry.source = source;
+  auto existing = Reserve(name, entry, labels, request_id);
+  if (!existing.ok()) return existing.status();
+  if (existing->has_value()) return **existing;  // A retried request.
+  if (source.kind == SourceKind::kCheckpoint || source.kind == SourceKind::kTorchScript) {
+    if (auto path = ResolveUnderRoot(source.path); !path.ok()) {
+      std::lock_guard lock(mutex_);
+      entries_.erase(name);  // Refused requests leave nothing behind, in the index neither.
+      (void)Persist();
+      return path.status();
+    }
+  }
+  return Finish(entry);
+}
+
+absl::StatusOr<ModelEntry> ModelCatalog::RegisterUpload(const std::string& name, const std::string& staged_path,
+                                                        const std::string& config_json,
+                                                        const std::map<std::string, std::string>& labels,
+                                                        const std::string& request_id) {
+  auto config = models::ConfigFromHuggingFaceJson(config_json);
+  if (!config.ok()) return config.status();
+  ModelEntry entry;
+  auto existing = Reserve(name, entry, labels, request_id);
+  if (!existing.ok()) return existing.status();
+  if (existing->has_value()) return **existing;
+  const std::string stored = (fs::path(uploads_dir()) / (name + ".safetensors")).string();
+  std::error_code error;
+  fs::rename(staged_path, stored, error);
+  std::ofstream(stored + ".config.json") << config_json;
+  entry.source.kind = SourceKind::kUpload;
+  entry.source.path = stored;
+  auto sha = Sha256OfFile(stored);
+  if (sha.ok()) entry.weights_sha256 = *sha;
+  return Finish(entry);
+}
+
+absl::StatusOr<ModelEntry> ModelCatalog::Get(const std::string& name) {
+  std::lock_guard lock(mutex_);
+  SyncIndexIfChanged();
+  auto it = entries_.find(name);
+  if (it == entries_.end()) return NotFound(name);
+  return it->second;
+}
+
+std::vector<ModelEntry> ModelCatalog::List() {
+  std::lock_guard lock(mutex_);
+  SyncIndexIfChanged();
+  std::vector<ModelEntry> all;
+  for (const auto& [name, entry] : entries_) all.push_back(entry);
+  return all;
+}
+
+absl::Status ModelCatalog::Delete(const std::string& name, bool force, int64_t active_jobs) {
+  std::lock_guard lock(mutex_);
+  auto it = entries_.find(name);
+  if (it == entries_.end()) return NotFound(name);
+  if (it->second.builtin) {
+    return ErrorWithReason(absl::StatusCode::kFailedPrecondition, ErrorReason::kModelBuiltin,
+                           absl::StrCat(name, " is a built-in preset and cannot be deleted"));
+  }
+  if (active_jobs > 0 && !force) {
+    return ErrorWithReason(absl::StatusCode::kFailedPrecondition, ErrorReason::kModelInUse,
+                           absl::StrCat(name, " is used by ", active_jobs, " queued or running jobs (force to delete anyway)"));
+  }
+  if (it->second.source.kind == SourceKind::kUpload) {
+    std::error_code error;
+    fs::remove(it->second.source.path, error);
+    fs::remove(it->second.source.path + ".config.json", error);
+  }
+  entries_.erase(it);
+  loader_->Forget(name);
+  // Keep other replicas' registrations; the merge reads this name back from the file, so drop it again.
+  auto index_lock = index_.Acquire();
+  (void)MergeIndexFromDisk();
+  entries_.erase(name);
+  return PersistUnderIndexLock(/*merge_from_disk=*/false);
+}
+
+absl::StatusOr<LoadRequest> ModelCatalog::RequestFor(const std::string& name) {
+  std::lock_guard lock(mutex_);
+  SyncIndexIfChanged();
+  auto it = entries_.find(name);
+  if (it == entries_.end()) return NotFound(name);
+  if (it->second.state == ModelState::kFailed) {
+    return ErrorWithReason(absl::StatusCode::kFailedPrecondition, ErrorReason::kModelNotReady,
+                           absl::StrCat(name, " failed to load: ", it->second.error_message));
+  }
+  if (!it->second.reserved_by.empty()) {
+    return ErrorWithReason(absl::StatusCode::kFailedPrecondition, ErrorReason::kModelNotReady,
+                           absl::StrCat(name, " is still being registered by another replica"));
+  }
+  return RequestForEntry(it->second);
+}
+
+void ModelCatalog::RecordLoadFailure(const std::string& name, const absl::Status& status) {
+  std::lock_guard lock(mutex_);
+  auto it = entries_.find(name);
+  if (it == entries_.end()) return;
+  it->second.state = ModelState::kFailed;
+  it->second.error_reason = ErrorReasonOf(status);
+  it->second.error_message = std::string(status.message());
+  (void)Persist();
+}
+
+void ModelCatalog::RecordLoaded(const std::string& name, const LoadedModel& loaded) {
+  std::lock_guard lock(mutex_);
+  auto it = entries_.find(name);
+  if (it == entries_.end() || it->second.memory_bytes > 0) return;
+  it->second.parameters = loaded.parameters;
+  it->second.memory_bytes = loaded.parameters * 4;
+}
+
+absl::Status ModelCatalog::Export(const std::string& name, const std::string& path) {
+  auto request = RequestFor(name);
+  if (!request.ok()) return request.status();
+  if (request->kind == SourceKind::kTorchScript) {
+    return ErrorWithReason(absl::StatusCode::kFailedPrecondition, ErrorReason::kInvalidArgument,
+                           absl::StrCat(name, " is a TorchScript model: export its file instead"));
+  }
+  if (auto status = loader_->Export(*request, path); !status.ok()) return status;
+  auto sha = Sha256OfFile(path);
+  if (sha.ok()) {
+    std::lock_guard lock(mutex_);
+    if (auto it = entries_.find(name); it != entries_.end() && !it->second.builtin) {
+      it->second.weights_sha256 = *sha;
+      (void)Persist();
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace posbias::registry

@@ -1,0 +1,102 @@
+// The model catalog: named models a job can measure, torch-free. Built-in presets are always
+// there; users register a preset with overrides and a seed, a Hugging Face checkpoint or a
+// TorchScript file under the server's model root, or an uploaded safetensors checkpoint.
+// Registrations persist in the shared index <data_dir>/models.json (model_index.h), where replicas
+// sharing the data directory see each other's registrations, deletions and reservations.
+//
+// The catalog resolves an entry into a LoadRequest; a ModelLoader it is given (model_loader.h: the
+// server's is the torch-side ModelCache) builds or loads the model. A registration loads once, to
+// check the model and learn its size, before it is READY.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "nlohmann/json.hpp"
+#include "server/registry/model_entry.h"
+#include "server/registry/model_index.h"
+#include "server/registry/model_loader.h"
+
+namespace posbias::registry {
+
+class ModelCatalog {
+ public:
+  struct Options {
+    std::string model_root;  // Checkpoints and TorchScript files live here ("" = none allowed).
+    std::string data_dir;    // models.json and uploads/.
+  };
+
+  // `loader` outlives the catalog.
+  static absl::StatusOr<std::unique_ptr<ModelCatalog>> Open(const Options& options, ModelLoader* loader);
+
+  // Registers (and loads, to check it) a model. A name that exists is MODEL_ALREADY_EXISTS unless
+  // the same non-empty request_id registered it (then that entry is returned).
+  absl::StatusOr<ModelEntry> Register(const std::string& name, const ModelSource& source,
+                                      const std::map<std::string, std::string>& labels,
+                                      const std::string& request_id);
+  // Registers an uploaded checkpoint: `staged_path` (a file the caller wrote under uploads_dir())
+  // becomes the model's weights; `config_json` is its Hugging Face config.
+  absl::StatusOr<ModelEntry> RegisterUpload(const std::string& name, const std::string& staged_path,
+                                            const std::string& config_json,
+                                            const std::map<std::string, std::string>& labels,
+                                            const std::string& request_id);
+
+  absl::StatusOr<ModelEntry> Get(const std::string& name);
+  std::vector<ModelEntry> List();
+  // MODEL_BUILTIN for a preset; MODEL_IN_USE when active_jobs > 0 and not force.
+  absl::Status Delete(const std::string& name, bool force, int64_t active_jobs);
+
+  // What the loader needs to build the named model: MODEL_NOT_FOUND, or MODEL_NOT_READY for a
+  // failed model or another replica's registration in progress.
+  absl::StatusOr<LoadRequest> RequestFor(const std::string& name);
+  // A load outside registration (a cache reload) failed: the model becomes FAILED with the reason.
+  void RecordLoadFailure(const std::string& name, const absl::Status& status);
+  // A load outside registration learned the model's size (entries read from an older index).
+  void RecordLoaded(const std::string& name, const LoadedModel& loaded);
+
+  // Writes the model's weights (Hugging Face names, F32) to `path` and records their SHA-256.
+  absl::Status Export(const std::string& name, const std::string& path);
+
+  // Resolves `relative` under the model root: no absolute paths, no escaping through "..", no
+  // symlinks leading out (PATH_NOT_ALLOWED); PATH_NOT_FOUND when it does not exist.
+  absl::StatusOr<std::string> ResolveUnderRoot(const std::string& relative) const;
+
+  std::string uploads_dir() const;
+
+ private:
+  ModelCatalog(Options options, ModelLoader* loader);
+  absl::StatusOr<LoadRequest> RequestForEntry(const ModelEntry& entry) const;
+  // Registration's second half: loads the reserved entry and records READY or FAILED.
+  absl::StatusOr<ModelEntry> Finish(ModelEntry entry);
+  // Reserves `name` for `entry` (LOADING); the existing entry when the same request_id made it;
+  // MODEL_ALREADY_EXISTS otherwise.
+  absl::StatusOr<std::optional<ModelEntry>> Reserve(const std::string& name, ModelEntry& entry,
+                                                    const std::map<std::string, std::string>& labels,
+                                                    const std::string& request_id);
+  // Writes the index (merging what other replicas wrote first, unless told not to), under the
+  // index lock. Caller holds mutex_.
+  absl::Status Persist(bool merge_from_disk = true);
+  absl::Status PersistUnderIndexLock(bool merge_from_disk);  // Caller holds mutex_ and the index lock.
+  // Adds the index's entries this process does not know (written by another replica). Caller
+  // holds mutex_ (or is Open).
+  absl::Status MergeIndex(const nlohmann::json& items);
+  absl::Status MergeIndexFromDisk();
+  // When the index changed since this process last read or wrote it: adds the new entries and
+  // drops the deleted ones. Caller holds mutex_.
+  void SyncIndexIfChanged(bool force = false);
+
+  Options options_;
+  ModelLoader* loader_;
+  ModelIndex index_;
+  std::mutex mutex_;
+  std::map<std::string, ModelEntry> entries_;
+  std::string owner_token_;  // host:pid:random, marks this process's reservations in the index.
+};
+
+}  // namespace posbias::registry

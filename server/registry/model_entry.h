@@ -1,0 +1,65 @@
+// What the registry knows about a named model, torch-free: where it comes from (its source), its
+// architecture, its state and provenance. The catalog (model_catalog.h) keeps these entries; the
+// loader (model_loader.h) turns one into a model in memory.
+//
+// Model states: LOADING only while a registration builds or loads it (and, in the shared index,
+// while another replica does: a reservation); then READY, or FAILED with a reason (a registration
+// that fails stays listed as FAILED so the user sees why; a cache reload that fails turns READY
+// into FAILED). Nothing stays LOADING: a restart re-reads models.json, where a reservation lapses.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "server/models/config.h"
+
+namespace posbias::registry {
+
+enum class ModelState { kLoading, kReady, kFailed };
+std::string ModelStateName(ModelState state);  // "loading" | "ready" | "failed"
+
+// kPreset: a preset (or family base) with overrides and a seed; kCheckpoint: a Hugging Face
+// checkpoint under the model root; kTorchScript: a TorchScript file under the model root;
+// kUpload: an uploaded safetensors file with its config.json, stored in <data_dir>/uploads/.
+enum class SourceKind { kPreset, kCheckpoint, kTorchScript, kUpload };
+std::string_view SourceKindName(SourceKind kind);  // "preset" | "checkpoint" | "torchscript" | "upload"
+absl::StatusOr<SourceKind> ParseSourceKind(std::string_view name);
+
+struct ModelSource {
+  SourceKind kind = SourceKind::kPreset;
+  std::string preset;     // kPreset: its name (or family base "gpt2" / "qwen2" / "cesaro").
+  models::ConfigOverrides overrides;
+  models::Ablations ablations;
+  uint64_t seed = 0;
+  std::string path;       // kCheckpoint / kTorchScript: relative to the model root; kUpload: the stored file.
+  int64_t width = 0;      // kTorchScript: embedding width d.
+};
+
+struct ModelEntry {
+  std::string name;
+  bool builtin = false;
+  ModelSource source;
+  models::ModelConfig config;
+  ModelState state = ModelState::kLoading;
+  std::string error_reason, error_message;
+  std::string init_recipe;
+  std::string weights_sha256;  // SHA-256 of the exported F32 safetensors bytes ("" until computed).
+  int64_t parameters = 0;
+  int64_t memory_bytes = 0;    // Float32 parameters in memory.
+  int64_t created_ms = 0;
+  std::map<std::string, std::string> labels;
+  std::string request_id;
+  // Another replica's registration still loading, as read from the shared index: its owner (a
+  // process token) and when the reservation lapses if that replica died (Unix ms). Empty / 0 for
+  // this process's own entries.
+  std::string reserved_by;
+  int64_t reserved_until_ms = 0;
+};
+
+// Checks a model name: [a-z0-9][a-z0-9-]{0,62}.
+absl::Status CheckModelName(const std::string& name);
+
+}  // namespace posbias::registry

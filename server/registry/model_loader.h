@@ -1,0 +1,42 @@
+// The door between the torch-free catalog and the models in memory: the catalog resolves an entry
+// into a LoadRequest (architecture, seed, absolute weights path) and a ModelLoader builds or loads
+// it. The server's loader is the torch-side ModelCache (model_cache.h), which also keeps loaded
+// models for the jobs that follow; tests may give the catalog any other.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "server/models/config.h"
+#include "server/registry/model_entry.h"
+
+namespace posbias::registry {
+
+struct LoadRequest {
+  std::string name;
+  SourceKind kind = SourceKind::kPreset;
+  models::ModelConfig config;  // Resolved (presets, overrides, config.json); kTorchScript: width only.
+  uint64_t seed = 0;           // Of the initialization (weights, if any, replace it).
+  std::string weights_path;    // Absolute: checkpoint file or directory, upload, TorchScript file; "" = seeded init.
+};
+
+// What a load found out about the model.
+struct LoadedModel {
+  models::ModelConfig config;  // As built (TorchScript: as declared).
+  int64_t parameters = 0;
+  std::string init_recipe;     // The seeded initialization's recipe, in words.
+};
+
+class ModelLoader {
+ public:
+  virtual ~ModelLoader() = default;
+  // Builds or loads the model (and may keep it for later use).
+  virtual absl::StatusOr<LoadedModel> Load(const LoadRequest& request) = 0;
+  // Writes the model's weights (Hugging Face names, F32 safetensors) to `path`.
+  virtual absl::Status Export(const LoadRequest& request, const std::string& path) = 0;
+  // The named model was deleted or replaced: drop anything kept of it.
+  virtual void Forget(const std::string& name) = 0;
+};
+
+}  // namespace posbias::registry

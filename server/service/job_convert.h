@@ -1,0 +1,31 @@
+// Conversions between the public job messages (posbias.v1) and the typed job contract
+// (jobs/jacobian_spec.h, jobs/jacobian_report.h): the only place job enums meet proto enums and
+// the report meets GetJobResult's pages.
+#pragma once
+
+#include <cstdint>
+
+#include "absl/status/statusor.h"
+#include "posbias/v1/job_service.pb.h"
+#include "server/jobs/jacobian_report.h"
+#include "server/jobs/job.h"
+
+namespace posbias::service {
+
+// The request as a job record to admit: the spec with its defaults (16 samples, 64 probes, the
+// given tokens' count as samples), `drawn_seed` unless the input names a seed, priority, time
+// limit, labels, request_id, and the queue partition its device preference implies.
+// EMPTY_REQUEST without a Jacobian-norm spec.
+absl::StatusOr<jobs::JobRecord> RecordFromRequest(const v1::SubmitJobRequest& request, uint64_t drawn_seed);
+
+// Job record -> public Job message.
+void JobToProto(const jobs::JobRecord& job, v1::Job* out);
+
+// Fills one page of a finished job's result: positions first..last (1-based) every `stride`,
+// `page_size` of them per page (default 1024, at most 16384), with the theory comparison, layer
+// profiles, branch ratios, raw samples and token ids as asked. The page token is the index of the
+// page's first selected position.
+absl::Status FillResultPage(const v1::GetJobResultRequest& request, const jobs::JacobianReport& report,
+                            v1::GetJobResultResponse* response);
+
+}  // namespace posbias::service

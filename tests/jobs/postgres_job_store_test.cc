@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "server/jobs/housekeeper.h"
 #include "server/jobs/job_store.h"
 #include "server/status/error.h"
 #include "tests/jobs/postgres_test_db.h"
@@ -118,6 +119,23 @@ TEST_F(PostgresJobStore, AnExpiredLeaseIsReapedAndTheStaleWorkerIsFencedOut) {
   EXPECT_EQ(*replica_a->GetResult(id), R"({"by":"b"})");
   EXPECT_EQ(replica_a->Succeed(id, 1, R"({"by":"a"})").status().code(), absl::StatusCode::kAborted);
   EXPECT_EQ(*replica_a->GetResult(id), R"({"by":"b"})");
+}
+
+TEST_F(PostgresJobStore, TheHousekeeperOfAnyReplicaReapsALostWorkersJobAndReportsIt) {
+  auto replica_a = Replica();
+  auto replica_b = Replica();
+  ASSERT_TRUE(replica_a->Create(MakeJob(), 0).ok());
+  auto claimed = replica_a->ClaimNext("worker-a", {"cpu"}, "cpu");
+  ASSERT_TRUE(claimed.ok() && claimed->has_value());
+  int64_t reported = 0;
+  Housekeeper::Options options;
+  options.on_reaped = [&](int64_t reaped) { reported += reaped; };
+  Housekeeper housekeeper(replica_b.get(), options, [now = now_] { return now->load(); });
+  EXPECT_EQ(housekeeper.Round().reaped, 0) << "the lease still holds";
+  Advance(kLeaseMs + 1);
+  EXPECT_EQ(housekeeper.Round().reaped, 1);
+  EXPECT_EQ(reported, 1);
+  EXPECT_EQ(replica_b->Get((*claimed)->id)->state, JobState::kQueued);
 }
 
 TEST_F(PostgresJobStore, ACancellingJobWhoseWorkerIsLostEndsCancelled) {

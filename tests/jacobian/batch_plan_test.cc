@@ -1,0 +1,90 @@
+// The engine's batch plan as numbers: how many cotangent rows go through one reverse pass, when
+// activation checkpointing turns on, and the CPU caps, for autograd and the model's own pass.
+#include "server/jacobian/batch_plan.h"
+
+#include <gtest/gtest.h>
+
+namespace posbias::jacobian {
+namespace {
+
+constexpr int64_t kMiB = int64_t{1} << 20;
+
+BatchPlanInputs Gpt2Small(int64_t length, int64_t rows, int64_t budget) {
+  BatchPlanInputs in;
+  in.config.num_layers = 12;
+  in.config.hidden_size = 768;
+  in.config.num_heads = 12;
+  in.config.intermediate_size = 3072;
+  in.length = length;
+  in.rows_total = rows;
+  in.budget_bytes = budget;
+  return in;
+}
+
+TEST(BatchPlan, ActivationsPerRowFollowTheSharedFormula) {
+  const auto in = Gpt2Small(128, 768, 0);
+  const double per_layer = 128.0 * (12 * 768 + 3 * 3072) + 2.0 * 12 * 128 * 128;
+  EXPECT_EQ(ActivationBytesPerRow(in.config, 128, 4), static_cast<int64_t>(13 * per_layer * 4));
+  EXPECT_DOUBLE_EQ(models::ActivationElementsPerLayer(in.config, 128), per_layer);
+}
+
+TEST(BatchPlan, AutogradOnTheCpuTakesAtMostSixteenRowsInEqualChunks) {
+  const auto plan = PlanBatches(Gpt2Small(128, 64, 64 * 1024 * kMiB));
+  EXPECT_FALSE(plan.checkpoint);
+  EXPECT_EQ(plan.batch, 16);
+  EXPECT_EQ(plan.rows_per_call, 16);
+  auto odd = Gpt2Small(128, 36, 64 * 1024 * kMiB);  // 36 rows: 3 chunks of 12, not 16 + 16 + 4.
+  EXPECT_EQ(PlanBatches(odd).batch, 12);
+}
+
+TEST(BatchPlan, OnCudaTheBudgetAloneSizesTheBatch) {
+  auto in = Gpt2Small(128, 768, 0);
+  in.on_cuda = true;
+  in.budget_bytes = 10 * ActivationBytesPerRow(in.config, 128, 4);
+  const auto plan = PlanBatches(in);
+  EXPECT_EQ(plan.batch, 10);  // 768 rows, at most 10 a pass: 77 chunks of ceil(768 / 77) = 10.
+}
+
+TEST(BatchPlan, CheckpointingTurnsOnWhenOneRowExceedsTheBudget) {
+  auto in = Gpt2Small(2048, 768, 0);
+  in.budget_bytes = ActivationBytesPerRow(in.config, 2048, 4) - 1;
+  const auto plan = PlanBatches(in);
+  EXPECT_TRUE(plan.checkpoint);
+  EXPECT_EQ(plan.kept_bytes, ActivationBytesPerRow(in.config, 2048, 4) / 12);
+  in.checkpointing = Checkpointing::kOff;
+  EXPECT_FALSE(PlanBatches(in).checkpoint) << "off means off";
+  in.budget_bytes = int64_t{1} << 50;
+  in.checkpointing = Checkpointing::kOn;
+  EXPECT_TRUE(PlanBatches(in).checkpoint) << "on means on";
+}
+
+TEST(BatchPlan, TheModelPassOnTheCpuKeepsAboutFourThousandProductRows) {
+  auto in = Gpt2Small(128, 64, 64 * 1024 * kMiB);
+  in.model_pass = true;
+  const auto plan = PlanBatches(in);
+  EXPECT_EQ(plan.batch, 32);  // 4096 / 128.
+  EXPECT_GE(plan.rows_per_call, plan.batch);
+  EXPECT_LE(plan.rows_per_call, 64);
+}
+
+TEST(BatchPlan, ARequestedBatchIsKeptAsGiven) {
+  auto in = Gpt2Small(128, 64, 64 * 1024 * kMiB);
+  in.requested_batch = 5;
+  in.model_pass = true;
+  const auto plan = PlanBatches(in);
+  EXPECT_EQ(plan.batch, 5);
+  EXPECT_EQ(plan.rows_per_call, 5);
+}
+
+TEST(BatchPlan, AnyBudgetGivesAtLeastOneRow) {
+  for (bool model_pass : {false, true}) {
+    auto in = Gpt2Small(4096, 768, 1);
+    in.model_pass = model_pass;
+    const auto plan = PlanBatches(in);
+    EXPECT_GE(plan.batch, 1);
+    EXPECT_GE(plan.rows_per_call, 1);
+  }
+}
+
+}  // namespace
+}  // namespace posbias::jacobian

@@ -126,7 +126,10 @@ absl::StatusOr<std::vector<uint64_t>> SelectedPositions(const v1::EvaluateDiscre
         {ErrorReason::kInvalidPosition, "stride", absl::StrCat("start ", start, ", stop ", stop),
          absl::StrCat("1 <= start <= stop <= L = ", length)});
   }
-  for (uint64_t j = start; j <= stop; j += step) positions.push_back(j);
+  // start + i * step <= stop for every i below the count: no arithmetic can wrap around.
+  const uint64_t count = (stop - start) / step + 1;
+  positions.reserve(count);
+  for (uint64_t i = 0; i < count; ++i) positions.push_back(start + i * step);
   return positions;
 }
 

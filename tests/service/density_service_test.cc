@@ -70,6 +70,28 @@ TEST(HandleEvaluateDiscrete, StopsWhenTheCallerGoesAway) {
   EXPECT_EQ(status.code(), absl::StatusCode::kCancelled);
 }
 
+// Found by reading the code: `j += step` wrapped around for a huge step, answering positions
+// 5, 4, 3, 2, 1, 0 and a value read from before the array.
+TEST(HandleEvaluateDiscrete, AHugeStrideStepSelectsOnlyTheStartPosition) {
+  v1::EvaluateDiscreteRequest request;
+  *request.mutable_model() = Model(4, 0.5);
+  request.set_length(5);
+  request.mutable_stride()->set_start(5);
+  request.mutable_stride()->set_stop(5);
+  request.mutable_stride()->set_step(UINT64_MAX);
+  v1::EvaluateDiscreteResponse response;
+  ASSERT_TRUE(HandleEvaluateDiscrete(request, {}, {}, &response).ok());
+  ASSERT_EQ(response.position_size(), 1);
+  EXPECT_EQ(response.position(0), 5u);
+  request.mutable_stride()->set_start(2);
+  request.mutable_stride()->set_stop(5);
+  request.mutable_stride()->set_step(UINT64_MAX - 1);
+  response.Clear();
+  ASSERT_TRUE(HandleEvaluateDiscrete(request, {}, {}, &response).ok());
+  ASSERT_EQ(response.position_size(), 1);
+  EXPECT_EQ(response.position(0), 2u);
+}
+
 TEST(HandleEvaluateDiscrete, RejectsBandPositionsThatDoNotFit) {
   v1::EvaluateDiscreteRequest request;
   *request.mutable_model() = Model(4, 0.5);

@@ -95,6 +95,25 @@ absl::Status WorkerPool::WithRetries(const std::function<absl::Status()>& write)
   }
 }
 
+// The runner, with every exception it lets out turned into a failure of this job: a measurement
+// that throws (a LibTorch error, malformed JSON, an allocation failure) fails its job, not the
+// process, and the worker goes on with the next job.
+absl::StatusOr<std::string> WorkerPool::RunGuarded(const JobRecord& job,
+                                                   const std::function<bool(const ProgressUpdate&)>& report) {
+  try {
+    return runner_->Run(job, report);
+  } catch (const std::bad_alloc&) {
+    return ErrorWithReason(absl::StatusCode::kResourceExhausted, ErrorReason::kInsufficientMemory,
+                           "the measurement ran out of memory");
+  } catch (const std::exception& error) {
+    return ErrorWithReason(absl::StatusCode::kInternal, ErrorReason::kInternalError,
+                           absl::StrCat("the measurement failed: ", error.what()));
+  } catch (...) {
+    return ErrorWithReason(absl::StatusCode::kInternal, ErrorReason::kInternalError,
+                           "the measurement failed with an unknown exception");
+  }
+}
+
 void WorkerPool::RunOne(const WorkerSpec&, const JobRecord& job) {
   const auto start = std::chrono::steady_clock::now();
   if (observer_.started) {
@@ -116,7 +135,7 @@ void WorkerPool::RunOne(const WorkerSpec&, const JobRecord& job) {
     if (job.time_limit_seconds > 0 && elapsed > job.time_limit_seconds) return !(timed_out = true);
     return !stopping_.load();
   };
-  auto result = runner_->Run(job, report);
+  auto result = RunGuarded(job, report);
   if (lease_lost) fenced = true;  // The heartbeat goes on until the final write is done.
   JobStore::TransitionOptions fence;
   fence.attempt = job.attempt;
@@ -141,7 +160,8 @@ void WorkerPool::RunOne(const WorkerSpec&, const JobRecord& job) {
     (void)store_->Transition(job.id, JobState::kQueued, fence);
   } else {
     outcome = "failed";
-    fence.error_reason = ErrorReasonOf(result.status()).empty() ? std::string(ErrorReasonName(ErrorReason::kInternalError)) : ErrorReasonOf(result.status());
+    fence.error_reason = ErrorReasonOf(result.status());
+    if (fence.error_reason.empty()) fence.error_reason = std::string(ErrorReasonName(ErrorReason::kInternalError));
     fence.error_code = static_cast<int32_t>(result.status().code());
     fence.error_message = std::string(result.status().message());
     (void)WithRetries([&] { return store_->Transition(job.id, JobState::kFailed, fence).status(); });

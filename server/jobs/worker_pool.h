@@ -66,6 +66,7 @@ class WorkerPool {
  private:
   void Loop(const WorkerSpec& spec);
   void RunOne(const WorkerSpec& spec, const JobRecord& job);
+  absl::StatusOr<std::string> RunGuarded(const JobRecord& job, const std::function<bool(const ProgressUpdate&)>& report);
   class Heartbeat;
   absl::Status WithRetries(const std::function<absl::Status()>& write);
 

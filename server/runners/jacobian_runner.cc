@@ -1,7 +1,10 @@
 #include "server/runners/jacobian_runner.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <mutex>
+#include <optional>
 
 #include <torch/torch.h>
 
@@ -18,19 +21,43 @@ nlohmann::json RecordToJson(const jacobian::SampleRecord& record) {
   return {{"sq_norm", record.sq_norm}, {"probe_var", record.probe_var}, {"branch_ratio", record.branch_ratio}};
 }
 
-std::vector<jacobian::SampleRecord> RecordsFromCheckpoint(const std::string& checkpoint) {
+// The records of a checkpoint (or of a part's result). A damaged one is DATA_LOSS, never an
+// exception in a worker thread.
+absl::StatusOr<std::vector<jacobian::SampleRecord>> RecordsFromCheckpoint(const std::string& checkpoint) {
   std::vector<jacobian::SampleRecord> records;
   if (checkpoint.empty()) return records;
   const auto json = nlohmann::json::parse(checkpoint, nullptr, false);
   if (json.is_discarded() || !json.contains("samples")) return records;
-  for (const auto& item : json["samples"]) {
-    jacobian::SampleRecord record;
-    record.sq_norm = item.at("sq_norm").get<std::vector<std::vector<double>>>();
-    record.probe_var = item.at("probe_var").get<std::vector<std::vector<double>>>();
-    record.branch_ratio = item.at("branch_ratio").get<std::vector<double>>();
-    records.push_back(std::move(record));
+  try {
+    for (const auto& item : json.at("samples")) {
+      jacobian::SampleRecord record;
+      record.sq_norm = item.at("sq_norm").get<std::vector<std::vector<double>>>();
+      record.probe_var = item.at("probe_var").get<std::vector<std::vector<double>>>();
+      record.branch_ratio = item.at("branch_ratio").get<std::vector<double>>();
+      records.push_back(std::move(record));
+    }
+  } catch (const nlohmann::json::exception& error) {
+    return ErrorWithReason(absl::StatusCode::kDataLoss, ErrorReason::kInternalError,
+                           absl::StrCat("the job's checkpoint is damaged: ", error.what()));
   }
   return records;
+}
+
+// Whether every value of a finished sample is finite (a NaN or infinity must never reach a
+// checkpoint: JSON writes it as null, which no later attempt could read back as a number).
+bool IsFinite(const jacobian::SampleRecord& record) {
+  auto finite = [](const std::vector<double>& values) {
+    return std::all_of(values.begin(), values.end(), [](double v) { return std::isfinite(v); });
+  };
+  return std::all_of(record.sq_norm.begin(), record.sq_norm.end(), finite) &&
+         std::all_of(record.probe_var.begin(), record.probe_var.end(), finite) && finite(record.branch_ratio);
+}
+
+absl::Status NotFinite(const std::string& model, int64_t sample) {
+  return ErrorWithReason(absl::StatusCode::kFailedPrecondition, ErrorReason::kMeasurementNotFinite,
+                         absl::StrCat("sample ", sample, " of the measurement on ", model,
+                                      " has non-finite squared norms (NaN or infinity): the model's outputs overflow "
+                                      "or its weights are not finite; try float32 or check the checkpoint"));
 }
 
 jacobian::MeasureOptions OptionsFor(const jobs::JacobianJobSpec& spec, const std::string& device) {
@@ -72,7 +99,8 @@ absl::StatusOr<std::string> JacobianRunner::Run(const jobs::JobRecord& job,
     // Merging a job run in sample parts: their records in sample order, nothing left to compute.
     for (const std::string& part : job.part_results) {
       auto records = RecordsFromCheckpoint(part);
-      options.done_samples.insert(options.done_samples.end(), records.begin(), records.end());
+      if (!records.ok()) return records.status();
+      options.done_samples.insert(options.done_samples.end(), records->begin(), records->end());
     }
     if (static_cast<int64_t>(options.done_samples.size()) != job.spec.samples) {
       return ErrorWithReason(absl::StatusCode::kInternal, ErrorReason::kInternalError,
@@ -82,7 +110,9 @@ absl::StatusOr<std::string> JacobianRunner::Run(const jobs::JobRecord& job,
   } else {
     options.first_sample = job.sample_begin;
     options.end_sample = job.parent_id.empty() ? 0 : job.sample_end;
-    options.done_samples = RecordsFromCheckpoint(job.checkpoint);
+    auto records = RecordsFromCheckpoint(job.checkpoint);
+    if (!records.ok()) return records.status();
+    options.done_samples = *std::move(records);
   }
   nlohmann::json checkpoint = {{"samples", nlohmann::json::array()}};
   for (const auto& record : options.done_samples) checkpoint["samples"].push_back(RecordToJson(record));
@@ -103,7 +133,12 @@ absl::StatusOr<std::string> JacobianRunner::Run(const jobs::JobRecord& job,
     update.eta_seconds = gained > 0 ? elapsed / gained * (1.0 - progress.fraction) : -1;
     return report(update);
   };
-  options.on_sample = [&](int64_t, const jacobian::SampleRecord& record) {
+  std::optional<int64_t> not_finite;  // The first sample with a non-finite value.
+  options.on_sample = [&](int64_t sample, const jacobian::SampleRecord& record) {
+    if (!IsFinite(record)) {
+      not_finite = sample;
+      return false;  // Stops the measurement; nothing of this sample is stored.
+    }
     checkpoint["samples"].push_back(RecordToJson(record));
     jobs::ProgressUpdate update;
     update.progress = last.fraction;
@@ -114,6 +149,7 @@ absl::StatusOr<std::string> JacobianRunner::Run(const jobs::JobRecord& job,
     return report(update);
   };
   auto result = jacobian::Measure(**model, options);
+  if (not_finite) return NotFinite(job.spec.model, *not_finite);
   if (!result.ok()) return result.status();
   last_vjp_count_ = result->vjp_count;
   if (!job.parent_id.empty()) {

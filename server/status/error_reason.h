@@ -36,6 +36,9 @@ namespace posbias {
   X(kJobNotFinished, "JOB_NOT_FINISHED", 33)                  \
   X(kDeviceUnavailable, "DEVICE_UNAVAILABLE", 34)             \
   X(kJobTimeLimitExceeded, "JOB_TIME_LIMIT_EXCEEDED", 35)     \
+  X(kMeasurementNotFinite, "MEASUREMENT_NOT_FINITE", 36)      \
+  X(kAttemptsExhausted, "ATTEMPTS_EXHAUSTED", 37)             \
+  X(kRequestIdReused, "REQUEST_ID_REUSED", 38)                \
   X(kNotImplemented, "NOT_IMPLEMENTED", 90)                   \
   X(kShuttingDown, "SHUTTING_DOWN", 91)                       \
   X(kInternalError, "INTERNAL_ERROR", 99)

@@ -24,6 +24,7 @@ import os
 import re
 import shutil
 import signal
+import struct
 import subprocess
 import sys
 import tempfile
@@ -397,6 +398,32 @@ class ModelRegistryTest(ServerTestCase):
         original_result = self.cli_json("jobs", "result", original["id"])
         self.assertEqual(loaded_result["tokens"], original_result["tokens"])
         self.assertEqual(loaded_result["sq_norm_mean"], original_result["sq_norm_mean"])
+
+    def test_a_checkpoint_with_non_finite_weights_fails_its_job_and_the_server_goes_on(self):
+        # A poison job: NaN weights make every norm NaN. It must fail with its reason (never a
+        # NaN in a checkpoint, never a worker crash), and the next job must run.
+        directory = os.path.join(self.fixture.model_root, "poisoned")
+        os.makedirs(directory, exist_ok=True)
+        path = self.export("tiny-gpt2", os.path.join(directory, "model.safetensors"))
+        header, _, length = read_safetensors_header(path)
+        begin, end = header["transformer.ln_f.weight"]["data_offsets"]
+        with open(path, "r+b") as f:
+            f.seek(8 + length + begin)
+            f.write(struct.pack("<f", float("nan")) * ((end - begin) // 4))
+        config = {"model_type": "gpt2", "n_embd": 32, "n_layer": 2, "n_head": 2, "n_inner": 64,
+                  "vocab_size": VOCAB, "n_positions": MAX_POSITIONS, "layer_norm_epsilon": 1e-5,
+                  "tie_word_embeddings": True}
+        with open(os.path.join(directory, "config.json"), "w") as f:
+            json.dump(config, f)
+        self.assertEqual(self.cli_json("models", "register", "poisoned", "--checkpoint", "poisoned")["state"], "ready")
+        flags = ["--length", "8", "--samples", "2", "--wait"]
+        result = self.cli("jobs", "submit", "--model", "poisoned", *flags, "--format", "json", timeout=JOB_TIMEOUT_S)
+        job = json.loads(result.stdout)
+        self.assertEqual(job["state"], "failed", describe(result))
+        self.assertEqual(job["error"]["reason"], "MEASUREMENT_NOT_FINITE")
+        self.assertIn("non-finite", job["error"]["message"])
+        healthy = self.cli_json("jobs", "submit", "--model", "tiny-gpt2", *flags, timeout=JOB_TIMEOUT_S)
+        self.assertEqual(healthy["state"], "succeeded")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <filesystem>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <thread>
 
@@ -154,6 +155,32 @@ TEST_F(WorkerPoolTest, AJobRunsToSuccessAndItsResultIsStored) {
   EXPECT_EQ(job.state, JobState::kSucceeded);
   EXPECT_EQ(job.attempt, 1);
   EXPECT_EQ(*store_->GetResult(id), R"({"done":true})");
+}
+
+// Throws for the job named `poison` (as a LibTorch error, malformed JSON or an allocation failure
+// would), succeeds for every other job.
+class ThrowingRunner final : public JobRunner {
+ public:
+  explicit ThrowingRunner(std::string poison) : poison_(std::move(poison)) {}
+  absl::StatusOr<std::string> Run(const JobRecord& job, const std::function<bool(const ProgressUpdate&)>&) override {
+    if (job.id == poison_) throw std::out_of_range("vector::_M_range_check: __n (which is 0) >= this->size()");
+    return std::string(R"({"done":true})");
+  }
+
+ private:
+  std::string poison_;
+};
+
+TEST_F(WorkerPoolTest, ARunnerThatThrowsFailsItsJobAndTheWorkerGoesOnWithTheNext) {
+  const std::string poison = Submit();
+  const std::string next = Submit();
+  ThrowingRunner runner(poison);
+  RunUntilSettled(runner, next);
+  const JobRecord failed = *store_->Get(poison);
+  EXPECT_EQ(failed.state, JobState::kFailed);
+  EXPECT_EQ(failed.error_reason, "INTERNAL_ERROR");
+  EXPECT_NE(failed.error_message.find("vector::_M_range_check"), std::string::npos) << failed.error_message;
+  EXPECT_EQ(store_->Get(next)->state, JobState::kSucceeded);
 }
 
 TEST_F(WorkerPoolTest, AStoreOutageDuringProgressReportsDoesNotStopTheJob) {

@@ -1,0 +1,133 @@
+// The pieces the LibTorch families share (layers.h): attention, branch ratios, checkpointed
+// layers, the seeded Hugging Face initialization and the reverse-pass adapters of torch modules.
+#include "server/models/layers.h"
+
+#include <cmath>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+
+namespace posbias::models::layers {
+namespace {
+
+// One layer as a callable, carried through the autograd graph inside a capsule.
+struct LayerCall : torch::CustomClassHolder {
+  explicit LayerCall(std::function<torch::Tensor(const torch::Tensor&)> call) : fn(std::move(call)) {}
+  std::function<torch::Tensor(const torch::Tensor&)> fn;
+};
+
+// Activation checkpointing: the forward pass runs the layer without recording a graph and saves
+// only its input; the backward pass recomputes the layer and differentiates it w.r.t. the input.
+class CheckpointedLayer : public torch::autograd::Function<CheckpointedLayer> {
+ public:
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
+                               c10::intrusive_ptr<LayerCall> layer) {
+    ctx->save_for_backward({x});
+    ctx->saved_data["layer"] = c10::IValue::make_capsule(layer);
+    torch::NoGradGuard no_grad;
+    return layer->fn(x);
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    auto x = ctx->get_saved_variables()[0].detach().requires_grad_(true);
+    auto layer = c10::static_intrusive_pointer_cast<LayerCall>(ctx->saved_data["layer"].toCapsule());
+    torch::AutoGradMode enable_grad(true);
+    auto y = layer->fn(x);
+    return {torch::autograd::grad({y}, {x}, {grads[0]})[0], torch::Tensor()};
+  }
+};
+
+}  // namespace
+
+// ---- shared pieces -------------------------------------------------------------------------
+
+torch::Dtype AtLeastFloat32(torch::Dtype dtype) {
+  return dtype == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
+}
+
+torch::Tensor CausalAttention(torch::Tensor q, torch::Tensor k, torch::Tensor v, bool uniform) {
+  const int64_t groups = q.size(1) / k.size(1);
+  if (groups > 1) {
+    k = k.repeat_interleave(groups, 1);
+    v = v.repeat_interleave(groups, 1);
+  }
+  const int64_t length = q.size(2);
+  if (uniform) {
+    auto counts = torch::arange(1, length + 1, v.options()).view({1, 1, length, 1});
+    return torch::cumsum(v, 2) / counts;
+  }
+  auto scores = torch::matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(q.size(-1)));
+  auto mask = torch::ones({length, length}, torch::dtype(torch::kBool).device(q.device())).triu(1);
+  scores = scores.masked_fill(mask, -std::numeric_limits<float>::infinity());
+  auto probs = torch::softmax(scores.to(AtLeastFloat32(q.scalar_type())), -1).to(q.dtype());
+  return torch::matmul(probs, v);
+}
+
+torch::Tensor SplitHeads(const torch::Tensor& x, int64_t heads) {
+  return x.view({x.size(0), x.size(1), heads, x.size(2) / heads}).transpose(1, 2);
+}
+torch::Tensor MergeHeads(const torch::Tensor& x) {
+  return x.transpose(1, 2).contiguous().view({x.size(0), x.size(2), x.size(1) * x.size(3)});
+}
+
+double BranchRatio(const torch::Tensor& residual, const torch::Tensor& branch) {
+  torch::NoGradGuard no_grad;
+  auto r = residual.to(torch::kFloat32).norm(2, -1);
+  auto b = branch.to(torch::kFloat32).norm(2, -1);
+  return (b / (r + b).clamp_min(1e-30)).mean().item<double>();
+}
+
+torch::Tensor RunLayer(const torch::Tensor& h, bool checkpoint,
+                       std::function<torch::Tensor(const torch::Tensor&)> call) {
+  if (!checkpoint || !torch::GradMode::is_enabled() || !h.requires_grad()) return call(h);
+  return CheckpointedLayer::apply(h, c10::make_intrusive<LayerCall>(std::move(call)));
+}
+
+Initializer::Initializer(uint64_t seed) : generator_(at::detail::createCPUGenerator(seed)) {}
+
+void Initializer::Normal(torch::Tensor& tensor, double std) {
+  torch::NoGradGuard no_grad;
+  tensor.normal_(0.0, std, generator_);
+}
+
+// ---- adapters ------------------------------------------------------------------------------
+
+std::vector<std::pair<std::string, torch::Tensor>> Named(torch::nn::Module& module) {
+  std::vector<std::pair<std::string, torch::Tensor>> named;
+  for (const auto& item : module.named_parameters()) named.emplace_back(item.key(), item.value());
+  return named;
+}
+
+std::string InitializeWeights(torch::nn::Module& module, const ModelConfig& config, uint64_t seed) {
+  Initializer init(seed);
+  const double projection_std = config.initializer_range / std::sqrt(2.0 * config.num_layers);
+  torch::NoGradGuard no_grad;
+  for (auto& [name, tensor] : Named(module)) {
+    const bool is_bias = name.size() >= 4 && name.compare(name.size() - 4, 4, "bias") == 0;
+    const bool is_norm = name.find("ln_") != std::string::npos || name.find("norm") != std::string::npos;
+    if (is_norm) {
+      if (is_bias) tensor.zero_(); else tensor.fill_(1.0);
+    } else if (is_bias) {
+      tensor.zero_();
+    } else {
+      const bool residual_projection = config.family == Family::kGpt2 &&
+                                       name.find("c_proj.weight") != std::string::npos;
+      init.Normal(tensor, residual_projection ? projection_std : config.initializer_range);
+    }
+  }
+  return absl::StrCat("huggingface-", FamilyName(config.family), ": normal(0, ",
+                      config.initializer_range, ") weights and embeddings, zero biases, unit norms",
+                      config.family == Family::kGpt2 ? ", c_proj normal(0, range / sqrt(2 H))" : "",
+                      "; CPU generator seed ", seed, "; parameters in Hugging Face name order");
+}
+
+// ---- the families' weights for the hand-written reverse pass (reverse_pass.h) ----------------
+
+reverse::Norm ReverseNorm(const torch::nn::LayerNorm& norm, double eps) {
+  return {reverse::Norm::Kind::kLayerNorm, norm->weight, norm->bias, eps};
+}
+reverse::Linear ReverseLinear(const torch::nn::Linear& linear) {
+  return {linear->weight, linear->options.bias() ? linear->bias : torch::Tensor()};
+}
+
+}  // namespace posbias::models::layers

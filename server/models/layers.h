@@ -1,0 +1,156 @@
+// What the LibTorch families (gpt2.cc, qwen2.cc, cesaro.cc) share, private to the room: causal
+// attention, branch ratios, checkpointed layers, the pre-norm residual block and the one layer
+// loop, the seeded Hugging Face initialization, the adapters of torch modules to the hand-written
+// reverse pass (reverse_pass.h), and the DecoderModel around a Hugging Face module.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "server/models/config.h"
+#include "server/models/model.h"
+#include "server/models/reverse_pass.h"
+
+namespace posbias::models::layers {
+
+// ---- shared pieces -------------------------------------------------------------------------
+
+// Half-precision activations are upcast to float32 where Hugging Face does (softmax, RMSNorm);
+// float32 and float64 keep their own precision.
+torch::Dtype AtLeastFloat32(torch::Dtype dtype);
+
+// Causal attention of q [B, Hq, L, hd] over k, v [B, Hkv, L, hd]; kv heads are shared by
+// Hq / Hkv query heads (grouped-query attention). With `uniform`, the logits are zero, so each
+// position averages its prefix: computed as a running mean, O(L) instead of O(L^2).
+torch::Tensor CausalAttention(torch::Tensor q, torch::Tensor k, torch::Tensor v, bool uniform);
+
+// [B, L, H*hd] -> [B, H, L, hd] and back.
+torch::Tensor SplitHeads(const torch::Tensor& x, int64_t heads);
+torch::Tensor MergeHeads(const torch::Tensor& x);
+
+// Mean over batch and positions of ||branch_j|| / (||residual_j|| + ||branch_j||).
+double BranchRatio(const torch::Tensor& residual, const torch::Tensor& branch);
+
+// Runs `call` on h, checkpointed when asked and a graph is being recorded.
+torch::Tensor RunLayer(const torch::Tensor& h, bool checkpoint,
+                       std::function<torch::Tensor(const torch::Tensor&)> call);
+
+// Seeded normal initialization in a fixed parameter order, on the CPU in float32.
+class Initializer {
+ public:
+  explicit Initializer(uint64_t seed);
+  void Normal(torch::Tensor& tensor, double std);
+
+ private:
+  at::Generator generator_;
+};
+
+// ---- the decoder stack ---------------------------------------------------------------------
+
+// A pre-norm residual block: h = x + attention(norm1(x)), then h + mlp(norm2(h)), or h alone
+// where the MLP is ablated (norm2 and mlp then stay empty). Each family's block registers the
+// parts under its Hugging Face names, in this order (the seeded initializer draws in it).
+template <typename Norm, typename Attention, typename Mlp>
+struct PreNormBlock : torch::nn::Module {
+  torch::Tensor forward(const torch::Tensor& x, double* branch_ratio) {
+    auto a = attention(norm1(x));
+    if (branch_ratio) *branch_ratio = BranchRatio(x, a);
+    auto h = x + a;
+    return mlp.is_empty() ? h : h + mlp(norm2(h));
+  }
+  Norm norm1{nullptr}, norm2{nullptr};
+  Attention attention{nullptr};
+  Mlp mlp{nullptr};
+};
+
+// The layer loop of a decoder stack: every block of `layers` (each a LayerImpl) in turn on the
+// residual stream e, checkpointed when asked; `hidden` is final_norm of the last block's output.
+template <typename LayerImpl, typename FinalNorm>
+ForwardOutput RunDecoderLayers(torch::nn::ModuleList& layers, const torch::Tensor& e,
+                               const ForwardOptions& options, FinalNorm& final_norm) {
+  ForwardOutput out;
+  auto h = e;
+  for (const auto& module : *layers) {
+    double ratio = 0;
+    double* ratio_out = options.record_branch_ratios ? &ratio : nullptr;
+    auto* layer = module->as<LayerImpl>();
+    h = RunLayer(h, options.checkpoint_layers, [layer, ratio_out](const torch::Tensor& x) {
+      return layer->forward(x, ratio_out);
+    });
+    if (options.record_branch_ratios) out.branch_ratio.push_back(ratio);
+    if (options.record_layers) out.layers.push_back(h);
+  }
+  out.hidden = final_norm(h);
+  return out;
+}
+
+// ---- adapters ------------------------------------------------------------------------------
+
+std::vector<std::pair<std::string, torch::Tensor>> Named(torch::nn::Module& module);
+
+// Hugging Face init: normal(0, range) for weights and embeddings, zero biases, unit norm weights;
+// GPT-2 also rescales residual projections (c_proj) to range / sqrt(2 H). Returns the recipe.
+std::string InitializeWeights(torch::nn::Module& module, const ModelConfig& config, uint64_t seed);
+
+// ---- the families' weights for the hand-written reverse pass (reverse_pass.h) ----------------
+
+reverse::Norm ReverseNorm(const torch::nn::LayerNorm& norm, double eps);
+reverse::Linear ReverseLinear(const torch::nn::Linear& linear);
+
+// The reverse-pass stack of the blocks in `layers`: `describe` fills in each block's weights
+// (the MLP switch and the uniform-attention ablation, which every family shares, are set first).
+template <typename LayerImpl>
+using Describer = void (*)(const LayerImpl& block, const ModelConfig& config, reverse::Layer& out);
+template <typename LayerImpl>
+reverse::Stack BuildReverseStack(torch::nn::ModuleList& layers, const ModelConfig& config,
+                                 Describer<LayerImpl> describe, reverse::Norm final_norm) {
+  reverse::Stack stack;
+  for (const auto& item : *layers) {
+    reverse::Layer layer;
+    layer.attention.uniform = config.ablations.uniform_attention;
+    layer.has_mlp = !config.ablations.no_mlp;
+    describe(*item->as<LayerImpl>(), config, layer);
+    stack.layers.push_back(std::move(layer));
+  }
+  stack.final_norm = std::move(final_norm);
+  return stack;
+}
+
+// A Hugging Face module (its parameters under their Hugging Face names) as a DecoderModel, at the
+// seeded Hugging Face initialization; the family adds embeddings, forward pass, logits and its
+// weights for the reverse pass.
+template <typename Module>
+class HuggingFaceModel : public DecoderModel {
+ public:
+  HuggingFaceModel(const ModelConfig& config, uint64_t seed) : config_(config), module_(config) {
+    recipe_ = InitializeWeights(*module_, config_, seed);
+  }
+  const ModelConfig& config() const override { return config_; }
+  std::string init_recipe() const override { return recipe_; }
+  std::unique_ptr<InputReversePass> PrepareReversePass(const torch::Tensor& e, int64_t target,
+                                                       const ReversePassOptions& options) override {
+    return reverse::Prepare(ReverseStack(), e, target, options);
+  }
+  std::vector<std::pair<std::string, torch::Tensor>> NamedParameters() override {
+    return Named(*module_);
+  }
+  void To(const torch::Device& device, torch::Dtype dtype) override { module_->to(device, dtype); }
+
+ protected:
+  Module& module() { return module_; }
+  // The module's weights for the hand-written reverse pass.
+  virtual reverse::Stack ReverseStack() = 0;
+
+ private:
+  ModelConfig config_;
+  Module module_;
+  std::string recipe_;
+};
+
+}  // namespace posbias::models::layers

@@ -79,6 +79,12 @@ void DefineFlags(CLI::App& app, Flags& flags) {
       ->envname("POSBIAS_MAX_QUEUED")->check(CLI::Range(int64_t{1}, int64_t{1'000'000}))->capture_default_str();
   app.add_option("--max-sequence-length", jobs.max_sequence_length, "Largest L of a job")
       ->envname("POSBIAS_MAX_SEQUENCE_LENGTH")->check(CLI::Range(int64_t{1}, int64_t{1} << 20))->capture_default_str();
+  app.add_option("--job-time-limit", jobs.default_time_limit_seconds, "Time limit of a job that names none, seconds")
+      ->envname("POSBIAS_JOB_TIME_LIMIT")->check(CLI::Range(1.0, 30 * 86400.0))->capture_default_str();
+  app.add_option("--max-job-time-limit", jobs.max_time_limit_seconds, "Largest time limit a job may name, seconds")
+      ->envname("POSBIAS_MAX_JOB_TIME_LIMIT")->check(CLI::Range(1.0, 30 * 86400.0))->capture_default_str();
+  app.add_option("--max-upload-bytes", flags.server.max_upload_bytes, "Largest model upload, bytes")
+      ->envname("POSBIAS_MAX_UPLOAD_BYTES")->check(CLI::Range(int64_t{1} << 20, int64_t{1} << 42))->capture_default_str();
   app.add_option("--retention-hours", flags.server.retention_hours, "Finished jobs are deleted after this")
       ->envname("POSBIAS_RETENTION_HOURS")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--model-cache-mb", flags.model_cache_mb, "Memory for loaded models, MiB (least recently used evicted)")

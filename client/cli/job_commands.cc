@@ -113,8 +113,16 @@ absl::Status SetInput(const SubmitFlags& flags, v1::JacobianNormSpec* spec) {
       return absl::InvalidArgumentError("--tokens: expected a JSON list of token id lists");
     }
     for (const auto& row : json) {
+      if (!row.is_array() || !std::all_of(row.begin(), row.end(), [](const auto& id) { return id.is_number_unsigned(); })) {
+        return absl::InvalidArgumentError("--tokens: expected a JSON list of token id lists");
+      }
       auto* sequence = spec->mutable_input()->mutable_given_tokens()->add_sequences();
       for (const auto& id : row) sequence->add_token_ids(id.get<uint32_t>());
+      // L + 1 ids: the last is the next token (scored by the log-probability output at T = L).
+      if (sequence->token_ids_size() == static_cast<int>(flags.length) + 1) {
+        sequence->set_next_token_id(sequence->token_ids(sequence->token_ids_size() - 1));
+        sequence->mutable_token_ids()->RemoveLast();
+      }
     }
   } else if (flags.input == "gaussian") {
     auto* gaussian = spec->mutable_input()->mutable_gaussian_embeddings();

@@ -17,20 +17,29 @@ struct JobLimits {
   int64_t max_sequence_length = 131072;  // Largest L (also at most the model's positions).
   int64_t max_samples = 65536;
   int64_t max_probes = 4096;
+  double default_time_limit_seconds = 3600;   // A job that names no time limit gets this.
+  double max_time_limit_seconds = 86400;      // The largest a job may name.
+  int64_t max_raw_values = int64_t{1} << 27;  // Kept per-sample values (return_raw_samples).
   // Whether a CUDA worker can take the job (a local CUDA device, or a shared store whose workers
   // are other processes).
   bool cuda_available = false;
 };
 
 // Bytes a job needs at least, with activation checkpointing: the float32 parameters, every layer's
-// input for one row, and one layer's activations (attention scores dominate at long L).
-double MinimumJobBytes(const registry::ModelEntry& model, int64_t length);
+// input for one row, one layer's activations (attention scores dominate at long L), and what the
+// samples leave behind: their per-position records (in memory and as the checkpoint's JSON text)
+// and the kept raw values.
+double MinimumJobBytes(const jobs::JacobianJobSpec& spec, const registry::ModelEntry& model);
 
-// OK, or the first reason the job is refused: the model failed (MODEL_NOT_READY); L, samples,
-// probes, target or priority out of range (INVALID_LENGTH, INVALID_ARGUMENT, INVALID_POSITION);
-// more memory than the host has (INSUFFICIENT_MEMORY); CUDA or float16 without a CUDA worker
-// (DEVICE_UNAVAILABLE, INVALID_ARGUMENT). `host_memory_bytes` <= 0: unknown, not checked.
-absl::Status AdmitJob(const jobs::JobRecord& job, const registry::ModelEntry& model, const JobLimits& limits,
+// OK, or the first reason the job is refused, before anything is allocated for it: labels or
+// request_id malformed; the model failed (MODEL_NOT_READY); L, samples, probes, target, priority or
+// time limit out of range (INVALID_LENGTH, INVALID_ARGUMENT, INVALID_POSITION); a Gaussian stddev
+// not finite in (0, 1000]; given tokens of the wrong count or outside the vocabulary; an output
+// the model does not have (LAYER_SWEEP of a TorchScript model); too many raw values
+// (REQUEST_TOO_LARGE); more memory than the host has (INSUFFICIENT_MEMORY); CUDA or float16
+// without a CUDA worker (DEVICE_UNAVAILABLE, INVALID_ARGUMENT). Fills the server's default time
+// limit. `host_memory_bytes` <= 0: unknown, not checked.
+absl::Status AdmitJob(jobs::JobRecord& job, const registry::ModelEntry& model, const JobLimits& limits,
                       double host_memory_bytes);
 
 }  // namespace posbias::admission

@@ -289,6 +289,18 @@ absl::StatusOr<jobs::JobRecord> RecordFromRequest(const v1::SubmitJobRequest& re
   return job;
 }
 
+bool RequestNamesSeed(const v1::SubmitJobRequest& request) {
+  const auto& input = request.spec().jacobian_norm().input();
+  return input.random_tokens().has_seed() || input.gaussian_embeddings().has_seed();
+}
+
+bool RequestMatchesJob(jobs::JobRecord requested, bool names_seed, const jobs::JobRecord& existing) {
+  if (!names_seed) requested.spec.seed = existing.spec.seed;
+  return jobs::SpecToJson(requested.spec) == jobs::SpecToJson(existing.spec) && requested.priority == existing.priority &&
+         requested.time_limit_seconds == existing.time_limit_seconds && requested.labels == existing.labels &&
+         requested.worker_kind == existing.worker_kind;
+}
+
 void JobToProto(const jobs::JobRecord& job, v1::Job* out) {
   out->set_id(job.id);
   auto* spec = out->mutable_spec()->mutable_jacobian_norm();

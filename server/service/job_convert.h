@@ -18,6 +18,14 @@ namespace posbias::service {
 // EMPTY_REQUEST without a Jacobian-norm spec.
 absl::StatusOr<jobs::JobRecord> RecordFromRequest(const v1::SubmitJobRequest& request, uint64_t drawn_seed);
 
+// Whether the request names the input's seed (else the server draws one).
+bool RequestNamesSeed(const v1::SubmitJobRequest& request);
+
+// Whether the admitted `requested` job is the job `existing` (made with the same request_id): the
+// same spec, priority, time limit, labels and device preference; unless the request named its
+// seed, the seed drawn for `existing` counts as the request's.
+bool RequestMatchesJob(jobs::JobRecord requested, bool names_seed, const jobs::JobRecord& existing);
+
 // Job record -> public Job message.
 void JobToProto(const jobs::JobRecord& job, v1::Job* out);
 

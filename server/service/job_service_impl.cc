@@ -5,7 +5,9 @@
 #include <thread>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "server/admission/job_admission.h"
+#include "server/admission/labels.h"
 #include "server/host/memory.h"
 #include "server/jobs/jacobian_report.h"
 #include "server/service/job_convert.h"
@@ -34,6 +36,11 @@ absl::StatusOr<v1::Job> JobServiceImpl::Submit(const v1::SubmitJobRequest& reque
   }
   auto created = store_->Create(*record, limits_.max_queued);
   if (!created.ok()) return created.status();
+  if (!created->created && !RequestMatchesJob(*record, RequestNamesSeed(request), created->job)) {
+    return ErrorWithReason(absl::StatusCode::kAlreadyExists, ErrorReason::kRequestIdReused,
+                           absl::StrCat("request_id ", request.request_id(), " was used for job ", created->job.id,
+                                        " with a different request; use a new request_id for a new job"));
+  }
   if (created->created && pool_ != nullptr) pool_->Wake();
   if (created->created && metrics_ != nullptr) metrics_->JobSubmitted();
   v1::Job job;
@@ -100,10 +107,9 @@ grpc::Status JobServiceImpl::ListJobs(grpc::ServerContext* context, const v1::Li
   jobs::ListFilter filter;
   for (int state : request->states()) filter.states.push_back(static_cast<jobs::JobState>(state));
   filter.model = request->model();
-  if (const auto& selector = request->label_selector(); !selector.empty()) {
-    const auto equals = selector.find('=');
-    filter.labels[selector.substr(0, equals)] = equals == std::string::npos ? "" : selector.substr(equals + 1);
-  }
+  auto terms = admission::ParseLabelSelector(request->label_selector());
+  if (!terms.ok()) return scope.Finish(terms.status(), context);
+  filter.labels = *std::move(terms);
   filter.page_size = static_cast<int32_t>(request->page_size());
   filter.page_token = request->page_token();
   auto page = store_->List(filter);

@@ -7,6 +7,7 @@
 #include <google/protobuf/util/time_util.h>
 
 #include "absl/strings/str_cat.h"
+#include "server/admission/labels.h"
 #include "server/registry/sha256.h"
 #include "server/service/rpc_scope.h"
 #include "server/status/error.h"
@@ -89,20 +90,14 @@ absl::StatusOr<v1::Model> Register(registry::ModelCatalog& catalog, const v1::Re
     return InvalidArgumentError({ErrorReason::kInvalidArgument, "source", "not set", "preset, checkpoint or torchscript"});
   }
   source.ablations = AblationsFromProto(request.ablations());
-  auto entry = catalog.Register(request.name(), source, {request.labels().begin(), request.labels().end()},
-                                 request.request_id());
+  const std::map<std::string, std::string> labels(request.labels().begin(), request.labels().end());
+  if (auto status = admission::CheckLabels(labels); !status.ok()) return status;
+  if (auto status = admission::CheckRequestId(request.request_id()); !status.ok()) return status;
+  auto entry = catalog.Register(request.name(), source, labels, request.request_id());
   if (!entry.ok()) return entry.status();
   v1::Model model;
   ModelToProto(*entry, 0, &model);
   return model;
-}
-
-bool MatchesSelector(const std::map<std::string, std::string>& labels, const std::string& selector) {
-  if (selector.empty()) return true;
-  const auto equals = selector.find('=');
-  if (equals == std::string::npos) return labels.count(selector) > 0;
-  auto it = labels.find(selector.substr(0, equals));
-  return it != labels.end() && it->second == selector.substr(equals + 1);
 }
 
 }  // namespace
@@ -157,7 +152,15 @@ grpc::Status ModelServiceImpl::UploadModel(grpc::ServerContext* context,
     return scope.Finish(InvalidArgumentError({ErrorReason::kEmptyRequest, "metadata", "missing", "a first message with metadata"}), context);
   }
   const v1::UploadModelMetadata metadata = message.metadata();
-  if (auto status = registry::CheckModelName(metadata.name()); !status.ok()) return scope.Finish(status, context);
+  const std::map<std::string, std::string> labels(metadata.labels().begin(), metadata.labels().end());
+  for (const auto& status : {registry::CheckModelName(metadata.name()), admission::CheckLabels(labels),
+                             admission::CheckRequestId(metadata.request_id())}) {
+    if (!status.ok()) return scope.Finish(status, context);
+  }
+  if (metadata.total_bytes() > static_cast<uint64_t>(max_upload_bytes_)) {
+    return scope.Finish(TooLargeError("total_bytes", std::to_string(metadata.total_bytes()),
+                                      absl::StrCat(max_upload_bytes_, " bytes (--max-upload-bytes)")), context);
+  }
   const std::string staged = absl::StrCat(catalog_->uploads_dir(), "/.staging-", metadata.name(), "-", std::random_device{}());
   std::ofstream out(staged, std::ios::binary | std::ios::trunc);
   registry::Sha256 sha;
@@ -166,13 +169,22 @@ grpc::Status ModelServiceImpl::UploadModel(grpc::ServerContext* context,
     const std::string& chunk = message.chunk();
     received += chunk.size();
     if (metadata.total_bytes() > 0 && received > metadata.total_bytes()) break;
+    if (received > static_cast<uint64_t>(max_upload_bytes_)) break;
     out.write(chunk.data(), static_cast<std::streamsize>(chunk.size()));
     sha.Update(chunk.data(), chunk.size());
   }
   out.close();
   const std::string digest = sha.HexDigest();
   absl::Status status;
-  if (metadata.total_bytes() > 0 && received != metadata.total_bytes()) {
+  if (context->IsCancelled()) {
+    status = absl::CancelledError("the client cancelled the upload; nothing was registered");
+  } else if (received > static_cast<uint64_t>(max_upload_bytes_)) {
+    status = TooLargeError("upload", absl::StrCat("more than ", max_upload_bytes_, " bytes"),
+                           absl::StrCat(max_upload_bytes_, " bytes (--max-upload-bytes)"));
+  } else if (!out) {
+    status = ErrorWithReason(absl::StatusCode::kResourceExhausted, ErrorReason::kInsufficientMemory,
+                             "cannot write the upload to the data directory (disk full?)");
+  } else if (metadata.total_bytes() > 0 && received != metadata.total_bytes()) {
     status = InvalidArgumentError({ErrorReason::kInvalidArgument, "total_bytes", std::to_string(metadata.total_bytes()),
                                    absl::StrCat("the bytes sent (", received, ")")});
   } else if (!metadata.sha256().empty() && metadata.sha256() != digest) {
@@ -183,8 +195,7 @@ grpc::Status ModelServiceImpl::UploadModel(grpc::ServerContext* context,
     std::filesystem::remove(staged);
     return scope.Finish(status, context);
   }
-  auto entry = catalog_->RegisterUpload(metadata.name(), staged, metadata.config_json(),
-                                         {metadata.labels().begin(), metadata.labels().end()}, metadata.request_id());
+  auto entry = catalog_->RegisterUpload(metadata.name(), staged, metadata.config_json(), labels, metadata.request_id());
   std::error_code ignored;
   std::filesystem::remove(staged, ignored);
   if (entry.ok()) ModelToProto(*entry, 0, response);
@@ -202,10 +213,12 @@ grpc::Status ModelServiceImpl::ListModels(grpc::ServerContext* context, const v1
                                           v1::ListModelsResponse* response) {
   RpcScope scope(metrics_, std::string(kPrefix) + "ListModels");
   const uint32_t page_size = request->page_size() == 0 ? 50 : std::min<uint32_t>(request->page_size(), 1000);
+  auto terms = admission::ParseLabelSelector(request->label_selector());
+  if (!terms.ok()) return scope.Finish(terms.status(), context);
   std::vector<registry::ModelEntry> matching;
   for (const auto& entry : catalog_->List()) {  // Sorted by name.
     if (request->family() != v1::MODEL_FAMILY_UNSPECIFIED && FamilyToProto(entry.config.family) != request->family()) continue;
-    if (!MatchesSelector(entry.labels, request->label_selector())) continue;
+    if (!admission::MatchesLabels(entry.labels, *terms)) continue;
     if (!request->page_token().empty() && entry.name <= request->page_token()) continue;
     matching.push_back(entry);
   }

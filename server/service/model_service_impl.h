@@ -13,9 +13,10 @@ namespace posbias::service {
 class ModelServiceImpl final : public v1::ModelService::Service {
  public:
   // `active_jobs(name)` counts the queued and running jobs using a model.
+  // `max_upload_bytes`: the largest upload, enforced while it streams.
   ModelServiceImpl(registry::ModelCatalog* catalog, std::function<int64_t(const std::string&)> active_jobs,
-                   metrics::Metrics* metrics)
-      : catalog_(catalog), active_jobs_(std::move(active_jobs)), metrics_(metrics) {}
+                   metrics::Metrics* metrics, int64_t max_upload_bytes = int64_t{16} << 30)
+      : catalog_(catalog), active_jobs_(std::move(active_jobs)), metrics_(metrics), max_upload_bytes_(max_upload_bytes) {}
 
   grpc::Status RegisterModel(grpc::ServerContext*, const v1::RegisterModelRequest*, v1::Model*) override;
   grpc::Status UploadModel(grpc::ServerContext*, grpc::ServerReader<v1::UploadModelRequest>*, v1::Model*) override;
@@ -30,6 +31,7 @@ class ModelServiceImpl final : public v1::ModelService::Service {
   registry::ModelCatalog* catalog_;
   std::function<int64_t(const std::string&)> active_jobs_;
   metrics::Metrics* metrics_;
+  int64_t max_upload_bytes_;
 };
 
 // Registry entry -> public Model message.

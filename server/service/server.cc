@@ -148,7 +148,7 @@ absl::Status Server::Start() {
   // host) job is accepted and waits until a worker with a CUDA device claims it.
   options_.job_limits.cuda_available = runners::CudaDeviceCount() > 0 || store_->lease_ms() > 0;
   auto active_jobs = [this](const std::string& model) { return store_->CountActiveForModel(model).value_or(0); };
-  model_service_ = std::make_unique<ModelServiceImpl>(catalog_.get(), active_jobs, metrics_);
+  model_service_ = std::make_unique<ModelServiceImpl>(catalog_.get(), active_jobs, metrics_, options_.max_upload_bytes);
   job_service_ = std::make_unique<JobServiceImpl>(store_.get(), catalog_.get(), pool_.get(), options_.job_limits, metrics_);
   if (auto status = StartRpcServer(serves_api); !status.ok()) return status;
   if (runs_jobs) pool_->Start();

@@ -55,6 +55,7 @@ class Server {
     int cpu_threads = 0;               // LibTorch threads of the CPU worker (0 = all cores).
     bool cpu_worker = true;            // Run jobs on the CPU (besides any CUDA devices).
     int64_t cache_budget_bytes = int64_t{8} << 30;
+    int64_t max_upload_bytes = int64_t{16} << 30;  // Largest UploadModel stream.
     double retention_hours = 24 * 7;   // Finished jobs are deleted after this.
     admission::JobLimits job_limits;
   };

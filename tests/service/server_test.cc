@@ -344,6 +344,14 @@ TEST_F(ServerTest, RegistersAModelAndMeasuresItThroughTheQueue) {
   auto job = client_->SubmitJob(submit);
   ASSERT_TRUE(job.ok()) << job.status();
   EXPECT_EQ(client_->SubmitJob(submit)->id(), job->id());  // A retry returns the same job.
+  v1::SubmitJobRequest other = submit;  // The same request_id with another body (AIP-155).
+  other.mutable_spec()->mutable_jacobian_norm()->set_sequence_length(5);
+  const auto reused = client_->SubmitJob(other);
+  EXPECT_EQ(reused.status().code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(ErrorReason(reused.status()), "REQUEST_ID_REUSED");
+  other = submit;
+  other.mutable_labels()->insert({"team", "b"});
+  EXPECT_EQ(ErrorReason(client_->SubmitJob(other).status()), "REQUEST_ID_REUSED");
   v1::WatchJobRequest watch;
   watch.set_id(job->id());
   v1::Job last;
@@ -391,6 +399,36 @@ TEST_F(ServerTest, RegistersAModelAndMeasuresItThroughTheQueue) {
   const auto too_big = client_->SubmitJob(submit);
   EXPECT_EQ(too_big.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_EQ(ErrorReason(too_big.status()), "INSUFFICIENT_MEMORY");
+}
+
+// Found by reading the code: "team=a,sweep=b" was taken as one label "team" with the value
+// "a,sweep=b", so a selector of two terms matched nothing.
+TEST_F(ServerTest, ListsJobsMatchingEveryTermOfALabelSelector) {
+  v1::SubmitJobRequest submit;
+  auto* spec = submit.mutable_spec()->mutable_jacobian_norm();
+  spec->set_model("cesaro");
+  spec->set_sequence_length(4);
+  spec->set_samples(1);
+  (*submit.mutable_labels())["team"] = "a";
+  (*submit.mutable_labels())["sweep"] = "b";
+  auto both = client_->SubmitJob(submit);
+  ASSERT_TRUE(both.ok()) << both.status();
+  (*submit.mutable_labels())["sweep"] = "c";
+  ASSERT_TRUE(client_->SubmitJob(submit).ok());
+  v1::ListJobsRequest list;
+  list.set_label_selector("team=a,sweep=b");
+  auto page = client_->ListJobs(list);
+  ASSERT_TRUE(page.ok()) << page.status();
+  ASSERT_EQ(page->jobs_size(), 1);
+  EXPECT_EQ(page->jobs(0).id(), both->id());
+  list.set_label_selector("team=a");
+  EXPECT_EQ(client_->ListJobs(list)->jobs_size(), 2);
+  list.set_label_selector("team=a, sweep=b");
+  EXPECT_EQ(client_->ListJobs(list).status().code(), absl::StatusCode::kInvalidArgument);
+  (*submit.mutable_labels())["Bad Key"] = "x";
+  const auto refused = client_->SubmitJob(submit);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ErrorField(refused.status()), "labels");
 }
 
 TEST_F(ServerTest, ExportsRequestCountsLatenciesAndMemoryOverHttp) {

@@ -1,0 +1,136 @@
+// Admission as a table of requests and verdicts: each field the proto bounds is refused with its
+// field and reason before anything is allocated; the defaults the server fills are filled.
+#include "server/admission/job_admission.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "server/admission/labels.h"
+#include "server/status/error.h"
+
+namespace posbias::admission {
+namespace {
+
+registry::ModelEntry TinyGpt2() {
+  registry::ModelEntry model;
+  model.name = "tiny";
+  model.state = registry::ModelState::kReady;
+  model.config = *models::PresetConfig("gpt2-tiny");
+  model.config.max_positions = 4096;
+  model.memory_bytes = 1 << 20;
+  return model;
+}
+
+jobs::JobRecord Job(int64_t length = 8) {
+  jobs::JobRecord job;
+  job.spec.model = "tiny";
+  job.spec.length = length;
+  job.spec.samples = 2;
+  return job;
+}
+
+absl::Status Admit(jobs::JobRecord job, const registry::ModelEntry& model = TinyGpt2()) {
+  return AdmitJob(job, model, JobLimits{}, 64.0 * (1 << 30));
+}
+
+TEST(AdmitJob, TakesAPlainJobAndFillsTheDefaultTimeLimit) {
+  jobs::JobRecord job = Job();
+  ASSERT_TRUE(AdmitJob(job, TinyGpt2(), JobLimits{}, 0).ok());
+  EXPECT_EQ(job.time_limit_seconds, 3600);
+}
+
+TEST(AdmitJob, RefusesATimeLimitAboveTheMaximumOrBelowOneSecond) {
+  for (double seconds : {86400.5, 0.5, -1.0}) {
+    jobs::JobRecord job = Job();
+    job.time_limit_seconds = seconds;
+    EXPECT_EQ(ErrorFieldOf(Admit(job)), "spec.time_limit") << seconds;
+  }
+}
+
+TEST(AdmitJob, RefusesAGaussianStddevThatIsNotFiniteInZeroToAThousand) {
+  for (double stddev : {1e30, 0.0, -1.0, std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::infinity()}) {
+    jobs::JobRecord job = Job();
+    job.spec.input = jobs::JacobianInput::kGaussianEmbeddings;
+    job.spec.embedding_std = stddev;
+    const absl::Status status = Admit(job);
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << stddev;
+    EXPECT_EQ(ErrorFieldOf(status), "spec.jacobian_norm.input.gaussian_embeddings.stddev");
+  }
+  jobs::JobRecord job = Job();
+  job.spec.input = jobs::JacobianInput::kGaussianEmbeddings;
+  job.spec.embedding_std = 1000;
+  EXPECT_TRUE(Admit(job).ok());
+}
+
+TEST(AdmitJob, GivenTokensNeedExactlyLIdsWithinTheVocabulary) {
+  jobs::JobRecord job = Job(4);
+  job.spec.input = jobs::JacobianInput::kGivenTokens;
+  job.spec.tokens = {{1, 2, 3, 4}, {5, 6, 7, 8}};
+  EXPECT_TRUE(Admit(job).ok());
+  job.spec.tokens[1] = {5, 6, 7};
+  EXPECT_EQ(ErrorFieldOf(Admit(job)), "spec.jacobian_norm.input.given_tokens.sequences[1]");
+  job.spec.tokens[1] = {5, 6, 7, 8, 9};  // A next token where none is scored.
+  EXPECT_EQ(ErrorFieldOf(Admit(job)), "spec.jacobian_norm.input.given_tokens.sequences[1]");
+  job.spec.tokens[1] = {5, 6, 7, TinyGpt2().config.vocab_size};
+  EXPECT_EQ(ErrorFieldOf(Admit(job)), "spec.jacobian_norm.input.given_tokens.sequences[1].token_ids[3]");
+  job.spec.output = jobs::JacobianOutput::kLogProb;  // At T = L the next token is required.
+  job.spec.tokens = {{1, 2, 3, 4}};
+  EXPECT_EQ(ErrorFieldOf(Admit(job)), "spec.jacobian_norm.input.given_tokens.sequences[0]");
+  job.spec.tokens = {{1, 2, 3, 4, 5}};
+  EXPECT_TRUE(Admit(job).ok());
+}
+
+TEST(AdmitJob, RefusesALayerSweepOfATorchScriptModel) {
+  auto model = TinyGpt2();
+  model.config.family = models::Family::kTorchScript;
+  jobs::JobRecord job = Job();
+  job.spec.input = jobs::JacobianInput::kGaussianEmbeddings;
+  job.spec.output = jobs::JacobianOutput::kLayerSweep;
+  EXPECT_EQ(ErrorFieldOf(Admit(job, model)), "spec.jacobian_norm.output");
+}
+
+TEST(AdmitJob, CapsTheRawValuesAJobKeeps) {
+  jobs::JobRecord job = Job(4096);  // 2^16 samples x 2^12 positions x 2 layers > 2^27 values.
+  job.spec.samples = 65536;
+  job.spec.keep_samples = true;
+  job.spec.output = jobs::JacobianOutput::kLayerSweep;
+  const absl::Status status = Admit(job);
+  EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(ErrorReasonOf(status), "REQUEST_TOO_LARGE");
+}
+
+TEST(AdmitJob, TheMemoryEstimateGrowsWithTheSamples) {
+  jobs::JobRecord few = Job(1024), many = Job(1024);
+  many.spec.samples = 65536;
+  EXPECT_GT(MinimumJobBytes(many.spec, TinyGpt2()), MinimumJobBytes(few.spec, TinyGpt2()) + 1e9);
+  // 65536 samples at L = 1024 leave gigabytes of records: refused on a 1 GiB host.
+  EXPECT_EQ(ErrorReasonOf(AdmitJob(many, TinyGpt2(), JobLimits{}, 1.0 * (1 << 30))), "INSUFFICIENT_MEMORY");
+}
+
+TEST(AdmitJob, RefusesMalformedLabelsAndRequestIds) {
+  jobs::JobRecord job = Job();
+  job.labels = {{"Team", "a"}};
+  EXPECT_EQ(ErrorFieldOf(Admit(job)), "labels");
+  job.labels = {{"team", "a b"}};
+  EXPECT_EQ(ErrorFieldOf(Admit(job)), "labels[\"team\"]");
+  job.labels = {};
+  job.request_id = std::string(129, 'r');
+  EXPECT_EQ(ErrorFieldOf(Admit(job)), "request_id");
+}
+
+TEST(LabelSelector, EveryTermMustMatch) {
+  auto terms = ParseLabelSelector("team=a,sweep=b");
+  ASSERT_TRUE(terms.ok()) << terms.status();
+  EXPECT_TRUE(MatchesLabels({{"team", "a"}, {"sweep", "b"}, {"x", "y"}}, *terms));
+  EXPECT_FALSE(MatchesLabels({{"team", "a"}}, *terms));
+  EXPECT_TRUE(ParseLabelSelector("")->empty());
+  EXPECT_TRUE(ParseLabelSelector("team=")->count("team"));
+  for (const char* bad : {"team", "team=a,", ",team=a", "team=a, sweep=b", "team=a,team=b", "Team=a"}) {
+    EXPECT_EQ(ParseLabelSelector(bad).status().code(), absl::StatusCode::kInvalidArgument) << bad;
+  }
+}
+
+}  // namespace
+}  // namespace posbias::admission

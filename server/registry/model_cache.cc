@@ -8,10 +8,14 @@
 
 namespace posbias::registry {
 
-std::shared_ptr<models::DecoderModel> ModelCache::Find(const std::string& name) {
+namespace {
+constexpr auto kFloat32 = jobs::ComputeDtype::kFloat32;
+}  // namespace
+
+std::shared_ptr<models::DecoderModel> ModelCache::Find(const std::string& name, jobs::ComputeDtype dtype) {
   std::lock_guard lock(mutex_);
   for (auto it = cache_.begin(); it != cache_.end(); ++it) {
-    if (it->name == name) {
+    if (it->name == name && it->dtype == dtype) {
       cache_.splice(cache_.begin(), cache_, it);
       return cache_.front().model;
     }
@@ -19,11 +23,11 @@ std::shared_ptr<models::DecoderModel> ModelCache::Find(const std::string& name) 
   return nullptr;
 }
 
-void ModelCache::Keep(const std::string& name, std::shared_ptr<models::DecoderModel> model) {
+void ModelCache::Keep(const std::string& name, jobs::ComputeDtype dtype, std::shared_ptr<models::DecoderModel> model) {
   std::lock_guard lock(mutex_);
-  cache_.remove_if([&](const Cached& item) { return item.name == name; });
+  cache_.remove_if([&](const Cached& item) { return item.name == name && item.dtype == dtype; });
   const int64_t bytes = models::ParameterCount(*model) * 4;
-  cache_.push_front({name, std::move(model), bytes});
+  cache_.push_front({name, dtype, std::move(model), bytes});
   int64_t used = 0;
   for (auto it = cache_.begin(); it != cache_.end();) {
     // Evict least recently used models beyond the budget unless a job holds them.
@@ -59,9 +63,9 @@ absl::StatusOr<std::shared_ptr<models::DecoderModel>> ModelCache::Build(const Lo
 }
 
 absl::StatusOr<std::shared_ptr<models::DecoderModel>> ModelCache::FindOrBuild(const LoadRequest& request) {
-  if (auto cached = Find(request.name)) return cached;
+  if (auto cached = Find(request.name, kFloat32)) return cached;
   auto model = Build(request);
-  if (model.ok()) Keep(request.name, *model);
+  if (model.ok()) Keep(request.name, kFloat32, *model);
   return model;
 }
 
@@ -79,17 +83,18 @@ absl::Status ModelCache::Export(const LoadRequest& request, const std::string& p
 }
 
 absl::StatusOr<std::shared_ptr<models::DecoderModel>> ModelCache::Acquire(ModelCatalog& catalog,
-                                                                          const std::string& name) {
+                                                                          const std::string& name,
+                                                                          jobs::ComputeDtype dtype) {
   auto request = catalog.RequestFor(name);  // Not found, failed, or another replica's still loading.
   if (!request.ok()) return request.status();
-  if (auto cached = Find(name)) return cached;
+  if (auto cached = Find(name, dtype)) return cached;
   auto model = Build(*request);
   if (!model.ok()) {
     catalog.RecordLoadFailure(name, model.status());
     return model.status();
   }
   catalog.RecordLoaded(name, {(*model)->config(), models::ParameterCount(**model), (*model)->init_recipe()});
-  Keep(name, *model);
+  Keep(name, dtype, *model);
   return model;
 }
 

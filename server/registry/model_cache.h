@@ -3,6 +3,10 @@
 // keeps loaded models within a memory budget, least recently used first out, reloaded on demand.
 // A model a job holds (its shared_ptr) is never evicted.
 //
+// One instance per compute dtype: a measurement converts the model it measures to its dtype, so a
+// bfloat16 job gets a bfloat16 instance of its own and the float32 instance (which float32 jobs,
+// exports and the weights hash use) never holds rounded weights.
+//
 // Lock order: the catalog may call Load/Export/Forget while holding its own lock; the cache never
 // calls the catalog while holding its lock.
 #pragma once
@@ -17,6 +21,7 @@
 #include <utility>
 
 #include "absl/status/statusor.h"
+#include "server/jobs/jacobian_spec.h"
 #include "server/models/model.h"
 #include "server/registry/model_catalog.h"
 #include "server/registry/model_loader.h"
@@ -33,7 +38,8 @@ class ModelCache final : public ModelLoader {
 
   // The named model, loaded on demand (a failed load marks it FAILED in the catalog). Callers hold
   // the shared_ptr while measuring.
-  absl::StatusOr<std::shared_ptr<models::DecoderModel>> Acquire(ModelCatalog& catalog, const std::string& name);
+  absl::StatusOr<std::shared_ptr<models::DecoderModel>> Acquire(
+      ModelCatalog& catalog, const std::string& name, jobs::ComputeDtype dtype = jobs::ComputeDtype::kFloat32);
 
   absl::StatusOr<LoadedModel> Load(const LoadRequest& request) override;
   absl::Status Export(const LoadRequest& request, const std::string& path) override;
@@ -45,13 +51,15 @@ class ModelCache final : public ModelLoader {
  private:
   struct Cached {
     std::string name;
+    jobs::ComputeDtype dtype = jobs::ComputeDtype::kFloat32;
     std::shared_ptr<models::DecoderModel> model;
     int64_t bytes = 0;
   };
-  std::shared_ptr<models::DecoderModel> Find(const std::string& name);  // And mark it most recent.
+  // The instance for `dtype`, marked most recent; nullptr when none is kept.
+  std::shared_ptr<models::DecoderModel> Find(const std::string& name, jobs::ComputeDtype dtype);
   absl::StatusOr<std::shared_ptr<models::DecoderModel>> Build(const LoadRequest& request);
   absl::StatusOr<std::shared_ptr<models::DecoderModel>> FindOrBuild(const LoadRequest& request);
-  void Keep(const std::string& name, std::shared_ptr<models::DecoderModel> model);
+  void Keep(const std::string& name, jobs::ComputeDtype dtype, std::shared_ptr<models::DecoderModel> model);
 
   Options options_;
   std::mutex mutex_;

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cstring>
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
@@ -114,16 +115,55 @@ std::optional<nlohmann::json> ModelIndex::ReadIfChanged(bool force) {
   return json;
 }
 
+namespace {
+
+absl::Status WriteError(const std::string& what, const fs::path& path) {
+  return ErrorWithReason(absl::StatusCode::kInternal, ErrorReason::kInternalError,
+                         absl::StrCat("cannot ", what, " ", path.string(), ": ", std::strerror(errno)));
+}
+
+// Writes `text` to `path` and flushes it to the disk; every call's result is checked.
+absl::Status WriteDurably(const fs::path& path, const std::string& text) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return WriteError("create", path);
+  for (size_t written = 0; written < text.size();) {
+    const ssize_t n = ::write(fd, text.data() + written, text.size() - written);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const absl::Status status = WriteError("write", path);
+      ::close(fd);
+      return status;
+    }
+    written += static_cast<size_t>(n);
+  }
+  if (::fsync(fd) != 0) {
+    const absl::Status status = WriteError("flush", path);
+    ::close(fd);
+    return status;
+  }
+  if (::close(fd) != 0) return WriteError("close", path);
+  return absl::OkStatus();
+}
+
+// Makes a rename in `directory` durable.
+void SyncDirectory(const fs::path& directory) {
+  const int fd = ::open(directory.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return;
+  (void)::fsync(fd);
+  ::close(fd);
+}
+
+}  // namespace
+
 absl::Status ModelIndex::Write(const nlohmann::json& items) {
-  // A name of this process's own: replicas sharing the directory never write the same file.
+  // A name of this process's own: replicas sharing the directory never write the same file. The
+  // new index is on the disk before it replaces the old one, and the rename is made durable.
   static std::atomic<int64_t> writes{0};
   const fs::path temporary = absl::StrCat(file_.string(), ".tmp.", getpid(), ".", writes++);
-  {
-    std::ofstream out(temporary, std::ios::trunc);
-    out << items.dump(2) << "\n";
-    if (!out) {
-      return ErrorWithReason(absl::StatusCode::kInternal, ErrorReason::kInternalError, "cannot write " + temporary.string());
-    }
+  if (auto status = WriteDurably(temporary, items.dump(2) + "\n"); !status.ok()) {
+    std::error_code ignored;
+    fs::remove(temporary, ignored);
+    return status;
   }
   std::error_code error;
   fs::rename(temporary, file_, error);
@@ -131,6 +171,7 @@ absl::Status ModelIndex::Write(const nlohmann::json& items) {
     fs::remove(temporary, error);
     return ErrorWithReason(absl::StatusCode::kInternal, ErrorReason::kInternalError, "cannot replace " + file_.string());
   }
+  SyncDirectory(file_.parent_path());
   // What we just wrote needs no re-reading.
   seen_mtime_ = fs::last_write_time(file_, error);
   seen_size_ = error ? 0 : fs::file_size(file_, error);

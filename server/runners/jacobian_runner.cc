@@ -90,7 +90,7 @@ std::mutex& JacobianRunner::ModelLock(const std::string& model) {
 absl::StatusOr<std::string> JacobianRunner::Run(const jobs::JobRecord& job,
                                                 const std::function<bool(const jobs::ProgressUpdate&)>& report) {
   std::lock_guard model_lock(ModelLock(job.spec.model));
-  auto model = cache_->Acquire(*catalog_, job.spec.model);
+  auto model = cache_->Acquire(*catalog_, job.spec.model, job.spec.dtype);
   if (!model.ok()) return model.status();
   const std::string device = job.device.empty() ? "cpu" : job.device;
   jacobian::MeasureOptions options = OptionsFor(job.spec, device);

@@ -10,6 +10,8 @@
 #include <thread>
 #include <vector>
 
+#include <torch/torch.h>
+
 #include "gtest/gtest.h"
 #include "server/models/weights.h"
 #include "server/status/error.h"
@@ -31,7 +33,9 @@ struct Registry {
   template <typename... Args> auto Export(Args&&... args) { return catalog->Export(std::forward<Args>(args)...); }
   auto List() { return catalog->List(); }
   auto ResolveUnderRoot(const std::string& path) const { return catalog->ResolveUnderRoot(path); }
-  auto Acquire(const std::string& name) { return cache.Acquire(*catalog, name); }
+  auto Acquire(const std::string& name, jobs::ComputeDtype dtype = jobs::ComputeDtype::kFloat32) {
+    return cache.Acquire(*catalog, name, dtype);
+  }
   int64_t loads() const { return cache.loads(); }
 
   ModelCache cache;
@@ -243,6 +247,25 @@ TEST_F(RegistryTest, EvictsTheLeastRecentlyUsedModelBeyondTheCacheBudget) {
   ASSERT_TRUE(registry->Acquire("b").ok());  // a is held by a job: b is loaded, a is kept.
   ASSERT_TRUE(registry->Acquire("a").ok());
   EXPECT_EQ(registry->loads(), loads + 2);
+}
+
+// Found by reading the code: a bfloat16 job converted the one cached model in place, so later
+// float32 jobs and exports used rounded weights.
+TEST_F(RegistryTest, AHalfPrecisionJobMeasuresAnInstanceOfItsOwn) {
+  auto registry = Open();
+  ASSERT_TRUE(registry->Register("precise", TinyPreset(5), {}, "").ok());
+  auto full = registry->Acquire("precise");
+  ASSERT_TRUE(full.ok()) << full.status();
+  const torch::Tensor before = (*full)->NamedParameters().front().second.clone();
+  auto half = registry->Acquire("precise", jobs::ComputeDtype::kBfloat16);
+  ASSERT_TRUE(half.ok()) << half.status();
+  EXPECT_NE(half->get(), full->get());
+  (*half)->To(torch::kCPU, torch::kBFloat16);  // What a bfloat16 measurement does, and back.
+  (*half)->To(torch::kCPU, torch::kFloat32);
+  auto again = registry->Acquire("precise");
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->get(), full->get());
+  EXPECT_TRUE(torch::equal((*again)->NamedParameters().front().second, before)) << "the float32 weights are untouched";
 }
 
 }  // namespace

@@ -83,6 +83,9 @@ void DefineFlags(CLI::App& app, Flags& flags) {
       ->envname("POSBIAS_JOB_TIME_LIMIT")->check(CLI::Range(1.0, 30 * 86400.0))->capture_default_str();
   app.add_option("--max-job-time-limit", jobs.max_time_limit_seconds, "Largest time limit a job may name, seconds")
       ->envname("POSBIAS_MAX_JOB_TIME_LIMIT")->check(CLI::Range(1.0, 30 * 86400.0))->capture_default_str();
+  app.add_option("--max-lost-attempts", flags.server.max_lost_attempts,
+                 "Attempts of a job its worker may lose (crash, kill, lost lease) before it fails with ATTEMPTS_EXHAUSTED")
+      ->envname("POSBIAS_MAX_LOST_ATTEMPTS")->check(CLI::Range(1, 100))->capture_default_str();
   app.add_option("--max-raw-values", jobs.max_raw_values, "Most per-sample values a job may keep (return_raw_samples)")
       ->envname("POSBIAS_MAX_RAW_VALUES")->check(CLI::Range(int64_t{1}, int64_t{1} << 40))->capture_default_str();
   app.add_option("--max-upload-bytes", flags.server.max_upload_bytes, "Largest model upload, bytes")

@@ -22,6 +22,11 @@
 
 namespace posbias::jobs {
 
+// How many times a job's attempt may be lost (its worker crashed, was killed, or lost its lease)
+// before the job fails with reason ATTEMPTS_EXHAUSTED instead of running again: a job that takes
+// its worker down must not take down the next one. Graceful re-queues (a drain) do not count.
+inline constexpr int kDefaultMaxLostAttempts = 3;
+
 enum class JobState { kQueued = 10, kRunning = 20, kCancelling = 30, kSucceeded = 40, kFailed = 50, kCancelled = 60 };
 
 bool IsTerminal(JobState state);

@@ -98,8 +98,9 @@ class JobStore {
   // `force`.
   virtual absl::Status Delete(const std::string& id, bool force) = 0;
 
-  // Start-up recovery: RUNNING jobs go back to QUEUED (keeping attempt and checkpoint);
-  // CANCELLING jobs become CANCELLED. Returns how many were re-queued.
+  // Start-up recovery: RUNNING jobs go back to QUEUED (keeping attempt and checkpoint), or FAIL
+  // with ATTEMPTS_EXHAUSTED when their attempts were lost max_lost_attempts times; CANCELLING jobs
+  // become CANCELLED. Returns how many were re-queued.
   virtual absl::StatusOr<int64_t> RecoverAfterRestart() = 0;
 
   // Deletes terminal jobs (and results) finished before `cutoff_ms`. Returns how many.
@@ -110,7 +111,8 @@ class JobStore {
   // worker must stop and write nothing). A store without leases (lease_ms() == 0) only checks.
   virtual absl::Status RenewLease(const std::string& id, int32_t attempt) = 0;
   // Puts RUNNING jobs whose lease expired back in the queue (their attempt stays, so the stale
-  // worker is fenced out) and ends CANCELLING ones as CANCELLED. Returns how many were re-queued.
+  // worker is fenced out), or FAILS them with ATTEMPTS_EXHAUSTED when their attempts were lost
+  // max_lost_attempts times, and ends CANCELLING ones as CANCELLED. Returns how many were re-queued.
   virtual absl::StatusOr<int64_t> ReapExpiredLeases() = 0;
   // The lease duration in milliseconds; 0 for a store used by one process only (recovery at
   // start-up replaces leases).
@@ -128,7 +130,9 @@ class JobStore {
 
 // Opens (creating if needed) the SQLite store at `path` (":memory:" for tests): WAL journal,
 // busy timeout, and versioned schema migrations applied in a transaction.
-absl::StatusOr<std::unique_ptr<JobStore>> OpenSqliteJobStore(const std::string& path, Clock clock = SystemClock());
+// `max_lost_attempts`: see kDefaultMaxLostAttempts (job.h); RecoverAfterRestart counts the losses.
+absl::StatusOr<std::unique_ptr<JobStore>> OpenSqliteJobStore(const std::string& path, Clock clock = SystemClock(),
+                                                             int max_lost_attempts = kDefaultMaxLostAttempts);
 
 struct PostgresStoreOptions {
   std::string uri;              // libpq connection URI or key=value string.
@@ -138,6 +142,8 @@ struct PostgresStoreOptions {
   // in parallel and the last one merges (job.h); 0 = never split.
   int64_t part_samples = 0;
   Clock clock = SystemClock();  // Timestamps and leases; replicas need synchronized clocks.
+  // Lost attempts (expired leases) after which a job fails with ATTEMPTS_EXHAUSTED (job.h).
+  int max_lost_attempts = kDefaultMaxLostAttempts;
 };
 // Connects to PostgreSQL and applies the versioned schema migrations (serialized across
 // replicas by an advisory lock, so several may start at once). UNAVAILABLE when the server cannot
@@ -150,6 +156,7 @@ absl::StatusOr<std::unique_ptr<JobStore>> OpenPostgresJobStore(PostgresStoreOpti
 // `part_samples` applies to PostgreSQL (see PostgresStoreOptions).
 absl::StatusOr<std::unique_ptr<JobStore>> OpenJobStore(const std::string& connection,
                                                        const std::string& default_sqlite_path,
-                                                       int64_t lease_ms = 30'000, int64_t part_samples = 0);
+                                                       int64_t lease_ms = 30'000, int64_t part_samples = 0,
+                                                       int max_lost_attempts = kDefaultMaxLostAttempts);
 
 }  // namespace posbias::jobs

@@ -8,18 +8,19 @@ namespace posbias::jobs {
 
 absl::StatusOr<std::unique_ptr<JobStore>> OpenJobStore(const std::string& connection,
                                                        const std::string& default_sqlite_path, int64_t lease_ms,
-                                                       int64_t part_samples) {
-  if (connection.empty()) return OpenSqliteJobStore(default_sqlite_path);
+                                                       int64_t part_samples, int max_lost_attempts) {
+  if (connection.empty()) return OpenSqliteJobStore(default_sqlite_path, SystemClock(), max_lost_attempts);
   if (absl::StartsWith(connection, "postgresql://") || absl::StartsWith(connection, "postgres://")) {
     PostgresStoreOptions options;
     options.uri = connection;
     options.lease_ms = lease_ms;
     options.part_samples = part_samples;
+    options.max_lost_attempts = max_lost_attempts;
     return OpenPostgresJobStore(std::move(options));
   }
   for (const char* prefix : {"sqlite://", "sqlite:"}) {
     if (absl::StartsWith(connection, prefix) && connection.size() > std::string(prefix).size()) {
-      return OpenSqliteJobStore(connection.substr(std::string(prefix).size()));
+      return OpenSqliteJobStore(connection.substr(std::string(prefix).size()), SystemClock(), max_lost_attempts);
     }
   }
   // Never echo the string: it may hold a password.

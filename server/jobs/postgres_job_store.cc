@@ -137,6 +137,10 @@ ALTER TABLE jobs ADD COLUMN parts_total INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE jobs ADD COLUMN parts_done INTEGER NOT NULL DEFAULT 0;
 CREATE INDEX jobs_parts ON jobs (parent_id) WHERE parent_id <> '';
 )sql"},
+    // Attempts lost to crashes, kills and expired leases (not to drains): the poison-job cap.
+    {3, R"sql(
+ALTER TABLE jobs ADD COLUMN lost_attempts INTEGER NOT NULL DEFAULT 0;
+)sql"},
 };
 
 // The job columns plus the part columns (at kColumnCount ...).
@@ -545,8 +549,18 @@ class PostgresJobStore final : public JobStore {
   absl::StatusOr<int64_t> ReapExpiredLeases() override {
     const int64_t now = options_.clock();
     return InTransaction(pool_, [&](pqxx::work& tx) -> absl::StatusOr<int64_t> {
+      // An expired lease is a lost attempt; the job that lost too many fails (its parent with it).
+      const pqxx::result exhausted = tx.exec_params(
+          absl::StrCat("UPDATE jobs SET state = 'failed', worker = '', lease_expires_ms = 0, finished_ms = $1, "
+                       "updated_ms = $1, lost_attempts = lost_attempts + 1, error_reason = 'ATTEMPTS_EXHAUSTED', "
+                       "error_code = $2, error_message = $3 "
+                       "WHERE state = 'running' AND lease_expires_ms < $1 AND lost_attempts + 1 >= $4 AND NOT ",
+                       kWaitingForParts, " RETURNING parent_id"),
+          now, internal::kAttemptsExhaustedCode, std::string(internal::kAttemptsExhaustedMessage),
+          options_.max_lost_attempts);
       const pqxx::result requeued = tx.exec_params(
-          absl::StrCat("UPDATE jobs SET state = 'queued', worker = '', lease_expires_ms = 0, updated_ms = $1 "
+          absl::StrCat("UPDATE jobs SET state = 'queued', worker = '', lease_expires_ms = 0, updated_ms = $1, "
+                       "lost_attempts = lost_attempts + 1 "
                        "WHERE state = 'running' AND lease_expires_ms < $1 AND NOT ", kWaitingForParts),
           now);
       // A cancel asked before the worker was lost wins.
@@ -557,8 +571,10 @@ class PostgresJobStore final : public JobStore {
                        " RETURNING parent_id"),
           now);
       std::set<std::string> parents;
-      for (const pqxx::row& row : cancelled) {
-        if (!Row(row).Text(0).empty()) parents.insert(Row(row).Text(0));
+      for (const pqxx::result* settled : {&cancelled, &exhausted}) {
+        for (const pqxx::row& row : *settled) {
+          if (!Row(row).Text(0).empty()) parents.insert(Row(row).Text(0));
+        }
       }
       for (const std::string& parent : parents) SettleParent(tx, parent);
       if (requeued.affected_rows() > 0) tx.exec(kNotify);

@@ -213,6 +213,10 @@ CREATE TABLE results (
   result_json TEXT NOT NULL
 );
 )sql"},
+    // Attempts lost to crashes, kills and expired leases (not to drains): the poison-job cap.
+    {2, R"sql(
+ALTER TABLE jobs ADD COLUMN lost_attempts INTEGER NOT NULL DEFAULT 0;
+)sql"},
 };
 
 absl::Status Migrate(sqlite3* db, int64_t now_ms) {
@@ -249,8 +253,8 @@ constexpr const char* kTerminalStates = "('succeeded', 'failed', 'cancelled')";
 
 class SqliteJobStore final : public JobStore {
  public:
-  SqliteJobStore(sqlite3* db, Clock clock)
-      : db_(db), clock_(std::move(clock)), random_(std::random_device{}()) {}
+  SqliteJobStore(sqlite3* db, Clock clock, int max_lost_attempts)
+      : db_(db), clock_(std::move(clock)), max_lost_attempts_(max_lost_attempts), random_(std::random_device{}()) {}
   ~SqliteJobStore() override { sqlite3_close_v2(db_); }
   SqliteJobStore(const SqliteJobStore&) = delete;
   SqliteJobStore& operator=(const SqliteJobStore&) = delete;
@@ -512,6 +516,18 @@ class SqliteJobStore final : public JobStore {
     Transaction transaction(db_);
     POSBIAS_JOBS_RETURN_IF_ERROR(transaction.Begin(/*write=*/true));
     const int64_t now = clock_();
+    // A job still RUNNING at start-up lost its attempt (the process died under it): the one that
+    // did so too often fails instead of taking the next worker down.
+    POSBIAS_JOBS_RETURN_IF_ERROR(
+        Statement(db_, "UPDATE jobs SET lost_attempts = lost_attempts + 1 WHERE state = 'running'").Run());
+    POSBIAS_JOBS_RETURN_IF_ERROR(
+        Statement(db_,
+                  "UPDATE jobs SET state = 'failed', worker = '', finished_ms = ?, updated_ms = ?, "
+                  "error_reason = 'ATTEMPTS_EXHAUSTED', error_code = ?, error_message = ? "
+                  "WHERE state = 'running' AND lost_attempts >= ?")
+            .BindAll(now, now, internal::kAttemptsExhaustedCode, std::string(internal::kAttemptsExhaustedMessage),
+                     max_lost_attempts_)
+            .Run());
     POSBIAS_JOBS_RETURN_IF_ERROR(
         Statement(db_, "UPDATE jobs SET state = 'queued', worker = '', updated_ms = ? WHERE state = 'running'")
             .BindAll(now)
@@ -654,6 +670,7 @@ class SqliteJobStore final : public JobStore {
 
   sqlite3* db_;
   Clock clock_;
+  int max_lost_attempts_;
   std::mutex mutex_;
   std::mt19937_64 random_;
 };
@@ -670,7 +687,8 @@ Clock SystemClock() {
   };
 }
 
-absl::StatusOr<std::unique_ptr<JobStore>> OpenSqliteJobStore(const std::string& path, Clock clock) {
+absl::StatusOr<std::unique_ptr<JobStore>> OpenSqliteJobStore(const std::string& path, Clock clock,
+                                                             int max_lost_attempts) {
   if (!clock) clock = SystemClock();
   sqlite3* db = nullptr;
   const int rc = sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr);
@@ -700,7 +718,7 @@ absl::StatusOr<std::unique_ptr<JobStore>> OpenSqliteJobStore(const std::string& 
     return fail(status);
   }
   if (absl::Status status = Migrate(db, clock()); !status.ok()) return fail(status);
-  return std::unique_ptr<JobStore>(std::make_unique<SqliteJobStore>(db, std::move(clock)));
+  return std::unique_ptr<JobStore>(std::make_unique<SqliteJobStore>(db, std::move(clock), max_lost_attempts));
 }
 
 }  // namespace posbias::jobs

@@ -13,6 +13,12 @@
 
 namespace posbias::jobs::internal {
 
+// The error a job gets when its attempts were lost too often (both stores write it in SQL).
+inline constexpr char kAttemptsExhaustedMessage[] =
+    "the job's attempts were lost too often (its worker crashed, was killed or lost its lease while "
+    "running it), so it is not run again";
+inline constexpr int kAttemptsExhaustedCode = 10;  // ABORTED.
+
 // The columns of a job row, in the order ReadRecord expects them.
 inline constexpr char kColumns[] =
     "id, request_id, spec_json, priority, labels_json, time_limit_seconds, state, attempt, progress, "

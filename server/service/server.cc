@@ -49,7 +49,7 @@ absl::Status Server::OpenStore() {
   std::error_code error;
   std::filesystem::create_directories(options_.data_dir, error);
   auto store = jobs::OpenJobStore(options_.job_store, (std::filesystem::path(options_.data_dir) / "jobs.sqlite").string(),
-                                  options_.lease_ms, options_.part_samples);
+                                  options_.lease_ms, options_.part_samples, options_.max_lost_attempts);
   if (!store.ok()) return store.status();
   store_ = std::move(*store);
   if (store_->lease_ms() == 0 && options_.role != Role::kBoth) {

@@ -45,6 +45,7 @@ class Server {
     std::string job_store;
     int64_t lease_ms = 30'000;         // Shared store: how long a claim holds a job unrenewed.
     int64_t part_samples = 0;          // Shared store: split jobs into parts of this many samples.
+    int max_lost_attempts = jobs::kDefaultMaxLostAttempts;  // Then a job fails (ATTEMPTS_EXHAUSTED).
     std::string worker_name;           // Prefix of this process's worker names ("" = host-pid).
     std::string listen_address = "127.0.0.1:50051";  // host:port; port 0 picks a free port.
     DensityLimits density_limits;

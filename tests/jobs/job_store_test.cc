@@ -672,6 +672,30 @@ TEST_P(JobStoreContract, RecoverAfterRestartRequeuesRunningJobsAndCancelsCancell
   EXPECT_EQ(requeued, 1);
 }
 
+// A poison job (one that takes its worker down) is run kDefaultMaxLostAttempts times at most;
+// re-queues at a drain are not losses.
+TEST_P(JobStoreContract, AJobWhoseAttemptsAreLostThreeTimesFailsWithAttemptsExhausted) {
+  const JobRecord poison = Add(MakeJob("gpt2", 0, "dev-p"));
+  ClaimOnly("dev-p");
+  ASSERT_OK(store().Transition(poison.id, JobState::kQueued, {}).status());  // A drain: not a loss.
+  for (int lost = 1; lost <= kDefaultMaxLostAttempts; ++lost) {
+    ClaimOnly("dev-p");
+    Advance(1000 + store().lease_ms());  // The worker dies with the job.
+    ASSERT_OK_AND_ASSIGN(int64_t requeued, store().RecoverAfterRestart());
+    ASSERT_OK_AND_ASSIGN(JobRecord job, store().Get(poison.id));
+    if (lost < kDefaultMaxLostAttempts) {
+      EXPECT_EQ(requeued, 1) << lost;
+      EXPECT_EQ(job.state, JobState::kQueued) << lost;
+    } else {
+      EXPECT_EQ(requeued, 0);
+      EXPECT_EQ(job.state, JobState::kFailed);
+      EXPECT_EQ(job.error_reason, "ATTEMPTS_EXHAUSTED");
+      EXPECT_EQ(job.error_code, static_cast<int32_t>(absl::StatusCode::kAborted));
+      EXPECT_EQ(job.finished_ms, Now());
+    }
+  }
+}
+
 TEST_P(JobStoreContract, EverythingIsStillThereAfterClosingAndReopeningTheStore) {
   JobRecord keyed = MakeJob("gpt2", 3, "dev-k");
   keyed.request_id = "durable";
@@ -854,8 +878,8 @@ TEST_F(SqliteJobStore, MigrationsRunOnceAndTwoOpenStoresShareTheFile) {
   first.reset();
   second.reset();
   ASSERT_OK_AND_ASSIGN(first, OpenSqliteJobStore(Path()));
-  EXPECT_EQ(Query("SELECT COUNT(*) FROM schema_migrations"), "1");
-  EXPECT_EQ(Query("SELECT MAX(version) FROM schema_migrations"), "1");
+  EXPECT_EQ(Query("SELECT COUNT(*) FROM schema_migrations"), "2");  // Each of the two migrations once.
+  EXPECT_EQ(Query("SELECT MAX(version) FROM schema_migrations"), "2");
   EXPECT_EQ(Query("PRAGMA journal_mode"), "wal");
   EXPECT_EQ(Query("SELECT request_id IS NULL FROM jobs"), "1");
 }

@@ -72,6 +72,9 @@ void DefineFlags(CLI::App& app, Flags& flags) {
       ->envname("POSBIAS_DATA_DIR")->capture_default_str();
   app.add_option("--model-root", flags.server.model_root, "Checkpoints and TorchScript files may be registered from here")
       ->envname("POSBIAS_MODEL_ROOT");
+  app.add_flag("--allow-torchscript", flags.server.allow_torchscript,
+               "Allow registering and loading TorchScript files (loading one runs code from the file)")
+      ->envname("POSBIAS_ALLOW_TORCHSCRIPT");
   app.add_option("--cpu-threads", flags.server.cpu_threads, "LibTorch threads of the CPU worker (0: all cores)")
       ->envname("POSBIAS_CPU_THREADS")->check(CLI::Range(0, 1024))->capture_default_str();
   app.add_flag("!--no-cpu-worker", flags.server.cpu_worker, "Run jobs on CUDA devices only")->envname("POSBIAS_CPU_WORKER");

@@ -234,7 +234,17 @@ absl::StatusOr<std::string> ModelCatalog::ResolveUnderRoot(const std::string& re
 
 std::string ModelCatalog::uploads_dir() const { return (fs::path(options_.data_dir) / "uploads").string(); }
 
+absl::Status ModelCatalog::CheckSourceAllowed(const ModelSource& source) const {
+  if (source.kind == SourceKind::kTorchScript && !options_.allow_torchscript) {
+    return ErrorWithReason(absl::StatusCode::kFailedPrecondition, ErrorReason::kTorchScriptDisabled,
+                           "TorchScript models are off on this server (loading one runs code from the file); "
+                           "its operator can allow them with --allow-torchscript");
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<LoadRequest> ModelCatalog::RequestForEntry(const ModelEntry& entry) const {
+  if (auto status = CheckSourceAllowed(entry.source); !status.ok()) return status;
   LoadRequest request;
   request.name = entry.name;
   request.kind = entry.source.kind;
@@ -317,6 +327,7 @@ absl::StatusOr<std::optional<ModelEntry>> ModelCatalog::Reserve(const std::strin
 absl::StatusOr<ModelEntry> ModelCatalog::Register(const std::string& name, const ModelSource& source,
                                                   const std::map<std::string, std::string>& labels,
                                                   const std::string& request_id) {
+  if (auto status = CheckSourceAllowed(source); !status.ok()) return status;
   ModelEntry entry;
   entry.source = source;
   auto existing = Reserve(name, entry, labels, request_id);

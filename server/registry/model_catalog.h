@@ -30,6 +30,9 @@ class ModelCatalog {
   struct Options {
     std::string model_root;  // Checkpoints and TorchScript files live here ("" = none allowed).
     std::string data_dir;    // models.json and uploads/.
+    // TorchScript files run code when loaded: registering or loading one is refused
+    // (FAILED_PRECONDITION / TORCHSCRIPT_DISABLED) unless the operator allows it.
+    bool allow_torchscript = false;
   };
 
   // `loader` outlives the catalog.
@@ -72,6 +75,7 @@ class ModelCatalog {
  private:
   ModelCatalog(Options options, ModelLoader* loader);
   absl::StatusOr<LoadRequest> RequestForEntry(const ModelEntry& entry) const;
+  absl::Status CheckSourceAllowed(const ModelSource& source) const;
   // Registration's second half: loads the reserved entry and records READY or FAILED.
   absl::StatusOr<ModelEntry> Finish(ModelEntry entry);
   // Reserves `name` for `entry` (LOADING); the existing entry when the same request_id made it;

@@ -53,6 +53,7 @@ class Server {
     int max_rpc_threads = 16;          // Threads handling RPCs concurrently.
     std::string data_dir = "posbias-data";  // jobs.sqlite, models.json, uploads/.
     std::string model_root;            // Checkpoints and TorchScript files ("" = none allowed).
+    bool allow_torchscript = false;    // Register and load TorchScript files (they run code).
     int cpu_threads = 0;               // LibTorch threads of the CPU worker (0 = all cores).
     bool cpu_worker = true;            // Run jobs on the CPU (besides any CUDA devices).
     int64_t cache_budget_bytes = int64_t{8} << 30;

@@ -39,6 +39,7 @@ namespace posbias {
   X(kMeasurementNotFinite, "MEASUREMENT_NOT_FINITE", 36)      \
   X(kAttemptsExhausted, "ATTEMPTS_EXHAUSTED", 37)             \
   X(kRequestIdReused, "REQUEST_ID_REUSED", 38)                \
+  X(kTorchScriptDisabled, "TORCHSCRIPT_DISABLED", 39)         \
   X(kNotImplemented, "NOT_IMPLEMENTED", 90)                   \
   X(kShuttingDown, "SHUTTING_DOWN", 91)                       \
   X(kInternalError, "INTERNAL_ERROR", 99)

@@ -249,6 +249,24 @@ TEST_F(RegistryTest, EvictsTheLeastRecentlyUsedModelBeyondTheCacheBudget) {
   EXPECT_EQ(registry->loads(), loads + 2);
 }
 
+TEST_F(RegistryTest, TorchScriptIsRefusedUnlessTheOperatorAllowsIt) {
+  ModelSource script;
+  script.kind = SourceKind::kTorchScript;
+  script.path = "inside/model.pt";
+  script.width = 8;
+  auto registry = Open();
+  const auto refused = registry->Register("script", script, {}, "");
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(ErrorReasonOf(refused.status()), "TORCHSCRIPT_DISABLED");
+  EXPECT_EQ(ErrorReasonOf(registry->Get("script").status()), "MODEL_NOT_FOUND") << "nothing left behind";
+  Registry allowed(int64_t{1} << 30);
+  auto catalog = ModelCatalog::Open({(base_ / "root").string(), (base_ / "data").string(), true}, &allowed.cache);
+  ASSERT_TRUE(catalog.ok()) << catalog.status();
+  allowed.catalog = std::move(*catalog);
+  EXPECT_EQ(ErrorReasonOf(allowed.Register("script", script, {}, "").status()), "PATH_NOT_FOUND")
+      << "allowed: the registration goes on to look for the file";
+}
+
 // Found by reading the code: a bfloat16 job converted the one cached model in place, so later
 // float32 jobs and exports used rounded weights.
 TEST_F(RegistryTest, AHalfPrecisionJobMeasuresAnInstanceOfItsOwn) {

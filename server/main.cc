@@ -53,8 +53,14 @@ void DefineFlags(CLI::App& app, Flags& flags) {
       ->envname("POSBIAS_MAX_RETURNED_POSITIONS")->check(CLI::Range(uint64_t{1}, uint64_t{10'000'000}))->capture_default_str();
   app.add_option("--max-message-bytes", flags.server.max_message_bytes, "Largest gRPC message, bytes")
       ->envname("POSBIAS_MAX_MESSAGE_BYTES")->check(CLI::Range(1 << 20, 1 << 30))->capture_default_str();
-  app.add_option("--rpc-threads", flags.server.max_rpc_threads, "Threads handling RPCs")
+  app.add_option("--rpc-threads", flags.server.max_rpc_threads, "Threads working on calls at once")
       ->envname("POSBIAS_RPC_THREADS")->check(CLI::Range(2, 1024))->capture_default_str();
+  app.add_option("--max-waiting-calls", flags.server.max_waiting_calls, "Calls waiting for a thread (beyond: SERVER_BUSY)")
+      ->envname("POSBIAS_MAX_WAITING_CALLS")->check(CLI::Range(int64_t{1}, int64_t{1} << 20))->capture_default_str();
+  app.add_option("--max-watch-streams", flags.server.max_watch_streams, "Open WatchJob streams (beyond: SERVER_BUSY)")
+      ->envname("POSBIAS_MAX_WATCH_STREAMS")->check(CLI::Range(int64_t{1}, int64_t{1} << 20))->capture_default_str();
+  app.add_option("--upload-idle-seconds", flags.server.upload_idle_seconds, "An upload that sends nothing this long is ended")
+      ->envname("POSBIAS_UPLOAD_IDLE_SECONDS")->check(CLI::Range(1, 3600))->capture_default_str();
   auto& jobs = flags.server.job_limits;
   app.add_option("--role", flags.role, "api (serve the API, run no jobs), worker (run jobs; health only) or both")
       ->envname("POSBIAS_ROLE")->check(CLI::IsMember({"api", "worker", "both"}))->capture_default_str();

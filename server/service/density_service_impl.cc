@@ -1,46 +1,45 @@
 #include "server/service/density_service_impl.h"
 
-#include "server/service/rpc_scope.h"
+#include "server/service/unary_call.h"
 
 namespace posbias::service {
 namespace {
 constexpr char kPrefix[] = "/posbias.v1.DensityService/";
 }  // namespace
 
-grpc::Status DensityServiceImpl::EvaluateContinuum(grpc::ServerContext* context,
-                                                   const v1::EvaluateContinuumRequest* request,
-                                                   v1::EvaluateContinuumResponse* response) {
-  RpcScope scope(metrics_, std::string(kPrefix) + "EvaluateContinuum");
-  const absl::Status status = HandleEvaluateContinuum(*request, limits_, response);
-  if (status.ok() && metrics_) metrics_->AddPointsEvaluated("continuum", response->x_size());
-  return scope.Finish(status, context);
+grpc::ServerUnaryReactor* DensityServiceImpl::EvaluateContinuum(grpc::CallbackServerContext* context,
+                                                                const v1::EvaluateContinuumRequest* request,
+                                                                v1::EvaluateContinuumResponse* response) {
+  return RunUnary(context, executor_, metrics_, std::string(kPrefix) + "EvaluateContinuum", [=, this] {
+    const absl::Status status = HandleEvaluateContinuum(*request, limits_, response);
+    if (status.ok() && metrics_) metrics_->AddPointsEvaluated("continuum", response->x_size());
+    return status;
+  });
 }
 
-grpc::Status DensityServiceImpl::EvaluateDiscrete(grpc::ServerContext* context,
-                                                  const v1::EvaluateDiscreteRequest* request,
-                                                  v1::EvaluateDiscreteResponse* response) {
-  RpcScope scope(metrics_, std::string(kPrefix) + "EvaluateDiscrete");
-  const absl::Status status =
-      HandleEvaluateDiscrete(*request, limits_, [context] { return !context->IsCancelled(); },
-                             response);
-  if (status.ok() && metrics_) {
-    metrics_->AddPointsEvaluated("discrete", static_cast<double>(response->length()));
-  }
-  return scope.Finish(status, context);
+grpc::ServerUnaryReactor* DensityServiceImpl::EvaluateDiscrete(grpc::CallbackServerContext* context,
+                                                               const v1::EvaluateDiscreteRequest* request,
+                                                               v1::EvaluateDiscreteResponse* response) {
+  return RunUnary(context, executor_, metrics_, std::string(kPrefix) + "EvaluateDiscrete", [=, this] {
+    const absl::Status status =
+        HandleEvaluateDiscrete(*request, limits_, [context] { return !context->IsCancelled(); }, response);
+    if (status.ok() && metrics_) metrics_->AddPointsEvaluated("discrete", static_cast<double>(response->length()));
+    return status;
+  });
 }
 
-grpc::Status DensityServiceImpl::SummarizeProfile(grpc::ServerContext* context,
-                                                  const v1::SummarizeProfileRequest* request,
-                                                  v1::SummarizeProfileResponse* response) {
-  RpcScope scope(metrics_, std::string(kPrefix) + "SummarizeProfile");
-  return scope.Finish(HandleSummarizeProfile(*request, limits_, response), context);
+grpc::ServerUnaryReactor* DensityServiceImpl::SummarizeProfile(grpc::CallbackServerContext* context,
+                                                               const v1::SummarizeProfileRequest* request,
+                                                               v1::SummarizeProfileResponse* response) {
+  return RunUnary(context, executor_, metrics_, std::string(kPrefix) + "SummarizeProfile",
+                  [=, this] { return HandleSummarizeProfile(*request, limits_, response); });
 }
 
-grpc::Status DensityServiceImpl::FitProfile(grpc::ServerContext* context,
-                                            const v1::FitProfileRequest* request,
-                                            v1::FitProfileResponse* response) {
-  RpcScope scope(metrics_, std::string(kPrefix) + "FitProfile");
-  return scope.Finish(HandleFitProfile(*request, response), context);
+grpc::ServerUnaryReactor* DensityServiceImpl::FitProfile(grpc::CallbackServerContext* context,
+                                                         const v1::FitProfileRequest* request,
+                                                         v1::FitProfileResponse* response) {
+  return RunUnary(context, executor_, metrics_, std::string(kPrefix) + "FitProfile",
+                  [=] { return HandleFitProfile(*request, response); });
 }
 
 }  // namespace posbias::service

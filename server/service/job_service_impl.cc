@@ -1,8 +1,6 @@
 #include "server/service/job_service_impl.h"
 
-#include <chrono>
 #include <random>
-#include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -11,7 +9,7 @@
 #include "server/host/memory.h"
 #include "server/jobs/jacobian_report.h"
 #include "server/service/job_convert.h"
-#include "server/service/rpc_scope.h"
+#include "server/service/unary_call.h"
 #include "server/status/error.h"
 
 namespace posbias::service {
@@ -64,21 +62,27 @@ absl::StatusOr<v1::Job> JobServiceImpl::Cancel(const std::string& id) {
   return out;
 }
 
-grpc::Status JobServiceImpl::SubmitJob(grpc::ServerContext* context, const v1::SubmitJobRequest* request, v1::Job* response) {
-  RpcScope scope(metrics_, std::string(kPrefix) + "SubmitJob");
-  auto job = Submit(*request);
-  if (job.ok()) *response = *job;
-  return scope.Finish(job.status(), context);
+grpc::ServerUnaryReactor* JobServiceImpl::SubmitJob(grpc::CallbackServerContext* context,
+                                                    const v1::SubmitJobRequest* request, v1::Job* response) {
+  return RunUnary(context, executor_, metrics_, std::string(kPrefix) + "SubmitJob", [=, this] {
+    auto job = Submit(*request);
+    if (job.ok()) *response = *std::move(job);
+    return job.status();
+  });
 }
 
-grpc::Status JobServiceImpl::GetJob(grpc::ServerContext* context, const v1::GetJobRequest* request, v1::Job* response) {
-  RpcScope scope(metrics_, std::string(kPrefix) + "GetJob");
-  auto job = store_->Get(request->id());
-  if (job.ok()) {
-    JobToProto(*job, response);
-    if (job->state == jobs::JobState::kQueued) response->set_queue_position(QueuePosition(*job));
-  }
-  return scope.Finish(job.status(), context);
+absl::Status JobServiceImpl::Get(const v1::GetJobRequest& request, v1::Job* response) {
+  auto job = store_->Get(request.id());
+  if (!job.ok()) return job.status();
+  JobToProto(*job, response);
+  if (job->state == jobs::JobState::kQueued) response->set_queue_position(QueuePosition(*job));
+  return absl::OkStatus();
+}
+
+grpc::ServerUnaryReactor* JobServiceImpl::GetJob(grpc::CallbackServerContext* context, const v1::GetJobRequest* request,
+                                                 v1::Job* response) {
+  return RunUnary(context, executor_, metrics_, std::string(kPrefix) + "GetJob",
+                  [=, this] { return Get(*request, response); });
 }
 
 uint32_t JobServiceImpl::QueuePosition(const jobs::JobRecord& job) {
@@ -101,72 +105,63 @@ uint32_t JobServiceImpl::QueuePosition(const jobs::JobRecord& job) {
   return ahead;
 }
 
-grpc::Status JobServiceImpl::ListJobs(grpc::ServerContext* context, const v1::ListJobsRequest* request,
-                                      v1::ListJobsResponse* response) {
-  RpcScope scope(metrics_, std::string(kPrefix) + "ListJobs");
+absl::Status JobServiceImpl::List(const v1::ListJobsRequest& request, v1::ListJobsResponse* response) {
   jobs::ListFilter filter;
-  for (int state : request->states()) filter.states.push_back(static_cast<jobs::JobState>(state));
-  filter.model = request->model();
-  auto terms = admission::ParseLabelSelector(request->label_selector());
-  if (!terms.ok()) return scope.Finish(terms.status(), context);
+  for (int state : request.states()) filter.states.push_back(static_cast<jobs::JobState>(state));
+  filter.model = request.model();
+  auto terms = admission::ParseLabelSelector(request.label_selector());
+  if (!terms.ok()) return terms.status();
   filter.labels = *std::move(terms);
-  filter.page_size = static_cast<int32_t>(request->page_size());
-  filter.page_token = request->page_token();
+  filter.page_size = static_cast<int32_t>(request.page_size());
+  filter.page_token = request.page_token();
   auto page = store_->List(filter);
-  if (page.ok()) {
-    for (const auto& job : page->jobs) JobToProto(job, response->add_jobs());
-    response->set_next_page_token(page->next_page_token);
-  }
-  return scope.Finish(page.status(), context);
+  if (!page.ok()) return page.status();
+  for (const auto& job : page->jobs) JobToProto(job, response->add_jobs());
+  response->set_next_page_token(page->next_page_token);
+  return absl::OkStatus();
 }
 
-grpc::Status JobServiceImpl::CancelJob(grpc::ServerContext* context, const v1::CancelJobRequest* request, v1::Job* response) {
-  RpcScope scope(metrics_, std::string(kPrefix) + "CancelJob");
-  auto job = Cancel(request->id());
-  if (job.ok()) *response = *job;
-  return scope.Finish(job.status(), context);
+grpc::ServerUnaryReactor* JobServiceImpl::ListJobs(grpc::CallbackServerContext* context,
+                                                   const v1::ListJobsRequest* request, v1::ListJobsResponse* response) {
+  return RunUnary(context, executor_, metrics_, std::string(kPrefix) + "ListJobs",
+                  [=, this] { return List(*request, response); });
 }
 
-grpc::Status JobServiceImpl::DeleteJob(grpc::ServerContext* context, const v1::DeleteJobRequest* request,
-                                       v1::DeleteJobResponse*) {
-  RpcScope scope(metrics_, std::string(kPrefix) + "DeleteJob");
-  return scope.Finish(store_->Delete(request->id(), request->force()), context);
+grpc::ServerUnaryReactor* JobServiceImpl::CancelJob(grpc::CallbackServerContext* context,
+                                                    const v1::CancelJobRequest* request, v1::Job* response) {
+  return RunUnaryInline(context, metrics_, std::string(kPrefix) + "CancelJob", [&] {
+    auto job = Cancel(request->id());
+    if (job.ok()) *response = *std::move(job);
+    return job.status();
+  });
 }
 
-grpc::Status JobServiceImpl::WatchJob(grpc::ServerContext* context, const v1::WatchJobRequest* request,
-                                      grpc::ServerWriter<v1::WatchJobResponse>* writer) {
-  RpcScope scope(metrics_, std::string(kPrefix) + "WatchJob");
-  int64_t last_update = -1;
-  jobs::JobState last_state = jobs::JobState::kQueued;
-  while (!context->IsCancelled() && !shutting_down_) {
-    auto job = store_->Get(request->id());
-    if (!job.ok()) return scope.Finish(job.status(), context);
-    if (job->updated_ms != last_update || job->state != last_state || last_update < 0) {
-      v1::WatchJobResponse message;
-      JobToProto(*job, message.mutable_job());
-      if (!writer->Write(message)) break;
-      last_update = job->updated_ms;
-      last_state = job->state;
-    }
-    if (jobs::IsTerminal(job->state)) return scope.Finish(absl::OkStatus(), context);
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  return scope.Finish(shutting_down_ ? ErrorWithReason(absl::StatusCode::kUnavailable, ErrorReason::kShuttingDown,
-                                                       "the server is shutting down; watch again after it restarts")
-                                     : absl::CancelledError("watch cancelled"), context);
+grpc::ServerUnaryReactor* JobServiceImpl::DeleteJob(grpc::CallbackServerContext* context,
+                                                    const v1::DeleteJobRequest* request, v1::DeleteJobResponse*) {
+  return RunUnary(context, executor_, metrics_, std::string(kPrefix) + "DeleteJob",
+                  [=, this] { return store_->Delete(request->id(), request->force()); });
 }
 
-grpc::Status JobServiceImpl::GetJobResult(grpc::ServerContext* context, const v1::GetJobResultRequest* request,
-                                          v1::GetJobResultResponse* response) {
-  RpcScope scope(metrics_, std::string(kPrefix) + "GetJobResult");
-  auto text = store_->GetResult(request->id());
-  if (!text.ok()) return scope.Finish(text.status(), context);
+grpc::ServerWriteReactor<v1::WatchJobResponse>* JobServiceImpl::WatchJob(grpc::CallbackServerContext* context,
+                                                                         const v1::WatchJobRequest* request) {
+  return watches_.Open(context, request->id());
+}
+
+absl::Status JobServiceImpl::Result(const v1::GetJobResultRequest& request, v1::GetJobResultResponse* response) {
+  auto text = store_->GetResult(request.id());
+  if (!text.ok()) return text.status();
   const auto report = jobs::ReportFromText(*text);
-  if (!report.ok()) return scope.Finish(report.status(), context);
-  auto page = FillResultPage(*request, *report, response);
-  if (!page.ok()) return scope.Finish(page, context);
-  if (request->page_token().empty()) response->set_report_json(*text);  // First page only.
-  return scope.Finish(absl::OkStatus(), context);
+  if (!report.ok()) return report.status();
+  if (auto page = FillResultPage(request, *report, response); !page.ok()) return page;
+  if (request.page_token().empty()) response->set_report_json(*text);  // First page only.
+  return absl::OkStatus();
+}
+
+grpc::ServerUnaryReactor* JobServiceImpl::GetJobResult(grpc::CallbackServerContext* context,
+                                                       const v1::GetJobResultRequest* request,
+                                                       v1::GetJobResultResponse* response) {
+  return RunUnary(context, executor_, metrics_, std::string(kPrefix) + "GetJobResult",
+                  [=, this] { return Result(*request, response); });
 }
 
 }  // namespace posbias::service

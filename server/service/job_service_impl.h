@@ -1,5 +1,6 @@
-// posbias.v1.JobService over gRPC: submit Jacobian-norm jobs into the durable queue, watch them,
-// cancel and delete them, and fetch their results.
+// posbias.v1.JobService over gRPC's callback API: submit Jacobian-norm jobs into the durable queue,
+// watch them (streams held without a thread, job_watches.h), cancel and delete them, and fetch
+// their results. The unary calls' work runs on the call executor.
 #pragma once
 
 #include <atomic>
@@ -10,32 +11,49 @@
 #include "server/jobs/worker_pool.h"
 #include "server/metrics/metrics.h"
 #include "server/registry/model_catalog.h"
+#include "server/service/call_executor.h"
+#include "server/service/job_watches.h"
 
 namespace posbias::service {
 
 using admission::JobLimits;
 
-class JobServiceImpl final : public v1::JobService::Service {
+class JobServiceImpl final : public v1::JobService::CallbackService {
  public:
   JobServiceImpl(jobs::JobStore* store, registry::ModelCatalog* catalog, jobs::WorkerPool* pool,
-                 JobLimits limits, metrics::Metrics* metrics)
-      : store_(store), catalog_(catalog), pool_(pool), limits_(limits), metrics_(metrics) {}
+                 JobLimits limits, metrics::Metrics* metrics, JobWatches::Options watch_options = {})
+      : store_(store), catalog_(catalog), pool_(pool), limits_(limits), metrics_(metrics),
+        watches_(store, metrics, watch_options) {}
+  // Where the calls' work runs (set before the server starts); starts the watch poller.
+  void Start(CallExecutor* executor) {
+    executor_ = executor;
+    watches_.Start();
+  }
+  // Ends open WatchJob streams and refuses new submissions (server shutdown).
+  void Shutdown() {
+    shutting_down_ = true;
+    watches_.Stop();
+  }
 
-  // Stops open WatchJob streams (server shutdown).
-  void Shutdown() { shutting_down_ = true; }
-
-  grpc::Status SubmitJob(grpc::ServerContext*, const v1::SubmitJobRequest*, v1::Job*) override;
-  grpc::Status GetJob(grpc::ServerContext*, const v1::GetJobRequest*, v1::Job*) override;
-  grpc::Status ListJobs(grpc::ServerContext*, const v1::ListJobsRequest*, v1::ListJobsResponse*) override;
-  grpc::Status CancelJob(grpc::ServerContext*, const v1::CancelJobRequest*, v1::Job*) override;
-  grpc::Status DeleteJob(grpc::ServerContext*, const v1::DeleteJobRequest*, v1::DeleteJobResponse*) override;
-  grpc::Status WatchJob(grpc::ServerContext*, const v1::WatchJobRequest*,
-                        grpc::ServerWriter<v1::WatchJobResponse>*) override;
-  grpc::Status GetJobResult(grpc::ServerContext*, const v1::GetJobResultRequest*, v1::GetJobResultResponse*) override;
+  grpc::ServerUnaryReactor* SubmitJob(grpc::CallbackServerContext*, const v1::SubmitJobRequest*, v1::Job*) override;
+  grpc::ServerUnaryReactor* GetJob(grpc::CallbackServerContext*, const v1::GetJobRequest*, v1::Job*) override;
+  grpc::ServerUnaryReactor* ListJobs(grpc::CallbackServerContext*, const v1::ListJobsRequest*,
+                                     v1::ListJobsResponse*) override;
+  // Answered on gRPC's thread, so a cancel gets through however busy the server is.
+  grpc::ServerUnaryReactor* CancelJob(grpc::CallbackServerContext*, const v1::CancelJobRequest*, v1::Job*) override;
+  grpc::ServerUnaryReactor* DeleteJob(grpc::CallbackServerContext*, const v1::DeleteJobRequest*,
+                                      v1::DeleteJobResponse*) override;
+  grpc::ServerWriteReactor<v1::WatchJobResponse>* WatchJob(grpc::CallbackServerContext*,
+                                                           const v1::WatchJobRequest*) override;
+  grpc::ServerUnaryReactor* GetJobResult(grpc::CallbackServerContext*, const v1::GetJobResultRequest*,
+                                         v1::GetJobResultResponse*) override;
 
  private:
   absl::StatusOr<v1::Job> Submit(const v1::SubmitJobRequest& request);
   absl::StatusOr<v1::Job> Cancel(const std::string& id);
+  absl::Status Get(const v1::GetJobRequest& request, v1::Job* response);
+  absl::Status List(const v1::ListJobsRequest& request, v1::ListJobsResponse* response);
+  absl::Status Result(const v1::GetJobResultRequest& request, v1::GetJobResultResponse* response);
   uint32_t QueuePosition(const jobs::JobRecord& job);
 
   jobs::JobStore* store_;
@@ -43,6 +61,8 @@ class JobServiceImpl final : public v1::JobService::Service {
   jobs::WorkerPool* pool_;
   JobLimits limits_;
   metrics::Metrics* metrics_;
+  JobWatches watches_;
+  CallExecutor* executor_ = nullptr;
   std::atomic<bool> shutting_down_{false};
 };
 

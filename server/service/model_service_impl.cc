@@ -1,22 +1,17 @@
 #include "server/service/model_service_impl.h"
 
-#include <filesystem>
-#include <fstream>
-#include <random>
 
 #include <google/protobuf/util/time_util.h>
 
 #include "absl/strings/str_cat.h"
 #include "server/admission/labels.h"
-#include "server/registry/sha256.h"
-#include "server/service/rpc_scope.h"
+#include "server/service/unary_call.h"
 #include "server/status/error.h"
 
 namespace posbias::service {
 namespace {
 
 constexpr char kPrefix[] = "/posbias.v1.ModelService/";
-constexpr size_t kChunkBytes = 1 << 20;
 
 v1::ModelFamily FamilyToProto(models::Family family) {
   switch (family) {
@@ -136,144 +131,77 @@ void ModelToProto(const registry::ModelEntry& entry, int64_t active_jobs, v1::Mo
   out->set_active_job_count(static_cast<uint32_t>(active_jobs));
 }
 
-grpc::Status ModelServiceImpl::RegisterModel(grpc::ServerContext* context, const v1::RegisterModelRequest* request,
-                                             v1::Model* response) {
-  RpcScope scope(metrics_, std::string(kPrefix) + "RegisterModel");
-  auto model = Register(*catalog_, *request);
-  if (model.ok()) *response = *model;
-  return scope.Finish(model.status(), context);
+grpc::ServerUnaryReactor* ModelServiceImpl::RegisterModel(grpc::CallbackServerContext* context,
+                                                          const v1::RegisterModelRequest* request, v1::Model* response) {
+  return RunUnary(context, executor_, metrics_, std::string(kPrefix) + "RegisterModel", [=, this] {
+    auto model = Register(*catalog_, *request);
+    if (model.ok()) *response = *std::move(model);
+    return model.status();
+  });
 }
 
-grpc::Status ModelServiceImpl::UploadModel(grpc::ServerContext* context,
-                                           grpc::ServerReader<v1::UploadModelRequest>* reader, v1::Model* response) {
-  RpcScope scope(metrics_, std::string(kPrefix) + "UploadModel");
-  v1::UploadModelRequest message;
-  if (!reader->Read(&message) || !message.has_metadata()) {
-    return scope.Finish(InvalidArgumentError({ErrorReason::kEmptyRequest, "metadata", "missing", "a first message with metadata"}), context);
-  }
-  const v1::UploadModelMetadata metadata = message.metadata();
-  const std::map<std::string, std::string> labels(metadata.labels().begin(), metadata.labels().end());
-  for (const auto& status : {registry::CheckModelName(metadata.name()), admission::CheckLabels(labels),
-                             admission::CheckRequestId(metadata.request_id())}) {
-    if (!status.ok()) return scope.Finish(status, context);
-  }
-  if (metadata.total_bytes() > static_cast<uint64_t>(max_upload_bytes_)) {
-    return scope.Finish(TooLargeError("total_bytes", std::to_string(metadata.total_bytes()),
-                                      absl::StrCat(max_upload_bytes_, " bytes (--max-upload-bytes)")), context);
-  }
-  const std::string staged = absl::StrCat(catalog_->uploads_dir(), "/.staging-", metadata.name(), "-", std::random_device{}());
-  std::ofstream out(staged, std::ios::binary | std::ios::trunc);
-  registry::Sha256 sha;
-  uint64_t received = 0;
-  while (reader->Read(&message)) {
-    const std::string& chunk = message.chunk();
-    received += chunk.size();
-    if (metadata.total_bytes() > 0 && received > metadata.total_bytes()) break;
-    if (received > static_cast<uint64_t>(max_upload_bytes_)) break;
-    out.write(chunk.data(), static_cast<std::streamsize>(chunk.size()));
-    sha.Update(chunk.data(), chunk.size());
-  }
-  out.close();
-  const std::string digest = sha.HexDigest();
-  absl::Status status;
-  if (context->IsCancelled()) {
-    status = absl::CancelledError("the client cancelled the upload; nothing was registered");
-  } else if (received > static_cast<uint64_t>(max_upload_bytes_)) {
-    status = TooLargeError("upload", absl::StrCat("more than ", max_upload_bytes_, " bytes"),
-                           absl::StrCat(max_upload_bytes_, " bytes (--max-upload-bytes)"));
-  } else if (!out) {
-    status = ErrorWithReason(absl::StatusCode::kResourceExhausted, ErrorReason::kInsufficientMemory,
-                             "cannot write the upload to the data directory (disk full?)");
-  } else if (metadata.total_bytes() > 0 && received != metadata.total_bytes()) {
-    status = InvalidArgumentError({ErrorReason::kInvalidArgument, "total_bytes", std::to_string(metadata.total_bytes()),
-                                   absl::StrCat("the bytes sent (", received, ")")});
-  } else if (!metadata.sha256().empty() && metadata.sha256() != digest) {
-    status = ErrorWithReason(absl::StatusCode::kInvalidArgument, ErrorReason::kChecksumMismatch,
-                             absl::StrCat("uploaded bytes have SHA-256 ", digest, ", the client announced ", metadata.sha256()));
-  }
-  if (!status.ok()) {
-    std::filesystem::remove(staged);
-    return scope.Finish(status, context);
-  }
-  auto entry = catalog_->RegisterUpload(metadata.name(), staged, metadata.config_json(), labels, metadata.request_id());
-  std::error_code ignored;
-  std::filesystem::remove(staged, ignored);
-  if (entry.ok()) ModelToProto(*entry, 0, response);
-  return scope.Finish(entry.status(), context);
+grpc::ServerReadReactor<v1::UploadModelRequest>* ModelServiceImpl::UploadModel(grpc::CallbackServerContext* context,
+                                                                               v1::Model* response) {
+  return transfers_.Upload(context, response);
 }
 
-grpc::Status ModelServiceImpl::GetModel(grpc::ServerContext* context, const v1::GetModelRequest* request, v1::Model* response) {
-  RpcScope scope(metrics_, std::string(kPrefix) + "GetModel");
-  auto entry = catalog_->Get(request->name());
-  if (entry.ok()) ModelToProto(*entry, active_jobs_(entry->name), response);
-  return scope.Finish(entry.status(), context);
+grpc::ServerUnaryReactor* ModelServiceImpl::GetModel(grpc::CallbackServerContext* context,
+                                                     const v1::GetModelRequest* request, v1::Model* response) {
+  return RunUnary(context, executor_, metrics_, std::string(kPrefix) + "GetModel", [=, this] {
+    auto entry = catalog_->Get(request->name());
+    if (entry.ok()) ModelToProto(*entry, active_jobs_(entry->name), response);
+    return entry.status();
+  });
 }
 
-grpc::Status ModelServiceImpl::ListModels(grpc::ServerContext* context, const v1::ListModelsRequest* request,
-                                          v1::ListModelsResponse* response) {
-  RpcScope scope(metrics_, std::string(kPrefix) + "ListModels");
-  const uint32_t page_size = request->page_size() == 0 ? 50 : std::min<uint32_t>(request->page_size(), 1000);
-  auto terms = admission::ParseLabelSelector(request->label_selector());
-  if (!terms.ok()) return scope.Finish(terms.status(), context);
+absl::Status ModelServiceImpl::List(const v1::ListModelsRequest& request, v1::ListModelsResponse* response) {
+  const uint32_t page_size = request.page_size() == 0 ? 50 : std::min<uint32_t>(request.page_size(), 1000);
+  auto terms = admission::ParseLabelSelector(request.label_selector());
+  if (!terms.ok()) return terms.status();
   std::vector<registry::ModelEntry> matching;
   for (const auto& entry : catalog_->List()) {  // Sorted by name.
-    if (request->family() != v1::MODEL_FAMILY_UNSPECIFIED && FamilyToProto(entry.config.family) != request->family()) continue;
+    if (request.family() != v1::MODEL_FAMILY_UNSPECIFIED && FamilyToProto(entry.config.family) != request.family()) continue;
     if (!admission::MatchesLabels(entry.labels, *terms)) continue;
-    if (!request->page_token().empty() && entry.name <= request->page_token()) continue;
+    if (!request.page_token().empty() && entry.name <= request.page_token()) continue;
     matching.push_back(entry);
   }
   for (size_t i = 0; i < matching.size() && i < page_size; ++i) {
     ModelToProto(matching[i], active_jobs_(matching[i].name), response->add_models());
   }
   if (matching.size() > page_size) response->set_next_page_token(matching[page_size - 1].name);
-  return scope.Finish(absl::OkStatus(), context);
+  return absl::OkStatus();
 }
 
-grpc::Status ModelServiceImpl::DeleteModel(grpc::ServerContext* context, const v1::DeleteModelRequest* request,
-                                           v1::DeleteModelResponse*) {
-  RpcScope scope(metrics_, std::string(kPrefix) + "DeleteModel");
-  return scope.Finish(catalog_->Delete(request->name(), request->force(), active_jobs_(request->name())), context);
+grpc::ServerUnaryReactor* ModelServiceImpl::ListModels(grpc::CallbackServerContext* context,
+                                                       const v1::ListModelsRequest* request,
+                                                       v1::ListModelsResponse* response) {
+  return RunUnary(context, executor_, metrics_, std::string(kPrefix) + "ListModels",
+                  [=, this] { return List(*request, response); });
 }
 
-grpc::Status ModelServiceImpl::ExportModel(grpc::ServerContext* context, const v1::ExportModelRequest* request,
-                                           grpc::ServerWriter<v1::ExportModelResponse>* writer) {
-  RpcScope scope(metrics_, std::string(kPrefix) + "ExportModel");
-  const std::string path = absl::StrCat(catalog_->uploads_dir(), "/.export-", request->name(), "-", std::random_device{}());
-  absl::Status status = catalog_->Export(request->name(), path);
-  if (status.ok()) {
-    auto sha = registry::Sha256OfFile(path);
-    v1::ExportModelResponse header;
-    header.mutable_header()->set_format(v1::MODEL_FILE_FORMAT_SAFETENSORS);
-    header.mutable_header()->set_total_bytes(std::filesystem::file_size(path));
-    header.mutable_header()->set_sha256(sha.value_or(""));
-    header.mutable_header()->set_file_name(request->name() + ".safetensors");
-    auto entry = catalog_->Get(request->name());
-    if (entry.ok()) header.mutable_header()->set_config_json(models::ConfigToHuggingFaceJson(entry->config));
-    writer->Write(header);
-    std::ifstream in(path, std::ios::binary);
-    std::string buffer(kChunkBytes, '\0');
-    while (in && !context->IsCancelled()) {
-      in.read(buffer.data(), static_cast<std::streamsize>(buffer.size()));
-      v1::ExportModelResponse chunk;
-      chunk.set_chunk(buffer.data(), static_cast<size_t>(in.gcount()));
-      if (in.gcount() > 0 && !writer->Write(chunk)) break;
+grpc::ServerUnaryReactor* ModelServiceImpl::DeleteModel(grpc::CallbackServerContext* context,
+                                                        const v1::DeleteModelRequest* request, v1::DeleteModelResponse*) {
+  return RunUnary(context, executor_, metrics_, std::string(kPrefix) + "DeleteModel", [=, this] {
+    return catalog_->Delete(request->name(), request->force(), active_jobs_(request->name()));
+  });
+}
+
+grpc::ServerWriteReactor<v1::ExportModelResponse>* ModelServiceImpl::ExportModel(grpc::CallbackServerContext* context,
+                                                                                 const v1::ExportModelRequest* request) {
+  return transfers_.Export(context, request);
+}
+
+grpc::ServerUnaryReactor* ModelServiceImpl::ListPresets(grpc::CallbackServerContext* context,
+                                                        const v1::ListPresetsRequest*, v1::ListPresetsResponse* response) {
+  return RunUnary(context, executor_, metrics_, std::string(kPrefix) + "ListPresets", [=] {
+    for (const std::string& name : models::PresetNames()) {
+      auto* preset = response->add_presets();
+      preset->set_name(name);
+      ConfigToProto(*models::PresetConfig(name), preset->mutable_config());
+      preset->set_test_preset(name.find("tiny") != std::string::npos);
     }
-  }
-  std::error_code ignored;
-  std::filesystem::remove(path, ignored);
-  return scope.Finish(status, context);
-}
-
-grpc::Status ModelServiceImpl::ListPresets(grpc::ServerContext* context, const v1::ListPresetsRequest*,
-                                           v1::ListPresetsResponse* response) {
-  RpcScope scope(metrics_, std::string(kPrefix) + "ListPresets");
-  for (const std::string& name : models::PresetNames()) {
-    auto* preset = response->add_presets();
-    preset->set_name(name);
-    ConfigToProto(*models::PresetConfig(name), preset->mutable_config());
-    preset->set_test_preset(name.find("tiny") != std::string::npos);
-  }
-  return scope.Finish(absl::OkStatus(), context);
+    return absl::OkStatus();
+  });
 }
 
 }  // namespace posbias::service

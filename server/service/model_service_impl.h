@@ -1,5 +1,6 @@
-// posbias.v1.ModelService over gRPC: the model registry (register, upload, get, list, delete,
-// export, presets). Each method times the call, delegates, converts the status once, records.
+// posbias.v1.ModelService over gRPC's callback API: the model catalog (register, upload, get,
+// list, delete, export, presets). Unary calls run on the call executor; the streams are
+// model_transfers.h's reactors.
 #pragma once
 
 #include <functional>
@@ -7,31 +8,47 @@
 #include "posbias/v1/model_service.grpc.pb.h"
 #include "server/metrics/metrics.h"
 #include "server/registry/model_catalog.h"
+#include "server/service/call_executor.h"
+#include "server/service/model_transfers.h"
 
 namespace posbias::service {
 
-class ModelServiceImpl final : public v1::ModelService::Service {
+class ModelServiceImpl final : public v1::ModelService::CallbackService {
  public:
   // `active_jobs(name)` counts the queued and running jobs using a model.
-  // `max_upload_bytes`: the largest upload, enforced while it streams.
   ModelServiceImpl(registry::ModelCatalog* catalog, std::function<int64_t(const std::string&)> active_jobs,
-                   metrics::Metrics* metrics, int64_t max_upload_bytes = int64_t{16} << 30)
-      : catalog_(catalog), active_jobs_(std::move(active_jobs)), metrics_(metrics), max_upload_bytes_(max_upload_bytes) {}
+                   metrics::Metrics* metrics, ModelTransfers::Options transfer_options = {})
+      : catalog_(catalog), active_jobs_(std::move(active_jobs)), metrics_(metrics),
+        transfers_(catalog, metrics, transfer_options) {}
+  // Where the calls' work runs (set before the server starts).
+  void Start(CallExecutor* executor) {
+    executor_ = executor;
+    transfers_.Start(executor);
+  }
+  // Ends open uploads (server shutdown).
+  void Shutdown() { transfers_.Stop(); }
 
-  grpc::Status RegisterModel(grpc::ServerContext*, const v1::RegisterModelRequest*, v1::Model*) override;
-  grpc::Status UploadModel(grpc::ServerContext*, grpc::ServerReader<v1::UploadModelRequest>*, v1::Model*) override;
-  grpc::Status GetModel(grpc::ServerContext*, const v1::GetModelRequest*, v1::Model*) override;
-  grpc::Status ListModels(grpc::ServerContext*, const v1::ListModelsRequest*, v1::ListModelsResponse*) override;
-  grpc::Status DeleteModel(grpc::ServerContext*, const v1::DeleteModelRequest*, v1::DeleteModelResponse*) override;
-  grpc::Status ExportModel(grpc::ServerContext*, const v1::ExportModelRequest*,
-                           grpc::ServerWriter<v1::ExportModelResponse>*) override;
-  grpc::Status ListPresets(grpc::ServerContext*, const v1::ListPresetsRequest*, v1::ListPresetsResponse*) override;
+  grpc::ServerUnaryReactor* RegisterModel(grpc::CallbackServerContext*, const v1::RegisterModelRequest*,
+                                          v1::Model*) override;
+  grpc::ServerReadReactor<v1::UploadModelRequest>* UploadModel(grpc::CallbackServerContext*, v1::Model*) override;
+  grpc::ServerUnaryReactor* GetModel(grpc::CallbackServerContext*, const v1::GetModelRequest*, v1::Model*) override;
+  grpc::ServerUnaryReactor* ListModels(grpc::CallbackServerContext*, const v1::ListModelsRequest*,
+                                       v1::ListModelsResponse*) override;
+  grpc::ServerUnaryReactor* DeleteModel(grpc::CallbackServerContext*, const v1::DeleteModelRequest*,
+                                        v1::DeleteModelResponse*) override;
+  grpc::ServerWriteReactor<v1::ExportModelResponse>* ExportModel(grpc::CallbackServerContext*,
+                                                                 const v1::ExportModelRequest*) override;
+  grpc::ServerUnaryReactor* ListPresets(grpc::CallbackServerContext*, const v1::ListPresetsRequest*,
+                                        v1::ListPresetsResponse*) override;
 
  private:
+  absl::Status List(const v1::ListModelsRequest& request, v1::ListModelsResponse* response);
+
   registry::ModelCatalog* catalog_;
   std::function<int64_t(const std::string&)> active_jobs_;
   metrics::Metrics* metrics_;
-  int64_t max_upload_bytes_;
+  ModelTransfers transfers_;
+  CallExecutor* executor_ = nullptr;
 };
 
 // Registry entry -> public Model message.

@@ -21,21 +21,26 @@ class RpcScope {
   RpcScope(const RpcScope&) = delete;
   RpcScope& operator=(const RpcScope&) = delete;
   ~RpcScope() {
-    if (metrics_ != nullptr) metrics_->rpcs_in_flight().Decrement();
+    if (metrics_ != nullptr && !finished_) metrics_->rpcs_in_flight().Decrement();
   }
 
-  grpc::Status Finish(const absl::Status& status, grpc::ServerContext* context) {
+  // The call's gRPC status; the call is recorded as finished (and no longer in flight) before the
+  // status goes out, so a client that sees the answer sees the metrics too.
+  grpc::Status Finish(const absl::Status& status, grpc::ServerContextBase* context) {
     grpc::Status result = ToGrpcStatus(status, context);
-    if (metrics_ != nullptr) {
+    if (metrics_ != nullptr && !finished_) {
+      metrics_->rpcs_in_flight().Decrement();
       const double seconds =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
       metrics_->RecordRpc(method_, StatusCodeName(result.error_code()), seconds);
     }
+    finished_ = true;
     return result;
   }
 
  private:
   metrics::Metrics* metrics_;
+  bool finished_ = false;
   std::string method_;
   std::chrono::steady_clock::time_point start_;
 };

@@ -100,8 +100,16 @@ absl::Status Server::StartRpcServer(bool serves_api) {
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.SetMaxReceiveMessageSize(options_.max_message_bytes);
   builder.SetMaxSendMessageSize(options_.max_message_bytes);
+  // Keepalive: the server pings a connection idle for a minute and drops it when no answer comes
+  // in 20 s; a client may ping at most every 10 s (more often: the connection is closed).
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 60'000);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 20'000);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 10'000);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  // The v1 services run on the callback API (their work on the call executor); the threads of
+  // this quota serve only what is still synchronous (reflection).
   grpc::ResourceQuota quota("posbias");
-  quota.SetMaxThreads(options_.max_rpc_threads);
+  quota.SetMaxThreads(8);
   builder.SetResourceQuota(quota);
   if (serves_api) {
     builder.RegisterService(&density_service_);
@@ -149,8 +157,18 @@ absl::Status Server::Start() {
   // host) job is accepted and waits until a worker with a CUDA device claims it.
   options_.job_limits.cuda_available = runners::CudaDeviceCount() > 0 || store_->lease_ms() > 0;
   auto active_jobs = [this](const std::string& model) { return store_->CountActiveForModel(model).value_or(0); };
-  model_service_ = std::make_unique<ModelServiceImpl>(catalog_.get(), active_jobs, metrics_, options_.max_upload_bytes);
-  job_service_ = std::make_unique<JobServiceImpl>(store_.get(), catalog_.get(), pool_.get(), options_.job_limits, metrics_);
+  ModelTransfers::Options transfers;
+  transfers.max_upload_bytes = options_.max_upload_bytes;
+  transfers.upload_idle_timeout = std::chrono::seconds(options_.upload_idle_seconds);
+  model_service_ = std::make_unique<ModelServiceImpl>(catalog_.get(), active_jobs, metrics_, transfers);
+  JobWatches::Options watches;
+  watches.max_streams = options_.max_watch_streams;
+  job_service_ = std::make_unique<JobServiceImpl>(store_.get(), catalog_.get(), pool_.get(), options_.job_limits,
+                                                  metrics_, watches);
+  executor_ = std::make_unique<CallExecutor>(CallExecutor::Options{options_.max_rpc_threads, options_.max_waiting_calls});
+  density_service_.set_executor(executor_.get());
+  model_service_->Start(executor_.get());
+  job_service_->Start(executor_.get());
   if (auto status = StartRpcServer(serves_api); !status.ok()) return status;
   if (runs_jobs) pool_->Start();
   housekeeper_->Start();
@@ -162,10 +180,12 @@ void Server::Shutdown(std::chrono::milliseconds drain) {
   shut_down_ = true;
   housekeeper_->Stop();
   server_->GetHealthCheckService()->Shutdown();
-  job_service_->Shutdown();  // Open watch streams end; new submissions are refused.
+  job_service_->Shutdown();    // Open watch streams end; new submissions are refused.
+  model_service_->Shutdown();  // Open uploads end.
   server_->Shutdown(std::chrono::system_clock::now() + drain);
   server_->Wait();
-  pool_->Stop();  // Running jobs stop at their next chunk and go back to the queue.
+  executor_->Stop();  // Every call's work has finished by now.
+  pool_->Stop();      // Running jobs stop at their next chunk and go back to the queue.
 }
 
 void Server::Wait() {

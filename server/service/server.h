@@ -19,6 +19,7 @@
 #include "server/metrics/metrics.h"
 #include "server/registry/model_catalog.h"
 #include "server/runners/runtime.h"
+#include "server/service/call_executor.h"
 #include "server/service/density_service_impl.h"
 #include "server/service/job_service_impl.h"
 #include "server/service/model_service_impl.h"
@@ -50,7 +51,10 @@ class Server {
     std::string listen_address = "127.0.0.1:50051";  // host:port; port 0 picks a free port.
     DensityLimits density_limits;
     int max_message_bytes = 64 << 20;  // Largest request or response, in bytes.
-    int max_rpc_threads = 16;          // Threads handling RPCs concurrently.
+    int max_rpc_threads = 16;          // Threads working on calls at once (the call executor).
+    int64_t max_waiting_calls = 4096;  // Calls waiting for a thread; beyond: RESOURCE_EXHAUSTED / SERVER_BUSY.
+    int64_t max_watch_streams = 1000;  // Open WatchJob streams; beyond: RESOURCE_EXHAUSTED / SERVER_BUSY.
+    int upload_idle_seconds = 60;      // An upload that sends nothing this long is ended.
     std::string data_dir = "posbias-data";  // jobs.sqlite, models.json, uploads/.
     std::string model_root;            // Checkpoints and TorchScript files ("" = none allowed).
     bool allow_torchscript = false;    // Register and load TorchScript files (they run code).
@@ -91,6 +95,7 @@ class Server {
   std::unique_ptr<jobs::Housekeeper> housekeeper_;
   std::unique_ptr<ModelServiceImpl> model_service_;
   std::unique_ptr<JobServiceImpl> job_service_;
+  std::unique_ptr<CallExecutor> executor_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
   bool shut_down_ = false;

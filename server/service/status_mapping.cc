@@ -21,7 +21,7 @@ posbias::v1::ErrorReason ReasonFromName(const std::string& name, absl::StatusCod
 
 }  // namespace
 
-grpc::Status ToGrpcStatus(const absl::Status& status, grpc::ServerContext* context) {
+grpc::Status ToGrpcStatus(const absl::Status& status, grpc::ServerContextBase* context) {
   if (status.ok()) return grpc::Status::OK;
   posbias::v1::ErrorDetail detail;
   detail.set_reason(ReasonFromName(ErrorReasonOf(status), status.code()));

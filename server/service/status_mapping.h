@@ -13,7 +13,7 @@ namespace posbias::service {
 
 inline constexpr size_t kMaxErrorMessageBytes = 1024;
 
-grpc::Status ToGrpcStatus(const absl::Status& status, grpc::ServerContext* context);
+grpc::Status ToGrpcStatus(const absl::Status& status, grpc::ServerContextBase* context);
 
 // The canonical name of a gRPC status code, e.g. "INVALID_ARGUMENT" (used as a metric label).
 const char* StatusCodeName(grpc::StatusCode code);

@@ -42,6 +42,7 @@ namespace posbias {
   X(kTorchScriptDisabled, "TORCHSCRIPT_DISABLED", 39)         \
   X(kNotImplemented, "NOT_IMPLEMENTED", 90)                   \
   X(kShuttingDown, "SHUTTING_DOWN", 91)                       \
+  X(kServerBusy, "SERVER_BUSY", 92)                           \
   X(kInternalError, "INTERNAL_ERROR", 99)
 
 enum class ErrorReason {

@@ -1,0 +1,187 @@
+#include "server/service/job_watches.h"
+
+#include <chrono>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "server/service/job_convert.h"
+#include "server/service/rpc_scope.h"
+#include "server/status/error.h"
+
+namespace posbias::service {
+namespace {
+
+absl::Status ShuttingDown() {
+  return ErrorWithReason(absl::StatusCode::kUnavailable, ErrorReason::kShuttingDown,
+                         "the server is shutting down; watch again after it restarts");
+}
+
+}  // namespace
+
+class JobWatches::Watch final : public grpc::ServerWriteReactor<v1::WatchJobResponse>,
+                                public std::enable_shared_from_this<Watch> {
+ public:
+  Watch(JobWatches* hub, grpc::CallbackServerContext* context, std::string id, metrics::Metrics* metrics)
+      : hub_(hub), context_(context), id_(std::move(id)), scope_(metrics, "/posbias.v1.JobService/WatchJob") {}
+
+  const std::string& id() const { return id_; }
+
+  // The job as the poller read it: written when it changed; the stream ends after a terminal state
+  // or on an error (the job was deleted: NOT_FOUND).
+  void Offer(const absl::StatusOr<jobs::JobRecord>& job) {
+    std::unique_lock lock(mutex_);
+    if (finished_ || writing_) return;
+    if (!job.ok()) {
+      finished_ = true;
+      lock.unlock();
+      Finish(scope_.Finish(job.status(), context_));
+      return;
+    }
+    if (job->updated_ms == last_update_ && job->state == last_state_) return;
+    last_update_ = job->updated_ms;
+    last_state_ = job->state;
+    terminal_written_ = jobs::IsTerminal(job->state);
+    message_.Clear();
+    JobToProto(*job, message_.mutable_job());
+    writing_ = true;
+    lock.unlock();
+    StartWrite(&message_);
+  }
+
+  // Ends the stream with `status` (now, or after the write in flight).
+  void End(const absl::Status& status) {
+    std::unique_lock lock(mutex_);
+    if (finished_) return;
+    if (writing_) {
+      pending_ = status;
+      return;
+    }
+    finished_ = true;
+    lock.unlock();
+    Finish(scope_.Finish(status, context_));
+  }
+
+  void OnWriteDone(bool ok) override {
+    std::unique_lock lock(mutex_);
+    writing_ = false;
+    if (finished_) return;
+    std::optional<absl::Status> end;
+    if (!ok) {
+      end = absl::CancelledError("the client stopped reading the watch");
+    } else if (pending_) {
+      end = *pending_;
+    } else if (terminal_written_) {
+      end = absl::OkStatus();
+    }
+    if (!end) return;
+    finished_ = true;
+    lock.unlock();
+    Finish(scope_.Finish(*end, context_));
+  }
+
+  void OnCancel() override { End(absl::CancelledError("watch cancelled")); }
+
+  void OnDone() override {
+    auto self = shared_from_this();  // Freed when the poller lets go of it too.
+    hub_->Remove(this);
+  }
+
+ private:
+  JobWatches* hub_;
+  grpc::CallbackServerContext* context_;
+  std::string id_;
+  RpcScope scope_;
+  std::mutex mutex_;
+  bool writing_ = false, finished_ = false, terminal_written_ = false;
+  int64_t last_update_ = -1;
+  jobs::JobState last_state_ = jobs::JobState::kQueued;
+  std::optional<absl::Status> pending_;
+  v1::WatchJobResponse message_;  // Alive while its write is in flight.
+};
+
+JobWatches::JobWatches(jobs::JobStore* store, metrics::Metrics* metrics, Options options)
+    : store_(store), metrics_(metrics), options_(options) {}
+
+JobWatches::~JobWatches() { Stop(); }
+
+grpc::ServerWriteReactor<v1::WatchJobResponse>* JobWatches::Open(grpc::CallbackServerContext* context,
+                                                                 const std::string& id) {
+  auto watch = std::make_shared<Watch>(this, context, id, metrics_);
+  std::optional<absl::Status> refused;
+  {
+    std::lock_guard lock(mutex_);
+    if (stopping_) {
+      refused = ShuttingDown();
+    } else if (static_cast<int64_t>(open_.size()) >= options_.max_streams) {
+      refused = ErrorWithReason(absl::StatusCode::kResourceExhausted, ErrorReason::kServerBusy,
+                                "this server has its maximum of open WatchJob streams; poll GetJob or retry later");
+    }
+    open_[watch.get()] = watch;  // Every stream, a refused one too, is kept until its OnDone.
+  }
+  if (refused) {
+    watch->End(*refused);
+  } else {
+    wake_.notify_all();  // The first message goes out at once.
+  }
+  return watch.get();
+}
+
+void JobWatches::Remove(Watch* watch) {
+  std::shared_ptr<Watch> last;
+  {
+    std::lock_guard lock(mutex_);
+    auto it = open_.find(watch);
+    if (it == open_.end()) return;
+    last = std::move(it->second);
+    open_.erase(it);
+  }
+  // `last` may free the watch here, outside the lock.
+}
+
+int64_t JobWatches::open_streams() {
+  std::lock_guard lock(mutex_);
+  return static_cast<int64_t>(open_.size());
+}
+
+void JobWatches::PollOnce() {
+  std::vector<std::shared_ptr<Watch>> watches;
+  {
+    std::lock_guard lock(mutex_);
+    for (const auto& [raw, watch] : open_) watches.push_back(watch);
+  }
+  std::map<std::string, absl::StatusOr<jobs::JobRecord>> jobs;  // One lookup per watched job.
+  for (const auto& watch : watches) {
+    auto it = jobs.find(watch->id());
+    if (it == jobs.end()) it = jobs.emplace(watch->id(), store_->Get(watch->id())).first;
+    // The store out of reach for a moment: the stream waits for the next poll.
+    if (!it->second.ok() && it->second.status().code() == absl::StatusCode::kUnavailable) continue;
+    watch->Offer(it->second);
+  }
+}
+
+void JobWatches::Loop() {
+  std::unique_lock lock(mutex_);
+  while (!stopping_) {
+    lock.unlock();
+    PollOnce();
+    lock.lock();
+    wake_.wait_for(lock, std::chrono::milliseconds(options_.poll_ms));
+  }
+}
+
+void JobWatches::Start() { poller_ = std::thread([this] { Loop(); }); }
+
+void JobWatches::Stop() {
+  std::vector<std::shared_ptr<Watch>> watches;
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+    for (const auto& [raw, watch] : open_) watches.push_back(watch);
+  }
+  wake_.notify_all();
+  if (poller_.joinable()) poller_.join();
+  for (const auto& watch : watches) watch->End(ShuttingDown());
+}
+
+}  // namespace posbias::service

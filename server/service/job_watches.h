@@ -1,0 +1,61 @@
+// The open WatchJob streams, held without a thread each. One poller thread looks at the store
+// every poll interval (once per watched job, however many streams watch it) and writes a job to
+// every stream whose job changed since its last message; a stream ends after writing its job's
+// terminal state, when the client goes away, or at shutdown (UNAVAILABLE / SHUTTING_DOWN). At most
+// max_streams are open at once: one more is refused with RESOURCE_EXHAUSTED / SERVER_BUSY.
+//
+// A stream's lifecycle (its reactor): opened (counted) -> first message (the job as it is) ->
+// a message per change -> finished once (terminal job, error, cancel or shutdown) -> done
+// (removed, freed). gRPC calls are made without holding a lock, since gRPC may run a reaction on
+// the calling thread.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include <grpcpp/grpcpp.h>
+
+#include "posbias/v1/job_service.pb.h"
+#include "server/jobs/job_store.h"
+#include "server/metrics/metrics.h"
+
+namespace posbias::service {
+
+class JobWatches {
+ public:
+  struct Options {
+    int64_t max_streams = 1000;  // Open WatchJob streams per server.
+    int64_t poll_ms = 100;       // How often watched jobs are looked up.
+  };
+  JobWatches(jobs::JobStore* store, metrics::Metrics* metrics, Options options);
+  ~JobWatches();
+
+  // The reactor of a new WatchJob stream.
+  grpc::ServerWriteReactor<v1::WatchJobResponse>* Open(grpc::CallbackServerContext* context, const std::string& id);
+  void Start();
+  // Ends every open stream with UNAVAILABLE / SHUTTING_DOWN and refuses new ones; joins the poller.
+  void Stop();
+  int64_t open_streams();
+
+ private:
+  class Watch;
+  void Remove(Watch* watch);
+  void Loop();
+  void PollOnce();
+
+  jobs::JobStore* store_;
+  metrics::Metrics* metrics_;
+  Options options_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::map<Watch*, std::shared_ptr<Watch>> open_;
+  bool stopping_ = false;
+  std::thread poller_;
+};
+
+}  // namespace posbias::service

@@ -1,0 +1,61 @@
+// The streams of the model service on gRPC's callback API, holding no thread while they wait:
+// UploadModel (a read reactor: metadata first, then chunks written to a staging file as they
+// arrive, capped while they stream, the registration itself run on the call executor) and
+// ExportModel (a write reactor: the weights are written on the executor, then streamed a chunk at
+// a time as the client takes them). An upload that sends nothing for the idle timeout is ended
+// (DEADLINE_EXCEEDED); a cancelled, refused or failed upload leaves no staging file and registers
+// nothing.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include <grpcpp/grpcpp.h>
+
+#include "posbias/v1/model_service.pb.h"
+#include "server/metrics/metrics.h"
+#include "server/registry/model_catalog.h"
+#include "server/service/call_executor.h"
+
+namespace posbias::service {
+
+class ModelTransfers {
+ public:
+  struct Options {
+    int64_t max_upload_bytes = int64_t{16} << 30;    // Largest upload, enforced while it streams.
+    std::chrono::milliseconds upload_idle_timeout{std::chrono::seconds(60)};  // Between messages.
+  };
+  ModelTransfers(registry::ModelCatalog* catalog, metrics::Metrics* metrics, Options options);
+  ~ModelTransfers();
+  // Where registrations and exports run (set before the server starts); starts the idle watchdog.
+  void Start(CallExecutor* executor);
+  // Ends open uploads (UNAVAILABLE / SHUTTING_DOWN); joins the watchdog.
+  void Stop();
+
+  grpc::ServerReadReactor<v1::UploadModelRequest>* Upload(grpc::CallbackServerContext* context, v1::Model* response);
+  grpc::ServerWriteReactor<v1::ExportModelResponse>* Export(grpc::CallbackServerContext* context,
+                                                            const v1::ExportModelRequest* request);
+
+ private:
+  class UploadReactor;
+  class ExportReactor;
+  void Forget(UploadReactor* upload);
+  void Watchdog();
+
+  registry::ModelCatalog* catalog_;
+  metrics::Metrics* metrics_;
+  Options options_;
+  CallExecutor* executor_ = nullptr;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::map<UploadReactor*, std::shared_ptr<UploadReactor>> uploads_;
+  bool stopping_ = false;
+  std::thread watchdog_;
+};
+
+}  // namespace posbias::service

@@ -1,6 +1,8 @@
 #include "server/models/config.h"
 
+#include <cmath>
 #include <map>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
@@ -144,6 +146,17 @@ absl::Status ValidateConfig(const ModelConfig& config) {
   if (config.num_layers > 1024) {
     return InvalidArgumentError({ErrorReason::kInvalidDepth, "layers", std::to_string(config.num_layers), "1..1024"});
   }
+  // The maxima model_service.proto documents (ModelConfig, ConfigOverrides); the Cesaro routing
+  // model has no position table, so it reaches L = 2^20.
+  const int64_t max_positions = config.family == Family::kCesaro ? int64_t{1} << 20 : 131072;
+  for (const auto& [value, field, most] : std::vector<std::tuple<int64_t, std::string, int64_t>>{
+           {config.hidden_size, "width", 16384}, {config.num_heads, "heads", 256},
+           {config.intermediate_size, "mlp_width", 65536}, {config.vocab_size, "vocab", 262144},
+           {config.max_positions, "max_positions", max_positions}}) {
+    if (value > most) {
+      return InvalidArgumentError({ErrorReason::kInvalidArgument, field, std::to_string(value), absl::StrCat("1..", most)});
+    }
+  }
   if (config.hidden_size % config.num_heads != 0) {
     return InvalidArgumentError({ErrorReason::kInvalidArgument, "heads", std::to_string(config.num_heads),
                                  absl::StrCat("a divisor of width ", config.hidden_size)});
@@ -166,14 +179,31 @@ absl::Status ValidateConfig(const ModelConfig& config) {
   if (!(config.initializer_range > 0.0 && config.initializer_range <= 1.0)) {
     return InvalidArgumentError({ErrorReason::kInvalidArgument, "initializer_range", FormatValue(config.initializer_range), "(0, 1]"});
   }
-  if (!(config.rope_theta > 0.0)) {
+  if (!(config.rope_theta > 0.0 && std::isfinite(config.rope_theta))) {
     return InvalidArgumentError({ErrorReason::kInvalidArgument, "rope_theta", FormatValue(config.rope_theta), "> 0"});
   }
   return absl::OkStatus();
 }
 
 absl::StatusOr<ModelConfig> ConfigFromHuggingFaceJson(const std::string& json_text) {
-  const nlohmann::json json = nlohmann::json::parse(json_text, nullptr, false);
+  // Refuses nesting deeper than any config.json has while parsing (no recursion can run away).
+  constexpr int kMaxDepth = 64;
+  bool too_deep = false;
+  const auto depth_limit = [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json&) {
+    const bool opens = event == nlohmann::json::parse_event_t::object_start ||
+                       event == nlohmann::json::parse_event_t::array_start;
+    if (opens && depth >= kMaxDepth) too_deep = true;
+    return !too_deep;
+  };
+  if (json_text.size() > (size_t{1} << 20)) {
+    return ErrorWithReason(absl::StatusCode::kInvalidArgument, ErrorReason::kInvalidModelFile,
+                           absl::StrCat("config.json has ", json_text.size(), " bytes; at most 1 MiB"));
+  }
+  const nlohmann::json json = nlohmann::json::parse(json_text, depth_limit, false);
+  if (too_deep) {
+    return ErrorWithReason(absl::StatusCode::kInvalidArgument, ErrorReason::kInvalidModelFile,
+                           absl::StrCat("config.json is nested deeper than ", kMaxDepth, " levels"));
+  }
   if (json.is_discarded() || !json.is_object()) {
     return ErrorWithReason(absl::StatusCode::kInvalidArgument, ErrorReason::kInvalidModelFile,
                            "config.json is not a JSON object");
@@ -231,6 +261,23 @@ std::string ConfigToHuggingFaceJson(const ModelConfig& config) {
             {"tie_word_embeddings", config.tie_embeddings}, {"torch_dtype", "float32"}};
   }
   return json.dump(2);
+}
+
+double EstimatedParameters(const ModelConfig& config) {
+  const double d = static_cast<double>(config.hidden_size), m = static_cast<double>(config.intermediate_size);
+  const double vocab = static_cast<double>(config.vocab_size), layers = static_cast<double>(config.num_layers);
+  switch (config.family) {
+    case Family::kGpt2:
+      return layers * (4 * d * d + 2 * d * m + 9 * d + m) + (vocab + static_cast<double>(config.max_positions)) * d;
+    case Family::kQwen2: {
+      const double kv = static_cast<double>(config.num_kv_heads * config.head_dim());
+      const double layer = 2 * d * d + 2 * d * kv + 3 * d * m + 2 * d + d + 2 * kv;
+      return layers * layer + vocab * d * (config.tie_embeddings ? 1 : 2) + d;
+    }
+    case Family::kCesaro: return vocab * d;
+    case Family::kTorchScript: return 0;
+  }
+  return 0;
 }
 
 double ActivationElementsPerLayer(const ModelConfig& config, int64_t length) {

@@ -71,6 +71,10 @@ ModelConfig ApplyOverrides(ModelConfig config, const ConfigOverrides& overrides)
 // kv heads must divide heads, Qwen2 head_dim even, positive sizes, ...).
 absl::Status ValidateConfig(const ModelConfig& config);
 
+// Parameters a model of this config has (exact up to biases and norms; 0 for TorchScript): what
+// a registration would load, checked against the host before anything is built.
+double EstimatedParameters(const ModelConfig& config);
+
 // Activations one layer keeps for the backward pass of one sequence of `length` positions, in
 // elements (a generous estimate): the residual-stream and MLP-width tensors, L (12 d + 3 m), and
 // the attention scores and probabilities, 2 heads L^2 (these dominate at long L). The one memory

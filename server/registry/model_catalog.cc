@@ -10,6 +10,7 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "server/host/memory.h"
 #include "server/registry/sha256.h"
 #include "server/status/error.h"
 
@@ -264,6 +265,17 @@ absl::StatusOr<LoadRequest> ModelCatalog::RequestForEntry(const ModelEntry& entr
 
 absl::StatusOr<ModelEntry> ModelCatalog::Finish(ModelEntry entry) {
   auto request = RequestForEntry(entry);
+  // Refused up front: a model whose float32 parameters alone exceed the host's memory.
+  const double bytes = request.ok() ? 4.0 * models::EstimatedParameters(request->config) : 0;
+  const int64_t host = host::ReadHostMemory().total_bytes;
+  if (host > 0 && bytes > static_cast<double>(host)) {
+    std::lock_guard lock(mutex_);
+    entries_.erase(entry.name);  // Nothing left behind, in the index neither.
+    (void)Persist();
+    return ErrorWithReason(absl::StatusCode::kResourceExhausted, ErrorReason::kInsufficientMemory,
+                           absl::StrCat("the model's float32 parameters need ", static_cast<int64_t>(bytes / (1 << 20)),
+                                        " MiB, more than this server's ", host >> 20, " MiB"));
+  }
   absl::StatusOr<LoadedModel> loaded = request.ok() ? loader_->Load(*request) : request.status();
   if (loaded.ok() && entry.weights_sha256.empty() && entry.source.kind != SourceKind::kTorchScript) {
     // The weights hash is the SHA-256 of the exported F32 safetensors file (what ExportModel sends).

@@ -160,7 +160,14 @@ absl::StatusOr<Json> ParseJson(const std::string& text, const std::string& label
     return FileError(label, absl::StrCat(what, " is not valid JSON: it contains a NUL byte"));
   }
   std::set<std::string> seen;
+  // Headers are flat (tensor -> {dtype, shape, data_offsets}); deeper nesting is refused while
+  // parsing, before any recursive walk (or destructor) could exhaust the stack.
+  struct TooDeep {};
   auto callback = [&](int depth, Json::parse_event_t event, Json& parsed) {
+    if ((event == Json::parse_event_t::object_start || event == Json::parse_event_t::array_start) &&
+        depth >= kMaxJsonDepth) {
+      throw TooDeep{};
+    }
     if (event == Json::parse_event_t::key && depth == 1 && !duplicate->has_value() &&
         !seen.insert(parsed.get_ref<const std::string&>()).second) {
       *duplicate = parsed.get<std::string>();
@@ -169,6 +176,8 @@ absl::StatusOr<Json> ParseJson(const std::string& text, const std::string& label
   };
   try {
     return Json::parse(text, callback);
+  } catch (const TooDeep&) {
+    return FileError(label, absl::StrCat(what, " is nested deeper than ", kMaxJsonDepth, " levels"));
   } catch (const Json::exception& error) {
     return FileError(label, absl::StrCat(what, " is not valid JSON: ", Printable(error.what())));
   }

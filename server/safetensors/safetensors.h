@@ -47,6 +47,8 @@ size_t DTypeSize(DType dtype);
 
 // The largest header the room accepts (the JSON part, N).
 inline constexpr uint64_t kMaxHeaderBytes = uint64_t{100} << 20;
+// Deepest nesting of arrays and objects a header (or index file) may have.
+inline constexpr int kMaxJsonDepth = 64;
 
 struct TensorInfo {
   std::string name;

@@ -1,6 +1,8 @@
 // Presets, overrides and Hugging Face config.json of the model zoo (torch-free).
 #include "server/models/config.h"
 
+#include <limits>
+
 #include "gtest/gtest.h"
 #include "server/status/error.h"
 
@@ -56,6 +58,36 @@ TEST(Validation, NamesTheInconsistentField) {
   config.num_heads = 4;
   config.num_layers = 0;
   EXPECT_EQ(ErrorFieldOf(ValidateConfig(config)), "layers");
+}
+
+TEST(Validation, RefusesShapesAboveTheDocumentedMaxima) {
+  const std::pair<void (*)(ModelConfig&), const char*> cases[] = {
+      {[](ModelConfig& c) { c.hidden_size = 16384 * 2; }, "width"},
+      {[](ModelConfig& c) { c.num_heads = c.num_kv_heads = 512; c.hidden_size = 512 * 4; }, "heads"},
+      {[](ModelConfig& c) { c.intermediate_size = 65537; }, "mlp_width"},
+      {[](ModelConfig& c) { c.vocab_size = 262145; }, "vocab"},
+      {[](ModelConfig& c) { c.max_positions = 131073; }, "max_positions"},
+  };
+  for (const auto& [change, field] : cases) {
+    ModelConfig config = *PresetConfig("gpt2");
+    change(config);
+    EXPECT_EQ(ErrorFieldOf(ValidateConfig(config)), field);
+  }
+  ModelConfig qwen = *PresetConfig("qwen2-0.5b");
+  qwen.rope_theta = std::numeric_limits<double>::infinity();
+  EXPECT_EQ(ErrorFieldOf(ValidateConfig(qwen)), "rope_theta");
+}
+
+TEST(EstimatedParameters, MatchesThePublishedSizes) {
+  EXPECT_NEAR(EstimatedParameters(*PresetConfig("gpt2")), 124.4e6, 0.5e6);        // GPT-2 small.
+  EXPECT_NEAR(EstimatedParameters(*PresetConfig("qwen2-0.5b")), 494.0e6, 2.0e6);  // Qwen2-0.5B.
+}
+
+TEST(HuggingFaceConfig, RefusesNestingDeeperThanAnyConfigHas) {
+  const std::string deep = R"({"model_type": "gpt2", "x": )" + std::string(100'000, '[') + std::string(100'000, ']') + "}";
+  const absl::Status status = ConfigFromHuggingFaceJson(deep).status();
+  EXPECT_EQ(ErrorReasonOf(status), "INVALID_MODEL_FILE");
+  EXPECT_NE(status.message().find("nested deeper"), std::string::npos) << status.message();
 }
 
 TEST(HuggingFaceConfig, RoundTripsBothFamilies) {

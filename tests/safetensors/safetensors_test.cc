@@ -602,6 +602,13 @@ TEST(SafetensorsMalformed, InvalidJsonIsRefused) {
   }
 }
 
+// A header is read by a program that only trusts its length: a value nested a million levels deep
+// (2 MB, well under the header limit) must be refused, not recursed into until the stack runs out.
+TEST(SafetensorsMalformed, AHeaderNestedTooDeeplyIsRefused) {
+  const std::string deep = "{\"w\": " + std::string(1'000'000, '[') + std::string(1'000'000, ']') + "}";
+  ExpectInvalidModelFile(Parse(FileBytes(deep, "")).status(), {kLabel, "nested deeper than 64 levels"});
+}
+
 TEST(SafetensorsMalformed, JsonThatIsNotAnObjectIsRefused) {
   for (const std::string json : {"[]", "3", "\"x\"", "null"}) {
     ExpectInvalidModelFile(Parse(FileBytes(json, "")).status(), {kLabel, "not a JSON object"});

@@ -108,16 +108,19 @@ JobWatches::~JobWatches() { Stop(); }
 grpc::ServerWriteReactor<v1::WatchJobResponse>* JobWatches::Open(grpc::CallbackServerContext* context,
                                                                  const std::string& id) {
   auto watch = std::make_shared<Watch>(this, context, id, metrics_);
-  std::optional<absl::Status> refused;
+  bool stopping;
   {
     std::lock_guard lock(mutex_);
-    if (stopping_) {
-      refused = ShuttingDown();
-    } else if (static_cast<int64_t>(open_.size()) >= options_.max_streams) {
-      refused = ErrorWithReason(absl::StatusCode::kResourceExhausted, ErrorReason::kServerBusy,
-                                "this server has its maximum of open WatchJob streams; poll GetJob or retry later");
-    }
-    open_[watch.get()] = watch;  // Every stream, a refused one too, is kept until its OnDone.
+    stopping = stopping_;
+  }
+  // Every stream, a refused one too, is kept until its OnDone.
+  const auto before = static_cast<int64_t>(open_.Add(watch));
+  std::optional<absl::Status> refused;
+  if (stopping) {
+    refused = ShuttingDown();
+  } else if (before >= options_.max_streams) {
+    refused = ErrorWithReason(absl::StatusCode::kResourceExhausted, ErrorReason::kServerBusy,
+                              "this server has its maximum of open WatchJob streams; poll GetJob or retry later");
   }
   if (refused) {
     watch->End(*refused);
@@ -127,29 +130,12 @@ grpc::ServerWriteReactor<v1::WatchJobResponse>* JobWatches::Open(grpc::CallbackS
   return watch.get();
 }
 
-void JobWatches::Remove(Watch* watch) {
-  std::shared_ptr<Watch> last;
-  {
-    std::lock_guard lock(mutex_);
-    auto it = open_.find(watch);
-    if (it == open_.end()) return;
-    last = std::move(it->second);
-    open_.erase(it);
-  }
-  // `last` may free the watch here, outside the lock.
-}
+void JobWatches::Remove(Watch* watch) { open_.Remove(watch); }
 
-int64_t JobWatches::open_streams() {
-  std::lock_guard lock(mutex_);
-  return static_cast<int64_t>(open_.size());
-}
+int64_t JobWatches::open_streams() { return static_cast<int64_t>(open_.size()); }
 
 void JobWatches::PollOnce() {
-  std::vector<std::shared_ptr<Watch>> watches;
-  {
-    std::lock_guard lock(mutex_);
-    for (const auto& [raw, watch] : open_) watches.push_back(watch);
-  }
+  const auto watches = open_.Snapshot();
   std::map<std::string, absl::StatusOr<jobs::JobRecord>> jobs;  // One lookup per watched job.
   for (const auto& watch : watches) {
     auto it = jobs.find(watch->id());
@@ -173,15 +159,13 @@ void JobWatches::Loop() {
 void JobWatches::Start() { poller_ = std::thread([this] { Loop(); }); }
 
 void JobWatches::Stop() {
-  std::vector<std::shared_ptr<Watch>> watches;
   {
     std::lock_guard lock(mutex_);
     stopping_ = true;
-    for (const auto& [raw, watch] : open_) watches.push_back(watch);
   }
   wake_.notify_all();
   if (poller_.joinable()) poller_.join();
-  for (const auto& watch : watches) watch->End(ShuttingDown());
+  for (const auto& watch : open_.Snapshot()) watch->End(ShuttingDown());
 }
 
 }  // namespace posbias::service

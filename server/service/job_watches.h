@@ -12,7 +12,6 @@
 
 #include <condition_variable>
 #include <cstdint>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -23,6 +22,7 @@
 #include "posbias/v1/job_service.pb.h"
 #include "server/jobs/job_store.h"
 #include "server/metrics/metrics.h"
+#include "server/service/open_streams.h"
 
 namespace posbias::service {
 
@@ -51,9 +51,9 @@ class JobWatches {
   jobs::JobStore* store_;
   metrics::Metrics* metrics_;
   Options options_;
-  std::mutex mutex_;
+  OpenStreams<Watch> open_;
+  std::mutex mutex_;  // Guards stopping_; wakes the poller.
   std::condition_variable wake_;
-  std::map<Watch*, std::shared_ptr<Watch>> open_;
   bool stopping_ = false;
   std::thread poller_;
 };

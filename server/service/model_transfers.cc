@@ -259,15 +259,13 @@ void ModelTransfers::Start(CallExecutor* executor) {
 }
 
 void ModelTransfers::Stop() {
-  std::vector<std::shared_ptr<UploadReactor>> open;
   {
     std::lock_guard lock(mutex_);
     stopping_ = true;
-    for (const auto& [raw, upload] : uploads_) open.push_back(upload);
   }
   wake_.notify_all();
   if (watchdog_.joinable()) watchdog_.join();
-  for (const auto& upload : open) {
+  for (const auto& upload : uploads_.Snapshot()) {
     upload->End(ErrorWithReason(absl::StatusCode::kUnavailable, ErrorReason::kShuttingDown,
                                 "the server is shutting down; upload again after it restarts"));
   }
@@ -280,8 +278,8 @@ grpc::ServerReadReactor<v1::UploadModelRequest>* ModelTransfers::Upload(grpc::Ca
   {
     std::lock_guard lock(mutex_);
     stopping = stopping_;
-    uploads_[upload.get()] = upload;  // Kept until its OnDone.
   }
+  uploads_.Add(upload);  // Kept until its OnDone.
   if (stopping) {
     upload->End(ErrorWithReason(absl::StatusCode::kUnavailable, ErrorReason::kShuttingDown, "the server is shutting down"));
   } else {
@@ -297,25 +295,14 @@ grpc::ServerWriteReactor<v1::ExportModelResponse>* ModelTransfers::Export(grpc::
   return reactor;
 }
 
-void ModelTransfers::Forget(UploadReactor* upload) {
-  std::shared_ptr<UploadReactor> last;
-  std::lock_guard lock(mutex_);
-  auto it = uploads_.find(upload);
-  if (it == uploads_.end()) return;
-  last = std::move(it->second);
-  uploads_.erase(it);
-  // `last` is released after the lock (declared before the guard).
-}
+void ModelTransfers::Forget(UploadReactor* upload) { uploads_.Remove(upload); }
 
 void ModelTransfers::Watchdog() {
   std::unique_lock lock(mutex_);
   while (!wake_.wait_for(lock, std::chrono::seconds(1), [this] { return stopping_; })) {
-    std::vector<std::shared_ptr<UploadReactor>> open;
-    for (const auto& [raw, upload] : uploads_) open.push_back(upload);
     lock.unlock();
     const auto now = std::chrono::steady_clock::now();
-    for (const auto& upload : open) upload->EndIfIdle(now, options_.upload_idle_timeout);
-    open.clear();
+    for (const auto& upload : uploads_.Snapshot()) upload->EndIfIdle(now, options_.upload_idle_timeout);
     lock.lock();
   }
 }

@@ -10,7 +10,6 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -21,6 +20,7 @@
 #include "server/metrics/metrics.h"
 #include "server/registry/model_catalog.h"
 #include "server/service/call_executor.h"
+#include "server/service/open_streams.h"
 
 namespace posbias::service {
 
@@ -51,9 +51,9 @@ class ModelTransfers {
   metrics::Metrics* metrics_;
   Options options_;
   CallExecutor* executor_ = nullptr;
-  std::mutex mutex_;
+  OpenStreams<UploadReactor> uploads_;
+  std::mutex mutex_;  // Guards stopping_; wakes the watchdog.
   std::condition_variable wake_;
-  std::map<UploadReactor*, std::shared_ptr<UploadReactor>> uploads_;
   bool stopping_ = false;
   std::thread watchdog_;
 };

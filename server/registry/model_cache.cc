@@ -9,7 +9,14 @@
 namespace posbias::registry {
 
 namespace {
+
 constexpr auto kFloat32 = jobs::ComputeDtype::kFloat32;
+
+// What a load tells the catalog about the model it built.
+LoadedModel Facts(models::DecoderModel& model) {
+  return {model.config(), models::ParameterCount(model), model.init_recipe()};
+}
+
 }  // namespace
 
 std::shared_ptr<models::DecoderModel> ModelCache::Find(const std::string& name, jobs::ComputeDtype dtype) {
@@ -71,9 +78,10 @@ absl::StatusOr<std::shared_ptr<models::DecoderModel>> ModelCache::FindOrBuild(co
 
 absl::StatusOr<LoadedModel> ModelCache::Load(const LoadRequest& request) {
   Forget(request.name);  // A registration: whatever was kept under this name is not this model.
-  auto model = FindOrBuild(request);
+  auto model = Build(request);
   if (!model.ok()) return model.status();
-  return LoadedModel{(*model)->config(), models::ParameterCount(**model), (*model)->init_recipe()};
+  Keep(request.name, kFloat32, *model);
+  return Facts(**model);
 }
 
 absl::Status ModelCache::Export(const LoadRequest& request, const std::string& path) {
@@ -93,7 +101,7 @@ absl::StatusOr<std::shared_ptr<models::DecoderModel>> ModelCache::Acquire(ModelC
     catalog.RecordLoadFailure(name, model.status());
     return model.status();
   }
-  catalog.RecordLoaded(name, {(*model)->config(), models::ParameterCount(**model), (*model)->init_recipe()});
+  catalog.RecordLoaded(name, Facts(**model));
   Keep(name, dtype, *model);
   return model;
 }

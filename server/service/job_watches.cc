@@ -132,8 +132,6 @@ grpc::ServerWriteReactor<v1::WatchJobResponse>* JobWatches::Open(grpc::CallbackS
 
 void JobWatches::Remove(Watch* watch) { open_.Remove(watch); }
 
-int64_t JobWatches::open_streams() { return static_cast<int64_t>(open_.size()); }
-
 void JobWatches::PollOnce() {
   const auto watches = open_.Snapshot();
   std::map<std::string, absl::StatusOr<jobs::JobRecord>> jobs;  // One lookup per watched job.

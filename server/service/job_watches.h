@@ -40,7 +40,6 @@ class JobWatches {
   void Start();
   // Ends every open stream with UNAVAILABLE / SHUTTING_DOWN and refuses new ones; joins the poller.
   void Stop();
-  int64_t open_streams();
 
  private:
   class Watch;

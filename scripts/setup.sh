@@ -12,12 +12,17 @@ PACKAGES=(
   # The job stores (embedded SQLite; shared PostgreSQL through libpqxx) and SHA-256 of weights and
   # uploads (OpenSSL's libcrypto)
   libsqlite3-dev libpq-dev libpqxx-dev libssl-dev
+  # Tokenizers: the Unicode split patterns of byte-level BPE (PCRE2) and NFC normalization (ICU)
+  libpcre2-dev libicu-dev
   # LibTorch (CPU) for the model zoo and the Jacobian engine, with an optimized BLAS behind
   # libblas.so.3 (the reference BLAS is ~15x slower for the matrix products)
   libtorch-dev libopenblas0-openmp
   # Tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-grpcio python3-protobuf python3-mpmath python3-numpy python3-scipy python3-torch
+  # The Python client package: installed into a venv by its tests (pip, venv), with its optional
+  # progress bar and plot (tqdm, matplotlib); clang for the libFuzzer harnesses
+  python3-venv python3-pip python3-setuptools python3-tqdm python3-matplotlib clang
   # A real PostgreSQL 15 server for the job-store tests (started by the tests on a loopback port)
   postgresql-15
   # Deployment tests: the container image built and run without a Docker engine, manifests

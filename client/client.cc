@@ -1,6 +1,11 @@
 #include "posbias/client.h"
 
+#include <cerrno>
+#include <cstdio>
+
 #include "absl/strings/cord.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "posbias/v1/common.pb.h"
 
 namespace posbias {
@@ -51,17 +56,96 @@ absl::Status ReadStream(grpc::ClientContext& context, grpc::ClientReaderInterfac
   return FromGrpc(status, context);
 }
 
+// The contents of the PEM file `path` (`what` names it in errors: "CA file", ...).
+absl::StatusOr<std::string> ReadPem(const std::string& path, absl::string_view what) {
+  const std::string context = absl::StrCat("cannot read the ", what, " ", path);
+  std::FILE* file = std::fopen(path.c_str(), "rb");
+  if (file == nullptr) return absl::ErrnoToStatus(errno, context);
+  std::string contents;
+  char buffer[4096];
+  std::size_t read = 0;
+  while ((read = std::fread(buffer, 1, sizeof buffer, file)) > 0) contents.append(buffer, read);
+  const int error = std::ferror(file) ? errno : 0;
+  std::fclose(file);
+  if (error != 0) return absl::ErrnoToStatus(error, context);
+  if (contents.find("-----BEGIN ") == std::string::npos) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the ", what, " ", path, " is not PEM (no \"-----BEGIN\" line)"));
+  }
+  return contents;
+}
+
+// Metadata values must be printable ASCII; a token with a space or a newline (a file read with its
+// trailing newline) would be cut or refused by gRPC later, less clearly.
+absl::Status CheckToken(const std::string& token) {
+  for (const char c : token) {
+    if (c < 0x21 || c > 0x7e) {
+      return absl::InvalidArgumentError(
+          "the token must be printable ASCII without spaces or newlines");
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
-std::shared_ptr<grpc::Channel> MakeChannel(const ClientOptions& options) {
+std::string BearerValue(const std::string& token) { return "Bearer " + token; }
+
+absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> MakeCredentials(
+    const ClientOptions::Security& security) {
+  if (!security.UsesTls()) return grpc::InsecureChannelCredentials();
+  if (security.cert_file.empty() != security.key_file.empty()) {
+    return absl::InvalidArgumentError(
+        "a client certificate needs both the certificate file and the key file");
+  }
+  grpc::SslCredentialsOptions ssl;
+  if (!security.ca_file.empty()) {
+    auto roots = ReadPem(security.ca_file, "CA file");
+    if (!roots.ok()) return roots.status();
+    ssl.pem_root_certs = *std::move(roots);
+  }
+  if (!security.cert_file.empty()) {
+    auto chain = ReadPem(security.cert_file, "certificate file");
+    if (!chain.ok()) return chain.status();
+    auto key = ReadPem(security.key_file, "key file");
+    if (!key.ok()) return key.status();
+    ssl.pem_cert_chain = *std::move(chain);
+    ssl.pem_private_key = *std::move(key);
+  }
+  auto credentials = grpc::SslCredentials(ssl);
+  if (credentials == nullptr) return absl::InternalError("gRPC could not build TLS credentials");
+  return credentials;
+}
+
+absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeChannel(const ClientOptions& options) {
+  if (absl::Status token = CheckToken(options.security.token); !token.ok()) return token;
+  std::shared_ptr<grpc::ChannelCredentials> credentials = options.credentials;
+  if (credentials == nullptr) {
+    auto made = MakeCredentials(options.security);
+    if (!made.ok()) return made.status();
+    credentials = *std::move(made);
+  }
   grpc::ChannelArguments arguments = options.channel_arguments;
   arguments.SetMaxReceiveMessageSize(options.max_message_bytes);
   arguments.SetMaxSendMessageSize(options.max_message_bytes);
-  auto credentials = options.credentials ? options.credentials : grpc::InsecureChannelCredentials();
+  if (!options.security.tls_server_name.empty()) {
+    arguments.SetSslTargetNameOverride(options.security.tls_server_name);
+  }
   return grpc::CreateCustomChannel(options.target, credentials, arguments);
 }
 
-Client::Client(ClientOptions options) : Client(MakeChannel(options), options) {}
+Client::Client(ClientOptions options) : options_(std::move(options)) {
+  auto channel = MakeChannel(options_);
+  if (!channel.ok()) {
+    status_ = channel.status();
+    return;  // No channel and no stubs: every call returns status_ first.
+  }
+  channel_ = *std::move(channel);
+  density_ = v1::DensityService::NewStub(channel_);
+  models_ = v1::ModelService::NewStub(channel_);
+  jobs_ = v1::JobService::NewStub(channel_);
+  health_ = grpc::health::v1::Health::NewStub(channel_);
+}
 
 Client::Client(std::shared_ptr<grpc::Channel> channel, ClientOptions options)
     : options_(std::move(options)),
@@ -69,15 +153,22 @@ Client::Client(std::shared_ptr<grpc::Channel> channel, ClientOptions options)
       density_(v1::DensityService::NewStub(channel_)),
       models_(v1::ModelService::NewStub(channel_)),
       jobs_(v1::JobService::NewStub(channel_)),
-      health_(grpc::health::v1::Health::NewStub(channel_)) {}
+      health_(grpc::health::v1::Health::NewStub(channel_)) {
+  status_ = CheckToken(options_.security.token);
+}
 
+// The one place every call's context is set up: the deadline, wait-for-ready and the token.
 void Client::Prepare(grpc::ClientContext& context, const CallSettings& settings) const {
   const auto timeout = settings.timeout.count() > 0 ? settings.timeout : options_.default_timeout;
   if (timeout.count() > 0) context.set_deadline(std::chrono::system_clock::now() + timeout);
   context.set_wait_for_ready(settings.wait_for_ready);
+  if (!options_.security.token.empty()) {
+    context.AddMetadata(kAuthorizationHeader, BearerValue(options_.security.token));
+  }
 }
 
 absl::StatusOr<ServingStatus> Client::Check(const std::string& service, CallSettings settings) {
+  if (!status_.ok()) return status_;
   grpc::ClientContext context;
   Prepare(context, settings);
   grpc::health::v1::HealthCheckRequest request;
@@ -95,6 +186,7 @@ absl::StatusOr<ServingStatus> Client::Check(const std::string& service, CallSett
 
 #define POSBIAS_UNARY(Method, Stub, Request, Response)                                      \
   absl::StatusOr<Response> Client::Method(const Request& request, CallSettings settings) { \
+    if (!status_.ok()) return status_;                                                     \
     grpc::ClientContext context;                                                           \
     Prepare(context, settings);                                                            \
     return Unary<Response>(context, [&](grpc::ClientContext* c, Response* r) {            \
@@ -121,6 +213,7 @@ POSBIAS_UNARY(GetJobResult, jobs_, v1::GetJobResultRequest, v1::GetJobResultResp
 
 absl::StatusOr<v1::Model> Client::UploadModel(const std::vector<v1::UploadModelRequest>& messages,
                                               CallSettings settings) {
+  if (!status_.ok()) return status_;
   grpc::ClientContext context;
   Prepare(context, settings);
   v1::Model model;
@@ -137,6 +230,7 @@ absl::StatusOr<v1::Model> Client::UploadModel(const std::vector<v1::UploadModelR
 absl::Status Client::ExportModel(
     const v1::ExportModelRequest& request,
     const std::function<bool(const v1::ExportModelResponse&)>& on_message, CallSettings settings) {
+  if (!status_.ok()) return status_;
   grpc::ClientContext context;
   Prepare(context, settings);
   auto reader = models_->ExportModel(&context, request);
@@ -146,6 +240,7 @@ absl::Status Client::ExportModel(
 absl::Status Client::WatchJob(const v1::WatchJobRequest& request,
                               const std::function<bool(const v1::WatchJobResponse&)>& on_message,
                               CallSettings settings) {
+  if (!status_.ok()) return status_;
   grpc::ClientContext context;
   Prepare(context, settings);
   auto reader = jobs_->WatchJob(&context, request);

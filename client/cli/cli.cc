@@ -7,6 +7,7 @@
 #include "client/cli/density_commands.h"
 #include "client/cli/job_commands.h"
 #include "client/cli/model_commands.h"
+#include "client/cli/security_options.h"
 
 #ifndef POSBIAS_VERSION
 #define POSBIAS_VERSION "0.0.0"
@@ -33,6 +34,7 @@ struct SharedOptions {
   std::string format = "table";
   std::string plot;
   double timeout_seconds = 60;
+  ClientOptions::Security security;  // --token, --tls, --ca-file, ... (security_options.h)
 };
 
 void AddSharedOptions(CLI::App& app, SharedOptions& options) {
@@ -46,6 +48,7 @@ void AddSharedOptions(CLI::App& app, SharedOptions& options) {
   app.add_option("--timeout", options.timeout_seconds, "Deadline per call, seconds")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  AddSecurityOptions(app, options.security);
 }
 
 ClientOptions MakeClientOptions(const SharedOptions& options) {
@@ -53,6 +56,7 @@ ClientOptions MakeClientOptions(const SharedOptions& options) {
   client.target = options.server;
   client.default_timeout =
       std::chrono::milliseconds(static_cast<long>(options.timeout_seconds * 1000));
+  client.security = options.security;
   return client;
 }
 
@@ -119,6 +123,13 @@ int RunCli(int argc, const char* const* argv, std::ostream& out, std::ostream& e
     return app.exit(error, out, err) == 0 ? 0 : kExitUsage;
   }
   Client client(MakeClientOptions(options));
+  if (!client.status().ok()) {  // An unreadable --ca-file, a --cert-file without its key, ...
+    err << "error: " << client.status().message() << "\n";
+    return kExitUsage;
+  }
+  if (auto warning = PlaintextTokenWarning(options.server, options.security)) {
+    err << *warning << "\n";
+  }
   Format format = Format::kTable;
   ParseFormat(options.format, &format);
   return run(CliContext{client, format, options.plot, out, err});

@@ -1,5 +1,5 @@
 // The posbias CLI: its entry point, the options every subcommand shares (--server, --format,
-// --plot, --timeout), the context a subcommand runs with, and the table its subcommands are
+// --plot, --timeout, and the security options of security_options.h), the context a subcommand runs with, and the table its subcommands are
 // registered from. The subcommands live by concern: health, density, discrete, summarize and fit in
 // density_commands.h, `models ...` in model_commands.h, `jobs ...` in job_commands.h.
 //

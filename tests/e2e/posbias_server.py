@@ -202,17 +202,31 @@ def read_safetensors_header(path):
     return json.loads(data[8:8 + length].decode("utf-8")), len(data), length
 
 
+# The environment variables the CLI reads its server and security options from; Cli clears them so
+# that a developer's own settings never leak into a test.
+CLI_ENVIRONMENT = ("POSBIAS_SERVER", "POSBIAS_TOKEN", "POSBIAS_TLS", "POSBIAS_CA_FILE", "POSBIAS_CERT_FILE",
+                   "POSBIAS_KEY_FILE", "POSBIAS_TLS_SERVER_NAME")
+
+
 class Cli:
     """The `posbias` CLI pointed at one server: run() returns the CompletedProcess, json() the
-    parsed --format json output (AssertionError unless it exits 0 with one JSON document)."""
+    parsed --format json output (AssertionError unless it exits 0 with one JSON document).
 
-    def __init__(self, binary, server, timeout=120):
+    `extra_args` are global options passed on every run after --server, e.g.
+    ["--ca-file", ca, "--token", token]; `env` adds environment variables (e.g. POSBIAS_TOKEN)."""
+
+    def __init__(self, binary, server, timeout=120, extra_args=(), env=None):
         self.binary, self.server, self.timeout = binary, server, timeout
+        self.extra_args = [str(a) for a in extra_args]
+        self.env = dict(env or {})
 
     def run(self, *args, timeout=None):
         env = dict(os.environ)
-        env.pop("POSBIAS_SERVER", None)
-        return subprocess.run([self.binary, "--server", self.server.address, *[str(a) for a in args]],
+        for name in CLI_ENVIRONMENT:
+            env.pop(name, None)
+        env.update(self.env)
+        return subprocess.run([self.binary, "--server", self.server.address, *self.extra_args,
+                               *[str(a) for a in args]],
                               stdin=subprocess.DEVNULL, capture_output=True, text=True,
                               timeout=timeout or self.timeout, env=env)
 
@@ -223,3 +237,32 @@ class Cli:
             raise AssertionError("exit code %d: %s\nstdout:\n%s\nstderr:\n%s"
                                  % (result.returncode, " ".join(result.args), result.stdout, result.stderr))
         return json.loads(result.stdout)
+
+
+def secure_channel(address, ca_file=None, cert_file=None, key_file=None, server_name=None, options=()):
+    """A grpc channel to `address` over TLS: verified against the PEM roots in `ca_file` (the system
+    roots when None), presenting the client certificate `cert_file` with its key `key_file` for mTLS
+    (both or neither), checking `server_name` in the server certificate instead of the address's
+    host (grpc.ssl_target_name_override) when given. `options` are extra channel options."""
+    import grpc
+    if (cert_file is None) != (key_file is None):
+        raise ValueError("cert_file and key_file go together: both or neither")
+
+    def read(path):
+        if path is None:
+            return None
+        with open(path, "rb") as f:
+            return f.read()
+
+    credentials = grpc.ssl_channel_credentials(root_certificates=read(ca_file), private_key=read(key_file),
+                                               certificate_chain=read(cert_file))
+    options = list(options)
+    if server_name:
+        options.append(("grpc.ssl_target_name_override", server_name))
+    return grpc.secure_channel(address, credentials, options=options)
+
+
+def token_metadata(token):
+    """The call metadata that carries a bearer token, for a stub call's `metadata=` argument:
+    (("authorization", "Bearer <token>"),)."""
+    return (("authorization", "Bearer %s" % token),)

@@ -11,6 +11,14 @@
 //   request.mutable_model()->set_alpha(0.5);
 //   request.mutable_point_list()->add_x(0.5);
 //   auto response = client.EvaluateContinuum(request);
+//
+// Security (TLS, mTLS, a bearer token) is ClientOptions::security; when it names a PEM file that
+// cannot be read, the Client is built anyway and every call returns that error (status() reads it
+// up front):
+//
+//   posbias::Client client({.target = "posbias.example:50051",
+//                           .security = {.token = "s3cr3t", .ca_file = "ca.pem"}});
+//   if (!client.status().ok()) { /* e.g. "cannot read the CA file ca.pem: No such file..." */ }
 #pragma once
 
 #include <chrono>
@@ -41,6 +49,37 @@ struct ClientOptions {
   std::shared_ptr<grpc::ChannelCredentials> credentials = nullptr;
   // Extra channel arguments (keepalive, load balancing, ...), applied after the ones above.
   grpc::ChannelArguments channel_arguments = {};
+
+  // Transport security and authentication, the client side of the server's TLS, mTLS and token
+  // options. All empty = plaintext and no token, the server's default.
+  struct Security {
+    // Bearer token: every call, unary and streaming, sends the metadata
+    // `authorization: Bearer <token>`. Sent over plaintext too (loopback development, a service
+    // mesh that terminates TLS); anywhere else pair it with TLS. Printable ASCII, no spaces.
+    std::string token = {};
+    // TLS, verifying the server's certificate against the system roots (or ca_file).
+    bool tls = false;
+    // PEM file of the root certificate(s) that verify the server instead of the system roots.
+    // Implies TLS.
+    std::string ca_file = {};
+    // PEM files of the client's certificate (chain) and its private key, presented for mTLS; both
+    // or neither. Implies TLS.
+    std::string cert_file = {};
+    std::string key_file = {};
+    // The name checked against the server certificate instead of the target's host (e.g. a
+    // certificate for "posbias.internal" served at 10.0.0.7:50051); the channel argument
+    // GRPC_SSL_TARGET_NAME_OVERRIDE_ARG. Implies TLS.
+    std::string tls_server_name = {};
+
+    // Whether any of the above asks for TLS.
+    bool UsesTls() const {
+      return tls || !ca_file.empty() || !cert_file.empty() || !key_file.empty() ||
+             !tls_server_name.empty();
+    }
+  };
+  // When `credentials` is set, those are used as given and tls, ca_file, cert_file and key_file are
+  // ignored; tls_server_name and the token still apply.
+  Security security = {};
 };
 
 struct CallSettings {
@@ -56,7 +95,8 @@ enum class ServingStatus { kUnknown, kServing, kNotServing, kServiceUnknown };
 class Client {
  public:
   explicit Client(ClientOptions options);
-  // For tests and embedding: an existing channel.
+  // For tests and embedding: an existing channel (the options' limits, credentials and TLS
+  // settings are not used; security.token still is).
   Client(std::shared_ptr<grpc::Channel> channel, ClientOptions options);
 
   // grpc.health.v1.Health/Check.
@@ -104,12 +144,17 @@ class Client {
   absl::StatusOr<v1::GetJobResultResponse> GetJobResult(const v1::GetJobResultRequest& request,
                                                         CallSettings settings = {});
 
+  // Null when status() is not OK.
   const std::shared_ptr<grpc::Channel>& channel() const { return channel_; }
+  // Why the channel could not be built (an unreadable or malformed PEM file, a certificate without
+  // its key, a token with spaces); OK otherwise. Every call returns this error when it is not OK.
+  const absl::Status& status() const { return status_; }
 
  private:
   void Prepare(grpc::ClientContext& context, const CallSettings& settings) const;
 
   ClientOptions options_;
+  absl::Status status_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::DensityService::Stub> density_;
   std::unique_ptr<v1::ModelService::Stub> models_;
@@ -122,7 +167,20 @@ std::string ErrorReason(const absl::Status& status);
 // The field the server named as at fault ("" when none).
 std::string ErrorField(const absl::Status& status);
 
-// "host:port" -> a channel with the options' limits and credentials.
-std::shared_ptr<grpc::Channel> MakeChannel(const ClientOptions& options);
+// Channel credentials for `security`: insecure unless it asks for TLS; otherwise SSL credentials
+// with the PEM files' contents (the system roots when ca_file is empty). InvalidArgument for a
+// certificate without its key (or the reverse), NotFound / PermissionDenied / InvalidArgument for a
+// PEM file that is missing, unreadable or not PEM; the message names the file. The token is not
+// part of them: Client sends it as call metadata (gRPC refuses call credentials over plaintext).
+absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> MakeCredentials(
+    const ClientOptions::Security& security);
+
+// "host:port" -> a channel with the options' limits and credentials (`credentials` when set, else
+// MakeCredentials(security)); the errors of MakeCredentials, or InvalidArgument for a bad token.
+absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeChannel(const ClientOptions& options);
+
+// The metadata every call of a Client with `token` carries: {"authorization", "Bearer <token>"}.
+inline constexpr char kAuthorizationHeader[] = "authorization";
+std::string BearerValue(const std::string& token);
 
 }  // namespace posbias

@@ -80,8 +80,18 @@ RUN set -eu; \
     posbias --version
 
 # Configuration is by POSBIAS_* environment variables (each server flag has one; see README "Limits").
+# Secure by default: gRPC on all interfaces with TLS and bearer tokens, from files mounted read-only
+# at /etc/posbias (Kubernetes: the Secrets posbias-tls and posbias-auth; Compose and `podman run`:
+# what deploy/compose/make-local-certs.sh makes). Without them the server does not start. Empty
+# values turn them off, e.g. for a listener on loopback (-e POSBIAS_LISTEN=127.0.0.1:50051) or behind
+# a mesh that authenticates (add --allow-unauthenticated). /metrics and /healthz stay plain HTTP.
+# The root filesystem may be read-only (--read-only, readOnlyRootFilesystem): the server writes only
+# to /data (the volume) and /tmp (give it a tmpfs or emptyDir).
 ENV POSBIAS_LISTEN=0.0.0.0:50051 \
     POSBIAS_METRICS_LISTEN=0.0.0.0:9464 \
+    POSBIAS_TLS_CERT_FILE=/etc/posbias/tls/tls.crt \
+    POSBIAS_TLS_KEY_FILE=/etc/posbias/tls/tls.key \
+    POSBIAS_AUTH_TOKENS_FILE=/etc/posbias/auth/tokens.json \
     POSBIAS_DATA_DIR=/data \
     POSBIAS_LOG_FORMAT=json
 
@@ -91,9 +101,12 @@ USER 10001:10001
 EXPOSE 50051 9464
 
 # A real gRPC health check (grpc.health.v1.Health/Check, overall status) with the bundled CLI, on the
-# port taken from POSBIAS_LISTEN (the server must listen on 127.0.0.1 too: 0.0.0.0 or [::] do).
+# port taken from POSBIAS_LISTEN (the server must listen on 127.0.0.1 too: 0.0.0.0 or [::] do). With
+# TLS on it verifies the server with ca.crt beside the certificate and the name localhost (a SAN the
+# certificate must carry); with mTLS on (POSBIAS_TLS_CLIENT_CA_FILE) it presents the server's own
+# certificate. Health needs no token.
 HEALTHCHECK --interval=30s --timeout=10s --start-period=30s --retries=3 \
-  CMD ["/bin/sh", "-c", "exec posbias --timeout 5 --server \"127.0.0.1:${POSBIAS_LISTEN##*:}\" health"]
+  CMD ["/bin/sh", "-c", "exec posbias --timeout 5 --server \"127.0.0.1:${POSBIAS_LISTEN##*:}\" ${POSBIAS_TLS_CERT_FILE:+--tls --ca-file ${POSBIAS_TLS_CERT_FILE%/*}/ca.crt --tls-server-name localhost} ${POSBIAS_TLS_CLIENT_CA_FILE:+--cert-file ${POSBIAS_TLS_CERT_FILE} --key-file ${POSBIAS_TLS_KEY_FILE}} health"]
 
 # The server drains in-flight calls for POSBIAS_DRAIN_SECONDS (default 10) on SIGTERM and exits 0:
 # give `docker stop -t` / terminationGracePeriodSeconds a few seconds more than that.

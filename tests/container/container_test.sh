@@ -6,7 +6,10 @@
 #   build       podman build --format docker --target runtime (apt-get inside reaches Debian's
 #               archive through --network=host; the compile uses POSBIAS_CONTAINER_JOBS, default 2)
 #   image       user 10001:10001, entrypoint, ports, volume, env, health check, stop signal, labels
-#   run         ports published on loopback; gRPC health (CLI inside the container and, if given, the
+#   secrets     deploy/compose/make-local-certs.sh (openssl): a CA, the server certificate, a token;
+#               mounted read-only at /etc/posbias/{tls,auth}, where the image expects them (TLS and
+#               bearer tokens are on by default)
+#   run         ports published on loopback; gRPC health over TLS (CLI inside the container and, if given, the
 #               host CLI through the published port), `podman healthcheck run`, /metrics from the host,
 #               JSON logs, a density call against closed-form values, a gpt2-tiny Jacobian job to
 #               success and its result, the server runs as uid 10001 and writes /data
@@ -47,7 +50,7 @@ STEP="start"
 step() { STEP="$*"; echo "[container-test +$((SECONDS - START_SECONDS))s] $*"; }
 fail() { echo "FAIL [${STEP}]: $*" >&2; exit 1; }
 
-for tool in podman debootstrap runc tar "$PYTHON"; do
+for tool in podman debootstrap runc tar openssl "$PYTHON"; do
   command -v "$tool" >/dev/null || fail "$tool is not installed (bash scripts/setup.sh installs it)"
 done
 [ "$(id -u)" -eq 0 ] || fail "run as root (rootful podman with the vfs driver; CI runs as root)"
@@ -83,7 +86,7 @@ cleanup() {
     "${PODMAN[@]}" image prune -a -f >/dev/null 2>&1
     "${PODMAN[@]}" volume prune -f >/dev/null 2>&1
   fi
-  rm -rf "$WORK/tmp"/* 2>/dev/null
+  rm -rf "$WORK/tmp"/* "$WORK/secrets" 2>/dev/null
   echo "[container-test +$((SECONDS - START_SECONDS))s] done (exit $rc)"
   exit "$rc"
 }
@@ -173,6 +176,9 @@ expect("StopSignal", config.get("StopSignal"), "SIGTERM")
 expect("Volumes", sorted(config.get("Volumes") or {}), ["/data"])
 expect("ExposedPorts", sorted(config.get("ExposedPorts") or {}), ["50051/tcp", "9464/tcp"])
 for key, value in {"POSBIAS_LISTEN": "0.0.0.0:50051", "POSBIAS_METRICS_LISTEN": "0.0.0.0:9464",
+                   "POSBIAS_TLS_CERT_FILE": "/etc/posbias/tls/tls.crt",
+                   "POSBIAS_TLS_KEY_FILE": "/etc/posbias/tls/tls.key",
+                   "POSBIAS_AUTH_TOKENS_FILE": "/etc/posbias/auth/tokens.json",
                    "POSBIAS_DATA_DIR": "/data", "POSBIAS_LOG_FORMAT": "json"}.items():
     expect(f"Env {key}", env.get(key), value)
 health = image.get("Healthcheck") or config.get("Healthcheck") or {}
@@ -190,6 +196,15 @@ for p in problems:
 sys.exit(1 if problems else 0)
 EOF
 
+# --- secrets ------------------------------------------------------------------------------------------
+step "local CA, server certificate and token (deploy/compose/make-local-certs.sh)"
+SECRETS="$WORK/secrets"
+bash "$SRC/deploy/compose/make-local-certs.sh" --force --out "$SECRETS" >"$WORK/logs/secrets.log" 2>&1 \
+  || { cat "$WORK/logs/secrets.log" >&2; fail "make-local-certs.sh"; }
+TOKEN="$(cat "$SECRETS/token")"
+# The CLI over TLS (verified with the local CA, SAN localhost), with the admin token.
+TLS_ARGS=(--tls --ca-file /etc/posbias/tls/ca.crt --tls-server-name localhost)
+
 # --- run ----------------------------------------------------------------------------------------------
 read -r GRPC_PORT METRICS_PORT < <("$PYTHON" -c '
 import socket
@@ -203,14 +218,17 @@ step "podman run (gRPC on 127.0.0.1:$GRPC_PORT, metrics on 127.0.0.1:$METRICS_PO
 "${PODMAN[@]}" run -d --name "$CONTAINER" "${ULIMITS[@]}" --health-interval=disable \
   -p "127.0.0.1:$GRPC_PORT:50051" -p "127.0.0.1:$METRICS_PORT:9464" \
   -e POSBIAS_DRAIN_SECONDS="$DRAIN_SECONDS" -e POSBIAS_CPU_THREADS=2 \
+  -v "$SECRETS/tls:/etc/posbias/tls:ro" -v "$SECRETS/auth:/etc/posbias/auth:ro" \
   "$IMAGE" >/dev/null || fail "podman run"
 
 in_ctr() { "${PODMAN[@]}" exec "$CONTAINER" "$@"; }
+# The bundled CLI inside the container, over TLS, with the token (POSBIAS_TOKEN).
+pb_ctr() { "${PODMAN[@]}" exec -e POSBIAS_TOKEN="$TOKEN" "$CONTAINER" posbias "${TLS_ARGS[@]}" "$@"; }
 json_field() { "$PYTHON" -c 'import json,sys; d=json.load(sys.stdin); print(d[sys.argv[1]])' "$1"; }
 
 step "wait for gRPC health SERVING (posbias health inside the container)"
 deadline=$((SECONDS + 120))
-until status="$(in_ctr posbias --timeout 3 --format json health 2>/dev/null | json_field status 2>/dev/null)" \
+until status="$(pb_ctr --timeout 3 --format json health 2>/dev/null | json_field status 2>/dev/null)" \
       && [ "$status" = SERVING ]; do
   running="$("${PODMAN[@]}" inspect -f '{{.State.Running}}' "$CONTAINER" 2>/dev/null || echo false)"
   [ "$running" = true ] || fail "the container exited: $("${PODMAN[@]}" inspect -f '{{.State.ExitCode}}' "$CONTAINER" 2>&1)"
@@ -219,7 +237,7 @@ until status="$(in_ctr posbias --timeout 3 --format json health 2>/dev/null | js
 done
 echo "SERVING after $((SECONDS - deadline + 120)) s"
 for service in posbias.v1.DensityService posbias.v1.ModelService posbias.v1.JobService; do
-  status="$(in_ctr posbias --format json health --service "$service" | json_field status)" \
+  status="$(pb_ctr --format json health --service "$service" | json_field status)" \
     || fail "health of $service"
   [ "$status" = SERVING ] || fail "$service is $status"
 done
@@ -228,9 +246,16 @@ step "podman healthcheck run (the image's HEALTHCHECK)"
 out="$("${PODMAN[@]}" healthcheck run "$CONTAINER" 2>&1)" || fail "podman healthcheck run: $out"
 echo "healthcheck: ${out:-healthy}"
 
+step "no call without TLS, none without a token"
+if in_ctr posbias --timeout 5 health >/dev/null 2>&1; then fail "plaintext health succeeded: the server does not serve TLS"; fi
+if "${PODMAN[@]}" exec "$CONTAINER" posbias "${TLS_ARGS[@]}" --timeout 5 density --depth 2 --alpha 0.5 --x 1 >/dev/null 2>&1; then
+  fail "a density call without a token succeeded"
+fi
+
 if [ -n "$HOST_CLI" ]; then
   step "gRPC health through the published port with the host CLI ($HOST_CLI)"
-  "$HOST_CLI" --timeout 5 --server "127.0.0.1:$GRPC_PORT" health || fail "host CLI health via 127.0.0.1:$GRPC_PORT"
+  "$HOST_CLI" --timeout 5 --server "127.0.0.1:$GRPC_PORT" --tls --ca-file "$SECRETS/tls/ca.crt" --tls-server-name localhost health \
+    || fail "host CLI health via 127.0.0.1:$GRPC_PORT"
 fi
 
 step "Prometheus /metrics through the published port"
@@ -254,7 +279,7 @@ print(lines[0][:200])' || fail "the server log is not JSON lines"
 
 step "density call against closed-form values (H=2, alpha=0.5)"
 # rho_2(x) = 2(1-a)a + a^2 ln(1/x): 0.5 at x=1, 0.75 at x=1/e; atom (1-a)^2 = 0.25.
-out="$(in_ctr posbias --format json density --depth 2 --alpha 0.5 --x 1,0.36787944117144233)" \
+out="$(pb_ctr --format json density --depth 2 --alpha 0.5 --x 1,0.36787944117144233)" \
   || fail "posbias density: $out"
 "$PYTHON" -c '
 import json, math, sys
@@ -267,13 +292,13 @@ for key, value in want.items():
 print("density", d["density"], "atom", d["atom"], "floor", d["floor"])' "$out" || fail "density values"
 
 step "Jacobian job on gpt2-tiny (L=8, 2 samples, exact) until succeeded"
-out="$(timeout 300 "${PODMAN[@]}" exec "$CONTAINER" posbias --timeout 290 --format json jobs submit \
+out="$(timeout 300 "${PODMAN[@]}" exec -e POSBIAS_TOKEN="$TOKEN" "$CONTAINER" posbias "${TLS_ARGS[@]}" --timeout 290 --format json jobs submit \
        --model gpt2-tiny --length 8 --samples 2 --method exact --seed 1 --wait 2>/dev/null)" \
   || fail "posbias jobs submit --wait: $out"
 job_id="$(json_field id <<<"$out")" || fail "no job id in: $out"
 state="$(json_field state <<<"$out")"
 [ "$state" = succeeded ] || fail "job $job_id ended $state: $out"
-result="$(in_ctr posbias --format json jobs result "$job_id")" || fail "posbias jobs result $job_id"
+result="$(pb_ctr --format json jobs result "$job_id")" || fail "posbias jobs result $job_id"
 "$PYTHON" -c '
 import json, math, sys
 r = json.loads(sys.argv[1])

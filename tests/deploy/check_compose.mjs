@@ -10,11 +10,122 @@ import { need, deployDir, repoRoot, Problems } from './lib/deps.mjs';
 import { serverMetrics, serverEnvironment, checkEnvVar } from './lib/server_contract.mjs';
 import { checkPromQL, metricNames } from './lib/promql.mjs';
 import { SERVICE_KEYS, TOP_KEYS, interpolate, loadCompose, environmentOf, mountsOf, hostPathOf, publishedContainerPorts } from './lib/compose.mjs';
+import { instructions } from './lint_dockerfile.mjs';
 import { pathToFileURL } from 'node:url';
 
 const YAML = need('yaml');
 const composeFile = path.join(deployDir, 'compose.yaml');
 const portOf = (address) => Number(String(address ?? '').split(':').pop());
+const isLoopback = (address) => /^(127\.\d+\.\d+\.\d+|::1|\[::1\]|localhost)$/.test(String(address ?? '').replace(/:\d+$/, ''));
+const truthy = (v) => /^(true|1|on|yes)$/i.test(String(v ?? ''));
+// Issue 12: the one variable every published port binds to, and its default.
+export const PUBLISH_VARIABLE = 'POSBIAS_PUBLISH_ADDRESS';
+export const PUBLISH_DEFAULT = '127.0.0.1';
+const SECRETS_SCRIPT = path.join(deployDir, 'compose', 'make-local-certs.sh');
+
+// POSBIAS_* defaults of a Dockerfile's final stage (ENV), which a Compose service inherits.
+export function imageDefaults(text) {
+  const list = instructions(text);
+  const lastFrom = list.map((i) => i.keyword).lastIndexOf('FROM');
+  const env = {};
+  for (const ins of list.slice(lastFrom + 1).filter((i) => i.keyword === 'ENV')) {
+    for (const m of ins.args.matchAll(/(POSBIAS_\w+)=("[^"]*"|\S*)/g)) env[m[1]] = m[2].replace(/^"(.*)"$/, '$1');
+  }
+  return env;
+}
+
+// Issue 12 lockdown of the Compose file: every published port on ${POSBIAS_PUBLISH_ADDRESS:-127.0.0.1};
+// Grafana without anonymous access and without a password in the file; Prometheus without its
+// lifecycle and admin APIs; secrets from files that make-local-certs.sh makes in a git-ignored folder;
+// the posbias services authenticate when they listen off loopback, with their TLS files mounted.
+export function checkLockdown(compose, problems, { composeDir = deployDir, imageEnv = {}, scriptText = null, gitignore = null } = {}) {
+  const services = compose.services ?? {};
+  const bindPattern = new RegExp(`^\\$\\{${PUBLISH_VARIABLE}:-${PUBLISH_DEFAULT.replace(/\./g, '\\.')}\\}$`);
+  for (const [name, s] of Object.entries(services)) {
+    const where = `compose.yaml services.${name}`;
+    for (const p of s.ports ?? []) {
+      if (typeof p === 'object') {
+        if (!bindPattern.test(String(p.host_ip ?? ''))) problems.add(where, `port ${p.target}: host_ip ${p.host_ip ?? '(all interfaces)'}, expected \${${PUBLISH_VARIABLE}:-${PUBLISH_DEFAULT}}`);
+        continue;
+      }
+      const text = String(p);
+      const m = text.match(/^(\$\{[^}]+\}|[^:]*):(\d+(?:-\d+)?):(\d+(?:-\d+)?)(\/\w+)?$/);
+      if (!m || !bindPattern.test(m[1])) problems.add(where, `port "${text}" is published on ${m ? m[1] || 'all interfaces' : 'all interfaces'}; write "\${${PUBLISH_VARIABLE}:-${PUBLISH_DEFAULT}}:HOST:CONTAINER"`);
+    }
+  }
+  // Secrets: declared, used, made by the script in a git-ignored folder.
+  const declared = compose.secrets ?? {};
+  for (const [name, s] of Object.entries(services)) {
+    for (const ref of s.secrets ?? []) {
+      const source = typeof ref === 'string' ? ref : ref.source;
+      if (!declared[source]) problems.add(`compose.yaml services.${name}`, `secret ${source} is not declared under secrets:`);
+    }
+  }
+  const secretsDir = path.join(composeDir, 'compose', 'secrets');
+  for (const [name, sec] of Object.entries(declared)) {
+    const where = `compose.yaml secrets.${name}`;
+    if (!sec?.file) { if (!sec?.environment && !sec?.external) problems.add(where, 'has no file'); continue; }
+    const file = path.resolve(composeDir, interpolate(sec.file).value);
+    if (!file.startsWith(`${secretsDir}${path.sep}`)) { problems.add(where, `file ${sec.file} is outside deploy/compose/secrets/ (git-ignored, made by make-local-certs.sh)`); continue; }
+    const relative = path.relative(secretsDir, file);
+    if (scriptText !== null && !scriptText.includes(`$out/${relative}`)) problems.add(where, `file ${sec.file}: make-local-certs.sh does not make ${relative}`);
+  }
+  if (gitignore !== null && Object.keys(declared).length && !gitignore.split('\n').some((l) => /^\/?deploy\/compose\/secrets\/?$/.test(l.trim()))) {
+    problems.add('.gitignore', 'does not ignore deploy/compose/secrets/ (keys and tokens would be committable)');
+  }
+  // Grafana: no anonymous access, the admin password from a file.
+  const grafana = services.grafana;
+  if (grafana) {
+    const where = 'compose.yaml services.grafana';
+    const env = environmentOf(grafana);
+    const value = (k) => (env[k] === undefined || env[k] === null ? undefined : interpolate(env[k]).value);
+    if (truthy(value('GF_AUTH_ANONYMOUS_ENABLED')) || value('GF_AUTH_ANONYMOUS_ENABLED') === undefined) problems.add(where, `GF_AUTH_ANONYMOUS_ENABLED ${value('GF_AUTH_ANONYMOUS_ENABLED') ?? '(unset)'}: set it to "false"`);
+    if (env.GF_SECURITY_ADMIN_PASSWORD !== undefined) problems.add(where, `GF_SECURITY_ADMIN_PASSWORD in the Compose file (${env.GF_SECURITY_ADMIN_PASSWORD === null ? 'passed through' : `"${env.GF_SECURITY_ADMIN_PASSWORD}"`}): use GF_SECURITY_ADMIN_PASSWORD__FILE with a secret`);
+    const file = value('GF_SECURITY_ADMIN_PASSWORD__FILE');
+    if (!file) problems.add(where, 'no GF_SECURITY_ADMIN_PASSWORD__FILE: Grafana would start with admin/admin');
+    else {
+      const targets = (grafana.secrets ?? []).map((r) => (typeof r === 'string' ? `/run/secrets/${r}` : r.target?.startsWith('/') ? r.target : `/run/secrets/${r.target ?? r.source}`));
+      if (!targets.includes(file)) problems.add(where, `GF_SECURITY_ADMIN_PASSWORD__FILE ${file} is no secret of the service`);
+    }
+    if (truthy(value('GF_USERS_ALLOW_SIGN_UP'))) problems.add(where, 'GF_USERS_ALLOW_SIGN_UP: anyone could make an account');
+  }
+  // Prometheus: no lifecycle (shutdown, reload) or admin (delete series) API.
+  const prometheus = services.prometheus;
+  if (prometheus) {
+    for (const c of [].concat(prometheus.command ?? [], prometheus.entrypoint ?? [])) {
+      if (/^--web\.enable-(lifecycle|admin-api)\b/.test(String(c))) problems.add('compose.yaml services.prometheus', `${c}: anyone reaching the port could shut it down or delete data`);
+    }
+  }
+  // posbias services: authenticate off loopback, TLS for the API, TLS files mounted from secrets.
+  for (const [name, s] of Object.entries(services).filter(([n]) => n === 'posbias' || n.startsWith('posbias-'))) {
+    const where = `compose.yaml services.${name}`;
+    const env = { ...imageEnv, ...Object.fromEntries(Object.entries(environmentOf(s)).map(([k, v]) => [k, v === null ? undefined : interpolate(v).value])) };
+    const args = [].concat(s.command ?? []).map(String);
+    const setting = (flag, envName) => { const a = args.find((x) => x === flag || x.startsWith(`${flag}=`)); if (a) return a.includes('=') ? a.split('=').slice(1).join('=') : true; return env[envName] || undefined; };
+    const listen = env.POSBIAS_LISTEN ?? '127.0.0.1:50051';
+    const tls = setting('--tls-cert-file', 'POSBIAS_TLS_CERT_FILE');
+    const tokens = setting('--auth-tokens-file', 'POSBIAS_AUTH_TOKENS_FILE');
+    const clientCa = setting('--tls-client-ca-file', 'POSBIAS_TLS_CLIENT_CA_FILE');
+    const role = env.POSBIAS_ROLE ?? 'both';
+    if (!isLoopback(listen)) {
+      if (!tokens && !clientCa && !truthy(setting('--allow-unauthenticated', 'POSBIAS_ALLOW_UNAUTHENTICATED'))) problems.add(where, `listens on ${listen} with neither tokens nor a client CA: the server refuses to start`);
+      if (!tls && role !== 'worker') problems.add(where, `serves the API on ${listen} without TLS`);
+    } else if (name === 'posbias') problems.add(where, `POSBIAS_LISTEN ${listen} is loopback: the published gRPC port reaches nothing`);
+    const secretTargets = (s.secrets ?? []).map((r) => (typeof r === 'string' ? `/run/secrets/${r}` : r.target?.startsWith('/') ? r.target : `/run/secrets/${r.target ?? r.source}`));
+    const roMounts = mountsOf(s, composeDir).filter((m) => m.readOnly).map((m) => m.target);
+    for (const [flag, file] of [['--tls-cert-file', tls], ['--tls-key-file', setting('--tls-key-file', 'POSBIAS_TLS_KEY_FILE')], ['--tls-client-ca-file', clientCa], ['--auth-tokens-file', tokens]]) {
+      if (typeof file !== 'string') continue;
+      if (!secretTargets.includes(file) && !roMounts.some((t) => file.startsWith(`${t}/`))) problems.add(where, `${flag} ${file} comes from no secret or read-only mount (the image holds none: the server would not start)`);
+    }
+    const health = [].concat(s.healthcheck?.test ?? []).map(String);
+    if (tls && !isLoopback(listen)) {
+      if (!health.includes('--tls')) problems.add(where, 'TLS is on but the healthcheck does not pass --tls');
+      const ca = health[health.indexOf('--ca-file') + 1];
+      if (!health.includes('--ca-file') || !(secretTargets.includes(ca) || roMounts.some((t) => ca.startsWith(`${t}/`)))) problems.add(where, 'the TLS healthcheck has no --ca-file from a secret of the service');
+      if (!health.includes('--tls-server-name')) problems.add(where, 'the TLS healthcheck connects to 127.0.0.1 without --tls-server-name');
+    } else if (health.includes('--tls')) problems.add(where, 'the healthcheck passes --tls to a server without TLS');
+  }
+}
 
 // Stage names of a Dockerfile (FROM ... AS name).
 export function dockerfileStages(text) {
@@ -298,6 +409,13 @@ function main() {
   let compose;
   try { compose = loadCompose(composeFile, fs.readFileSync(composeFile, 'utf8')); } catch (e) { problems.add('compose.yaml', e.message); return problems.report(''); }
   checkCompose(compose, problems, { metrics, serverEnv });
+  const dockerfile = path.join(repoRoot, 'Dockerfile');
+  checkLockdown(compose, problems, {
+    imageEnv: fs.existsSync(dockerfile) ? imageDefaults(fs.readFileSync(dockerfile, 'utf8')) : {},
+    scriptText: fs.existsSync(SECRETS_SCRIPT) ? fs.readFileSync(SECRETS_SCRIPT, 'utf8') : '',
+    gitignore: fs.existsSync(path.join(repoRoot, '.gitignore')) ? fs.readFileSync(path.join(repoRoot, '.gitignore'), 'utf8') : '',
+  });
+  if (!fs.existsSync(SECRETS_SCRIPT)) problems.add('compose/make-local-certs.sh', 'missing: nothing makes the secrets compose.yaml needs');
   const recorded = checkPrometheus(compose.services ?? {}, problems, metrics, deployDir);
   checkGrafana(compose.services ?? {}, problems, metrics, recorded, deployDir);
   return problems.report(`compose OK (${Object.keys(compose.services).join(', ')})`);

@@ -116,13 +116,27 @@ export function lintDockerfile(file, text, problems, { serverEnv, requiredStage 
   if (get('HEALTHCHECK').length === 0) problems.add(where, 'the final stage has no HEALTHCHECK');
   if (get('ENTRYPOINT').length === 0 && get('CMD').length === 0) problems.add(where, 'the final stage has no ENTRYPOINT or CMD');
   for (const s of get('STOPSIGNAL')) if (s.args !== 'SIGTERM') problems.add(where, `STOPSIGNAL ${s.args}: the server drains on SIGTERM`);
+  const imageEnv = {};
   for (const e of get('ENV')) {
     for (const m of e.args.matchAll(/(\w+)=("[^"]*"|\S*)/g)) {
       if (!m[1].startsWith('POSBIAS_')) continue;
-      const problem = checkEnvVar(serverEnv, m[1], m[2].replace(/^"(.*)"$/, '$1'));
+      imageEnv[m[1]] = m[2].replace(/^"(.*)"$/, '$1');
+      const problem = checkEnvVar(serverEnv, m[1], imageEnv[m[1]]);
       if (problem) problems.add(`${where}:${e.line}`, problem);
     }
   }
+  // Issue 12: the image's defaults listen securely. Off loopback they name the TLS and tokens files
+  // (mounted at run time), and the HEALTHCHECK then speaks TLS when POSBIAS_TLS_CERT_FILE is set.
+  const listen = imageEnv.POSBIAS_LISTEN ?? '127.0.0.1:50051';
+  if (!/^(127\.\d+\.\d+\.\d+|\[::1\]|localhost):\d+$/.test(listen)) {
+    if (!imageEnv.POSBIAS_AUTH_TOKENS_FILE && !imageEnv.POSBIAS_TLS_CLIENT_CA_FILE) problems.add(where, `POSBIAS_LISTEN ${listen} with neither POSBIAS_AUTH_TOKENS_FILE nor POSBIAS_TLS_CLIENT_CA_FILE: the image would listen unauthenticated (the server refuses to)`);
+    if (!imageEnv.POSBIAS_TLS_CERT_FILE || !imageEnv.POSBIAS_TLS_KEY_FILE) problems.add(where, `POSBIAS_LISTEN ${listen} without POSBIAS_TLS_CERT_FILE and POSBIAS_TLS_KEY_FILE: tokens would cross the network in clear text`);
+  }
+  for (const file of ['POSBIAS_TLS_CERT_FILE', 'POSBIAS_TLS_KEY_FILE', 'POSBIAS_AUTH_TOKENS_FILE']) {
+    if (imageEnv[file] && !imageEnv[file].startsWith('/etc/posbias/')) problems.add(where, `${file} ${imageEnv[file]} is not under /etc/posbias/, where deploy/ mounts the secrets`);
+  }
+  const healthText = get('HEALTHCHECK').map((h) => h.args).join(' ');
+  if (imageEnv.POSBIAS_TLS_CERT_FILE && !/POSBIAS_TLS_CERT_FILE:\+--tls\b/.test(healthText)) problems.add(where, 'TLS is on by default but the HEALTHCHECK does not switch to --tls with POSBIAS_TLS_CERT_FILE');
 }
 
 function main() {

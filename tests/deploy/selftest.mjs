@@ -5,14 +5,15 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { execFileSync } from 'node:child_process';
+import os from 'node:os';
 import { need, deployDir, repoRoot } from './lib/deps.mjs';
 import { serverMetrics, serverEnvironment } from './lib/server_contract.mjs';
 import { schemaProblems } from './lib/k8s_types.mjs';
 import { checkRender } from './lib/k8s_checks.mjs';
 import { checkPromQL } from './lib/promql.mjs';
 import { loadCompose } from './lib/compose.mjs';
-import { checkCompose, checkDashboard } from './check_compose.mjs';
-import { adapterRules } from './validate_manifests.mjs';
+import { checkCompose, checkDashboard, checkLockdown, imageDefaults } from './check_compose.mjs';
+import { adapterRules, checkCertManager } from './validate_manifests.mjs';
 import { lintDockerfile } from './lint_dockerfile.mjs';
 import { checkDocs } from './check_docs.mjs';
 
@@ -27,7 +28,7 @@ class Collect { constructor() { this.list = []; } add(w, m) { this.list.push(`${
 const render = (overlay) => YAML.parseAllDocuments(execFileSync(kubectl, ['kustomize', path.join(deployDir, 'k8s', 'overlays', overlay)], { encoding: 'utf8' })).map((d) => d.toJS()).filter(Boolean);
 const adapterProblems = new Collect();
 const adapter = adapterRules(YAML.parse(fs.readFileSync(path.join(deployDir, 'k8s', 'prometheus-adapter', 'values.yaml'), 'utf8')), metrics, adapterProblems);
-const k8sContext = { metrics, serverEnv, uid: 10001, externalSecrets: { 'posbias-postgres': ['uri'] }, externalClaims: new Set(['posbias-models']), adapter };
+const k8sContext = { metrics, serverEnv, uid: 10001, externalSecrets: { 'posbias-postgres': ['uri'], 'posbias-tls': ['tls.crt', 'tls.key', 'ca.crt'], 'posbias-auth': ['tokens.json'] }, externalClaims: new Set(['posbias-models']), adapter };
 const checkK8s = (objects) => [...checkRender(objects, k8sContext), ...objects.flatMap((o) => schemaProblems(o).map((p) => `${o.kind}/${o.metadata?.name}: ${p}`))];
 const find = (objects, kind, name) => objects.find((o) => o.kind === kind && (!name || o.metadata.name === name));
 const server = (d) => d.spec.template.spec.containers.find((c) => c.name === 'posbias');
@@ -62,9 +63,38 @@ k8sCase('misspelt field (readinesProbe)', 'production', (o) => { const c = serve
 k8sCase('misspelt CRD field', 'production', (o) => { find(o, 'ServiceMonitor').spec.endpoints[0].intervall = '5s'; }, /intervall: unknown field/);
 k8sCase('wrong type (replicas "two")', 'production', (o) => { api(o).spec.replicas = 'two'; }, /schema: .*replicas/);
 k8sCase('object of an unknown kind', 'production', (o) => { o.push({ apiVersion: 'keda.sh/v1alpha1', kind: 'ScaledObject', metadata: { name: 'x', namespace: 'posbias', labels: api(o).metadata.labels }, spec: {} }); }, /no schema for keda\.sh/);
-k8sCase('HTTP liveness probe', 'production', (o) => { server(api(o)).livenessProbe = { httpGet: { port: 9464, path: '/healthz' } }; }, /livenessProbe is not a gRPC/);
-k8sCase('readiness on the wrong port', 'production', (o) => { server(api(o)).readinessProbe.grpc.port = 50052; }, /readinessProbe probes port 50052/);
-k8sCase('API readiness on the overall service', 'production', (o) => { delete server(api(o)).readinessProbe.grpc.service; }, /readinessProbe of an API pod/);
+const probeCommand = (d, probe) => server(d)[probe].exec.command;
+const cutService = (cmd) => cmd.splice(cmd.indexOf('--service'), 2);
+k8sCase('HTTP readiness probe', 'production', (o) => { server(api(o)).readinessProbe = { httpGet: { port: 9464, path: '/healthz' }, timeoutSeconds: 5 }; }, /readinessProbe is an HTTP probe/);
+k8sCase('native gRPC probe on a TLS server', 'production', (o) => { server(api(o)).startupProbe = { grpc: { port: 50051 } }; }, /cannot speak TLS/);
+k8sCase('native gRPC probe on a loopback worker', 'production', (o) => { server(gpu(o)).readinessProbe = { grpc: { port: 50051 } }; }, /out of the kubelet's reach/);
+k8sCase('exec probe without --tls', 'production', (o) => { const c = probeCommand(api(o), 'startupProbe'); c.splice(c.indexOf('--tls'), 1); }, /without --tls against a TLS server/);
+k8sCase('exec probe without --ca-file', 'production', (o) => { const c = probeCommand(api(o), 'readinessProbe'); c.splice(c.indexOf('--ca-file'), 2); }, /--tls but no --ca-file/);
+k8sCase('readiness on the wrong port', 'production', (o) => { const c = probeCommand(api(o), 'readinessProbe'); c[c.indexOf('--server') + 1] = '127.0.0.1:50052'; }, /readinessProbe asks --server 127\.0\.0\.1:50052/);
+k8sCase('API readiness on the overall service', 'production', (o) => { cutService(probeCommand(api(o), 'readinessProbe')); }, /readinessProbe of an API pod/);
+k8sCase('liveness on the wrong path', 'production', (o) => { server(api(o)).livenessProbe.httpGet.path = '/metrics'; }, /not \/healthz/);
+k8sCase('mTLS without a client certificate in the probe', 'production', (o) => { const c = server(api(o)); c.args.push('--tls-client-ca-file=/etc/posbias/tls/ca.crt'); for (const p of ['startupProbe', 'readinessProbe']) { const cmd = c[p].exec.command; cmd.splice(cmd.indexOf('--cert-file'), 4); } }, /presents no client certificate/);
+k8sCase('API without tokens', 'production', (o) => { const c = server(api(o)); c.args = c.args.filter((a) => !a.startsWith('--auth-tokens-file')); }, /neither --auth-tokens-file nor --tls-client-ca-file/);
+k8sCase('API without TLS', 'production', (o) => { const c = server(api(o)); c.args = c.args.filter((a) => !a.startsWith('--tls-')); }, /without TLS/);
+k8sCase('unknown server flag', 'production', (o) => { server(api(o)).args.push('--tls-cert=/x'); }, /--tls-cert is not a flag/);
+k8sCase('tokens on a writable mount', 'production', (o) => { server(api(o)).volumeMounts.find((m) => m.name === 'auth').readOnly = false; }, /mounted writable/);
+k8sCase('TLS Secret under a subPath', 'production', (o) => { const m = server(api(o)).volumeMounts.find((x) => x.name === 'tls'); m.subPath = 'tls.crt'; }, /subPath, which never sees an updated Secret/);
+k8sCase('tokens file in an emptyDir', 'production', (o) => { const v = api(o).spec.template.spec.volumes.find((x) => x.name === 'auth'); delete v.secret; v.emptyDir = {}; }, /is a emptyDir, not a Secret/);
+k8sCase('TLS Secret without ca.crt', 'production', (o) => { const v = api(o).spec.template.spec.volumes.find((x) => x.name === 'tls'); v.secret.secretName = 'posbias-postgres'; }, /no key tls\.crt/);
+k8sCase('undocumented TLS Secret', 'production', (o) => { api(o).spec.template.spec.volumes.find((x) => x.name === 'tls').secret.secretName = 'my-tls'; }, /Secret my-tls is neither in the render/);
+k8sCase('worker off loopback without authentication', 'production', (o) => { envEntry(gpu(o), 'POSBIAS_LISTEN').value = '0.0.0.0:50051'; }, /posbias-worker-gpu: listens on 0\.0\.0\.0:50051 with neither/);
+k8sCase('writable root filesystem', 'production', (o) => { server(api(o)).securityContext.readOnlyRootFilesystem = false; }, /writable root filesystem/);
+k8sCase('no seccomp profile', 'production', (o) => { delete api(o).spec.template.spec.securityContext.seccompProfile; }, /no seccomp profile RuntimeDefault/);
+const policy = (o, name) => find(o, 'NetworkPolicy', name);
+k8sCase('no default deny', 'production', (o) => { o.splice(o.indexOf(policy(o, 'posbias-default-deny')), 1); }, /no default-deny NetworkPolicy/);
+k8sCase('gRPC from every namespace', 'production', (o) => { policy(o, 'posbias-api').spec.ingress[0].from = [{ namespaceSelector: {} }]; }, /port 50051 admitted from every namespace/);
+k8sCase('gRPC from any source', 'production', (o) => { delete policy(o, 'posbias-api').spec.ingress[0].from; }, /admits every source/);
+k8sCase('API policy without ports', 'production', (o) => { delete policy(o, 'posbias-api').spec.ingress[0].ports; }, /admits every port/);
+k8sCase('metrics from the own namespace', 'production', (o) => { policy(o, 'posbias-metrics').spec.ingress[0].from.push({ podSelector: {} }); }, /port 9464 admitted from pods of its own namespace/);
+k8sCase('workers admit gRPC', 'production', (o) => { policy(o, 'posbias-api').spec.podSelector = { matchLabels: { 'app.kubernetes.io/name': 'posbias' } }; server(gpu(o)).ports.push({ name: 'grpc', containerPort: 50051 }); }, /posbias-worker-gpu: NetworkPolicies admit port 50051/);
+k8sCase('no NetworkPolicies at all', 'production', (o) => { for (const n of o.filter((x) => x.kind === 'NetworkPolicy')) o.splice(o.indexOf(n), 1); }, /Service\/posbias: exposes port metrics \(9464\) .* to the whole cluster/);
+k8sCase('metrics not admitted from monitoring', 'production', (o) => { o.splice(o.indexOf(policy(o, 'posbias-metrics')), 1); }, /Prometheus cannot scrape it/);
+k8sCase('LoadBalancer Service', 'production', (o) => { find(o, 'Service').spec.type = 'LoadBalancer'; }, /type LoadBalancer exposes posbias/);
 k8sCase('may run as root', 'production', (o) => { delete api(o).spec.template.spec.securityContext.runAsNonRoot; }, /may run as root/);
 k8sCase('no resource requests', 'production', (o) => { delete server(gpu(o)).resources.requests; }, /lacks cpu and memory requests/);
 k8sCase('GPU worker without toleration', 'production', (o) => { delete gpu(o).spec.template.spec.tolerations; }, /does not tolerate/);
@@ -138,6 +168,44 @@ composeCase('worker /data on tmpfs', (c) => { workerVolumes(c, []); c.services['
 composeCase('worker /data read-only', (c) => workerVolumes(c, ['posbias-data:/data:ro']), /mounts \/data read-only/);
 composeCase('variable without default', (c) => { c.services.posbias.environment.POSBIAS_LOG_LEVEL = '${LOG_LEVEL}'; }, /has no default/);
 
+// ---- cert-manager component ---------------------------------------------------------------------------
+{
+  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'posbias-selftest-'));
+  fs.writeFileSync(path.join(tmp, 'kustomization.yaml'), YAML.stringify({ apiVersion: 'kustomize.config.k8s.io/v1beta1', kind: 'Kustomization', namespace: 'posbias',
+    resources: [path.relative(tmp, path.join(deployDir, 'k8s', 'overlays', 'production'))], components: [path.relative(tmp, path.join(deployDir, 'k8s', 'components', 'cert-manager'))] }));
+  const objects = YAML.parseAllDocuments(execFileSync(kubectl, ['kustomize', tmp], { encoding: 'utf8' })).map((d) => d.toJS()).filter(Boolean);
+  fs.rmSync(tmp, { recursive: true, force: true });
+  const base = checkCertManager(objects);
+  const cmCase = (label, mutate, pattern) => { const o = structuredClone(objects); mutate(o); expect(`cert-manager: ${label}`, base, checkCertManager(o), pattern); };
+  cmCase('Certificate into another Secret', (o) => { find(o, 'Certificate', 'posbias-tls').spec.secretName = 'posbias-cert'; }, /no Certificate issues the Secret posbias-tls/);
+  cmCase('no SAN localhost', (o) => { const c = find(o, 'Certificate', 'posbias-tls'); c.spec.dnsNames = c.spec.dnsNames.filter((n) => n !== 'localhost'); }, /no SAN localhost/);
+  cmCase('Issuer missing', (o) => { o.splice(o.indexOf(find(o, 'Issuer', 'posbias-ca')), 1); }, /issuerRef Issuer\/posbias-ca is not in the render/);
+}
+
+// ---- Compose lockdown (issue 12) -----------------------------------------------------------------------
+{
+  const imageEnv = fs.existsSync(path.join(repoRoot, 'Dockerfile')) ? imageDefaults(fs.readFileSync(path.join(repoRoot, 'Dockerfile'), 'utf8')) : {};
+  const scriptText = fs.readFileSync(path.join(deployDir, 'compose', 'make-local-certs.sh'), 'utf8');
+  const lockProblems = (c, gitignore = 'deploy/compose/secrets/\n') => { const p = new Collect(); checkLockdown(c, p, { imageEnv, scriptText, gitignore }); return p.list; };
+  const lockBase = lockProblems(composeBase);
+  const lockCase = (label, mutate, pattern, gitignore) => { const c = structuredClone(composeBase); mutate(c); expect(`compose lockdown: ${label}`, lockBase, lockProblems(c, gitignore), pattern); };
+  lockCase('gRPC on all interfaces', (c) => { c.services.posbias.ports[0] = '50051:50051'; }, /port "50051:50051" is published on all interfaces/);
+  lockCase('Grafana on 0.0.0.0', (c) => { c.services.grafana.ports = ['0.0.0.0:3000:3000']; }, /published on 0\.0\.0\.0/);
+  lockCase('another variable', (c) => { c.services.prometheus.ports = ['${PROM_ADDRESS:-127.0.0.1}:9090:9090']; }, /PROM_ADDRESS/);
+  lockCase('Grafana anonymous access', (c) => { c.services.grafana.environment.GF_AUTH_ANONYMOUS_ENABLED = 'true'; }, /GF_AUTH_ANONYMOUS_ENABLED true/);
+  lockCase('Grafana literal admin password', (c) => { c.services.grafana.environment.GF_SECURITY_ADMIN_PASSWORD = '${GRAFANA_ADMIN_PASSWORD:-admin}'; }, /GF_SECURITY_ADMIN_PASSWORD in the Compose file/);
+  lockCase('Grafana without a password file', (c) => { delete c.services.grafana.environment.GF_SECURITY_ADMIN_PASSWORD__FILE; }, /admin\/admin/);
+  lockCase('Prometheus lifecycle API', (c) => { c.services.prometheus.command.push('--web.enable-lifecycle'); }, /--web\.enable-lifecycle: anyone/);
+  lockCase('API without tokens', (c) => { c.services.posbias.environment.POSBIAS_AUTH_TOKENS_FILE = ''; }, /neither tokens nor a client CA/);
+  lockCase('API without TLS', (c) => { c.services.posbias.environment.POSBIAS_TLS_CERT_FILE = ''; c.services.posbias.environment.POSBIAS_TLS_KEY_FILE = ''; }, /without TLS/);
+  lockCase('worker inheriting TLS without the files', (c) => { delete c.services['posbias-worker'].environment.POSBIAS_TLS_CERT_FILE; }, /posbias-worker: --tls-cert-file .* comes from no secret/);
+  lockCase('TLS file not mounted', (c) => { c.services.posbias.secrets = c.services.posbias.secrets.filter((x) => x.source !== 'posbias-tls-key'); }, /--tls-key-file \/etc\/posbias\/tls\/tls\.key comes from no secret/);
+  lockCase('healthcheck without TLS', (c) => { c.services.posbias.healthcheck.test = ['CMD', 'posbias', '--server', '127.0.0.1:50051', 'health']; }, /does not pass --tls/);
+  lockCase('secret file the script does not make', (c) => { c.secrets['posbias-tokens'].file = './compose/secrets/auth/other.json'; }, /does not make auth\/other\.json/);
+  lockCase('secret file outside the secrets folder', (c) => { c.secrets['posbias-tokens'].file = './tokens.json'; }, /outside deploy\/compose\/secrets/);
+  lockCase('secrets folder not git-ignored', () => {}, /does not ignore deploy\/compose\/secrets/, 'build/\n');
+}
+
 // ---- Grafana dashboard -----------------------------------------------------------------------------
 const dashboard = JSON.parse(fs.readFileSync(path.join(deployDir, 'grafana', 'dashboards', 'posbias.json'), 'utf8'));
 const dashProblems = (d) => { const p = new Collect(); checkDashboard(d, 'dashboard', p, { metrics, datasourceUids: new Set(['prometheus']) }); return p.list; };
@@ -172,6 +240,8 @@ dockerCase('metrics port not exposed', dockerfile.replace(/^EXPOSE .*$/gm, 'EXPO
 dockerCase('no runtime stage', dockerfile.replace(/ AS runtime\b/g, ' AS final'), /no stage named runtime/);
 dockerCase('apt-get without cleanup (dockerfilelint)', `${dockerfile}\nRUN apt-get update && apt-get install -y --no-install-recommends curl\n`, /apt-get_missing_rm/);
 dockerCase('bad HEALTHCHECK option', dockerfile.replace(/^HEALTHCHECK /m, 'HEALTHCHECK --every=5s '), /option --every/);
+dockerCase('listening off loopback without tokens', dockerfile.replace(/^\s*POSBIAS_AUTH_TOKENS_FILE=\S+ \\\n/m, ''), /neither POSBIAS_AUTH_TOKENS_FILE/);
+dockerCase('HEALTHCHECK without TLS', dockerfile.replace(/\$\{POSBIAS_TLS_CERT_FILE:\+--tls /, '${POSBIAS_TLS_CERT_FILE:+'), /HEALTHCHECK does not switch to --tls/);
 dockerCase('untagged base image (dockerfilelint)', `FROM ubuntu AS extra\n${dockerfile}`, /missing_tag/);
 
 // ---- README metrics table ----------------------------------------------------------------------

@@ -1,12 +1,15 @@
 // What the schemas cannot see in a rendered overlay: the contract between the objects (selectors,
 // references, autoscaling targets), with the server (probes, ports, environment, roles and job
 // store) and with the GPU nodes. checkRender(objects, context) returns a list of problem strings.
-import { checkEnvVar } from './server_contract.mjs';
+import { checkEnvVar, serverFlags, SECURITY_ENV } from './server_contract.mjs';
 import { checkPromQL } from './promql.mjs';
 
 export const GRPC_PORT = 50051;
 export const METRICS_PORT = 9464;
 export const API_SERVICES = ['posbias.v1.DensityService', 'posbias.v1.ModelService', 'posbias.v1.JobService'];
+// NetworkPolicy contract (deploy/k8s/base/networkpolicy.yaml): who may reach which port.
+export const CLIENT_NAMESPACE_LABEL = ['posbias.io/client', 'true'];
+export const MONITORING_NAMESPACE_LABEL = ['kubernetes.io/metadata.name', 'monitoring'];
 const GPU = 'nvidia.com/gpu';
 const CLUSTER_SCOPED = new Set(['Namespace', 'PersistentVolume', 'ClusterRole', 'ClusterRoleBinding', 'StorageClass', 'PriorityClass']);
 
@@ -29,6 +32,50 @@ const matches = (selector, labels) => {
 };
 const matchesMap = (selector, labels) => Object.keys(selector ?? {}).length > 0 && Object.entries(selector).every(([k, v]) => labels?.[k] === v);
 const portOf = (address) => Number(String(address ?? '').split(':').pop());
+const hostOf = (address) => String(address ?? '').replace(/:\d+$/, '').replace(/^\[(.*)\]$/, '$1');
+export const isLoopback = (address) => /^(127\.\d+\.\d+\.\d+|::1|localhost)$/.test(hostOf(address));
+const truthy = (v) => /^(true|1|on|yes)$/i.test(String(v ?? ''));
+
+// The server flags a container sets: its args (--name=value, --name value, bare flags) over the
+// POSBIAS_* environment (ConfigMaps and env; a valueFrom counts as set). { '--flag': value|true }.
+export function serverSettings(container, env, flags) {
+  const settings = {};
+  for (const [envName, flag] of Object.entries(SECURITY_ENV)) {
+    const e = env[envName];
+    if (e && (e.from || e.value !== '')) settings[flag] = e.from ? '(from a reference)' : e.value;
+  }
+  const args = [...(container.command ?? []).slice(1), ...(container.args ?? [])].map(String);
+  const unknown = [];
+  for (let i = 0; i < args.length; i++) {
+    const m = args[i].match(/^(--[a-z0-9-]+)(?:=(.*))?$/);
+    if (!m) continue;
+    const known = flags[m[1]];
+    if (!known) { unknown.push(m[1]); continue; }
+    if (m[2] !== undefined) settings[m[1]] = m[2];
+    else if (known.flag) settings[m[1]] = true;
+    else settings[m[1]] = args[++i];
+    if (settings[m[1]] === '') delete settings[m[1]];
+  }
+  return { settings, unknown };
+}
+// The volume mount holding a container path: the longest mountPath that is a prefix of it.
+const mountOf = (container, file) => (container.volumeMounts ?? [])
+  .filter((m) => file === m.mountPath || file.startsWith(`${m.mountPath.replace(/\/$/, '')}/`))
+  .sort((a, b) => b.mountPath.length - a.mountPath.length)[0];
+// The Secret a volume projects: { name, items } from secret or projected sources.
+const secretsOfVolume = (v) => [
+  ...(v?.secret ? [{ name: v.secret.secretName, items: v.secret.items }] : []),
+  ...(v?.projected?.sources ?? []).filter((x) => x.secret).map((x) => ({ name: x.secret.name, items: x.secret.items })),
+];
+
+// The command line of an exec probe running the bundled CLI: { server, tls, caFile, service, health }.
+function cliProbe(command) {
+  const c = (command ?? []).map(String);
+  if (!/(^|\/)posbias$/.test(c[0] ?? '')) return null;
+  const value = (name) => { const i = c.findIndex((x) => x === name || x.startsWith(`${name}=`)); if (i < 0) return undefined; return c[i].includes('=') ? c[i].split('=').slice(1).join('=') : c[i + 1]; };
+  const health = c.indexOf('health');
+  return { server: value('--server') ?? value('-s'), tls: c.includes('--tls'), caFile: value('--ca-file'), certFile: value('--cert-file'), keyFile: value('--key-file'), serverName: value('--tls-server-name'), service: health >= 0 ? (value('--service') ?? '') : undefined, health: health >= 0 };
+}
 const quantity = (q) => {
   const m = String(q).match(/^([0-9.]+)(m|Ki|Mi|Gi|Ti|k|M|G)?$/);
   if (!m) return NaN;
@@ -115,6 +162,9 @@ function checkDeployment(d, ctx, problems) {
     if (uid !== undefined && uid !== ctx.uid) add(`${cw} runs as uid ${uid}, the image's user is ${ctx.uid}`);
     if (sc.allowPrivilegeEscalation !== false) add(`${cw} allows privilege escalation`);
     if (!(sc.capabilities?.drop ?? []).includes('ALL')) add(`${cw} does not drop all capabilities`);
+    if (sc.readOnlyRootFilesystem !== true) add(`${cw} has a writable root filesystem (readOnlyRootFilesystem is not true)`);
+    if ((sc.seccompProfile ?? podSecurity.seccompProfile)?.type !== 'RuntimeDefault') add(`${cw} has no seccomp profile RuntimeDefault`);
+    if (sc.privileged) add(`${cw} is privileged`);
     const requests = c.resources?.requests ?? {};
     const limits = c.resources?.limits ?? {};
     if (!requests.cpu || !requests.memory) add(`${cw} lacks cpu and memory requests`);
@@ -129,16 +179,90 @@ function checkDeployment(d, ctx, problems) {
   const env = containerEnvironment(server, ctx.configMaps);
   const role = roleOf(env);
   const ports = Object.fromEntries((server.ports ?? []).map((p) => [p.name, p.containerPort]));
-  if (ports.grpc !== GRPC_PORT) add(`container port grpc is ${ports.grpc}, expected ${GRPC_PORT}`);
+  const listen = env.POSBIAS_LISTEN?.value;
+  const loopback = isLoopback(listen);
+  if (loopback) {
+    if (ports.grpc !== undefined) add(`container port grpc ${ports.grpc}, but POSBIAS_LISTEN ${listen} is loopback: nothing outside the pod reaches it`);
+    if (role !== 'worker') add(`an API pod (role ${role}) listens on loopback (${listen}): no client can reach it`);
+  } else if (ports.grpc !== GRPC_PORT) add(`container port grpc is ${ports.grpc}, expected ${GRPC_PORT}`);
   if (ports.metrics !== METRICS_PORT) add(`container port metrics is ${ports.metrics}, expected ${METRICS_PORT}`);
-  if (portOf(env.POSBIAS_LISTEN?.value) !== GRPC_PORT) add(`POSBIAS_LISTEN (${env.POSBIAS_LISTEN?.value}) does not listen on ${GRPC_PORT}`);
+  if (portOf(listen) !== GRPC_PORT) add(`POSBIAS_LISTEN (${listen}) does not listen on ${GRPC_PORT}`);
   if (portOf(env.POSBIAS_METRICS_LISTEN?.value) !== METRICS_PORT) add(`POSBIAS_METRICS_LISTEN (${env.POSBIAS_METRICS_LISTEN?.value}) does not listen on ${METRICS_PORT}`);
+
+  // Security flags (issue 12): a listener off loopback authenticates (tokens or client certificates)
+  // unless told --allow-unauthenticated; API pods serve TLS; every file comes from a Secret mounted
+  // read-only as a directory (a subPath mount never sees a renewed certificate or an edited tokens file).
+  const { settings, unknown } = serverSettings(server, env, ctx.serverFlags);
+  for (const u of unknown) add(`args: ${u} is not a flag of posbias-server (server/main.cc, or the security flags of issue 12)`);
+  const tls = Boolean(settings['--tls-cert-file']);
+  if (Boolean(settings['--tls-cert-file']) !== Boolean(settings['--tls-key-file'])) add('sets only one of --tls-cert-file and --tls-key-file');
+  if (settings['--tls-client-ca-file'] && !tls) add('--tls-client-ca-file (mTLS) without --tls-cert-file');
+  if (!loopback) {
+    if (!settings['--auth-tokens-file'] && !settings['--tls-client-ca-file'] && !truthy(settings['--allow-unauthenticated'])) {
+      add(`listens on ${listen} with neither --auth-tokens-file nor --tls-client-ca-file (the server refuses to start; --allow-unauthenticated only behind a mesh that authenticates)`);
+    }
+    if (!tls && role !== 'worker' && !truthy(settings['--allow-unauthenticated'])) add(`serves the API on ${listen} without TLS (--tls-cert-file/--tls-key-file): bearer tokens would cross the network in clear text`);
+  }
+  for (const flag of ['--tls-cert-file', '--tls-key-file', '--tls-client-ca-file', '--auth-tokens-file']) {
+    const file = settings[flag];
+    if (!file || typeof file !== 'string') continue;
+    if (!file.startsWith('/')) { add(`${flag} ${file} is not an absolute path`); continue; }
+    const mount = mountOf(server, file);
+    const volume = mount && volumes[mount.name];
+    if (!mount) { add(`${flag} ${file} is on no mounted volume (the image holds no secrets)`); continue; }
+    if (!mount.readOnly) add(`${flag} ${file}: volume ${mount.name} is mounted writable at ${mount.mountPath}; mount secrets readOnly: true`);
+    if (mount.subPath || mount.subPathExpr) add(`${flag} ${file}: volume ${mount.name} is mounted with a subPath, which never sees an updated Secret`);
+    const secrets = secretsOfVolume(volume);
+    if (secrets.length === 0) { add(`${flag} ${file}: volume ${mount.name} is a ${volumeKind(volume)}, not a Secret`); continue; }
+    const key = file.slice(mount.mountPath.replace(/\/$/, '').length + 1);
+    const found = secrets.some((sec) => {
+      const item = (sec.items ?? []).find((it) => it.path === key);
+      const secretKey = sec.items ? item?.key : key;
+      if (!secretKey) return false;
+      const inRender = ctx.byKind('Secret').find((x) => x.metadata.name === sec.name);
+      const keys = inRender ? Object.keys({ ...inRender.data, ...inRender.stringData }) : ctx.externalSecrets[sec.name];
+      const issued = ctx.byKind('Certificate').some((x) => x.spec?.secretName === sec.name) && ['tls.crt', 'tls.key', 'ca.crt'].includes(secretKey);
+      if (!keys && !issued) { add(`${flag} ${file}: Secret ${sec.name} is neither in the render, nor issued by a Certificate, nor documented (secret.example.yaml)`); return true; }
+      return issued || keys.includes(secretKey);
+    });
+    if (!found) add(`${flag} ${file}: no key ${key} in Secret(s) ${secrets.map((x) => x.name).join(', ')} of volume ${mount.name}`);
+  }
+
+  // Probes: the kubelet's native gRPC probe speaks no TLS. With TLS on, startup and readiness run
+  // the bundled CLI over TLS inside the container; on a loopback listener the kubelet cannot connect
+  // at all. Liveness may instead be the plain-HTTP /healthz of the metrics listener.
   for (const [probeName, probe] of [['livenessProbe', server.livenessProbe], ['readinessProbe', server.readinessProbe], ['startupProbe', server.startupProbe]]) {
     if (!probe) { if (probeName !== 'startupProbe') add(`no ${probeName}`); continue; }
-    if (!probe.grpc) { add(`${probeName} is not a gRPC health probe`); continue; }
-    if (probe.grpc.port !== GRPC_PORT) add(`${probeName} probes port ${probe.grpc.port}, not ${GRPC_PORT}`);
-    const service = probe.grpc.service ?? '';
-    if (probeName === 'readinessProbe' && role !== 'worker') {
+    const apiReadiness = probeName === 'readinessProbe' && role !== 'worker';
+    let service;
+    if (probe.httpGet) {
+      const port = probe.httpGet.port;
+      if (probeName !== 'livenessProbe') { add(`${probeName} is an HTTP probe: /healthz says the process is up, not that gRPC serves (use gRPC health)`); continue; }
+      if (port !== METRICS_PORT && port !== 'metrics') add(`livenessProbe probes HTTP port ${port}, not the metrics port ${METRICS_PORT}`);
+      if (probe.httpGet.path !== '/healthz') add(`livenessProbe probes ${probe.httpGet.path}, not /healthz`);
+      if ((probe.httpGet.scheme ?? 'HTTP') !== 'HTTP') add('livenessProbe: the metrics listener speaks plain HTTP');
+      continue;
+    } else if (probe.grpc) {
+      if (tls) { add(`${probeName} is a native gRPC probe, which cannot speak TLS to a server with --tls-cert-file`); continue; }
+      if (loopback) { add(`${probeName} is a native gRPC probe, but the server listens on loopback (${listen}), out of the kubelet's reach`); continue; }
+      if (probe.grpc.port !== GRPC_PORT) add(`${probeName} probes port ${probe.grpc.port}, not ${GRPC_PORT}`);
+      service = probe.grpc.service ?? '';
+    } else if (probe.exec) {
+      const cli = cliProbe(probe.exec.command);
+      if (!cli || !cli.health) { add(`${probeName} runs ${JSON.stringify(probe.exec.command)}, not \`posbias ... health\``); continue; }
+      if (cli.server !== `127.0.0.1:${GRPC_PORT}`) add(`${probeName} asks --server ${cli.server}, not 127.0.0.1:${GRPC_PORT}`);
+      if (tls && !cli.tls) add(`${probeName} runs the CLI without --tls against a TLS server`);
+      if (!tls && cli.tls) add(`${probeName} runs the CLI with --tls against a server without TLS`);
+      if (tls && cli.tls) {
+        if (!cli.caFile) add(`${probeName} runs the CLI with --tls but no --ca-file`);
+        else if (!mountOf(server, cli.caFile) || !mountOf(server, cli.caFile).readOnly) add(`${probeName}: --ca-file ${cli.caFile} is on no read-only mount`);
+        if (settings['--tls-client-ca-file'] && !(cli.certFile && cli.keyFile)) add(`${probeName}: mTLS is on (--tls-client-ca-file) but the probe presents no client certificate (--cert-file/--key-file)`);
+        if (!cli.serverName) add(`${probeName} connects to 127.0.0.1 over TLS without --tls-server-name (the certificate would need the SAN 127.0.0.1)`);
+      }
+      if (!probe.timeoutSeconds || probe.timeoutSeconds < 3) add(`${probeName}: an exec probe starts a process; give it timeoutSeconds >= 3 (has ${probe.timeoutSeconds ?? 1})`);
+      service = cli.service;
+    } else { add(`${probeName} is neither a gRPC health check nor the liveness /healthz`); continue; }
+    if (apiReadiness) {
       if (!API_SERVICES.includes(service)) add(`readinessProbe of an API pod (role ${role}) asks for "${service}", not one of ${API_SERVICES.join(', ')}`);
     } else if (service !== '') {
       add(`${probeName} asks for service "${service}"; a ${role === 'worker' ? 'worker' : probeName === 'livenessProbe' ? 'liveness probe' : 'startup probe'} should ask for the overall "" status`);
@@ -242,11 +366,82 @@ function checkDataSharing(deployments, ctx) {
   return [...new Set(problems)];
 }
 
+// NetworkPolicies (issue 12): a default deny of all ingress in the namespace; every posbias pod
+// isolated by a policy; API pods admit gRPC only from namespaces labelled posbias.io/client=true;
+// every pod admits metrics only from the namespace monitoring; nothing else (workers: metrics only).
+// Every rule names its sources and its ports; a Service is ClusterIP and exposes only ports the
+// policies restrict.
+function checkNetworkPolicies(deployments, ctx) {
+  const problems = [];
+  const policies = ctx.byKind('NetworkPolicy').filter((n) => !n.spec?.policyTypes || n.spec.policyTypes.includes('Ingress'));
+  const emptySelector = (sel) => !sel || (Object.keys(sel.matchLabels ?? {}).length === 0 && (sel.matchExpressions ?? []).length === 0);
+  const selects = (n, labels) => emptySelector(n.spec?.podSelector) || matches(n.spec.podSelector, labels);
+  if (!policies.some((n) => emptySelector(n.spec?.podSelector) && !(n.spec?.ingress ?? []).length)) {
+    problems.push('no default-deny NetworkPolicy (podSelector {}, policyTypes [Ingress], no ingress rules): every pod of the namespace accepts connections from the whole cluster');
+  }
+  const [clientKey, clientValue] = CLIENT_NAMESPACE_LABEL;
+  const [monKey, monValue] = MONITORING_NAMESPACE_LABEL;
+  const peerKind = (peer) => {
+    if (peer.ipBlock) return `ipBlock ${peer.ipBlock.cidr}`;
+    if (!peer.namespaceSelector) return 'pods of its own namespace';
+    const ml = peer.namespaceSelector.matchLabels ?? {};
+    if (ml[clientKey] === clientValue) return 'clients';
+    if (ml[monKey] === monValue) return 'monitoring';
+    return emptySelector(peer.namespaceSelector) ? 'every namespace' : `namespaces ${JSON.stringify(peer.namespaceSelector)}`;
+  };
+  const isolated = new Map();
+  for (const d of deployments) {
+    const labels = d.spec?.template?.metadata?.labels ?? {};
+    const server = serverOf(d) ?? {};
+    const role = roleOf(containerEnvironment(server, ctx.configMaps));
+    const where = id(d);
+    const selecting = policies.filter((n) => selects(n, labels));
+    isolated.set(d, selecting.length > 0);
+    if (selecting.length === 0) { problems.push(`${where}: no NetworkPolicy selects its pods: they accept connections from the whole cluster`); continue; }
+    const named = Object.fromEntries((d.spec.template.spec.containers ?? []).flatMap((x) => x.ports ?? []).map((p) => [p.name, p.containerPort]));
+    const admitted = new Map();
+    for (const n of selecting) {
+      for (const [i, rule] of (n.spec?.ingress ?? []).entries()) {
+        const rw = `NetworkPolicy/${n.metadata.name} ingress[${i}]`;
+        if (!(rule.from ?? []).length) { problems.push(`${rw}: admits every source (no from:)`); continue; }
+        if (!(rule.ports ?? []).length) { problems.push(`${rw}: admits every port (no ports:)`); continue; }
+        for (const port of rule.ports) {
+          const number = typeof port.port === 'string' ? named[port.port] : port.port;
+          if (number === undefined) { problems.push(`${rw}: port ${port.port} is no container port of ${where}`); continue; }
+          if (port.endPort) problems.push(`${rw}: a port range (endPort) admits more than the server's ports`);
+          for (const peer of rule.from) {
+            if (!admitted.has(number)) admitted.set(number, new Set());
+            admitted.get(number).add(peerKind(peer));
+          }
+        }
+      }
+    }
+    const wanted = new Map([[METRICS_PORT, 'monitoring']]);
+    if (role !== 'worker') wanted.set(GRPC_PORT, 'clients');
+    for (const [port, kinds] of admitted) {
+      const want = wanted.get(port);
+      if (!want) { problems.push(`${where}: NetworkPolicies admit port ${port} (from ${[...kinds].join(', ')}); ${role === 'worker' ? 'a worker takes no ingress but metrics' : 'only gRPC and metrics are served'}`); continue; }
+      for (const k of kinds) if (k !== want) problems.push(`${where}: port ${port} admitted from ${k}; only ${want === 'clients' ? `namespaces labelled ${clientKey}=${clientValue}` : `the namespace ${monValue} (${monKey})`}`);
+    }
+    for (const [port, want] of wanted) {
+      if (!admitted.has(port)) problems.push(`${where}: no NetworkPolicy admits port ${port} from ${want === 'clients' ? `namespaces labelled ${clientKey}=${clientValue}` : `the namespace ${monValue}`}: ${want === 'clients' ? 'no client can reach the API' : 'Prometheus cannot scrape it'}`);
+    }
+  }
+  for (const svc of ctx.byKind('Service')) {
+    const type = svc.spec?.type ?? 'ClusterIP';
+    if (type !== 'ClusterIP') problems.push(`${id(svc)}: type ${type} exposes posbias outside the cluster; keep it ClusterIP (expose gRPC through an ingress/gateway that you secure)`);
+    for (const d of deployments.filter((x) => matchesMap(svc.spec?.selector, x.spec.template.metadata.labels))) {
+      if (!isolated.get(d)) for (const p of svc.spec.ports ?? []) problems.push(`${id(svc)}: exposes port ${p.name} (${p.port}) of ${id(d)} to the whole cluster: no NetworkPolicy restricts it`);
+    }
+  }
+  return problems;
+}
+
 export function checkRender(objects, ctx) {
   const problems = [];
   const byKind = (kind) => objects.filter((o) => o.kind === kind);
   const configMaps = Object.fromEntries(byKind('ConfigMap').map((c) => [c.metadata.name, c]));
-  const c = { ...ctx, byKind, configMaps };
+  const c = { ...ctx, byKind, configMaps, serverFlags: ctx.serverFlags ?? serverFlags() };
   const seen = new Set();
   const namespaces = new Set(byKind('Namespace').map((n) => n.metadata.name));
   for (const o of objects) {
@@ -274,6 +469,7 @@ export function checkRender(objects, ctx) {
     problems.push('has an API tier but no worker: submitted jobs would never run');
   }
   problems.push(...checkDataSharing(deployments, c));
+  problems.push(...checkNetworkPolicies(deployments, c));
   const podsOf = (selector, map = false) => deployments.filter((d) => (map ? matchesMap(selector, d.spec.template.metadata.labels) : matches(selector, d.spec.template.metadata.labels)));
   const containerPorts = (d) => (d.spec.template.spec.containers ?? []).flatMap((x) => x.ports ?? []);
 

@@ -8,7 +8,7 @@ import { createRequire } from 'node:module';
 import { need } from './deps.mjs';
 
 // apiVersion -> module folder of the class for each kind (core group: "v1").
-const CRD_PACKAGES = { 'monitoring.coreos.com': '@kubernetes-models/prometheus-operator' };
+const CRD_PACKAGES = { 'monitoring.coreos.com': '@kubernetes-models/prometheus-operator', 'cert-manager.io': '@kubernetes-models/cert-manager' };
 
 export function modelModule(apiVersion, kind) {
   const [group, version] = apiVersion.includes('/') ? apiVersion.split('/') : ['', apiVersion];

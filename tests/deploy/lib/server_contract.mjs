@@ -92,7 +92,38 @@ function bound(text) {
   return undefined;
 }
 
-// { POSBIAS_X: { check(value) -> error string | null } } for every envname in server/main.cc.
+// The security flags of issue 12 (TLS, tokens, reflection), with their environment variables: the
+// names are fixed by the issue, so deploy/ may use them before server/main.cc declares them (until
+// then the server ignores the variables and rejects the flags). Once main.cc has a flag, its own
+// declaration counts; a flag here that main.cc spells differently then fails the checks below.
+export const SECURITY_FLAGS = {
+  '--tls-cert-file': { env: 'POSBIAS_TLS_CERT_FILE', file: true },
+  '--tls-key-file': { env: 'POSBIAS_TLS_KEY_FILE', file: true },
+  '--tls-client-ca-file': { env: 'POSBIAS_TLS_CLIENT_CA_FILE', file: true },
+  '--auth-tokens-file': { env: 'POSBIAS_AUTH_TOKENS_FILE', file: true },
+  '--allow-unauthenticated': { env: 'POSBIAS_ALLOW_UNAUTHENTICATED', flag: true },
+  '--no-reflection': { env: null, flag: true },
+};
+export const SECURITY_ENV = Object.fromEntries(Object.entries(SECURITY_FLAGS).filter(([, f]) => f.env).map(([name, f]) => [f.env, name]));
+
+// { '--flag': { env, flag } } for every option and flag of server/main.cc (CLI11 add_option/add_flag,
+// "!--no-x" negations included), plus the SECURITY_FLAGS not declared there yet (pending: true).
+export function serverFlags() {
+  const source = read('server/main.cc');
+  const flags = {};
+  for (const statement of statements(source)) {
+    const m = statement.match(/add_(option|flag)\(\s*"!?((?:-\w,)?--[a-z0-9-]+)"/);
+    if (!m) continue;
+    const name = m[2].replace(/^-\w,/, '');
+    flags[name] = { env: statement.match(/->envname\("([A-Z0-9_]+)"\)/)?.[1] ?? null, flag: m[1] === 'flag' };
+  }
+  if (Object.keys(flags).length < 10) throw new Error(`found only ${Object.keys(flags).length} flags in server/main.cc: has its style changed?`);
+  for (const [name, f] of Object.entries(SECURITY_FLAGS)) if (!flags[name]) flags[name] = { ...f, pending: true };
+  return flags;
+}
+
+// { POSBIAS_X: { check(value) -> error string | null } } for every envname in server/main.cc, plus
+// the variables of SECURITY_FLAGS not declared there yet (pending: true).
 export function serverEnvironment() {
   const source = read('server/main.cc');
   const env = {};
@@ -122,6 +153,10 @@ export function serverEnvironment() {
   }
   if (Object.keys(env).length < 10) {
     throw new Error(`found only ${Object.keys(env).length} envnames in server/main.cc: has its style changed?`);
+  }
+  const boolean = (v) => (/^(true|false|1|0|on|off|yes|no)$/i.test(v) ? null : `${v} is not a boolean`);
+  for (const [name, f] of Object.entries(SECURITY_FLAGS)) {
+    if (f.env && !env[f.env]) env[f.env] = { check: (v) => (f.flag ? boolean(String(v)) : null), pending: true };
   }
   return env;
 }

@@ -29,6 +29,8 @@ struct Flags {
   std::string log_format = "text";
   int drain_seconds = 10;
   int64_t model_cache_mb = 8192;
+  int64_t min_free_disk_mib = 256;
+  bool no_reflection = false;
 };
 
 void DefineFlags(CLI::App& app, Flags& flags) {
@@ -78,6 +80,22 @@ void DefineFlags(CLI::App& app, Flags& flags) {
       ->envname("POSBIAS_DATA_DIR")->capture_default_str();
   app.add_option("--model-root", flags.server.model_root, "Checkpoints and TorchScript files may be registered from here")
       ->envname("POSBIAS_MODEL_ROOT");
+  auto& security = flags.server.security;
+  app.add_option("--tls-cert-file", security.tls_cert_file, "PEM certificate chain: TLS on the gRPC port")
+      ->envname("POSBIAS_TLS_CERT_FILE")->group("Security");
+  app.add_option("--tls-key-file", security.tls_key_file, "PEM private key of --tls-cert-file")
+      ->envname("POSBIAS_TLS_KEY_FILE")->group("Security");
+  app.add_option("--tls-client-ca-file", security.tls_client_ca_file,
+                 "PEM CA bundle: require and verify client certificates (mTLS)")
+      ->envname("POSBIAS_TLS_CLIENT_CA_FILE")->group("Security");
+  app.add_option("--auth-tokens-file", security.auth_tokens_file,
+                 "JSON principals (tenant, roles, SHA-256 of each bearer token); re-read on SIGHUP and on change")
+      ->envname("POSBIAS_AUTH_TOKENS_FILE")->group("Security");
+  app.add_flag("--allow-unauthenticated", security.allow_unauthenticated,
+               "Listen off loopback without tokens or mTLS (only behind a mesh that authenticates)")
+      ->envname("POSBIAS_ALLOW_UNAUTHENTICATED")->group("Security");
+  app.add_flag("--no-reflection", flags.no_reflection, "Do not serve gRPC server reflection")
+      ->envname("POSBIAS_NO_REFLECTION")->group("Security");
   app.add_flag("--allow-torchscript", flags.server.allow_torchscript,
                "Allow registering and loading TorchScript files (loading one runs code from the file)")
       ->envname("POSBIAS_ALLOW_TORCHSCRIPT");
@@ -99,6 +117,9 @@ void DefineFlags(CLI::App& app, Flags& flags) {
       ->envname("POSBIAS_MAX_RAW_VALUES")->check(CLI::Range(int64_t{1}, int64_t{1} << 40))->capture_default_str();
   app.add_option("--max-upload-bytes", flags.server.max_upload_bytes, "Largest model upload, bytes")
       ->envname("POSBIAS_MAX_UPLOAD_BYTES")->check(CLI::Range(int64_t{1} << 20, int64_t{1} << 42))->capture_default_str();
+  app.add_option("--min-free-disk-mib", flags.min_free_disk_mib,
+                 "Free disk an upload leaves in the data directory, MiB (refused or ended otherwise)")
+      ->envname("POSBIAS_MIN_FREE_DISK_MIB")->check(CLI::Range(int64_t{0}, int64_t{1} << 30))->capture_default_str();
   app.add_option("--retention-hours", flags.server.retention_hours, "Finished jobs are deleted after this")
       ->envname("POSBIAS_RETENTION_HOURS")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--model-cache-mb", flags.model_cache_mb, "Memory for loaded models, MiB (least recently used evicted)")
@@ -131,6 +152,11 @@ void LogBanner(const Flags& flags, int grpc_port, int metrics_port) {
                flags.drain_seconds, flags.server.max_rpc_threads, flags.server.max_message_bytes,
                limits.max_points, limits.max_discrete_length, limits.max_discrete_work,
                limits.max_returned_positions);
+  const auto& security = flags.server.security;
+  spdlog::info("security: tls={} mtls={} tokens_file={} allow_unauthenticated={} reflection={}",
+               !security.tls_cert_file.empty(), !security.tls_client_ca_file.empty(),
+               security.auth_tokens_file.empty() ? "-" : security.auth_tokens_file, security.allow_unauthenticated,
+               flags.server.reflection);
   // The job store's connection string may hold a password: only its kind is logged.
   const std::string& store = flags.server.job_store;
   spdlog::info("config: role={} job_store={} lease_seconds={} part_samples={} worker_name={}", flags.role,
@@ -161,6 +187,8 @@ int main(int argc, char** argv) {
   DefineFlags(app, flags);
   CLI11_PARSE(app, argc, argv);
   flags.server.cache_budget_bytes = flags.model_cache_mb << 20;
+  flags.server.min_free_disk_bytes = flags.min_free_disk_mib << 20;
+  flags.server.reflection = !flags.no_reflection;
   flags.server.role = *posbias::service::ParseRole(flags.role);  // Checked by IsMember above.
   flags.server.lease_ms = int64_t{flags.lease_seconds} * 1000;
   posbias::runners::PrepareProcessForMeasurements();  // Measure returns it when it ends.
@@ -179,6 +207,7 @@ int main(int argc, char** argv) {
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   posbias::metrics::Metrics metrics({POSBIAS_VERSION, grpc::Version(),
@@ -194,7 +223,11 @@ int main(int argc, char** argv) {
     return 1;
   }
   LogBanner(flags, server.port(), metrics_server.port());
-  const int signal_number = WaitForTerminationSignal(signals);
+  int signal_number = WaitForTerminationSignal(signals);
+  while (signal_number == SIGHUP) {  // Reload the tokens file; keep serving.
+    server.ReloadCredentials();
+    signal_number = WaitForTerminationSignal(signals);
+  }
   spdlog::info("received signal {}; draining in-flight calls for up to {} s", signal_number,
                flags.drain_seconds);
   server.Shutdown(std::chrono::seconds(flags.drain_seconds));

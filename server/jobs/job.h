@@ -44,7 +44,14 @@ struct JobRecord {
   std::string worker_kind;
   int32_t priority = 0;           // -100..100, higher runs first; then first in, first out.
   std::map<std::string, std::string> labels;
-  double time_limit_seconds = 0;  // 0 = none.
+  double time_limit_seconds = 0;  // 0 = none; counts run_ms, summed over attempts.
+  int64_t run_ms = 0;             // Time spent RUNNING or CANCELLING so far, all attempts together.
+  // Who owns it: the tenant (only its principals see the job; "" = the default tenant) and the
+  // principal that submitted it, whose max_running_jobs (0 = no limit) workers respect when they
+  // claim: a job waits QUEUED while its owner has that many RUNNING or CANCELLING.
+  std::string tenant;
+  std::string owner;
+  int32_t max_running = 0;
   JobState state = JobState::kQueued;
   int32_t attempt = 0;            // Incremented on every claim.
   double progress = 0;            // [0, 1].

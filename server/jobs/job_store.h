@@ -26,6 +26,8 @@ struct ListFilter {
   std::vector<JobState> states;              // Empty = any.
   std::string model;                         // "" = any.
   std::map<std::string, std::string> labels; // All must match.
+  std::optional<std::string> tenant;         // Only this tenant's jobs; nullopt = every tenant.
+  std::string owner;                         // "" = any.
   int32_t page_size = 50;                    // 1..1000 (clamped); 0 = 50.
   std::string page_token;                    // From the previous page; "" = first.
 };
@@ -42,6 +44,7 @@ struct ProgressUpdate {
   int64_t chunks_total = 0;
   double eta_seconds = -1;
   std::string checkpoint;  // Replaces the stored checkpoint when non-empty.
+  int64_t run_ms = -1;     // The job's run time so far, all attempts (JobRecord::run_ms); < 0 = unchanged.
 };
 
 class JobStore {

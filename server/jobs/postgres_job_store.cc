@@ -141,6 +141,17 @@ CREATE INDEX jobs_parts ON jobs (parent_id) WHERE parent_id <> '';
     {3, R"sql(
 ALTER TABLE jobs ADD COLUMN lost_attempts INTEGER NOT NULL DEFAULT 0;
 )sql"},
+    // Run time over all attempts: the time limit counts it, not the current attempt's alone.
+    {4, R"sql(
+ALTER TABLE jobs ADD COLUMN run_ms BIGINT NOT NULL DEFAULT 0;
+)sql"},
+    // Tenancy: the owning tenant and principal, and the principal's running-jobs quota.
+    {5, R"sql(
+ALTER TABLE jobs ADD COLUMN tenant TEXT NOT NULL DEFAULT '';
+ALTER TABLE jobs ADD COLUMN owner TEXT NOT NULL DEFAULT '';
+ALTER TABLE jobs ADD COLUMN max_running INTEGER NOT NULL DEFAULT 0;
+CREATE INDEX jobs_owner ON jobs (owner, state);
+)sql"},
 };
 
 // The job columns plus the part columns (at kColumnCount ...).
@@ -349,12 +360,13 @@ class PostgresJobStore final : public JobStore {
       tx.exec_params(
           absl::StrCat("INSERT INTO jobs (", kColumns,
                        ", model) VALUES ($1, NULLIF($2, ''), $3, $4, $5::jsonb, $6, $7, $8, $9, $10, "
-                       "$11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25)"),
+                       "$11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, "
+                       "$28, $29)"),
           job.id, job.request_id, internal::SpecJson(job.spec), job.priority, internal::LabelsJson(job.labels),
           job.time_limit_seconds, JobStateName(job.state), job.attempt, job.progress, job.samples_done,
           job.chunks_done, job.chunks_total, job.eta_seconds, job.device, job.worker, job.error_reason,
           job.error_message, job.error_code, job.created_ms, job.started_ms, job.finished_ms, job.updated_ms,
-          job.checkpoint, job.worker_kind, job.spec.model);
+          job.checkpoint, job.worker_kind, job.run_ms, job.tenant, job.owner, job.max_running, job.spec.model);
       const int64_t part = options_.part_samples;
       if (part > 0 && job.spec.samples > part) {
         job.parts_total = static_cast<int32_t>((job.spec.samples + part - 1) / part);
@@ -362,9 +374,9 @@ class PostgresJobStore final : public JobStore {
         for (int32_t k = 0; k < job.parts_total; ++k) {
           tx.exec_params(
               "INSERT INTO jobs (id, state, priority, created_ms, model, spec_device, spec_json, labels_json, "
-              "time_limit_seconds, updated_ms, parent_id, sample_begin, sample_end) "
+              "time_limit_seconds, updated_ms, parent_id, sample_begin, sample_end, tenant, owner, max_running) "
               "SELECT $2, 'queued', priority, created_ms, model, spec_device, spec_json, labels_json, "
-              "time_limit_seconds, updated_ms, id, $3, $4 FROM jobs WHERE id = $1",
+              "time_limit_seconds, updated_ms, id, $3, $4, tenant, owner, max_running FROM jobs WHERE id = $1",
               job.id, absl::StrCat(job.id, ".", k), k * part, std::min<int64_t>(job.spec.samples, (k + 1) * part));
         }
       }
@@ -392,6 +404,8 @@ class PostgresJobStore final : public JobStore {
       conditions.push_back(absl::StrCat("state = ANY(string_to_array(", placeholder(absl::StrJoin(names, ",")), ", ','))"));
     }
     if (!filter.model.empty()) conditions.push_back(absl::StrCat("model = ", placeholder(filter.model)));
+    if (filter.tenant) conditions.push_back(absl::StrCat("tenant = ", placeholder(*filter.tenant)));
+    if (!filter.owner.empty()) conditions.push_back(absl::StrCat("owner = ", placeholder(filter.owner)));
     if (!filter.labels.empty()) {
       conditions.push_back(absl::StrCat("labels_json @> ", placeholder(internal::LabelsJson(filter.labels)), "::jsonb"));
     }
@@ -432,6 +446,11 @@ class PostgresJobStore final : public JobStore {
           absl::StrCat(
               "WITH next AS (SELECT id FROM jobs WHERE state = 'queued' AND NOT cancel_requested "
               "AND NOT ", kWaitingForParts, " "
+              // The owner's running-jobs quota (a parent claimed to merge is not a new run). Claims
+              // of two replicas at the same moment may each take one more.
+              "AND (jobs.max_running = 0 OR jobs.parts_total > 0 OR (SELECT COUNT(*) FROM jobs AS r "
+              "WHERE r.owner = jobs.owner AND r.parts_total = 0 AND r.state IN ('running', 'cancelling')) "
+              "< jobs.max_running) "
               "AND (spec_device = '' OR spec_device = ANY(string_to_array($1, ','))) "
               "ORDER BY priority DESC, created_ms ASC, id ASC LIMIT 1 FOR UPDATE SKIP LOCKED) "
               "UPDATE jobs SET state = 'running', attempt = jobs.attempt + 1, worker = $2, device = $3, "
@@ -467,11 +486,11 @@ class PostgresJobStore final : public JobStore {
       const pqxx::result updated = tx.exec_params(
           absl::StrCat("UPDATE jobs SET progress = $3, samples_done = $4, chunks_done = $5, chunks_total = $6, "
                        "eta_seconds = $7, checkpoint = CASE WHEN $8 = '' THEN checkpoint ELSE $8 END, "
-                       "updated_ms = $9, lease_expires_ms = $10 "
+                       "updated_ms = $9, lease_expires_ms = $10, run_ms = CASE WHEN $11 < 0 THEN run_ms ELSE $11 END "
                        "WHERE id = $1 AND attempt = $2 AND state IN ('running', 'cancelling') RETURNING ",
                        kAllColumns),
           id, attempt, update.progress, update.samples_done, update.chunks_done, update.chunks_total,
-          update.eta_seconds, update.checkpoint, now, now + options_.lease_ms);
+          update.eta_seconds, update.checkpoint, now, now + options_.lease_ms, update.run_ms);
       if (updated.empty()) return Fenced(tx, id, attempt);
       absl::StatusOr<JobRecord> job = ReadRecord(updated[0]);
       if (job.ok() && !job->parent_id.empty()) {  // The parent shows the samples of all its parts.

@@ -44,8 +44,20 @@ using internal::Refused;
 // ---------------------------------------------------------------------------------------------
 // Errors.
 
+// A full disk is the operator's to fix and a busy database the client's to retry: neither is an
+// internal error.
 absl::Status SqliteError(sqlite3* db, const std::string& what) {
-  return InternalError(absl::StrCat("job store: ", what, ": ", db ? sqlite3_errmsg(db) : "out of memory"));
+  const std::string message = absl::StrCat("job store: ", what, ": ", db ? sqlite3_errmsg(db) : "out of memory");
+  switch (db ? sqlite3_errcode(db) : SQLITE_NOMEM) {
+    case SQLITE_FULL:
+      return ErrorWithReason(absl::StatusCode::kResourceExhausted, ErrorReason::kInsufficientStorage,
+                             message + " (the data directory's disk is full; nothing of this call was stored)");
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+      return ErrorWithReason(absl::StatusCode::kUnavailable, ErrorReason::kInternalError, message + "; retry");
+    default:
+      return InternalError(message);
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -217,6 +229,17 @@ CREATE TABLE results (
     {2, R"sql(
 ALTER TABLE jobs ADD COLUMN lost_attempts INTEGER NOT NULL DEFAULT 0;
 )sql"},
+    // Run time over all attempts: the time limit counts it, not the current attempt's alone.
+    {3, R"sql(
+ALTER TABLE jobs ADD COLUMN run_ms INTEGER NOT NULL DEFAULT 0;
+)sql"},
+    // Tenancy: the owning tenant and principal, and the principal's running-jobs quota.
+    {4, R"sql(
+ALTER TABLE jobs ADD COLUMN tenant TEXT NOT NULL DEFAULT '';
+ALTER TABLE jobs ADD COLUMN owner TEXT NOT NULL DEFAULT '';
+ALTER TABLE jobs ADD COLUMN max_running INTEGER NOT NULL DEFAULT 0;
+CREATE INDEX jobs_owner ON jobs (owner, state);
+)sql"},
 };
 
 absl::Status Migrate(sqlite3* db, int64_t now_ms) {
@@ -297,12 +320,13 @@ class SqliteJobStore final : public JobStore {
     Statement insert(db_,
                      absl::StrCat("INSERT INTO jobs (", kColumns,
                                   ", model) VALUES (?, NULLIF(?, ''), ?, ?, ?, ?, ?, ?, ?, ?, ?, "
-                                  "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
+                                  "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
     insert.BindAll(job.id, job.request_id, internal::SpecJson(job.spec), job.priority, internal::LabelsJson(job.labels), job.time_limit_seconds, JobStateName(job.state),
                    job.attempt, job.progress, job.samples_done, job.chunks_done, job.chunks_total,
                    job.eta_seconds, job.device, job.worker, job.error_reason, job.error_message,
                    job.error_code, job.created_ms, job.started_ms, job.finished_ms, job.updated_ms,
-                   job.checkpoint, job.worker_kind, job.spec.model);
+                   job.checkpoint, job.worker_kind, job.run_ms, job.tenant, job.owner, job.max_running,
+                   job.spec.model);
     POSBIAS_JOBS_RETURN_IF_ERROR(insert.Run());
     POSBIAS_JOBS_RETURN_IF_ERROR(transaction.Commit());
     return Created{std::move(job), true};
@@ -334,6 +358,14 @@ class SqliteJobStore final : public JobStore {
     if (!filter.model.empty()) {
       conditions.push_back("model = ?");
       values.push_back(filter.model);
+    }
+    if (filter.tenant) {
+      conditions.push_back("tenant = ?");
+      values.push_back(*filter.tenant);
+    }
+    if (!filter.owner.empty()) {
+      conditions.push_back("owner = ?");
+      values.push_back(filter.owner);
     }
     for (const auto& [key, value] : filter.labels) {
       conditions.push_back(
@@ -381,7 +413,10 @@ class SqliteJobStore final : public JobStore {
                                                      const std::vector<std::string>& devices,
                                                      const std::string& device_name) override {
     std::string sql =
-        "SELECT id FROM jobs WHERE state = 'queued' AND cancel_requested = 0 AND (spec_device = ''";
+        "SELECT id FROM jobs WHERE state = 'queued' AND cancel_requested = 0 "
+        // The owner's running-jobs quota: the job waits while its owner has that many running.
+        "AND (max_running = 0 OR (SELECT COUNT(*) FROM jobs AS r WHERE r.owner = jobs.owner "
+        "AND r.state IN ('running', 'cancelling')) < max_running) AND (spec_device = ''";
     if (!devices.empty()) {
       std::vector<std::string> marks(devices.size(), "?");
       absl::StrAppend(&sql, " OR spec_device IN (", absl::StrJoin(marks, ", "), ")");
@@ -429,9 +464,9 @@ class SqliteJobStore final : public JobStore {
         Statement(db_,
                   "UPDATE jobs SET progress = ?, samples_done = ?, chunks_done = ?, chunks_total = ?, "
                   "eta_seconds = ?, checkpoint = CASE WHEN ? = '' THEN checkpoint ELSE ? END, "
-                  "updated_ms = ? WHERE id = ?")
+                  "run_ms = CASE WHEN ? < 0 THEN run_ms ELSE ? END, updated_ms = ? WHERE id = ?")
             .BindAll(update.progress, update.samples_done, update.chunks_done, update.chunks_total,
-                     update.eta_seconds, update.checkpoint, update.checkpoint, now, id)
+                     update.eta_seconds, update.checkpoint, update.checkpoint, update.run_ms, update.run_ms, now, id)
             .Run());
     job = Load(id);
     if (!job.ok()) return job.status();

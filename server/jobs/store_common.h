@@ -23,8 +23,8 @@ inline constexpr int kAttemptsExhaustedCode = 10;  // ABORTED.
 inline constexpr char kColumns[] =
     "id, request_id, spec_json, priority, labels_json, time_limit_seconds, state, attempt, progress, "
     "samples_done, chunks_done, chunks_total, eta_seconds, device, worker, error_reason, "
-    "error_message, error_code, created_ms, started_ms, finished_ms, updated_ms, checkpoint, spec_device";
-inline constexpr int kColumnCount = 24;
+    "error_message, error_code, created_ms, started_ms, finished_ms, updated_ms, checkpoint, spec_device, run_ms, tenant, owner, max_running";
+inline constexpr int kColumnCount = 28;
 
 // One versioned schema step (each store keeps its own append-only list).
 struct Migration {
@@ -85,6 +85,10 @@ absl::StatusOr<JobRecord> ReadRecord(const Row& row) {
   job.updated_ms = row.Int(21);
   job.checkpoint = row.Text(22);
   job.worker_kind = row.Text(23);
+  job.run_ms = row.Int(24);
+  job.tenant = row.Text(25);
+  job.owner = row.Text(26);
+  job.max_running = static_cast<int32_t>(row.Int(27));
   return job;
 }
 

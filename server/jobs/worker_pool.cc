@@ -19,6 +19,7 @@ void WorkerPool::Start() {
   // Another process's submission (or a re-queue by the reaper) wakes idle workers at once.
   store_->OnWorkAvailable([this] { Wake(); });
   for (const auto& spec : options_.workers) threads_.emplace_back([this, spec] { Loop(spec); });
+  backlog_thread_ = std::thread([this] { RetryBacklog(); });
 }
 
 void WorkerPool::Wake() { wake_.notify_all(); }
@@ -31,6 +32,51 @@ void WorkerPool::Stop() {
   }
   if (!threads_.empty()) store_->OnWorkAvailable(nullptr);
   threads_.clear();
+  if (backlog_thread_.joinable()) backlog_thread_.join();
+  // A last try; what is still refused is recovered at the next start (RUNNING jobs are re-queued
+  // and resume from their checkpoints).
+  (void)TryBacklogOnce();
+}
+
+void WorkerPool::KeepForRetry(const std::string& job_id, std::function<absl::Status()> write) {
+  std::lock_guard lock(backlog_mutex_);
+  backlog_.push_back({job_id, std::move(write)});
+}
+
+int64_t WorkerPool::backlog_size() {
+  std::lock_guard lock(backlog_mutex_);
+  return static_cast<int64_t>(backlog_.size());
+}
+
+bool WorkerPool::TryBacklogOnce() {
+  std::vector<PendingWrite> pending;
+  {
+    std::lock_guard lock(backlog_mutex_);
+    pending.swap(backlog_);
+  }
+  std::vector<PendingWrite> still;
+  for (auto& write : pending) {
+    const absl::Status status = write.write();
+    // Taken, or the job moved on without this attempt (re-queued, cancelled, deleted): done.
+    const bool settled = status.ok() || status.code() == absl::StatusCode::kAborted ||
+                         status.code() == absl::StatusCode::kNotFound ||
+                         status.code() == absl::StatusCode::kFailedPrecondition;
+    if (!settled) still.push_back(std::move(write));
+  }
+  std::lock_guard lock(backlog_mutex_);
+  backlog_.insert(backlog_.end(), std::make_move_iterator(still.begin()), std::make_move_iterator(still.end()));
+  return backlog_.empty();
+}
+
+void WorkerPool::RetryBacklog() {
+  std::unique_lock lock(mutex_);
+  while (!stopping_) {
+    wake_.wait_for(lock, std::chrono::milliseconds(options_.backlog_retry_ms), [this] { return stopping_.load(); });
+    if (stopping_) break;
+    lock.unlock();
+    (void)TryBacklogOnce();
+    lock.lock();
+  }
 }
 
 // Renews the lease of one running job every lease/3 until destroyed; `lost` becomes true when the
@@ -95,6 +141,17 @@ absl::Status WorkerPool::WithRetries(const std::function<absl::Status()>& write)
   }
 }
 
+// A job's final write: retried through a short outage, then kept in the backlog unless the store
+// took it or fenced this attempt out.
+void WorkerPool::Finalize(const std::string& job_id, std::function<absl::Status()> write) {
+  const absl::Status status = WithRetries(write);
+  if (status.ok() || status.code() == absl::StatusCode::kAborted || status.code() == absl::StatusCode::kNotFound ||
+      status.code() == absl::StatusCode::kFailedPrecondition) {
+    return;
+  }
+  KeepForRetry(job_id, std::move(write));
+}
+
 // The runner, with every exception it lets out turned into a failure of this job: a measurement
 // that throws (a LibTorch error, malformed JSON, an allocation failure) fails its job, not the
 // process, and the worker goes on with the next job.
@@ -123,16 +180,22 @@ void WorkerPool::RunOne(const WorkerSpec&, const JobRecord& job) {
   bool cancelled = false, timed_out = false, fenced = false;
   std::atomic<bool> lease_lost{false};
   auto heartbeat = std::make_unique<Heartbeat>(store_, job, &lease_lost);
-  auto report = [&](const ProgressUpdate& update) {
+  auto report = [&](const ProgressUpdate& progress) {
     if (lease_lost) return !(fenced = true);
+    // The time limit counts every attempt's run time: a job re-queued by crashes or drains does
+    // not start its clock again.
+    const auto elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
+    ProgressUpdate update = progress;
+    update.run_ms = job.run_ms + elapsed.count();
     auto updated = store_->UpdateProgress(job.id, job.attempt, update);
     // The store out of reach for a moment: keep measuring (the heartbeat keeps trying; if the
     // lease runs out meanwhile, the reaper re-queues the job and this attempt is fenced out).
     if (updated.status().code() == absl::StatusCode::kUnavailable) return !stopping_.load();
     if (!updated.ok()) return !(fenced = true);
     if (updated->state == JobState::kCancelling) return !(cancelled = true);
-    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (job.time_limit_seconds > 0 && elapsed > job.time_limit_seconds) return !(timed_out = true);
+    if (job.time_limit_seconds > 0 && static_cast<double>(update.run_ms) / 1000.0 > job.time_limit_seconds) {
+      return !(timed_out = true);
+    }
     return !stopping_.load();
   };
   auto result = RunGuarded(job, report);
@@ -143,17 +206,19 @@ void WorkerPool::RunOne(const WorkerSpec&, const JobRecord& job) {
   if (fenced) {
     outcome = "superseded";  // A newer attempt owns the job; write nothing.
   } else if (result.ok()) {
-    const auto stored = WithRetries([&] { return store_->Succeed(job.id, job.attempt, *result).status(); });
-    outcome = stored.ok() ? "succeeded" : "superseded";  // Unrecorded: the job runs again after its lease.
+    outcome = "succeeded";
+    Finalize(job.id, [store = store_, id = job.id, attempt = job.attempt, text = *result] {
+      return store->Succeed(id, attempt, text).status();
+    });
   } else if (cancelled) {
     outcome = "cancelled";
-    (void)WithRetries([&] { return store_->Transition(job.id, JobState::kCancelled, fence).status(); });
+    Finalize(job.id, [store = store_, id = job.id, fence] { return store->Transition(id, JobState::kCancelled, fence).status(); });
   } else if (timed_out) {
     outcome = "failed";
     fence.error_reason = std::string(ErrorReasonName(ErrorReason::kJobTimeLimitExceeded));
     fence.error_code = static_cast<int32_t>(absl::StatusCode::kDeadlineExceeded);
     fence.error_message = absl::StrCat("the job ran past its time limit of ", job.time_limit_seconds, " s");
-    (void)WithRetries([&] { return store_->Transition(job.id, JobState::kFailed, fence).status(); });
+    Finalize(job.id, [store = store_, id = job.id, fence] { return store->Transition(id, JobState::kFailed, fence).status(); });
   } else if (stopping_) {
     outcome = "requeued";  // Drained at shutdown: resumes from its checkpoint.
     // No retries while shutting down: an unrecorded re-queue is done by the reaper after the lease.
@@ -164,7 +229,7 @@ void WorkerPool::RunOne(const WorkerSpec&, const JobRecord& job) {
     if (fence.error_reason.empty()) fence.error_reason = std::string(ErrorReasonName(ErrorReason::kInternalError));
     fence.error_code = static_cast<int32_t>(result.status().code());
     fence.error_message = std::string(result.status().message());
-    (void)WithRetries([&] { return store_->Transition(job.id, JobState::kFailed, fence).status(); });
+    Finalize(job.id, [store = store_, id = job.id, fence] { return store->Transition(id, JobState::kFailed, fence).status(); });
   }
   heartbeat.reset();
   if (observer_.finished) {

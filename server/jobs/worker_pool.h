@@ -53,6 +53,11 @@ class WorkerPool {
     // How long a job's final write (result or end state) is retried while the store is
     // unavailable; after that the job stays RUNNING until its lease runs out and runs again.
     int64_t final_write_retry_ms = 30'000;
+    // A final write the store refused otherwise (a full disk, a broken transaction) is not
+    // dropped: it is kept and tried again this often, in the background, until the store takes
+    // it or says the attempt is no longer the job's (a worker of a store without leases would
+    // otherwise leave the job RUNNING until a restart). The worker goes on with the next job.
+    int64_t backlog_retry_ms = 5'000;
   };
   WorkerPool(JobStore* store, JobRunner* runner, Options options, WorkerObserver observer = {});
   ~WorkerPool();
@@ -69,6 +74,15 @@ class WorkerPool {
   absl::StatusOr<std::string> RunGuarded(const JobRecord& job, const std::function<bool(const ProgressUpdate&)>& report);
   class Heartbeat;
   absl::Status WithRetries(const std::function<absl::Status()>& write);
+  // Keeps a final write that failed for the backlog thread (see Options::backlog_retry_ms).
+  void KeepForRetry(const std::string& job_id, std::function<absl::Status()> write);
+  void Finalize(const std::string& job_id, std::function<absl::Status()> write);
+  void RetryBacklog();  // The backlog thread.
+  bool TryBacklogOnce();  // One pass; true when the backlog is empty afterwards.
+  struct PendingWrite {
+    std::string job_id;
+    std::function<absl::Status()> write;
+  };
 
   JobStore* store_;
   JobRunner* runner_;
@@ -78,6 +92,12 @@ class WorkerPool {
   std::mutex mutex_;
   std::condition_variable wake_;
   std::vector<std::thread> threads_;
+  std::mutex backlog_mutex_;
+  std::vector<PendingWrite> backlog_;  // Guarded by backlog_mutex_.
+  std::thread backlog_thread_;
+
+ public:
+  int64_t backlog_size();  // Final writes waiting for the store (for metrics and tests).
 };
 
 }  // namespace posbias::jobs

@@ -85,9 +85,17 @@ absl::StatusOr<LoadedModel> ModelCache::Load(const LoadRequest& request) {
 }
 
 absl::Status ModelCache::Export(const LoadRequest& request, const std::string& path) {
+  std::lock_guard instance(InstanceLock(request.name, kFloat32));
   auto model = FindOrBuild(request);
   if (!model.ok()) return model.status();
   return models::ExportWeights(**model, path);
+}
+
+std::mutex& ModelCache::InstanceLock(const std::string& name, jobs::ComputeDtype dtype) {
+  std::lock_guard lock(locks_mutex_);
+  auto& slot = instance_locks_[{name, dtype}];
+  if (!slot) slot = std::make_unique<std::mutex>();
+  return *slot;
 }
 
 absl::StatusOr<std::shared_ptr<models::DecoderModel>> ModelCache::Acquire(ModelCatalog& catalog,

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <functional>
 #include <list>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -45,6 +46,12 @@ class ModelCache final : public ModelLoader {
   absl::Status Export(const LoadRequest& request, const std::string& path) override;
   void Forget(const std::string& name) override;
 
+  // The lock of the named model's `dtype` instance. A measurement holds it while it moves the model
+  // to its device and freezes its parameters; Export holds the float32 one while it reads the
+  // weights, so an export never sees a model mid-move. Never held while taking the cache's lock
+  // is required: Acquire may be called under it.
+  std::mutex& InstanceLock(const std::string& name, jobs::ComputeDtype dtype);
+
   // Models built or loaded so far (cache misses), for tests and metrics.
   int64_t loads() const { return loads_; }
 
@@ -64,6 +71,8 @@ class ModelCache final : public ModelLoader {
   Options options_;
   std::mutex mutex_;
   std::list<Cached> cache_;  // Most recent at the front.
+  std::mutex locks_mutex_;   // Guards instance_locks_ (the locks live as long as the cache).
+  std::map<std::pair<std::string, jobs::ComputeDtype>, std::unique_ptr<std::mutex>> instance_locks_;
   std::atomic<int64_t> loads_{0};
 };
 

@@ -130,7 +130,37 @@ absl::StatusOr<std::unique_ptr<ModelCatalog>> ModelCatalog::Open(const Options& 
     catalog->entries_[preset] = entry;
   }
   if (auto status = catalog->MergeIndexFromDisk(); !status.ok()) return status;
+  catalog->leftovers_ = catalog->RemoveLeftovers();
   return catalog;
+}
+
+ModelCatalog::Leftovers ModelCatalog::RemoveLeftovers() {
+  Leftovers removed;
+  const auto lock = index_.Acquire();
+  removed.index_temporaries = index_.RemoveTemporaries();
+  removed.scratch = RemoveStaleScratch(uploads_dir(), kScratchMaxAge);
+  // Uploaded weights no index item names: a registration killed between storing the file and
+  // writing the index. A registration in progress anywhere has its reservation in the index first.
+  auto items = index_.Read();
+  if (!items.ok()) return removed;
+  std::set<std::string> listed;
+  for (const auto& item : *items) {
+    if (item.is_object() && item.contains("name") && item["name"].is_string()) listed.insert(item["name"].get<std::string>());
+  }
+  static const std::regex kStored("([a-z0-9][a-z0-9-]*)\\.safetensors(\\.config\\.json)?");
+  std::error_code error;
+  for (fs::directory_iterator it(uploads_dir(), error), end; !error && it != end; it.increment(error)) {
+    std::smatch match;
+    const std::string file = it->path().filename().string();
+    if (!std::regex_match(file, match, kStored) || listed.count(match[1].str()) > 0) continue;
+    std::error_code ignored;
+    const uintmax_t bytes = fs::file_size(it->path(), ignored);
+    if (fs::remove(it->path(), ignored)) {
+      ++removed.scratch.files_removed;
+      removed.scratch.bytes_removed += ignored ? 0 : bytes;
+    }
+  }
+  return removed;
 }
 
 absl::Status ModelCatalog::MergeIndexFromDisk() {
@@ -263,6 +293,12 @@ absl::StatusOr<LoadRequest> ModelCatalog::RequestForEntry(const ModelEntry& entr
   return request;
 }
 
+void ModelCatalog::RemoveUploadedFiles(const std::string& weights_path) {
+  std::error_code ignored;
+  fs::remove(weights_path, ignored);
+  fs::remove(weights_path + ".config.json", ignored);
+}
+
 absl::StatusOr<ModelEntry> ModelCatalog::Finish(ModelEntry entry) {
   auto request = RequestForEntry(entry);
   // Refused up front: a model whose float32 parameters alone exceed the host's memory.
@@ -272,6 +308,7 @@ absl::StatusOr<ModelEntry> ModelCatalog::Finish(ModelEntry entry) {
     std::lock_guard lock(mutex_);
     entries_.erase(entry.name);  // Nothing left behind, in the index neither.
     (void)Persist();
+    if (entry.source.kind == SourceKind::kUpload) RemoveUploadedFiles(entry.source.path);
     return ErrorWithReason(absl::StatusCode::kResourceExhausted, ErrorReason::kInsufficientMemory,
                            absl::StrCat("the model's float32 parameters need ", static_cast<int64_t>(bytes / (1 << 20)),
                                         " MiB, more than this server's ", host >> 20, " MiB"));
@@ -279,26 +316,27 @@ absl::StatusOr<ModelEntry> ModelCatalog::Finish(ModelEntry entry) {
   absl::StatusOr<LoadedModel> loaded = request.ok() ? loader_->Load(*request) : request.status();
   if (loaded.ok() && entry.weights_sha256.empty() && entry.source.kind != SourceKind::kTorchScript) {
     // The weights hash is the SHA-256 of the exported F32 safetensors file (what ExportModel sends).
-    const std::string scratch = (fs::path(uploads_dir()) / (".hash-" + entry.name)).string();
+    const std::string scratch = ScratchPath(uploads_dir(), "hash", entry.name);
     if (loader_->Export(*request, scratch).ok()) entry.weights_sha256 = Sha256OfFile(scratch).value_or("");
     std::error_code ignored;
     fs::remove(scratch, ignored);
   }
   std::lock_guard lock(mutex_);
-  if (loaded.ok()) {
-    entry.state = ModelState::kReady;
-    entry.parameters = loaded->parameters;
-    entry.memory_bytes = entry.parameters * 4;
-    entry.init_recipe = entry.source.kind == SourceKind::kPreset ? loaded->init_recipe : "loaded from " + entry.source.path;
-    entry.config = loaded->config;
-  } else {
-    entry.state = ModelState::kFailed;
-    entry.error_reason = ErrorReasonOf(loaded.status());
-    entry.error_message = std::string(loaded.status().message());
+  if (!loaded.ok()) {
+    // A refusal leaves nothing behind: not the name (the caller may correct the request and use
+    // it again), not an uploaded file. FAILED is left to models that fail to reload later.
+    entries_.erase(entry.name);
+    (void)Persist();
+    if (entry.source.kind == SourceKind::kUpload) RemoveUploadedFiles(entry.source.path);
+    return loaded.status();
   }
+  entry.state = ModelState::kReady;
+  entry.parameters = loaded->parameters;
+  entry.memory_bytes = entry.parameters * 4;
+  entry.init_recipe = entry.source.kind == SourceKind::kPreset ? loaded->init_recipe : "loaded from " + entry.source.path;
+  entry.config = loaded->config;
   entries_[entry.name] = entry;
   if (auto status = Persist(); !status.ok()) return status;
-  if (!loaded.ok()) return loaded.status();
   return entry;
 }
 
@@ -315,7 +353,9 @@ absl::StatusOr<std::optional<ModelEntry>> ModelCatalog::Reserve(const std::strin
     if (!it->second.reserved_by.empty() && it->second.reserved_until_ms <= NowMs()) {
       entries_.erase(it);  // A lapsed reservation of a replica that died while registering.
     } else {
-      if (!request_id.empty() && it->second.request_id == request_id) return std::optional<ModelEntry>(it->second);
+      if (!request_id.empty() && it->second.request_id == request_id && it->second.tenant == entry.tenant) {
+        return std::optional<ModelEntry>(it->second);
+      }
       return ErrorWithReason(absl::StatusCode::kAlreadyExists, ErrorReason::kModelAlreadyExists,
                              it->second.reserved_by.empty()
                                  ? absl::StrCat("a model named ", name, " exists")
@@ -338,10 +378,11 @@ absl::StatusOr<std::optional<ModelEntry>> ModelCatalog::Reserve(const std::strin
 
 absl::StatusOr<ModelEntry> ModelCatalog::Register(const std::string& name, const ModelSource& source,
                                                   const std::map<std::string, std::string>& labels,
-                                                  const std::string& request_id) {
+                                                  const std::string& request_id, const std::string& tenant) {
   if (auto status = CheckSourceAllowed(source); !status.ok()) return status;
   ModelEntry entry;
   entry.source = source;
+  entry.tenant = tenant;
   auto existing = Reserve(name, entry, labels, request_id);
   if (!existing.ok()) return existing.status();
   if (existing->has_value()) return **existing;  // A retried request.
@@ -359,17 +400,33 @@ absl::StatusOr<ModelEntry> ModelCatalog::Register(const std::string& name, const
 absl::StatusOr<ModelEntry> ModelCatalog::RegisterUpload(const std::string& name, const std::string& staged_path,
                                                         const std::string& config_json,
                                                         const std::map<std::string, std::string>& labels,
-                                                        const std::string& request_id) {
+                                                        const std::string& request_id, const std::string& tenant) {
   auto config = models::ConfigFromHuggingFaceJson(config_json);
   if (!config.ok()) return config.status();
   ModelEntry entry;
+  entry.tenant = tenant;
   auto existing = Reserve(name, entry, labels, request_id);
   if (!existing.ok()) return existing.status();
   if (existing->has_value()) return **existing;
   const std::string stored = (fs::path(uploads_dir()) / (name + ".safetensors")).string();
   std::error_code error;
   fs::rename(staged_path, stored, error);
-  std::ofstream(stored + ".config.json") << config_json;
+  bool config_written = false;
+  if (!error) {
+    std::ofstream config_file(stored + ".config.json", std::ios::binary | std::ios::trunc);
+    config_file << config_json;
+    config_file.close();
+    config_written = static_cast<bool>(config_file);
+  }
+  if (!config_written) {
+    RemoveUploadedFiles(stored);
+    std::lock_guard lock(mutex_);
+    entries_.erase(name);  // The reservation goes; nothing was registered.
+    (void)Persist();
+    return ErrorWithReason(absl::StatusCode::kResourceExhausted, ErrorReason::kInsufficientStorage,
+                           absl::StrCat("cannot store the upload in the data directory (",
+                                        error ? error.message() : "write failed: disk full?", "); nothing was registered"));
+  }
   entry.source.kind = SourceKind::kUpload;
   entry.source.path = stored;
   auto sha = Sha256OfFile(stored);

@@ -9,6 +9,7 @@
 // check the model and learn its size, before it is READY.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -22,6 +23,7 @@
 #include "server/registry/model_entry.h"
 #include "server/registry/model_index.h"
 #include "server/registry/model_loader.h"
+#include "server/registry/scratch_files.h"
 
 namespace posbias::registry {
 
@@ -39,16 +41,17 @@ class ModelCatalog {
   static absl::StatusOr<std::unique_ptr<ModelCatalog>> Open(const Options& options, ModelLoader* loader);
 
   // Registers (and loads, to check it) a model. A name that exists is MODEL_ALREADY_EXISTS unless
-  // the same non-empty request_id registered it (then that entry is returned).
+  // the same non-empty request_id registered it (then that entry is returned). A registration
+  // that fails leaves nothing: the name stays free and an uploaded file is removed.
   absl::StatusOr<ModelEntry> Register(const std::string& name, const ModelSource& source,
                                       const std::map<std::string, std::string>& labels,
-                                      const std::string& request_id);
+                                      const std::string& request_id, const std::string& tenant = "");
   // Registers an uploaded checkpoint: `staged_path` (a file the caller wrote under uploads_dir())
   // becomes the model's weights; `config_json` is its Hugging Face config.
   absl::StatusOr<ModelEntry> RegisterUpload(const std::string& name, const std::string& staged_path,
                                             const std::string& config_json,
                                             const std::map<std::string, std::string>& labels,
-                                            const std::string& request_id);
+                                            const std::string& request_id, const std::string& tenant = "");
 
   absl::StatusOr<ModelEntry> Get(const std::string& name);
   std::vector<ModelEntry> List();
@@ -72,6 +75,16 @@ class ModelCatalog {
 
   std::string uploads_dir() const;
 
+  // What Open removed of what dead processes left behind (kill -9 mid-write): temporary copies of
+  // models.json, stale scratch files (scratch_files.h) and uploaded weights no index item names.
+  struct Leftovers {
+    int64_t index_temporaries = 0;
+    ScratchSweep scratch;
+  };
+  const Leftovers& leftovers() const { return leftovers_; }
+  // Scratch files of other hosts (or of an older naming) untouched this long are stale.
+  static constexpr std::chrono::hours kScratchMaxAge{24};
+
  private:
   ModelCatalog(Options options, ModelLoader* loader);
   absl::StatusOr<LoadRequest> RequestForEntry(const ModelEntry& entry) const;
@@ -91,6 +104,8 @@ class ModelCatalog {
   // holds mutex_ (or is Open).
   absl::Status MergeIndex(const nlohmann::json& items);
   absl::Status MergeIndexFromDisk();
+  Leftovers RemoveLeftovers();  // Under the index lock.
+  static void RemoveUploadedFiles(const std::string& weights_path);  // The weights and their config.json.
   // When the index changed since this process last read or wrote it: adds the new entries and
   // drops the deleted ones. Caller holds mutex_.
   void SyncIndexIfChanged(bool force = false);
@@ -101,6 +116,7 @@ class ModelCatalog {
   std::mutex mutex_;
   std::map<std::string, ModelEntry> entries_;
   std::string owner_token_;  // host:pid:random, marks this process's reservations in the index.
+  Leftovers leftovers_;
 };
 
 }  // namespace posbias::registry

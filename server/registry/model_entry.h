@@ -52,6 +52,9 @@ struct ModelEntry {
   int64_t created_ms = 0;
   std::map<std::string, std::string> labels;
   std::string request_id;
+  // The tenant whose principals see it; "" = public (built-in presets, and what an admin or a
+  // server without authentication registers), visible to every tenant.
+  std::string tenant;
   // Another replica's registration still loading, as read from the shared index: its owner (a
   // process token) and when the reservation lapses if that replica died (Unix ms). Empty / 0 for
   // this process's own entries.

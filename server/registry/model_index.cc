@@ -178,10 +178,23 @@ absl::Status ModelIndex::Write(const nlohmann::json& items) {
   return absl::OkStatus();
 }
 
+int64_t ModelIndex::RemoveTemporaries() const {
+  const std::string prefix = file_.filename().string() + ".tmp.";
+  int64_t removed = 0;
+  std::error_code error;
+  for (fs::directory_iterator it(file_.parent_path(), error), end; !error && it != end; it.increment(error)) {
+    if (it->path().filename().string().rfind(prefix, 0) != 0) continue;
+    std::error_code ignored;
+    removed += fs::remove(it->path(), ignored) ? 1 : 0;
+  }
+  return removed;
+}
+
 nlohmann::json ItemFromEntry(const ModelEntry& entry, const std::string& owner_token) {
   nlohmann::json item = {{"name", entry.name}, {"source", SourceToJson(entry.source)},
                          {"state", ModelStateName(entry.state)}, {"created_ms", entry.created_ms},
                          {"labels", entry.labels}, {"request_id", entry.request_id}};
+  if (!entry.tenant.empty()) item["tenant"] = entry.tenant;
   if (entry.state == ModelState::kLoading) {
     item["owner"] = owner_token;
     item["loading_expires_ms"] = entry.reserved_until_ms;
@@ -213,6 +226,7 @@ absl::StatusOr<ModelEntry> EntryFromItem(const nlohmann::json& item) {
     entry.created_ms = item.value("created_ms", int64_t{0});
     entry.labels = item.value("labels", std::map<std::string, std::string>{});
     entry.request_id = item.value("request_id", "");
+    entry.tenant = item.value("tenant", "");
     return entry;
   } catch (const std::exception& e) {
     return ErrorWithReason(absl::StatusCode::kDataLoss, ErrorReason::kInternalError,

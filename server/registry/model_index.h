@@ -44,6 +44,9 @@ class ModelIndex {
   std::optional<nlohmann::json> ReadIfChanged(bool force);
   // Replaces models.json with `items` (an array).
   absl::Status Write(const nlohmann::json& items);
+  // Removes the temporary copies (models.json.tmp.*) of writers that died mid-write; the number
+  // removed. Call under the lock: a live writer holds it while its copy exists.
+  int64_t RemoveTemporaries() const;
 
   const std::filesystem::path& file() const { return file_; }
 

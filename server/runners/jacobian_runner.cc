@@ -80,16 +80,10 @@ jacobian::MeasureOptions OptionsFor(const jobs::JacobianJobSpec& spec, const std
 
 }  // namespace
 
-std::mutex& JacobianRunner::ModelLock(const std::string& model) {
-  std::lock_guard lock(locks_mutex_);
-  auto& slot = model_locks_[model];
-  if (!slot) slot = std::make_unique<std::mutex>();
-  return *slot;
-}
-
 absl::StatusOr<std::string> JacobianRunner::Run(const jobs::JobRecord& job,
                                                 const std::function<bool(const jobs::ProgressUpdate&)>& report) {
-  std::lock_guard model_lock(ModelLock(job.spec.model));
+  // Jobs on the same model instance run one at a time, and exports wait for them (model_cache.h).
+  std::lock_guard model_lock(cache_->InstanceLock(job.spec.model, job.spec.dtype));
   auto model = cache_->Acquire(*catalog_, job.spec.model, job.spec.dtype);
   if (!model.ok()) return model.status();
   const std::string device = job.device.empty() ? "cpu" : job.device;

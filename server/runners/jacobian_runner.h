@@ -30,16 +30,10 @@ class JacobianRunner final : public jobs::JobRunner {
   int64_t last_vjp_count() const { return last_vjp_count_; }
 
  private:
-  std::mutex& ModelLock(const std::string& model);
-
   registry::ModelCatalog* catalog_;
   registry::ModelCache* cache_;
   Options options_;
   std::atomic<int64_t> last_vjp_count_{0};
-  // Jobs on the same model run one at a time: a measurement moves the model to its device and
-  // dtype and freezes its parameters.
-  std::mutex locks_mutex_;
-  std::map<std::string, std::unique_ptr<std::mutex>> model_locks_;
 };
 
 }  // namespace posbias::runners

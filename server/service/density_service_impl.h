@@ -5,6 +5,7 @@
 
 #include "posbias/v1/density_service.grpc.pb.h"
 #include "server/metrics/metrics.h"
+#include "server/service/call_auth.h"
 #include "server/service/call_executor.h"
 #include "server/service/density_requests.h"
 
@@ -15,7 +16,10 @@ class DensityServiceImpl final : public v1::DensityService::CallbackService {
   DensityServiceImpl(const DensityLimits& limits, metrics::Metrics* metrics)
       : limits_(limits), metrics_(metrics) {}
   // Where the calls' work runs (set before the server starts).
-  void set_executor(CallExecutor* executor) { executor_ = executor; }
+  void Start(CallExecutor* executor, const CallAuth* auth) {
+    executor_ = executor;
+    auth_ = auth;
+  }
 
   grpc::ServerUnaryReactor* EvaluateContinuum(grpc::CallbackServerContext* context,
                                               const v1::EvaluateContinuumRequest* request,
@@ -33,6 +37,7 @@ class DensityServiceImpl final : public v1::DensityService::CallbackService {
   DensityLimits limits_;
   metrics::Metrics* metrics_;
   CallExecutor* executor_ = nullptr;
+  const CallAuth* auth_ = nullptr;
 };
 
 }  // namespace posbias::service

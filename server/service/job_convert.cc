@@ -8,7 +8,9 @@
 
 #include <google/protobuf/util/time_util.h>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "server/admission/page_token.h"
 #include "server/status/error.h"
 
 namespace posbias::service {
@@ -344,7 +346,18 @@ void JobToProto(const jobs::JobRecord& job, v1::Job* out) {
     out->mutable_error()->set_message(job.error_message);
   }
   out->mutable_labels()->insert(job.labels.begin(), job.labels.end());
-  out->set_request_id(job.request_id);
+  out->set_request_id(ClientRequestId(job.tenant, job.request_id));
+}
+
+std::string TenantRequestKey(const std::string& tenant, const std::string& request_id) {
+  if (tenant.empty() || request_id.empty()) return request_id;
+  return absl::StrCat(tenant, "/", request_id);
+}
+
+std::string ClientRequestId(const std::string& tenant, const std::string& stored_key) {
+  const std::string prefix = tenant.empty() ? "" : tenant + "/";
+  if (!prefix.empty() && stored_key.rfind(prefix, 0) == 0) return stored_key.substr(prefix.size());
+  return stored_key;
 }
 
 absl::Status FillResultPage(const v1::GetJobResultRequest& request, const jobs::JacobianReport& report,
@@ -365,14 +378,17 @@ absl::Status FillResultPage(const v1::GetJobResultRequest& request, const jobs::
   }
   const uint32_t stride = std::max(1u, request.stride());
   const uint32_t page_size = request.page_size() == 0 ? 1024 : std::min(request.page_size(), 16384u);
+  // The token is bound to everything that selects the page's values, page_size excluded.
+  const std::string selection =
+      absl::StrCat(request.id(), "|", first, "..", last, "/", stride, "|", request.omit_theory(), request.omit_layer_profiles(),
+                   request.include_raw_samples(), request.include_token_ids(), "|", request.first_sample(), "+",
+                   request.sample_count());
+  auto cursor = admission::RedeemPageToken(request.page_token(), "GetJobResult", selection);
+  if (!cursor.ok()) return cursor.status();
   uint64_t index = 0;  // Index of the first selected position of this page.
-  if (!request.page_token().empty()) {
-    char* end = nullptr;
-    index = std::strtoull(request.page_token().c_str(), &end, 10);
-    if (end == request.page_token().c_str() || *end != '\0') {
-      return InvalidArgumentError(
-          {ErrorReason::kInvalidArgument, "page_token", request.page_token(), "a token from the previous page"});
-    }
+  if (!cursor->empty() && !absl::SimpleAtoi(*cursor, &index)) {
+    return InvalidArgumentError({ErrorReason::kInvalidArgument, "page_token", request.page_token().substr(0, 64),
+                                 "a token from the previous page"});
   }
   const uint64_t selected = (last - first) / stride + 1;
   const uint64_t stop = std::min<uint64_t>(selected, index + page_size);
@@ -421,7 +437,9 @@ absl::Status FillResultPage(const v1::GetJobResultRequest& request, const jobs::
                            "the job was submitted without return_raw_samples: no per-sample values were kept");
   }
   FillSamples(request, report, positions, result);
-  if (stop < selected) response->set_next_page_token(std::to_string(stop));
+  if (stop < selected) {
+    response->set_next_page_token(admission::IssuePageToken("GetJobResult", selection, std::to_string(stop)));
+  }
   return absl::OkStatus();
 }
 

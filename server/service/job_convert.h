@@ -29,6 +29,13 @@ bool RequestMatchesJob(jobs::JobRecord requested, bool names_seed, const jobs::J
 // Job record -> public Job message.
 void JobToProto(const jobs::JobRecord& job, v1::Job* out);
 
+// request_id is per tenant: the store keeps one unique key per request_id, so a tenant's key is
+// "<tenant>/<request_id>" ('/' is not a request_id character, so keys of two tenants never meet;
+// the default tenant's keys are the request_id itself, as before tenancy).
+std::string TenantRequestKey(const std::string& tenant, const std::string& request_id);
+// The client's request_id of a stored key.
+std::string ClientRequestId(const std::string& tenant, const std::string& stored_key);
+
 // Fills one page of a finished job's result: positions first..last (1-based) every `stride`,
 // `page_size` of them per page (default 1024, at most 16384), with the theory comparison, layer
 // profiles, branch ratios, raw samples and token ids as asked. The page token is the index of the

@@ -1,11 +1,16 @@
 #include "server/service/job_service_impl.h"
 
+#include <algorithm>
 #include <random>
+#include <string>
+#include <vector>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "server/admission/job_admission.h"
 #include "server/admission/labels.h"
+#include "server/admission/page_token.h"
 #include "server/host/memory.h"
 #include "server/jobs/jacobian_report.h"
 #include "server/service/job_convert.h"
@@ -19,14 +24,53 @@ constexpr char kPrefix[] = "/posbias.v1.JobService/";
 
 uint64_t DrawSeed() { return std::random_device{}() * uint64_t{0x100000000} + std::random_device{}(); }
 
+// What selects ListJobs' jobs (page_size excluded), the binding of its page tokens.
+std::string ListJobsSelection(const v1::ListJobsRequest& request) {
+  std::vector<int> states(request.states().begin(), request.states().end());
+  std::sort(states.begin(), states.end());
+  return absl::StrCat(absl::StrJoin(states, ","), "|", request.model(), "|", request.label_selector());
+}
+
 }  // namespace
 
-absl::StatusOr<v1::Job> JobServiceImpl::Submit(const v1::SubmitJobRequest& request) {
+absl::StatusOr<jobs::JobRecord> JobServiceImpl::Visible(const Caller& caller, const std::string& id) {
+  auto job = store_->Get(id);
+  if (job.ok() && !caller.Sees(job->tenant)) return HiddenJob(id);
+  return job;
+}
+
+absl::Status JobServiceImpl::CheckQueuedQuota(const Caller& caller) {
+  const int64_t quota = caller.principal.max_queued_jobs;
+  if (quota <= 0) return absl::OkStatus();
+  jobs::ListFilter filter;
+  filter.states = {jobs::JobState::kQueued};
+  filter.owner = caller.principal.name;
+  filter.page_size = 1000;
+  int64_t queued = 0;
+  do {
+    auto page = store_->List(filter);
+    if (!page.ok()) return page.status();
+    queued += static_cast<int64_t>(page->jobs.size());
+    filter.page_token = page->next_page_token;
+  } while (!filter.page_token.empty() && queued < quota);
+  if (queued < quota) return absl::OkStatus();
+  return ErrorWithReason(absl::StatusCode::kResourceExhausted, ErrorReason::kQuotaExceeded,
+                         absl::StrCat("principal ", caller.principal.name, " has ", queued, " queued jobs, its quota (",
+                                      quota, "); wait for some to start or cancel some"));
+}
+
+absl::StatusOr<v1::Job> JobServiceImpl::Submit(Caller& caller, const v1::SubmitJobRequest& request) {
   if (shutting_down_) return ErrorWithReason(absl::StatusCode::kUnavailable, ErrorReason::kShuttingDown, "the server is shutting down");
   auto record = RecordFromRequest(request, DrawSeed());
   if (!record.ok()) return record.status();
+  record->tenant = caller.tenant();
+  record->owner = caller.principal.name;
+  record->max_running = static_cast<int32_t>(caller.principal.max_running_jobs);
+  record->request_id = TenantRequestKey(caller.tenant(), record->request_id);
   auto model = catalog_->Get(record->spec.model);
+  if (model.ok() && !caller.Sees(model->tenant) && !model->tenant.empty()) return HiddenModel(record->spec.model);
   if (!model.ok()) return model.status();
+  if (auto quota = CheckQueuedQuota(caller); !quota.ok()) return quota;
   const auto host = host::ReadHostMemory();
   if (auto admitted = admission::AdmitJob(*record, *model, limits_, static_cast<double>(host.total_bytes));
       !admitted.ok()) {
@@ -41,13 +85,15 @@ absl::StatusOr<v1::Job> JobServiceImpl::Submit(const v1::SubmitJobRequest& reque
   }
   if (created->created && pool_ != nullptr) pool_->Wake();
   if (created->created && metrics_ != nullptr) metrics_->JobSubmitted();
+  caller.resource = created->job.id;
   v1::Job job;
   JobToProto(created->job, &job);
   return job;
 }
 
-absl::StatusOr<v1::Job> JobServiceImpl::Cancel(const std::string& id) {
-  auto job = store_->Get(id);
+absl::StatusOr<v1::Job> JobServiceImpl::Cancel(Caller& caller, const std::string& id) {
+  caller.resource = id;
+  auto job = Visible(caller, id);
   if (!job.ok()) return job.status();
   if (jobs::IsTerminal(job->state) || job->state == jobs::JobState::kCancelling) {
     v1::Job out;
@@ -64,15 +110,15 @@ absl::StatusOr<v1::Job> JobServiceImpl::Cancel(const std::string& id) {
 
 grpc::ServerUnaryReactor* JobServiceImpl::SubmitJob(grpc::CallbackServerContext* context,
                                                     const v1::SubmitJobRequest* request, v1::Job* response) {
-  return RunUnary(context, executor_, metrics_, std::string(kPrefix) + "SubmitJob", [=, this] {
-    auto job = Submit(*request);
+  return RunUnary(context, executor_, metrics_, auth_, std::string(kPrefix) + "SubmitJob", [=, this](Caller& caller) {
+    auto job = Submit(caller, *request);
     if (job.ok()) *response = *std::move(job);
     return job.status();
   });
 }
 
-absl::Status JobServiceImpl::Get(const v1::GetJobRequest& request, v1::Job* response) {
-  auto job = store_->Get(request.id());
+absl::Status JobServiceImpl::Get(const Caller& caller, const v1::GetJobRequest& request, v1::Job* response) {
+  auto job = Visible(caller, request.id());
   if (!job.ok()) return job.status();
   JobToProto(*job, response);
   if (job->state == jobs::JobState::kQueued) response->set_queue_position(QueuePosition(*job));
@@ -81,8 +127,8 @@ absl::Status JobServiceImpl::Get(const v1::GetJobRequest& request, v1::Job* resp
 
 grpc::ServerUnaryReactor* JobServiceImpl::GetJob(grpc::CallbackServerContext* context, const v1::GetJobRequest* request,
                                                  v1::Job* response) {
-  return RunUnary(context, executor_, metrics_, std::string(kPrefix) + "GetJob",
-                  [=, this] { return Get(*request, response); });
+  return RunUnary(context, executor_, metrics_, auth_, std::string(kPrefix) + "GetJob",
+                  [=, this](Caller& caller) { return Get(caller, *request, response); });
 }
 
 uint32_t JobServiceImpl::QueuePosition(const jobs::JobRecord& job) {
@@ -105,32 +151,45 @@ uint32_t JobServiceImpl::QueuePosition(const jobs::JobRecord& job) {
   return ahead;
 }
 
-absl::Status JobServiceImpl::List(const v1::ListJobsRequest& request, v1::ListJobsResponse* response) {
+absl::Status JobServiceImpl::List(const Caller& caller, const v1::ListJobsRequest& request,
+                                  v1::ListJobsResponse* response) {
   jobs::ListFilter filter;
-  for (int state : request.states()) filter.states.push_back(static_cast<jobs::JobState>(state));
+  if (!caller.principal.admin()) filter.tenant = caller.tenant();
+  for (int i = 0; i < request.states_size(); ++i) {  // Known states only, each once (bounded SQL).
+    const int state = request.states(i);
+    if (state == v1::JOB_STATE_UNSPECIFIED || !v1::JobState_IsValid(state)) {
+      return InvalidArgumentError({ErrorReason::kInvalidArgument, absl::StrCat("states[", i, "]"), std::to_string(state),
+                                   "QUEUED, RUNNING, CANCELLING, SUCCEEDED, FAILED or CANCELLED"});
+    }
+    const auto value = static_cast<jobs::JobState>(state);
+    if (std::find(filter.states.begin(), filter.states.end(), value) == filter.states.end()) filter.states.push_back(value);
+  }
   filter.model = request.model();
   auto terms = admission::ParseLabelSelector(request.label_selector());
   if (!terms.ok()) return terms.status();
   filter.labels = *std::move(terms);
   filter.page_size = static_cast<int32_t>(request.page_size());
-  filter.page_token = request.page_token();
+  const std::string selection = absl::StrCat(ListJobsSelection(request), "|", filter.tenant.value_or("*"));
+  auto cursor = admission::RedeemPageToken(request.page_token(), "ListJobs", selection);
+  if (!cursor.ok()) return cursor.status();
+  filter.page_token = *std::move(cursor);
   auto page = store_->List(filter);
   if (!page.ok()) return page.status();
   for (const auto& job : page->jobs) JobToProto(job, response->add_jobs());
-  response->set_next_page_token(page->next_page_token);
+  response->set_next_page_token(admission::IssuePageToken("ListJobs", selection, page->next_page_token));
   return absl::OkStatus();
 }
 
 grpc::ServerUnaryReactor* JobServiceImpl::ListJobs(grpc::CallbackServerContext* context,
                                                    const v1::ListJobsRequest* request, v1::ListJobsResponse* response) {
-  return RunUnary(context, executor_, metrics_, std::string(kPrefix) + "ListJobs",
-                  [=, this] { return List(*request, response); });
+  return RunUnary(context, executor_, metrics_, auth_, std::string(kPrefix) + "ListJobs",
+                  [=, this](Caller& caller) { return List(caller, *request, response); });
 }
 
 grpc::ServerUnaryReactor* JobServiceImpl::CancelJob(grpc::CallbackServerContext* context,
                                                     const v1::CancelJobRequest* request, v1::Job* response) {
-  return RunUnaryInline(context, metrics_, std::string(kPrefix) + "CancelJob", [&] {
-    auto job = Cancel(request->id());
+  return RunUnaryInline(context, metrics_, auth_, std::string(kPrefix) + "CancelJob", [&](Caller& caller) {
+    auto job = Cancel(caller, request->id());
     if (job.ok()) *response = *std::move(job);
     return job.status();
   });
@@ -138,16 +197,29 @@ grpc::ServerUnaryReactor* JobServiceImpl::CancelJob(grpc::CallbackServerContext*
 
 grpc::ServerUnaryReactor* JobServiceImpl::DeleteJob(grpc::CallbackServerContext* context,
                                                     const v1::DeleteJobRequest* request, v1::DeleteJobResponse*) {
-  return RunUnary(context, executor_, metrics_, std::string(kPrefix) + "DeleteJob",
-                  [=, this] { return store_->Delete(request->id(), request->force()); });
+  return RunUnary(context, executor_, metrics_, auth_, std::string(kPrefix) + "DeleteJob", [=, this](Caller& caller) {
+    caller.resource = request->id();
+    if (auto job = Visible(caller, request->id()); !job.ok()) return job.status();
+    return store_->Delete(request->id(), request->force());
+  });
 }
 
 grpc::ServerWriteReactor<v1::WatchJobResponse>* JobServiceImpl::WatchJob(grpc::CallbackServerContext* context,
                                                                          const v1::WatchJobRequest* request) {
-  return watches_.Open(context, request->id());
+  // Admitted here on gRPC's thread: a watch holds no executor thread.
+  auto caller = auth_->Admit(context, std::string(kPrefix) + "WatchJob");
+  absl::Status refusal = caller.status();
+  if (caller.ok()) {
+    if (auto job = Visible(*caller, request->id()); !job.ok() && job.status().code() == absl::StatusCode::kNotFound) {
+      refusal = job.status();
+    }
+  }
+  return watches_.Open(context, request->id(), refusal);
 }
 
-absl::Status JobServiceImpl::Result(const v1::GetJobResultRequest& request, v1::GetJobResultResponse* response) {
+absl::Status JobServiceImpl::Result(const Caller& caller, const v1::GetJobResultRequest& request,
+                                    v1::GetJobResultResponse* response) {
+  if (auto job = Visible(caller, request.id()); !job.ok()) return job.status();
   auto text = store_->GetResult(request.id());
   if (!text.ok()) return text.status();
   const auto report = jobs::ReportFromText(*text);
@@ -160,8 +232,8 @@ absl::Status JobServiceImpl::Result(const v1::GetJobResultRequest& request, v1::
 grpc::ServerUnaryReactor* JobServiceImpl::GetJobResult(grpc::CallbackServerContext* context,
                                                        const v1::GetJobResultRequest* request,
                                                        v1::GetJobResultResponse* response) {
-  return RunUnary(context, executor_, metrics_, std::string(kPrefix) + "GetJobResult",
-                  [=, this] { return Result(*request, response); });
+  return RunUnary(context, executor_, metrics_, auth_, std::string(kPrefix) + "GetJobResult",
+                  [=, this](Caller& caller) { return Result(caller, *request, response); });
 }
 
 }  // namespace posbias::service

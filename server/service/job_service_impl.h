@@ -11,6 +11,7 @@
 #include "server/jobs/worker_pool.h"
 #include "server/metrics/metrics.h"
 #include "server/registry/model_catalog.h"
+#include "server/service/call_auth.h"
 #include "server/service/call_executor.h"
 #include "server/service/job_watches.h"
 
@@ -25,8 +26,9 @@ class JobServiceImpl final : public v1::JobService::CallbackService {
       : store_(store), catalog_(catalog), pool_(pool), limits_(limits), metrics_(metrics),
         watches_(store, metrics, watch_options) {}
   // Where the calls' work runs (set before the server starts); starts the watch poller.
-  void Start(CallExecutor* executor) {
+  void Start(CallExecutor* executor, const CallAuth* auth) {
     executor_ = executor;
+    auth_ = auth;
     watches_.Start();
   }
   // Ends open WatchJob streams and refuses new submissions (server shutdown).
@@ -49,11 +51,15 @@ class JobServiceImpl final : public v1::JobService::CallbackService {
                                          v1::GetJobResultResponse*) override;
 
  private:
-  absl::StatusOr<v1::Job> Submit(const v1::SubmitJobRequest& request);
-  absl::StatusOr<v1::Job> Cancel(const std::string& id);
-  absl::Status Get(const v1::GetJobRequest& request, v1::Job* response);
-  absl::Status List(const v1::ListJobsRequest& request, v1::ListJobsResponse* response);
-  absl::Status Result(const v1::GetJobResultRequest& request, v1::GetJobResultResponse* response);
+  absl::StatusOr<v1::Job> Submit(Caller& caller, const v1::SubmitJobRequest& request);
+  absl::StatusOr<v1::Job> Cancel(Caller& caller, const std::string& id);
+  absl::Status Get(const Caller& caller, const v1::GetJobRequest& request, v1::Job* response);
+  absl::Status List(const Caller& caller, const v1::ListJobsRequest& request, v1::ListJobsResponse* response);
+  absl::Status Result(const Caller& caller, const v1::GetJobResultRequest& request, v1::GetJobResultResponse* response);
+  // The job when the caller may see it; another tenant's job is NOT_FOUND like a missing one.
+  absl::StatusOr<jobs::JobRecord> Visible(const Caller& caller, const std::string& id);
+  // RESOURCE_EXHAUSTED / QUOTA_EXCEEDED when the caller has max_queued_jobs queued already.
+  absl::Status CheckQueuedQuota(const Caller& caller);
   uint32_t QueuePosition(const jobs::JobRecord& job);
 
   jobs::JobStore* store_;
@@ -63,6 +69,7 @@ class JobServiceImpl final : public v1::JobService::CallbackService {
   metrics::Metrics* metrics_;
   JobWatches watches_;
   CallExecutor* executor_ = nullptr;
+  const CallAuth* auth_ = nullptr;
   std::atomic<bool> shutting_down_{false};
 };
 

@@ -106,7 +106,7 @@ JobWatches::JobWatches(jobs::JobStore* store, metrics::Metrics* metrics, Options
 JobWatches::~JobWatches() { Stop(); }
 
 grpc::ServerWriteReactor<v1::WatchJobResponse>* JobWatches::Open(grpc::CallbackServerContext* context,
-                                                                 const std::string& id) {
+                                                                 const std::string& id, const absl::Status& refusal) {
   auto watch = std::make_shared<Watch>(this, context, id, metrics_);
   bool stopping;
   {
@@ -116,7 +116,9 @@ grpc::ServerWriteReactor<v1::WatchJobResponse>* JobWatches::Open(grpc::CallbackS
   // Every stream, a refused one too, is kept until its OnDone.
   const auto before = static_cast<int64_t>(open_.Add(watch));
   std::optional<absl::Status> refused;
-  if (stopping) {
+  if (!refusal.ok()) {
+    refused = refusal;
+  } else if (stopping) {
     refused = ShuttingDown();
   } else if (before >= options_.max_streams) {
     refused = ErrorWithReason(absl::StatusCode::kResourceExhausted, ErrorReason::kServerBusy,

@@ -36,7 +36,10 @@ class JobWatches {
   ~JobWatches();
 
   // The reactor of a new WatchJob stream.
-  grpc::ServerWriteReactor<v1::WatchJobResponse>* Open(grpc::CallbackServerContext* context, const std::string& id);
+  // A stream of the job's states; one that ends at once with `refusal` when that is not OK (the
+  // caller may not watch, or the job is not the caller's).
+  grpc::ServerWriteReactor<v1::WatchJobResponse>* Open(grpc::CallbackServerContext* context, const std::string& id,
+                                                       const absl::Status& refusal = absl::OkStatus());
   void Start();
   // Ends every open stream with UNAVAILABLE / SHUTTING_DOWN and refuses new ones; joins the poller.
   void Stop();

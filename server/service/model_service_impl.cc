@@ -5,6 +5,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "server/admission/labels.h"
+#include "server/admission/page_token.h"
+#include "server/service/model_convert.h"
 #include "server/service/unary_call.h"
 #include "server/status/error.h"
 
@@ -43,52 +45,13 @@ void ConfigToProto(const models::ModelConfig& c, v1::ModelConfig* out) {
   out->mutable_ablations()->set_no_mlp(c.ablations.no_mlp);
 }
 
-models::ConfigOverrides OverridesFromProto(const v1::ModelArchitectureOverrides& o) {
-  models::ConfigOverrides overrides;
-  if (o.has_num_layers()) overrides.num_layers = o.num_layers();
-  if (o.has_hidden_size()) overrides.hidden_size = o.hidden_size();
-  if (o.has_num_heads()) overrides.num_heads = o.num_heads();
-  if (o.has_num_kv_heads()) overrides.num_kv_heads = o.num_kv_heads();
-  if (o.has_mlp_width()) overrides.intermediate_size = o.mlp_width();
-  if (o.has_vocab_size()) overrides.vocab_size = o.vocab_size();
-  if (o.has_max_positions()) overrides.max_positions = o.max_positions();
-  if (o.has_rope_theta()) overrides.rope_theta = o.rope_theta();
-  if (o.has_tie_embeddings()) overrides.tie_embeddings = o.tie_embeddings();
-  if (o.has_cesaro_alpha()) overrides.cesaro_alpha = o.cesaro_alpha();
-  if (o.has_initializer_range()) overrides.initializer_range = o.initializer_range();
-  return overrides;
-}
-
-models::Ablations AblationsFromProto(const v1::ModelAblations& a) {
-  models::Ablations ablations;
-  ablations.no_position_encoding = a.no_position_encoding();
-  ablations.uniform_attention = a.uniform_attention();
-  ablations.no_mlp = a.no_mlp();
-  return ablations;
-}
-
-absl::StatusOr<v1::Model> Register(registry::ModelCatalog& catalog, const v1::RegisterModelRequest& request) {
-  registry::ModelSource source;
-  if (request.has_preset()) {
-    source.kind = registry::SourceKind::kPreset;
-    source.preset = request.preset().preset();
-    source.overrides = OverridesFromProto(request.preset().overrides());
-    source.seed = request.preset().has_init_seed() ? request.preset().init_seed() : 0;
-  } else if (request.has_checkpoint()) {
-    source.kind = registry::SourceKind::kCheckpoint;
-    source.path = request.checkpoint().path();
-  } else if (request.has_torchscript()) {
-    source.kind = registry::SourceKind::kTorchScript;
-    source.path = request.torchscript().path();
-    source.width = request.torchscript().shape().hidden_size();
-  } else {
-    return InvalidArgumentError({ErrorReason::kInvalidArgument, "source", "not set", "preset, checkpoint or torchscript"});
-  }
-  source.ablations = AblationsFromProto(request.ablations());
-  const std::map<std::string, std::string> labels(request.labels().begin(), request.labels().end());
-  if (auto status = admission::CheckLabels(labels); !status.ok()) return status;
-  if (auto status = admission::CheckRequestId(request.request_id()); !status.ok()) return status;
-  auto entry = catalog.Register(request.name(), source, labels, request.request_id());
+absl::StatusOr<v1::Model> Register(registry::ModelCatalog& catalog, Caller& caller,
+                                   const v1::RegisterModelRequest& request) {
+  auto registration = RegistrationFromRequest(request);
+  if (!registration.ok()) return registration.status();
+  caller.resource = registration->name;
+  auto entry = catalog.Register(registration->name, registration->source, registration->labels, registration->request_id,
+                                ModelTenantOf(caller));
   if (!entry.ok()) return entry.status();
   v1::Model model;
   ModelToProto(*entry, 0, &model);
@@ -96,6 +59,12 @@ absl::StatusOr<v1::Model> Register(registry::ModelCatalog& catalog, const v1::Re
 }
 
 }  // namespace
+
+std::string ModelTenantOf(const Caller& caller) { return caller.principal.admin() ? "" : caller.tenant(); }
+
+bool SeesModel(const Caller& caller, const registry::ModelEntry& entry) {
+  return entry.tenant.empty() || caller.Sees(entry.tenant);
+}
 
 void ModelToProto(const registry::ModelEntry& entry, int64_t active_jobs, v1::Model* out) {
   out->set_name(entry.name);
@@ -109,6 +78,8 @@ void ModelToProto(const registry::ModelEntry& entry, int64_t active_jobs, v1::Mo
     out->mutable_source()->mutable_checkpoint()->set_path(entry.source.path);
   } else if (entry.source.kind == registry::SourceKind::kTorchScript) {
     out->mutable_source()->mutable_torchscript()->set_path(entry.source.path);
+  } else if (entry.source.kind == registry::SourceKind::kUpload) {
+    out->mutable_source()->mutable_upload();
   }
   out->mutable_init()->set_name(entry.init_recipe);
   out->mutable_init()->set_seed(entry.source.seed);
@@ -133,8 +104,8 @@ void ModelToProto(const registry::ModelEntry& entry, int64_t active_jobs, v1::Mo
 
 grpc::ServerUnaryReactor* ModelServiceImpl::RegisterModel(grpc::CallbackServerContext* context,
                                                           const v1::RegisterModelRequest* request, v1::Model* response) {
-  return RunUnary(context, executor_, metrics_, std::string(kPrefix) + "RegisterModel", [=, this] {
-    auto model = Register(*catalog_, *request);
+  return RunUnary(context, executor_, metrics_, auth_, std::string(kPrefix) + "RegisterModel", [=, this](Caller& caller) {
+    auto model = Register(*catalog_, caller, *request);
     if (model.ok()) *response = *std::move(model);
     return model.status();
   });
@@ -147,41 +118,58 @@ grpc::ServerReadReactor<v1::UploadModelRequest>* ModelServiceImpl::UploadModel(g
 
 grpc::ServerUnaryReactor* ModelServiceImpl::GetModel(grpc::CallbackServerContext* context,
                                                      const v1::GetModelRequest* request, v1::Model* response) {
-  return RunUnary(context, executor_, metrics_, std::string(kPrefix) + "GetModel", [=, this] {
+  return RunUnary(context, executor_, metrics_, auth_, std::string(kPrefix) + "GetModel", [=, this](Caller& caller) {
     auto entry = catalog_->Get(request->name());
+    if (entry.ok() && !SeesModel(caller, *entry)) return HiddenModel(request->name());
     if (entry.ok()) ModelToProto(*entry, active_jobs_(entry->name), response);
     return entry.status();
   });
 }
 
-absl::Status ModelServiceImpl::List(const v1::ListModelsRequest& request, v1::ListModelsResponse* response) {
+absl::Status ModelServiceImpl::List(const Caller& caller, const v1::ListModelsRequest& request,
+                                    v1::ListModelsResponse* response) {
   const uint32_t page_size = request.page_size() == 0 ? 50 : std::min<uint32_t>(request.page_size(), 1000);
   auto terms = admission::ParseLabelSelector(request.label_selector());
   if (!terms.ok()) return terms.status();
+  const std::string selection = absl::StrCat(request.family(), "|", request.label_selector(), "|",
+                                             caller.principal.admin() ? "*" : caller.tenant());
+  auto after = admission::RedeemPageToken(request.page_token(), "ListModels", selection);
+  if (!after.ok()) return after.status();
   std::vector<registry::ModelEntry> matching;
   for (const auto& entry : catalog_->List()) {  // Sorted by name.
     if (request.family() != v1::MODEL_FAMILY_UNSPECIFIED && FamilyToProto(entry.config.family) != request.family()) continue;
     if (!admission::MatchesLabels(entry.labels, *terms)) continue;
-    if (!request.page_token().empty() && entry.name <= request.page_token()) continue;
+    if (!SeesModel(caller, entry)) continue;
+    if (!after->empty() && entry.name <= *after) continue;
     matching.push_back(entry);
   }
   for (size_t i = 0; i < matching.size() && i < page_size; ++i) {
     ModelToProto(matching[i], active_jobs_(matching[i].name), response->add_models());
   }
-  if (matching.size() > page_size) response->set_next_page_token(matching[page_size - 1].name);
+  if (matching.size() > page_size) {
+    response->set_next_page_token(admission::IssuePageToken("ListModels", selection, matching[page_size - 1].name));
+  }
   return absl::OkStatus();
 }
 
 grpc::ServerUnaryReactor* ModelServiceImpl::ListModels(grpc::CallbackServerContext* context,
                                                        const v1::ListModelsRequest* request,
                                                        v1::ListModelsResponse* response) {
-  return RunUnary(context, executor_, metrics_, std::string(kPrefix) + "ListModels",
-                  [=, this] { return List(*request, response); });
+  return RunUnary(context, executor_, metrics_, auth_, std::string(kPrefix) + "ListModels",
+                  [=, this](Caller& caller) { return List(caller, *request, response); });
 }
 
 grpc::ServerUnaryReactor* ModelServiceImpl::DeleteModel(grpc::CallbackServerContext* context,
                                                         const v1::DeleteModelRequest* request, v1::DeleteModelResponse*) {
-  return RunUnary(context, executor_, metrics_, std::string(kPrefix) + "DeleteModel", [=, this] {
+  return RunUnary(context, executor_, metrics_, auth_, std::string(kPrefix) + "DeleteModel", [=, this](Caller& caller) {
+    caller.resource = request->name();
+    auto entry = catalog_->Get(request->name());
+    if (!entry.ok()) return entry.status();
+    if (!SeesModel(caller, *entry)) return HiddenModel(request->name());
+    if (entry->tenant.empty() && !entry->builtin && !caller.principal.admin()) {
+      return ErrorWithReason(absl::StatusCode::kPermissionDenied, ErrorReason::kRoleRequired,
+                             absl::StrCat(request->name(), " is a public model: deleting it needs the role admin"));
+    }
     return catalog_->Delete(request->name(), request->force(), active_jobs_(request->name()));
   });
 }
@@ -193,7 +181,7 @@ grpc::ServerWriteReactor<v1::ExportModelResponse>* ModelServiceImpl::ExportModel
 
 grpc::ServerUnaryReactor* ModelServiceImpl::ListPresets(grpc::CallbackServerContext* context,
                                                         const v1::ListPresetsRequest*, v1::ListPresetsResponse* response) {
-  return RunUnary(context, executor_, metrics_, std::string(kPrefix) + "ListPresets", [=] {
+  return RunUnary(context, executor_, metrics_, auth_, std::string(kPrefix) + "ListPresets", [=] {
     for (const std::string& name : models::PresetNames()) {
       auto* preset = response->add_presets();
       preset->set_name(name);

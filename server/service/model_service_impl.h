@@ -8,6 +8,7 @@
 #include "posbias/v1/model_service.grpc.pb.h"
 #include "server/metrics/metrics.h"
 #include "server/registry/model_catalog.h"
+#include "server/service/call_auth.h"
 #include "server/service/call_executor.h"
 #include "server/service/model_transfers.h"
 
@@ -21,9 +22,10 @@ class ModelServiceImpl final : public v1::ModelService::CallbackService {
       : catalog_(catalog), active_jobs_(std::move(active_jobs)), metrics_(metrics),
         transfers_(catalog, metrics, transfer_options) {}
   // Where the calls' work runs (set before the server starts).
-  void Start(CallExecutor* executor) {
+  void Start(CallExecutor* executor, const CallAuth* auth) {
     executor_ = executor;
-    transfers_.Start(executor);
+    auth_ = auth;
+    transfers_.Start(executor, auth);
   }
   // Ends open uploads (server shutdown).
   void Shutdown() { transfers_.Stop(); }
@@ -42,16 +44,22 @@ class ModelServiceImpl final : public v1::ModelService::CallbackService {
                                         v1::ListPresetsResponse*) override;
 
  private:
-  absl::Status List(const v1::ListModelsRequest& request, v1::ListModelsResponse* response);
+  absl::Status List(const Caller& caller, const v1::ListModelsRequest& request, v1::ListModelsResponse* response);
 
   registry::ModelCatalog* catalog_;
   std::function<int64_t(const std::string&)> active_jobs_;
   metrics::Metrics* metrics_;
   ModelTransfers transfers_;
   CallExecutor* executor_ = nullptr;
+  const CallAuth* auth_ = nullptr;
 };
 
 // Registry entry -> public Model message.
 void ModelToProto(const registry::ModelEntry& entry, int64_t active_jobs, v1::Model* out);
+
+// Tenancy of models: what an admin registers is public (tenant ""), anyone else's belongs to its
+// tenant; a caller sees public models and its own tenant's (an admin sees all).
+std::string ModelTenantOf(const Caller& caller);
+bool SeesModel(const Caller& caller, const registry::ModelEntry& entry);
 
 }  // namespace posbias::service

@@ -10,6 +10,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "server/admission/labels.h"
+#include "server/host/disk.h"
+#include "server/registry/scratch_files.h"
 #include "server/registry/sha256.h"
 #include "server/service/model_service_impl.h"
 #include "server/service/rpc_scope.h"
@@ -21,10 +23,7 @@ namespace {
 
 constexpr char kPrefix[] = "/posbias.v1.ModelService/";
 constexpr size_t kChunkBytes = 1 << 20;
-
-std::string ScratchPath(const std::string& dir, const char* kind, const std::string& name) {
-  return absl::StrCat(dir, "/.", kind, "-", name, "-", std::random_device{}());
-}
+constexpr uint64_t kDiskCheckBytes = uint64_t{16} << 20;
 
 void RemoveQuietly(const std::string& path) {
   std::error_code ignored;
@@ -41,7 +40,10 @@ class ModelTransfers::UploadReactor final : public grpc::ServerReadReactor<v1::U
   UploadReactor(ModelTransfers* hub, grpc::CallbackServerContext* context, v1::Model* response)
       : hub_(hub), context_(context), response_(response), scope_(hub->metrics_, std::string(kPrefix) + "UploadModel") {}
 
-  void Begin() { StartRead(&message_); }
+  void Begin(Caller caller) {
+    caller_ = std::move(caller);
+    StartRead(&message_);
+  }
 
   void OnReadDone(bool ok) override {
     std::unique_lock lock(mutex_);
@@ -88,6 +90,7 @@ class ModelTransfers::UploadReactor final : public grpc::ServerReadReactor<v1::U
       out_.close();
       RemoveQuietly(staged_);
     }
+    CallAuth::Audit(caller_, status);
     Finish(scope_.Finish(status, context_));
   }
 
@@ -97,6 +100,7 @@ class ModelTransfers::UploadReactor final : public grpc::ServerReadReactor<v1::U
       return InvalidArgumentError({ErrorReason::kEmptyRequest, "metadata", "missing", "a first message with metadata"});
     }
     metadata_ = message_.metadata();
+    caller_.resource = metadata_.name();
     labels_ = {metadata_.labels().begin(), metadata_.labels().end()};
     for (const auto& status : {registry::CheckModelName(metadata_.name()), admission::CheckLabels(labels_),
                                admission::CheckRequestId(metadata_.request_id())}) {
@@ -107,11 +111,25 @@ class ModelTransfers::UploadReactor final : public grpc::ServerReadReactor<v1::U
       return TooLargeError("total_bytes", std::to_string(metadata_.total_bytes()),
                            absl::StrCat(cap, " bytes (--max-upload-bytes)"));
     }
+    if (auto room = CheckDiskRoom(metadata_.total_bytes()); !room.ok()) return room;
     have_metadata_ = true;
-    staged_ = ScratchPath(hub_->catalog_->uploads_dir(), "staging", metadata_.name());
+    staged_ = registry::ScratchPath(hub_->catalog_->uploads_dir(), "staging", metadata_.name());
     out_.open(staged_, std::ios::binary | std::ios::trunc);
     if (!out_) return ErrorWithReason(absl::StatusCode::kInternal, ErrorReason::kInternalError, "cannot stage the upload");
     return absl::OkStatus();
+  }
+
+  // INSUFFICIENT_STORAGE when writing `bytes` more would leave less than the configured free disk.
+  absl::Status CheckDiskRoom(uint64_t bytes) const {
+    const int64_t available = host::AvailableDiskBytes(hub_->catalog_->uploads_dir());
+    const int64_t keep = hub_->options_.min_free_disk_bytes;
+    if (available < 0 || static_cast<double>(bytes) + static_cast<double>(keep) <= static_cast<double>(available)) {
+      return absl::OkStatus();
+    }
+    return ErrorWithReason(absl::StatusCode::kResourceExhausted, ErrorReason::kInsufficientStorage,
+                           absl::StrCat("the data directory has ", available >> 20, " MiB free; storing ", bytes >> 20,
+                                        " MiB more would leave less than the ", keep >> 20,
+                                        " MiB this server keeps free (--min-free-disk-mib); nothing was registered"));
   }
 
   absl::Status AddChunk() {  // Caller holds mutex_.
@@ -125,9 +143,13 @@ class ModelTransfers::UploadReactor final : public grpc::ServerReadReactor<v1::U
       return InvalidArgumentError({ErrorReason::kInvalidArgument, "total_bytes", std::to_string(metadata_.total_bytes()),
                                    absl::StrCat("the bytes sent (more than ", metadata_.total_bytes(), ")")});
     }
+    // Checked again every kDiskCheckBytes: other writers share the disk.
+    if (received_ / kDiskCheckBytes != (received_ - chunk.size()) / kDiskCheckBytes) {
+      if (auto room = CheckDiskRoom(chunk.size()); !room.ok()) return room;
+    }
     out_.write(chunk.data(), static_cast<std::streamsize>(chunk.size()));
     if (!out_) {
-      return ErrorWithReason(absl::StatusCode::kResourceExhausted, ErrorReason::kInsufficientMemory,
+      return ErrorWithReason(absl::StatusCode::kResourceExhausted, ErrorReason::kInsufficientStorage,
                              "cannot write the upload to the data directory (disk full?); nothing was registered");
     }
     sha_.Update(chunk.data(), chunk.size());
@@ -147,7 +169,7 @@ class ModelTransfers::UploadReactor final : public grpc::ServerReadReactor<v1::U
       } else if (!have_metadata_) {
         status = InvalidArgumentError({ErrorReason::kEmptyRequest, "metadata", "missing", "a first message with metadata"});
       } else if (!out_) {
-        status = ErrorWithReason(absl::StatusCode::kResourceExhausted, ErrorReason::kInsufficientMemory,
+        status = ErrorWithReason(absl::StatusCode::kResourceExhausted, ErrorReason::kInsufficientStorage,
                                  "cannot write the upload to the data directory (disk full?)");
       } else if (metadata_.total_bytes() > 0 && received_ != metadata_.total_bytes()) {
         status = InvalidArgumentError({ErrorReason::kInvalidArgument, "total_bytes", std::to_string(metadata_.total_bytes()),
@@ -166,7 +188,7 @@ class ModelTransfers::UploadReactor final : public grpc::ServerReadReactor<v1::U
 
   void Register() {
     auto entry = hub_->catalog_->RegisterUpload(metadata_.name(), staged_, metadata_.config_json(), labels_,
-                                                metadata_.request_id());
+                                                metadata_.request_id(), ModelTenantOf(caller_));
     if (entry.ok()) ModelToProto(*entry, 0, response_);
     End(entry.status());
   }
@@ -175,6 +197,7 @@ class ModelTransfers::UploadReactor final : public grpc::ServerReadReactor<v1::U
   grpc::CallbackServerContext* context_;
   v1::Model* response_;
   RpcScope scope_;
+  Caller caller_;
   std::mutex mutex_;
   bool finished_ = false, have_metadata_ = false, registering_ = false;
   std::chrono::steady_clock::time_point last_activity_ = std::chrono::steady_clock::now();
@@ -194,9 +217,11 @@ class ModelTransfers::ExportReactor final : public grpc::ServerWriteReactor<v1::
   ExportReactor(ModelTransfers* hub, grpc::CallbackServerContext* context, std::string name)
       : hub_(hub), context_(context), name_(std::move(name)), scope_(hub->metrics_, std::string(kPrefix) + "ExportModel") {}
 
-  void Begin() {
+  void Begin(Caller caller) {
+    caller_ = std::move(caller);
     if (!hub_->executor_->TrySubmit([this] { Prepare(); })) End(ServerBusy());
   }
+  void Refuse(const absl::Status& status) { End(status); }
 
   void OnWriteDone(bool ok) override {
     if (!ok || cancelled_) return End(absl::CancelledError("the client stopped reading the export"));
@@ -213,7 +238,8 @@ class ModelTransfers::ExportReactor final : public grpc::ServerWriteReactor<v1::
  private:
   // On the executor: the weights to a scratch file, then the header.
   void Prepare() {
-    path_ = ScratchPath(hub_->catalog_->uploads_dir(), "export", name_);
+    if (auto entry = hub_->catalog_->Get(name_); entry.ok() && !SeesModel(caller_, *entry)) return End(HiddenModel(name_));
+    path_ = registry::ScratchPath(hub_->catalog_->uploads_dir(), "export", name_);
     if (auto status = hub_->catalog_->Export(name_, path_); !status.ok()) return End(status);
     if (cancelled_) return End(absl::CancelledError("export cancelled"));
     auto* header = message_.mutable_header();
@@ -240,6 +266,7 @@ class ModelTransfers::ExportReactor final : public grpc::ServerWriteReactor<v1::
   grpc::CallbackServerContext* context_;
   std::string name_, path_;
   RpcScope scope_;
+  Caller caller_;
   std::atomic<bool> cancelled_{false}, ended_{false};
   std::ifstream in_;
   std::string buffer_;
@@ -253,8 +280,9 @@ ModelTransfers::ModelTransfers(registry::ModelCatalog* catalog, metrics::Metrics
 
 ModelTransfers::~ModelTransfers() { Stop(); }
 
-void ModelTransfers::Start(CallExecutor* executor) {
+void ModelTransfers::Start(CallExecutor* executor, const CallAuth* auth) {
   executor_ = executor;
+  auth_ = auth;
   watchdog_ = std::thread([this] { Watchdog(); });
 }
 
@@ -280,10 +308,13 @@ grpc::ServerReadReactor<v1::UploadModelRequest>* ModelTransfers::Upload(grpc::Ca
     stopping = stopping_;
   }
   uploads_.Add(upload);  // Kept until its OnDone.
-  if (stopping) {
+  auto caller = auth_->Admit(context, std::string(kPrefix) + "UploadModel");
+  if (!caller.ok()) {
+    upload->End(caller.status());
+  } else if (stopping) {
     upload->End(ErrorWithReason(absl::StatusCode::kUnavailable, ErrorReason::kShuttingDown, "the server is shutting down"));
   } else {
-    upload->Begin();
+    upload->Begin(*std::move(caller));
   }
   return upload.get();
 }
@@ -291,7 +322,12 @@ grpc::ServerReadReactor<v1::UploadModelRequest>* ModelTransfers::Upload(grpc::Ca
 grpc::ServerWriteReactor<v1::ExportModelResponse>* ModelTransfers::Export(grpc::CallbackServerContext* context,
                                                                           const v1::ExportModelRequest* request) {
   auto* reactor = new ExportReactor(this, context, request->name());  // Deleted in its OnDone.
-  reactor->Begin();
+  auto caller = auth_->Admit(context, std::string(kPrefix) + "ExportModel");
+  if (!caller.ok()) {
+    reactor->Refuse(caller.status());
+  } else {
+    reactor->Begin(*std::move(caller));
+  }
   return reactor;
 }
 

@@ -19,6 +19,7 @@
 #include "posbias/v1/model_service.pb.h"
 #include "server/metrics/metrics.h"
 #include "server/registry/model_catalog.h"
+#include "server/service/call_auth.h"
 #include "server/service/call_executor.h"
 #include "server/service/open_streams.h"
 
@@ -29,11 +30,15 @@ class ModelTransfers {
   struct Options {
     int64_t max_upload_bytes = int64_t{16} << 30;    // Largest upload, enforced while it streams.
     std::chrono::milliseconds upload_idle_timeout{std::chrono::seconds(60)};  // Between messages.
+    // Disk an upload leaves free in the data directory (for the job store, the index and other
+    // uploads): refused up front when its announced size would not leave it, ended when the
+    // bytes streamed so far would not (RESOURCE_EXHAUSTED / INSUFFICIENT_STORAGE).
+    int64_t min_free_disk_bytes = int64_t{256} << 20;
   };
   ModelTransfers(registry::ModelCatalog* catalog, metrics::Metrics* metrics, Options options);
   ~ModelTransfers();
   // Where registrations and exports run (set before the server starts); starts the idle watchdog.
-  void Start(CallExecutor* executor);
+  void Start(CallExecutor* executor, const CallAuth* auth);
   // Ends open uploads (UNAVAILABLE / SHUTTING_DOWN); joins the watchdog.
   void Stop();
 
@@ -51,6 +56,7 @@ class ModelTransfers {
   metrics::Metrics* metrics_;
   Options options_;
   CallExecutor* executor_ = nullptr;
+  const CallAuth* auth_ = nullptr;
   OpenStreams<UploadReactor> uploads_;
   std::mutex mutex_;  // Guards stopping_; wakes the watchdog.
   std::condition_variable wake_;

@@ -2,14 +2,19 @@
 
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/security/tls_certificate_provider.h>
+#include <grpcpp/security/tls_credentials_options.h>
 
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "server/status/error.h"
 #include "spdlog/spdlog.h"
 
 namespace posbias::service {
@@ -90,11 +95,111 @@ void Server::StartWorkers(bool runs_jobs) {
   pool_ = std::make_unique<jobs::WorkerPool>(store_.get(), runtime_->runner(catalog_.get()), pool_options, observer);
 }
 
-absl::Status Server::StartRpcServer(bool serves_api) {
+namespace {
+
+// Whether clients can reach `address` only from this machine (loopback, a unix socket).
+bool IsLoopbackAddress(const std::string& address) {
+  if (address.rfind("unix:", 0) == 0) return true;
+  const size_t colon = address.rfind(':');
+  std::string host = colon == std::string::npos ? address : address.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
+}
+
+// FAILED_PRECONDITION naming the flag when `path` is not a readable PEM file.
+absl::Status CheckPemFile(const std::string& flag, const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::string head(4096, '\0');
+  in.read(head.data(), static_cast<std::streamsize>(head.size()));
+  head.resize(static_cast<size_t>(std::max<std::streamsize>(0, in.gcount())));
+  if (!in && head.empty()) {
+    return ErrorWithReason(absl::StatusCode::kFailedPrecondition, ErrorReason::kPathNotFound,
+                           absl::StrCat(flag, " = ", path, " cannot be read"));
+  }
+  if (head.find("-----BEGIN ") == std::string::npos) {
+    return ErrorWithReason(absl::StatusCode::kFailedPrecondition, ErrorReason::kInvalidArgument,
+                           absl::StrCat(flag, " = ", path, " is not a PEM file (no -----BEGIN line)"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> Server::PrepareSecurity() {
+  const auto& security = options_.security;
+  const bool tls = !security.tls_cert_file.empty() || !security.tls_key_file.empty();
+  if (tls && (security.tls_cert_file.empty() || security.tls_key_file.empty())) {
+    return ErrorWithReason(absl::StatusCode::kFailedPrecondition, ErrorReason::kInvalidArgument,
+                           "--tls-cert-file and --tls-key-file go together: give both for TLS, or neither");
+  }
+  if (!security.tls_client_ca_file.empty() && !tls) {
+    return ErrorWithReason(absl::StatusCode::kFailedPrecondition, ErrorReason::kInvalidArgument,
+                           "--tls-client-ca-file (mTLS) needs TLS: give --tls-cert-file and --tls-key-file too");
+  }
+  for (const auto& [flag, path] : {std::pair<const char*, std::string>{"--tls-cert-file", security.tls_cert_file},
+                                   {"--tls-key-file", security.tls_key_file},
+                                   {"--tls-client-ca-file", security.tls_client_ca_file}}) {
+    if (path.empty()) continue;
+    if (auto status = CheckPemFile(flag, path); !status.ok()) return status;
+  }
+  const bool mtls = !security.tls_client_ca_file.empty();
+  if (security.auth_tokens_file.empty() && !mtls && !security.allow_unauthenticated &&
+      !IsLoopbackAddress(options_.listen_address)) {
+    return ErrorWithReason(
+        absl::StatusCode::kFailedPrecondition, ErrorReason::kInvalidArgument,
+        absl::StrCat("refusing to listen on ", options_.listen_address,
+                     " without authentication: give --auth-tokens-file (bearer tokens) or --tls-client-ca-file (mTLS), "
+                     "listen on 127.0.0.1, or pass --allow-unauthenticated when a mesh in front authenticates"));
+  }
+  auto authenticator = auth::Authenticator::Open({security.auth_tokens_file, mtls});
+  if (!authenticator.ok()) return authenticator.status();
+  authenticator_ = *std::move(authenticator);
+  call_auth_ = std::make_unique<CallAuth>(authenticator_.get());
+  if (!tls) return grpc::InsecureServerCredentials();
+  // The provider re-reads the files when they change on disk: renewed certificates (cert-manager,
+  // the local CA script) take effect without a restart or a dropped connection.
+  const unsigned interval = static_cast<unsigned>(std::max(1, security.reload_interval_seconds));
+  auto provider = std::make_shared<grpc::experimental::FileWatcherCertificateProvider>(
+      security.tls_key_file, security.tls_cert_file, security.tls_client_ca_file, interval);
+  grpc::experimental::TlsServerCredentialsOptions tls_options(provider);
+  tls_options.watch_identity_key_cert_pairs();
+  if (mtls) {
+    tls_options.watch_root_certs();
+    tls_options.set_cert_request_type(GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+  } else {
+    tls_options.set_cert_request_type(GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
+  }
+  return grpc::experimental::TlsServerCredentials(tls_options);
+}
+
+void Server::ReloadCredentials() {
+  if (!authenticator_) return;
+  if (auto status = authenticator_->Reload(); !status.ok()) {
+    spdlog::error("tokens file not reloaded (the principals loaded before stay): {}", std::string(status.message()));
+  } else if (!options_.security.auth_tokens_file.empty()) {
+    spdlog::info("tokens file reloaded: {} principals", authenticator_->principal_count());
+  }
+}
+
+void Server::WatchCredentials() {
+  std::unique_lock lock(reload_mutex_);
+  const auto interval = std::chrono::seconds(std::max(1, options_.security.reload_interval_seconds));
+  while (!reload_wake_.wait_for(lock, interval, [this] { return reload_stop_; })) {
+    const size_t before = authenticator_->principal_count();
+    if (auto status = authenticator_->ReloadIfChanged(); !status.ok()) {
+      spdlog::error("tokens file changed but not reloaded (the principals loaded before stay): {}",
+                    std::string(status.message()));
+    } else if (authenticator_->principal_count() != before) {
+      spdlog::info("tokens file changed: {} principals", authenticator_->principal_count());
+    }
+  }
+}
+
+absl::Status Server::StartRpcServer(bool serves_api, std::shared_ptr<grpc::ServerCredentials> credentials) {
   grpc::EnableDefaultHealthCheckService(true);
-  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  if (options_.reflection) grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(options_.listen_address, grpc::InsecureServerCredentials(), &port_);
+  builder.AddListeningPort(options_.listen_address, credentials, &port_);
   // One socket per address: with SO_REUSEPORT gRPC binds a second one, which for port 0 lands on
   // a different, unreported port.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
@@ -144,7 +249,9 @@ absl::Status Server::Start() {
   housekeeper_->Round();  // Purges what passed its retention while the server was down.
 
   runners::Runtime::Options runtime_options;
-  runtime_options.model_cache_bytes = options_.cache_budget_bytes;
+  // An API-only process builds a model only to check a registration (and hash its weights) or to
+  // export it: with no budget it keeps just the most recent one (model_cache.h), not a cache.
+  runtime_options.model_cache_bytes = runs_jobs ? options_.cache_budget_bytes : 0;
   runtime_options.cpu_threads = options_.cpu_threads;
   if (metrics_ != nullptr) runtime_options.on_model_load = [this](double seconds) { metrics_->ModelLoaded(seconds); };
   runtime_ = runners::Runtime::Create(runtime_options);
@@ -152,6 +259,11 @@ absl::Status Server::Start() {
                                               runtime_->loader());
   if (!catalog.ok()) return catalog.status();
   catalog_ = std::move(*catalog);
+  if (const auto& left = catalog_->leftovers(); left.index_temporaries + left.scratch.files_removed > 0) {
+    spdlog::info("removed what stopped processes left in {}: {} temporary index copies, {} scratch and orphaned "
+                 "upload files ({} bytes)", options_.data_dir, left.index_temporaries, left.scratch.files_removed,
+                 left.scratch.bytes_removed);
+  }
   StartWorkers(runs_jobs);
   // With a shared store the workers are other processes: a CUDA (or float16, or larger-than-this-
   // host) job is accepted and waits until a worker with a CUDA device claims it.
@@ -159,6 +271,7 @@ absl::Status Server::Start() {
   auto active_jobs = [this](const std::string& model) { return store_->CountActiveForModel(model).value_or(0); };
   ModelTransfers::Options transfers;
   transfers.max_upload_bytes = options_.max_upload_bytes;
+  transfers.min_free_disk_bytes = options_.min_free_disk_bytes;
   transfers.upload_idle_timeout = std::chrono::seconds(options_.upload_idle_seconds);
   model_service_ = std::make_unique<ModelServiceImpl>(catalog_.get(), active_jobs, metrics_, transfers);
   JobWatches::Options watches;
@@ -166,10 +279,14 @@ absl::Status Server::Start() {
   job_service_ = std::make_unique<JobServiceImpl>(store_.get(), catalog_.get(), pool_.get(), options_.job_limits,
                                                   metrics_, watches);
   executor_ = std::make_unique<CallExecutor>(CallExecutor::Options{options_.max_rpc_threads, options_.max_waiting_calls});
-  density_service_.set_executor(executor_.get());
-  model_service_->Start(executor_.get());
-  job_service_->Start(executor_.get());
-  if (auto status = StartRpcServer(serves_api); !status.ok()) return status;
+  // The security options are checked (and the tokens file read) before anything listens.
+  auto credentials = PrepareSecurity();
+  if (!credentials.ok()) return credentials.status();
+  density_service_.Start(executor_.get(), call_auth_.get());
+  model_service_->Start(executor_.get(), call_auth_.get());
+  job_service_->Start(executor_.get(), call_auth_.get());
+  if (auto status = StartRpcServer(serves_api, *credentials); !status.ok()) return status;
+  if (!options_.security.auth_tokens_file.empty()) reload_thread_ = std::thread([this] { WatchCredentials(); });
   if (runs_jobs) pool_->Start();
   housekeeper_->Start();
   return absl::OkStatus();
@@ -178,6 +295,12 @@ absl::Status Server::Start() {
 void Server::Shutdown(std::chrono::milliseconds drain) {
   if (!server_ || shut_down_) return;
   shut_down_ = true;
+  {
+    std::lock_guard lock(reload_mutex_);
+    reload_stop_ = true;
+  }
+  reload_wake_.notify_all();
+  if (reload_thread_.joinable()) reload_thread_.join();
   housekeeper_->Stop();
   server_->GetHealthCheckService()->Shutdown();
   job_service_->Shutdown();    // Open watch streams end; new submissions are refused.

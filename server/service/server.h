@@ -6,7 +6,10 @@
 #pragma once
 
 #include <chrono>
+#include <condition_variable>
 #include <memory>
+#include <mutex>
+#include <thread>
 #include <string>
 
 #include <grpcpp/grpcpp.h>
@@ -19,6 +22,8 @@
 #include "server/metrics/metrics.h"
 #include "server/registry/model_catalog.h"
 #include "server/runners/runtime.h"
+#include "server/auth/authenticator.h"
+#include "server/service/call_auth.h"
 #include "server/service/call_executor.h"
 #include "server/service/density_service_impl.h"
 #include "server/service/job_service_impl.h"
@@ -62,8 +67,20 @@ class Server {
     bool cpu_worker = true;            // Run jobs on the CPU (besides any CUDA devices).
     int64_t cache_budget_bytes = int64_t{8} << 30;
     int64_t max_upload_bytes = int64_t{16} << 30;  // Largest UploadModel stream.
+    int64_t min_free_disk_bytes = int64_t{256} << 20;  // Uploads leave this much of the data disk free.
     double retention_hours = 24 * 7;   // Finished jobs are deleted after this.
     admission::JobLimits job_limits;
+    // Who may call (README "Security"). TLS with a certificate and key; mTLS with a client CA too;
+    // principals from the tokens file. Listening off loopback with neither tokens nor mTLS is
+    // refused unless allow_unauthenticated (a mesh in front authenticates).
+    struct Security {
+      std::string tls_cert_file, tls_key_file;  // PEM, both or neither.
+      std::string tls_client_ca_file;           // PEM: require and verify client certificates.
+      std::string auth_tokens_file;             // auth/principals.h; "" = no token principals.
+      bool allow_unauthenticated = false;
+      int reload_interval_seconds = 1;          // Certificates and tokens re-read when changed.
+    } security;
+    bool reflection = true;  // gRPC server reflection (the API's schema, no data).
   };
 
   Server(Options options, metrics::Metrics* metrics);
@@ -77,6 +94,8 @@ class Server {
   // Stops accepting calls and waits up to `drain` for in-flight calls before cancelling them.
   void Shutdown(std::chrono::milliseconds drain);
   void Wait();
+  // Re-reads the tokens file now (SIGHUP); certificates are re-read when they change on disk.
+  void ReloadCredentials();
 
  private:
   Options options_;
@@ -86,7 +105,10 @@ class Server {
   absl::Status OpenStore();
   // The workers and their metrics (role api: none run).
   void StartWorkers(bool runs_jobs);
-  absl::Status StartRpcServer(bool serves_api);
+  absl::Status StartRpcServer(bool serves_api, std::shared_ptr<grpc::ServerCredentials> credentials);
+  // Checks the security options and opens the authenticator; the transport's credentials.
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> PrepareSecurity();
+  void WatchCredentials();  // The reload thread.
 
   std::unique_ptr<jobs::JobStore> store_;
   std::unique_ptr<runners::Runtime> runtime_;  // Torch-side: the model cache and the runner.
@@ -97,6 +119,12 @@ class Server {
   std::unique_ptr<JobServiceImpl> job_service_;
   std::unique_ptr<CallExecutor> executor_;
   std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<auth::Authenticator> authenticator_;
+  std::unique_ptr<CallAuth> call_auth_;
+  std::thread reload_thread_;
+  std::mutex reload_mutex_;
+  std::condition_variable reload_wake_;
+  bool reload_stop_ = false;
   int port_ = 0;
   bool shut_down_ = false;
 };

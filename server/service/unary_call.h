@@ -2,16 +2,19 @@
 // call's reactor with its status (mapped once, recorded in the metrics with the time the call
 // waited and ran). A full executor queue ends the call at once with RESOURCE_EXHAUSTED and reason
 // SERVER_BUSY. An RPC method reads:
-//   return RunUnary(context, executor_, metrics_, "/pkg.Service/Method", [=] { return Do(*request, response); });
+//   return RunUnary(context, executor_, metrics_, auth_, "/pkg.Service/Method",
+//                   [=](Caller& caller) { return Do(caller, *request, response); });
 #pragma once
 
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 #include <grpcpp/grpcpp.h>
 
 #include "absl/status/status.h"
+#include "server/service/call_auth.h"
 #include "server/service/call_executor.h"
 #include "server/service/rpc_scope.h"
 #include "server/status/error.h"
@@ -23,15 +26,33 @@ inline absl::Status ServerBusy() {
                          "the server's queue of waiting calls is full; retry with backoff");
 }
 
+// The call's work with the caller when it takes one (tenancy, the audit's resource).
+template <typename Work>
+absl::Status RunWork(Work& work, Caller& caller) {
+  if constexpr (std::is_invocable_v<Work&, Caller&>) {
+    return work(caller);
+  } else {
+    return work();
+  }
+}
+
+// Admits the caller (call_auth.h) on gRPC's thread, then runs the work on the executor.
 template <typename Work>
 grpc::ServerUnaryReactor* RunUnary(grpc::CallbackServerContext* context, CallExecutor* executor,
-                                   metrics::Metrics* metrics, std::string method, Work work) {
+                                   metrics::Metrics* metrics, const CallAuth* auth, std::string method, Work work) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  auto scope = std::make_shared<RpcScope>(metrics, std::move(method));
-  const bool queued = executor->TrySubmit([context, reactor, scope, work = std::move(work)]() mutable {
-    const absl::Status status = work();
-    reactor->Finish(scope->Finish(status, context));
-  });
+  auto scope = std::make_shared<RpcScope>(metrics, method);
+  auto caller = auth->Admit(context, method);
+  if (!caller.ok()) {
+    reactor->Finish(scope->Finish(caller.status(), context));
+    return reactor;
+  }
+  const bool queued = executor->TrySubmit(
+      [context, reactor, scope, caller = *std::move(caller), work = std::move(work)]() mutable {
+        const absl::Status status = RunWork(work, caller);
+        CallAuth::Audit(caller, status);
+        reactor->Finish(scope->Finish(status, context));
+      });
   if (!queued) reactor->Finish(scope->Finish(ServerBusy(), context));
   return reactor;
 }
@@ -40,10 +61,16 @@ grpc::ServerUnaryReactor* RunUnary(grpc::CallbackServerContext* context, CallExe
 // answered even when the server is busy (CancelJob) and take only a moment.
 template <typename Work>
 grpc::ServerUnaryReactor* RunUnaryInline(grpc::CallbackServerContext* context, metrics::Metrics* metrics,
-                                         std::string method, Work work) {
+                                         const CallAuth* auth, std::string method, Work work) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  RpcScope scope(metrics, std::move(method));
-  reactor->Finish(scope.Finish(work(), context));
+  RpcScope scope(metrics, method);
+  auto caller = auth->Admit(context, method);
+  absl::Status status = caller.status();
+  if (caller.ok()) {
+    status = RunWork(work, *caller);
+    CallAuth::Audit(*caller, status);
+  }
+  reactor->Finish(scope.Finish(status, context));
   return reactor;
 }
 

@@ -40,6 +40,10 @@ namespace posbias {
   X(kAttemptsExhausted, "ATTEMPTS_EXHAUSTED", 37)             \
   X(kRequestIdReused, "REQUEST_ID_REUSED", 38)                \
   X(kTorchScriptDisabled, "TORCHSCRIPT_DISABLED", 39)         \
+  X(kInsufficientStorage, "INSUFFICIENT_STORAGE", 40)         \
+  X(kRoleRequired, "ROLE_REQUIRED", 41)                       \
+  X(kQuotaExceeded, "QUOTA_EXCEEDED", 42)                     \
+  X(kAuthenticationRequired, "AUTHENTICATION_REQUIRED", 43)   \
   X(kNotImplemented, "NOT_IMPLEMENTED", 90)                   \
   X(kShuttingDown, "SHUTTING_DOWN", 91)                       \
   X(kServerBusy, "SERVER_BUSY", 92)                           \

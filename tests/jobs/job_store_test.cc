@@ -878,8 +878,8 @@ TEST_F(SqliteJobStore, MigrationsRunOnceAndTwoOpenStoresShareTheFile) {
   first.reset();
   second.reset();
   ASSERT_OK_AND_ASSIGN(first, OpenSqliteJobStore(Path()));
-  EXPECT_EQ(Query("SELECT COUNT(*) FROM schema_migrations"), "2");  // Each of the two migrations once.
-  EXPECT_EQ(Query("SELECT MAX(version) FROM schema_migrations"), "2");
+  EXPECT_EQ(Query("SELECT COUNT(*) FROM schema_migrations"), "4");  // Each of the four migrations once.
+  EXPECT_EQ(Query("SELECT MAX(version) FROM schema_migrations"), "4");
   EXPECT_EQ(Query("PRAGMA journal_mode"), "wal");
   EXPECT_EQ(Query("SELECT request_id IS NULL FROM jobs"), "1");
 }

@@ -33,6 +33,7 @@ class FaultyStore final : public JobStore {
 
   std::atomic<int> fail_progress_calls{0};  // The next N UpdateProgress calls are UNAVAILABLE.
   std::atomic<int> fail_succeed_calls{0};   // The next N Succeed calls are UNAVAILABLE.
+  std::atomic<int> full_disk_succeed_calls{0};  // The next N Succeed calls find the disk full.
   std::atomic<bool> refuse_renewals{false}; // RenewLease answers ABORTED.
   std::atomic<int> renewals{0};
   int64_t lease = 0;
@@ -58,6 +59,10 @@ class FaultyStore final : public JobStore {
     if (fail_succeed_calls > 0) {
       --fail_succeed_calls;
       return Outage();
+    }
+    if (full_disk_succeed_calls > 0) {
+      --full_disk_succeed_calls;
+      return ErrorWithReason(absl::StatusCode::kResourceExhausted, ErrorReason::kInsufficientStorage, "disk full");
     }
     return real_->Succeed(id, attempt, result);
   }
@@ -131,6 +136,7 @@ class WorkerPoolTest : public ::testing::Test {
     options.workers = {{"cpu-0", "cpu", "cpu"}};
     options.idle_poll_ms = 20;
     options.final_write_retry_ms = 5000;
+    options.backlog_retry_ms = 20;
     WorkerPool pool(store_.get(), &runner, options);
     pool.Start();
     const auto deadline = std::chrono::steady_clock::now() + timeout;
@@ -200,6 +206,58 @@ TEST_F(WorkerPoolTest, AFinishedResultIsWrittenOnceTheStoreIsBack) {
   const JobRecord job = RunUntilSettled(runner, id);
   EXPECT_EQ(job.state, JobState::kSucceeded);
   EXPECT_EQ(*store_->GetResult(id), R"({"done":true})");
+}
+
+// Found by reading the code: a final write refused for another reason than an outage was dropped,
+// and a job of the single-process store stayed RUNNING, its result lost, until a restart.
+TEST_F(WorkerPoolTest, AResultTheStoreRefusesIsKeptAndWrittenWhenTheDiskHasRoomAgain) {
+  SteppingRunner runner(1, 1ms);
+  store_->full_disk_succeed_calls = 5;
+  const std::string first = Submit();
+  const std::string second = Submit();
+  WorkerPool::Options options;
+  options.workers = {{"cpu-0", "cpu", "cpu"}};
+  options.idle_poll_ms = 20;
+  options.backlog_retry_ms = 20;
+  WorkerPool pool(store_.get(), &runner, options);
+  pool.Start();
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (std::chrono::steady_clock::now() < deadline &&
+         !(IsTerminal(store_->Get(first)->state) && IsTerminal(store_->Get(second)->state))) {
+    std::this_thread::sleep_for(10ms);
+  }
+  pool.Stop();
+  EXPECT_EQ(store_->Get(first)->state, JobState::kSucceeded);
+  EXPECT_EQ(store_->Get(second)->state, JobState::kSucceeded) << "the worker went on meanwhile";
+  EXPECT_EQ(*store_->GetResult(first), R"({"done":true})");
+  EXPECT_EQ(store_->full_disk_succeed_calls.load(), 0);
+  EXPECT_EQ(pool.backlog_size(), 0);
+}
+
+// Found by reading the code: the proto sums the time limit over attempts, the worker counted the
+// current attempt only, so a job re-queued again and again could run without end.
+TEST_F(WorkerPoolTest, TheTimeLimitCountsTheRunTimeOfEarlierAttempts) {
+  JobRecord record;
+  record.spec.model = "gpt2-tiny";
+  record.spec.length = 8;
+  record.time_limit_seconds = 5;
+  const std::string id = store_->Create(record, 0)->job.id;
+  // An earlier attempt ran 10 s before it was drained.
+  auto claimed = store_->ClaimNext("cpu-0", {"cpu"}, "cpu");
+  ASSERT_TRUE(claimed.ok() && claimed->has_value());
+  ProgressUpdate earlier;
+  earlier.run_ms = 10'000;
+  ASSERT_TRUE(store_->UpdateProgress(id, (*claimed)->attempt, earlier).ok());
+  JobStore::TransitionOptions drained;
+  drained.attempt = (*claimed)->attempt;
+  ASSERT_TRUE(store_->Transition(id, JobState::kQueued, drained).ok());
+  EXPECT_EQ(store_->Get(id)->run_ms, 10'000);
+
+  SteppingRunner runner(3, 1ms);  // Well within 5 s on its own.
+  const JobRecord job = RunUntilSettled(runner, id);
+  EXPECT_EQ(job.state, JobState::kFailed);
+  EXPECT_EQ(job.error_reason, "JOB_TIME_LIMIT_EXCEEDED");
+  EXPECT_GE(job.run_ms, 10'000);
 }
 
 TEST_F(WorkerPoolTest, HeartbeatsRenewTheLeaseWhileAJobRuns) {

@@ -2,7 +2,11 @@
 // reopening, deletion rules, the loaded-model cache.
 #include "server/registry/model_cache.h"
 #include "server/registry/model_catalog.h"
+#include "server/registry/scratch_files.h"
 
+#include <signal.h>
+
+#include <cerrno>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -206,6 +210,56 @@ TEST_F(RegistryTest, AReservationOfADeadReplicaExpires) {
   EXPECT_TRUE(late->Register("orphan", TinyPreset(), {}, "").ok()) << "an expired reservation is free";
 }
 
+// What a process killed mid-write leaves in the data directory is removed when the next one
+// starts; the scratch files of live processes (another replica on this host, any process of
+// another host that touched its file recently) are not.
+TEST_F(RegistryTest, OpeningRemovesWhatDeadProcessesLeftBehindAndNothingOfLiveOnes) {
+  {
+    auto first = Open();
+    ASSERT_TRUE(first->Register("kept", TinyPreset(), {}, "").ok());
+  }
+  const fs::path uploads = base_ / "data" / "uploads";
+  const fs::path data = base_ / "data";
+  auto touch = [](const fs::path& path) { std::ofstream(path) << "bytes"; };
+  // A scratch file of this host made by the current process's path scheme, then its owner "dies":
+  // a pid that runs nothing.
+  const std::string mine = ScratchPath(uploads.string(), "staging", "m");
+  const std::string host = fs::path(mine).filename().string().substr(std::string(".staging-m~").size());
+  const std::string host_name = host.substr(0, host.find('~'));
+  pid_t dead = 4'000'000;
+  while (::kill(dead, 0) == 0 || errno == EPERM) --dead;
+  const fs::path dead_staging = uploads / (".staging-m~" + host_name + "~" + std::to_string(dead) + "~1.0");
+  const fs::path live_staging = uploads / (".staging-m~" + host_name + "~" + std::to_string(::getppid()) + "~1.0");
+  const fs::path other_host_fresh = uploads / ".export-m~another-host~1~1.0";
+  const fs::path other_host_aged = uploads / ".hash-m~another-host~1~1.0";
+  const fs::path old_naming_aged = uploads / ".staging-m-12345";
+  const fs::path index_copy = data / "models.json.tmp.999.0";
+  const fs::path orphan = uploads / "ghost.safetensors";
+  const fs::path orphan_config = uploads / "ghost.safetensors.config.json";
+  const fs::path unrelated = uploads / "notes.txt";
+  for (const auto& path : {dead_staging, live_staging, other_host_fresh, other_host_aged, old_naming_aged, index_copy,
+                           orphan, orphan_config, unrelated}) {
+    touch(path);
+  }
+  const auto day_ago = fs::file_time_type::clock::now() - std::chrono::hours(25);
+  fs::last_write_time(other_host_aged, day_ago);
+  fs::last_write_time(old_naming_aged, day_ago);
+
+  auto reopened = Open();
+  EXPECT_FALSE(fs::exists(dead_staging));
+  EXPECT_FALSE(fs::exists(other_host_aged));
+  EXPECT_FALSE(fs::exists(old_naming_aged));
+  EXPECT_FALSE(fs::exists(index_copy));
+  EXPECT_FALSE(fs::exists(orphan));
+  EXPECT_FALSE(fs::exists(orphan_config));
+  EXPECT_TRUE(fs::exists(live_staging)) << "its process still runs";
+  EXPECT_TRUE(fs::exists(other_host_fresh)) << "another host's, touched recently";
+  EXPECT_TRUE(fs::exists(unrelated)) << "not a file of ours";
+  EXPECT_EQ(reopened->catalog->leftovers().index_temporaries, 1);
+  EXPECT_EQ(reopened->catalog->leftovers().scratch.files_removed, 5);
+  EXPECT_EQ(reopened->Get("kept")->state, ModelState::kReady);
+}
+
 TEST_F(RegistryTest, RefusesToDeleteAModelInUseUnlessForced) {
   auto registry = Open();
   ASSERT_TRUE(registry->Register("busy", TinyPreset(), {}, "").ok());
@@ -214,7 +268,7 @@ TEST_F(RegistryTest, RefusesToDeleteAModelInUseUnlessForced) {
   EXPECT_EQ(ErrorReasonOf(registry->Get("busy").status()), "MODEL_NOT_FOUND");
 }
 
-TEST_F(RegistryTest, LoadsACheckpointDirectoryAndMarksABrokenOneFailed) {
+TEST_F(RegistryTest, LoadsACheckpointDirectoryAndRefusesABrokenOneLeavingNothing) {
   auto registry = Open();
   fs::create_directories(base_ / "root" / "ckpt");
   auto source_model = std::move(*models::BuildModel(*models::PresetConfig("qwen2-tiny"), 5));
@@ -230,7 +284,11 @@ TEST_F(RegistryTest, LoadsACheckpointDirectoryAndMarksABrokenOneFailed) {
   checkpoint.path = "ckpt";
   auto broken = registry->Register("broken", checkpoint, {}, "");
   EXPECT_EQ(ErrorReasonOf(broken.status()), "INVALID_MODEL_FILE");
-  EXPECT_EQ(registry->Get("broken")->state, ModelState::kFailed);
+  // Found by the wire fuzzer: a refused registration took the name as a FAILED model.
+  EXPECT_EQ(ErrorReasonOf(registry->Get("broken").status()), "MODEL_NOT_FOUND");
+  std::ofstream(base_ / "root" / "ckpt" / "model.safetensors", std::ios::trunc) << "still not a checkpoint";
+  EXPECT_EQ(ErrorReasonOf(registry->Register("broken", checkpoint, {}, "").status()), "INVALID_MODEL_FILE")
+      << "the name is free to try again";
 }
 
 TEST_F(RegistryTest, EvictsTheLeastRecentlyUsedModelBeyondTheCacheBudget) {

@@ -368,7 +368,17 @@ TEST_F(ServerTest, RegistersAModelAndMeasuresItThroughTheQueue) {
   auto page = client_->GetJobResult(result_request);
   ASSERT_TRUE(page.ok()) << page.status();
   EXPECT_EQ(page->jacobian_norm().positions_size(), 4);
-  EXPECT_EQ(page->next_page_token(), "4");
+  EXPECT_FALSE(page->next_page_token().empty());
+  // The token is bound to the request it continues: another range is refused, not answered with
+  // a page of a different query.
+  v1::GetJobResultRequest other_range = result_request;
+  other_range.set_page_token(page->next_page_token());
+  other_range.set_stride(2);
+  auto refused = client_->GetJobResult(other_range);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(std::string(refused.status().message()).find("different filter"), std::string::npos);
+  result_request.set_page_token("4");  // A guessed cursor is not a token.
+  EXPECT_EQ(client_->GetJobResult(result_request).status().code(), absl::StatusCode::kInvalidArgument);
   result_request.set_page_token(page->next_page_token());
   auto second = client_->GetJobResult(result_request);
   ASSERT_TRUE(second.ok()) << second.status();
@@ -424,6 +434,19 @@ TEST_F(ServerTest, ListsJobsMatchingEveryTermOfALabelSelector) {
   list.set_label_selector("team=a");
   EXPECT_EQ(client_->ListJobs(list)->jobs_size(), 2);
   list.set_label_selector("team=a, sweep=b");
+  EXPECT_EQ(client_->ListJobs(list).status().code(), absl::StatusCode::kInvalidArgument);
+  // A page token continues the listing it came from, and only that one.
+  list.set_label_selector("team=a");
+  list.set_page_size(1);
+  auto first = client_->ListJobs(list);
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_FALSE(first->next_page_token().empty());
+  list.set_page_token(first->next_page_token());
+  auto second = client_->ListJobs(list);
+  ASSERT_TRUE(second.ok()) << second.status();
+  ASSERT_EQ(second->jobs_size(), 1);
+  EXPECT_NE(second->jobs(0).id(), first->jobs(0).id());
+  list.set_label_selector("team=a,sweep=c");
   EXPECT_EQ(client_->ListJobs(list).status().code(), absl::StatusCode::kInvalidArgument);
   (*submit.mutable_labels())["Bad Key"] = "x";
   const auto refused = client_->SubmitJob(submit);

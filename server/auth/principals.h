@@ -1,0 +1,51 @@
+// Who may call: principals with a tenant and roles, read from the tokens file.
+//
+// The tokens file (--auth-tokens-file) is JSON:
+//   {"principals": [{"name": "alice", "tenant": "lab-a", "roles": ["submitter"],
+//                    "token_sha256": "<64 hex>", "max_queued_jobs": 50, "max_running_jobs": 4}]}
+// A principal names exactly one credential: `token_sha256` (the SHA-256 of the bearer token a
+// client sends as "authorization: Bearer <token>"; the file never holds a token itself) or
+// `cert_subject` (with mTLS: the client certificate's subject CN or one of its SANs). Job quotas
+// are per principal; 0 or absent = no limit.
+//
+// Roles nest: reader (density RPCs, presets, the tenant's models, jobs and results) ⊂ submitter
+// (+ submit, cancel, delete the tenant's jobs) ⊂ operator (+ register, upload, export, delete the
+// tenant's models) ⊂ admin (everything, every tenant).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace posbias::auth {
+
+enum class Role { kReader = 1, kSubmitter = 2, kOperator = 3, kAdmin = 4 };
+
+std::string_view RoleName(Role role);  // "reader", ...
+absl::StatusOr<Role> ParseRole(std::string_view name);
+
+struct Principal {
+  std::string name;
+  std::string tenant;
+  Role role = Role::kReader;  // The highest role the file gives it.
+  std::string token_sha256;   // Lowercase hex; "" for a certificate principal.
+  std::string cert_subject;   // "" for a token principal.
+  int64_t max_queued_jobs = 0;   // 0 = no limit.
+  int64_t max_running_jobs = 0;  // 0 = no limit.
+
+  bool Has(Role needed) const { return static_cast<int>(role) >= static_cast<int>(needed); }
+  bool admin() const { return role == Role::kAdmin; }
+};
+
+// The principals of a tokens file's text; INVALID_ARGUMENT naming the entry and field at fault
+// (unknown keys, bad names, unknown roles, a malformed hash, two credentials or none, a name,
+// hash or subject used twice). Never echoes a hash back in a message.
+absl::StatusOr<std::vector<Principal>> ParsePrincipals(std::string_view json_text);
+
+// Tenants and principal names: 1..63 characters of [a-z0-9._-], starting with a letter or digit.
+bool IsValidName(std::string_view name);
+
+}  // namespace posbias::auth

@@ -299,7 +299,9 @@ double EstimatedParameters(const ModelConfig& config) {
   const double vocab = static_cast<double>(config.vocab_size), layers = static_cast<double>(config.num_layers);
   switch (config.family) {
     case Family::kGpt2:
-      return layers * (4 * d * d + 2 * d * m + 9 * d + m) + (vocab + static_cast<double>(config.max_positions)) * d;
+      // Per layer: two LayerNorms, c_attn, c_proj, c_fc, the MLP c_proj; then ln_f.
+      return layers * (4 * d * d + 2 * d * m + 9 * d + m) + (vocab + static_cast<double>(config.max_positions)) * d +
+             2 * d;
     case Family::kQwen2: {
       const double kv = static_cast<double>(config.num_kv_heads * config.head_dim());
       const double layer = 2 * d * d + 2 * d * kv + 3 * d * m + 2 * d + d + 2 * kv;

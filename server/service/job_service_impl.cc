@@ -66,7 +66,6 @@ absl::StatusOr<v1::Job> JobServiceImpl::Submit(Caller& caller, const v1::SubmitJ
   record->tenant = caller.tenant();
   record->owner = caller.principal.name;
   record->max_running = static_cast<int32_t>(caller.principal.max_running_jobs);
-  record->request_id = TenantRequestKey(caller.tenant(), record->request_id);
   auto model = catalog_->Get(record->spec.model);
   if (model.ok() && !caller.Sees(model->tenant) && !model->tenant.empty()) return HiddenModel(record->spec.model);
   if (!model.ok()) return model.status();
@@ -76,6 +75,7 @@ absl::StatusOr<v1::Job> JobServiceImpl::Submit(Caller& caller, const v1::SubmitJ
       !admitted.ok()) {
     return admitted;
   }
+  record->request_id = TenantRequestKey(caller.tenant(), record->request_id);  // Checked above as the client's.
   auto created = store_->Create(*record, limits_.max_queued);
   if (!created.ok()) return created.status();
   if (!created->created && !RequestMatchesJob(*record, RequestNamesSeed(request), created->job)) {

@@ -185,8 +185,13 @@ grpc::ServerUnaryReactor* ModelServiceImpl::ListPresets(grpc::CallbackServerCont
     for (const std::string& name : models::PresetNames()) {
       auto* preset = response->add_presets();
       preset->set_name(name);
-      ConfigToProto(*models::PresetConfig(name), preset->mutable_config());
+      const models::ModelConfig config = *models::PresetConfig(name);
+      ConfigToProto(config, preset->mutable_config());
       preset->set_test_preset(name.find("tiny") != std::string::npos);
+      const auto parameters = static_cast<uint64_t>(models::EstimatedParameters(config));
+      preset->set_parameter_count(parameters);
+      preset->set_memory_bytes(parameters * 4);  // Float32.
+
     }
     return absl::OkStatus();
   });

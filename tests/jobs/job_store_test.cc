@@ -790,6 +790,40 @@ TEST_P(JobStoreContract, CountActiveForModelCountsQueuedRunningAndCancellingJobs
   EXPECT_EQ(active, 0);
 }
 
+// Tenancy: a principal's max_running_jobs is kept at claim time; other owners are not held up,
+// and a listing for one tenant or one owner shows only theirs.
+TEST_P(JobStoreContract, AnOwnerAtItsRunningQuotaWaitsWhileOthersAreClaimed) {
+  auto owned = [](const std::string& owner, const std::string& tenant) {
+    JobRecord job = MakeJob("gpt2-tiny", 0, "quota");
+    job.owner = owner;
+    job.tenant = tenant;
+    job.max_running = 1;
+    return job;
+  };
+  const JobRecord first = Add(owned("alice", "lab-a"));
+  Advance(1);  // Claims go oldest first.
+  const JobRecord second = Add(owned("alice", "lab-a"));
+  Advance(1);
+  const JobRecord other = Add(owned("bob", "lab-b"));
+  EXPECT_EQ(ClaimOnly("quota").id, first.id);
+  EXPECT_EQ(ClaimOnly("quota").id, other.id) << "alice is at her quota; bob is not";
+  auto none = store().ClaimNext("worker-1", {"quota"}, "quota:0");
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_FALSE(none->has_value()) << "alice's second job waits while her first runs";
+  ASSERT_TRUE(store().Succeed(first.id, 1, "{}").ok());
+  EXPECT_EQ(ClaimOnly("quota").id, second.id);
+
+  ListFilter lab_a;
+  lab_a.tenant = "lab-a";
+  auto listed = store().List(lab_a);
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  ASSERT_EQ(listed->jobs.size(), 2u);
+  for (const auto& job : listed->jobs) EXPECT_EQ((std::pair{job.tenant, job.owner}), (std::pair<std::string, std::string>{"lab-a", "alice"}));
+  ListFilter bobs;
+  bobs.owner = "bob";
+  EXPECT_EQ(store().List(bobs)->jobs.size(), 1u);
+}
+
 TEST_P(JobStoreContract, ConcurrentClaimsFromFourThreadsTakeEachJobExactlyOnce) {
   constexpr int kJobs = 50;
   std::set<std::string> ids;

@@ -334,7 +334,16 @@ TEST_F(ServerTest, RegistersAModelAndMeasuresItThroughTheQueue) {
   model.set_name("tiny");
   model.mutable_preset()->set_preset("gpt2-tiny");
   model.mutable_preset()->set_init_seed(3);
-  ASSERT_TRUE(client_->RegisterModel(model).ok());
+  auto registered = client_->RegisterModel(model);
+  ASSERT_TRUE(registered.ok()) << registered.status();
+  // The preset list states the parameters the built model has (it said 0 before).
+  auto presets = client_->ListPresets(v1::ListPresetsRequest());
+  ASSERT_TRUE(presets.ok()) << presets.status();
+  for (const auto& preset : presets->presets()) {
+    if (preset.name() != "gpt2-tiny") continue;
+    EXPECT_EQ(preset.parameter_count(), registered->parameter_count());
+    EXPECT_EQ(preset.memory_bytes(), 4 * registered->parameter_count());
+  }
   v1::SubmitJobRequest submit;
   auto* spec = submit.mutable_spec()->mutable_jacobian_norm();
   spec->set_model("tiny");

@@ -1,0 +1,484 @@
+#!/usr/bin/python3
+"""Who may do what, through real servers: TLS and mTLS, bearer tokens with roles, tenants that
+cannot see each other, quotas, reloading the tokens file, and the secure default.
+
+Usage:
+    /usr/bin/python3 tests/e2e/security_test.py --server-binary build/release/server/posbias-server \
+        --cli-binary build/release/client/cli/posbias --proto-dir proto
+
+Certificates are made with openssl at test time: a CA, a server certificate for 127.0.0.1 and
+localhost, client certificates (one valid, one expired, one from another CA). Tokens are random;
+the tokens file holds their SHA-256 only.
+"""
+
+import argparse
+import hashlib
+import json
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+import grpc
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__))))
+from posbias_server import ServerProcess, generate_stubs, secure_channel, start_watchdog  # noqa: E402
+
+ARGS = None
+pb = None
+WORK = None
+RPC_TIMEOUT_S = 20
+WATCHDOG_S = 400
+
+# The role each RPC needs, written here independently of the server's table: a new RPC without a
+# line here fails ARoleTableCoversEveryRpc.
+REQUIRED_ROLE = {
+    "/posbias.v1.DensityService/EvaluateContinuum": "reader",
+    "/posbias.v1.DensityService/EvaluateDiscrete": "reader",
+    "/posbias.v1.DensityService/SummarizeProfile": "reader",
+    "/posbias.v1.DensityService/FitProfile": "reader",
+    "/posbias.v1.ModelService/RegisterModel": "operator",
+    "/posbias.v1.ModelService/UploadModel": "operator",
+    "/posbias.v1.ModelService/GetModel": "reader",
+    "/posbias.v1.ModelService/ListModels": "reader",
+    "/posbias.v1.ModelService/DeleteModel": "operator",
+    "/posbias.v1.ModelService/ExportModel": "operator",
+    "/posbias.v1.ModelService/ListPresets": "reader",
+    "/posbias.v1.JobService/SubmitJob": "submitter",
+    "/posbias.v1.JobService/GetJob": "reader",
+    "/posbias.v1.JobService/ListJobs": "reader",
+    "/posbias.v1.JobService/CancelJob": "submitter",
+    "/posbias.v1.JobService/DeleteJob": "submitter",
+    "/posbias.v1.JobService/WatchJob": "reader",
+    "/posbias.v1.JobService/GetJobResult": "reader",
+}
+ROLES = ["reader", "submitter", "operator", "admin"]
+
+
+def run(command, cwd):
+    subprocess.run(command, cwd=cwd, shell=True, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                   timeout=60)
+
+
+def make_certificates(directory):
+    """CA, server (127.0.0.1, localhost), client-alice, an expired client and one of another CA."""
+    key = "-newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes"
+    for ca in ("ca", "other-ca"):
+        run("openssl req -x509 %s -keyout %s.key -out %s.pem -days 2 -subj /CN=%s" % (key, ca, ca, ca), directory)
+
+    def issue(name, subject, ca, extensions="", dates="-days 2"):
+        run("openssl req -new %s -keyout %s.key -out %s.csr -subj /CN=%s" % (key, name, name, subject), directory)
+        if extensions:
+            with open(os.path.join(directory, name + ".ext"), "w") as f:
+                f.write(extensions)
+        run("openssl x509 -req -in %s.csr -CA %s.pem -CAkey %s.key -CAcreateserial -out %s.pem %s %s"
+            % (name, ca, ca, name, dates, "-extfile %s.ext" % name if extensions else ""), directory)
+
+    issue("server", "localhost", "ca", "subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+    issue("alice", "client-alice", "ca")
+    issue("stranger", "client-alice", "other-ca")
+    # Expired: valid for one second a second ago is not possible with x509 -days; `openssl ca`
+    # takes explicit dates.
+    with open(os.path.join(directory, "ca.cnf"), "w") as f:
+        f.write("[ca]\ndefault_ca=d\n[d]\ndatabase=index.txt\nnew_certs_dir=.\nserial=serial\n"
+                "default_md=sha256\npolicy=p\n[p]\ncommonName=supplied\n")
+    open(os.path.join(directory, "index.txt"), "w").close()
+    with open(os.path.join(directory, "serial"), "w") as f:
+        f.write("1000\n")
+    run("openssl req -new %s -keyout expired.key -out expired.csr -subj /CN=client-alice" % key, directory)
+    run("openssl ca -batch -config ca.cnf -cert ca.pem -keyfile ca.key -in expired.csr -out expired.pem "
+        "-startdate 20200101000000Z -enddate 20200102000000Z -notext", directory)
+
+
+class Principals:
+    """A tokens file with one principal per (tenant, role) and its tokens."""
+
+    def __init__(self, path):
+        self.path = path
+        self.tokens = {}
+        self.entries = []
+
+    def add(self, name, tenant, role, **quota):
+        token = secrets.token_urlsafe(24)
+        self.tokens[name] = token
+        entry = {"name": name, "tenant": tenant, "roles": [role],
+                 "token_sha256": hashlib.sha256(token.encode()).hexdigest()}
+        entry.update(quota)
+        self.entries.append(entry)
+        return token
+
+    def add_certificate(self, name, tenant, role, subject):
+        self.entries.append({"name": name, "tenant": tenant, "roles": [role], "cert_subject": subject})
+
+    def write(self):
+        temporary = self.path + ".new"
+        with open(temporary, "w") as f:
+            json.dump({"principals": self.entries}, f)
+        os.replace(temporary, self.path)  # As an operator's editor or a Secret update would.
+
+
+def metadata(token):
+    return (("authorization", "Bearer " + token),)
+
+
+class Stubs:
+    def __init__(self, channel):
+        self.density = pb.density_grpc.DensityServiceStub(channel)
+        self.models = pb.model_grpc.ModelServiceStub(channel)
+        self.jobs = pb.job_grpc.JobServiceStub(channel)
+        self.health = pb.health_grpc.HealthStub(channel)
+
+
+def reason_of(error):
+    for key, value in error.trailing_metadata() or ():
+        if key == "posbias-error-reason":
+            return value
+    return None
+
+
+def tiny_job(request_id=None, samples=1, length=8):
+    spec = pb.job.JobSpec(jacobian_norm=pb.job.JacobianNormSpec(model="gpt2-tiny", sequence_length=length,
+                                                                samples=samples))
+    return pb.job.SubmitJobRequest(spec=spec, request_id=request_id or "")
+
+
+class SecureServer(unittest.TestCase):
+    """One TLS server with tokens for two tenants; the tests share it."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.principals = Principals(os.path.join(WORK, "tokens.json"))
+        cls.tokens = {}
+        for role in ROLES:
+            cls.tokens[("a", role)] = cls.principals.add("a-" + role, "lab-a", role)
+            cls.tokens[("b", role)] = cls.principals.add("b-" + role, "lab-b", role)
+        cls.tokens["quota"] = cls.principals.add("quota", "lab-q", "submitter", max_queued_jobs=1)
+        cls.principals.write()
+        cls.server = ServerProcess(ARGS.server_binary, [
+            "--tls-cert-file", os.path.join(WORK, "server.pem"), "--tls-key-file", os.path.join(WORK, "server.key"),
+            "--auth-tokens-file", cls.principals.path, "--cpu-threads", "1"]).start()
+        cls.channel = secure_channel(cls.server.address, ca_file=os.path.join(WORK, "ca.pem"))
+        cls.stubs = Stubs(cls.channel)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.channel.close()
+        code = cls.server.stop()
+        if code != 0:
+            raise AssertionError("server exited with %s; log:\n%s" % (code, cls.server.log))
+
+    def token(self, tenant, role):
+        return self.tokens[(tenant, role)]
+
+    def call_code(self, method, token):
+        """The status code of calling `method` with an empty request and `token`."""
+        kind = {"/posbias.v1.JobService/WatchJob": "unary_stream", "/posbias.v1.ModelService/ExportModel": "unary_stream",
+                "/posbias.v1.ModelService/UploadModel": "stream_unary"}.get(method, "unary_unary")
+        identity = lambda b: b  # noqa: E731
+        callable_ = getattr(self.channel, kind)(method, request_serializer=identity, response_deserializer=identity)
+        try:
+            if kind == "unary_stream":
+                for _ in callable_(b"", timeout=RPC_TIMEOUT_S, metadata=metadata(token)):
+                    pass
+            elif kind == "stream_unary":
+                callable_(iter([]), timeout=RPC_TIMEOUT_S, metadata=metadata(token))
+            else:
+                callable_(b"", timeout=RPC_TIMEOUT_S, metadata=metadata(token))
+            return grpc.StatusCode.OK, None
+        except grpc.RpcError as error:
+            return error.code(), reason_of(error)
+
+    def test_a_role_table_covers_every_rpc(self):
+        methods = set()
+        for module in (pb.density, pb.model, pb.job):
+            for service in module.DESCRIPTOR.services_by_name.values():
+                for method in service.methods:
+                    methods.add("/%s/%s" % (service.full_name, method.name))
+        self.assertEqual(methods, set(REQUIRED_ROLE), "every RPC needs a line in REQUIRED_ROLE (and the server's table)")
+
+    def test_every_rpc_against_every_role(self):
+        for method, needed in sorted(REQUIRED_ROLE.items()):
+            for role in ROLES:
+                with self.subTest(method=method, role=role):
+                    code, reason = self.call_code(method, self.token("a", role))
+                    if ROLES.index(role) >= ROLES.index(needed):
+                        self.assertNotIn(code, (grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.UNAUTHENTICATED))
+                    else:
+                        self.assertEqual((code, reason), (grpc.StatusCode.PERMISSION_DENIED, "ROLE_REQUIRED"))
+
+    def test_a_missing_or_unknown_token_is_unauthenticated_and_health_stays_open(self):
+        for method in REQUIRED_ROLE:
+            for token in ("", "not-a-token-of-this-server"):
+                with self.subTest(method=method, token=token):
+                    code, reason = self.call_code(method, token) if token else self.call_without_token(method)
+                    self.assertEqual((code, reason), (grpc.StatusCode.UNAUTHENTICATED, "AUTHENTICATION_REQUIRED"))
+        answer = self.stubs.health.Check(pb.health.HealthCheckRequest(service=""), timeout=RPC_TIMEOUT_S)
+        self.assertEqual(answer.status, pb.health.HealthCheckResponse.SERVING)
+
+    def call_without_token(self, method):
+        identity = lambda b: b  # noqa: E731
+        try:
+            if method.endswith(("WatchJob", "ExportModel")):
+                for _ in self.channel.unary_stream(method, request_serializer=identity, response_deserializer=identity)(
+                        b"", timeout=RPC_TIMEOUT_S):
+                    pass
+            elif method.endswith("UploadModel"):
+                self.channel.stream_unary(method, request_serializer=identity, response_deserializer=identity)(
+                    iter([]), timeout=RPC_TIMEOUT_S)
+            else:
+                self.channel.unary_unary(method, request_serializer=identity, response_deserializer=identity)(
+                    b"", timeout=RPC_TIMEOUT_S)
+            return grpc.StatusCode.OK, None
+        except grpc.RpcError as error:
+            return error.code(), reason_of(error)
+
+    def test_plaintext_is_refused_on_the_tls_port(self):
+        with grpc.insecure_channel(self.server.address) as plain:
+            with self.assertRaises(grpc.RpcError) as refused:
+                pb.health_grpc.HealthStub(plain).Check(pb.health.HealthCheckRequest(), timeout=5)
+            self.assertEqual(refused.exception.code(), grpc.StatusCode.UNAVAILABLE)
+
+    def test_tenant_b_cannot_see_watch_cancel_delete_or_read_tenant_a_jobs(self):
+        a = metadata(self.token("a", "submitter"))
+        job = self.stubs.jobs.SubmitJob(tiny_job(), timeout=RPC_TIMEOUT_S, metadata=a)
+        self.assertTrue(self.wait_finished(job.id, a))
+        b = metadata(self.token("b", "submitter"))
+        calls = {
+            "GetJob": lambda: self.stubs.jobs.GetJob(pb.job.GetJobRequest(id=job.id), timeout=RPC_TIMEOUT_S, metadata=b),
+            "GetJobResult": lambda: self.stubs.jobs.GetJobResult(pb.job.GetJobResultRequest(id=job.id),
+                                                                 timeout=RPC_TIMEOUT_S, metadata=b),
+            "CancelJob": lambda: self.stubs.jobs.CancelJob(pb.job.CancelJobRequest(id=job.id), timeout=RPC_TIMEOUT_S,
+                                                           metadata=b),
+            "DeleteJob": lambda: self.stubs.jobs.DeleteJob(pb.job.DeleteJobRequest(id=job.id, force=True),
+                                                           timeout=RPC_TIMEOUT_S, metadata=b),
+            "WatchJob": lambda: list(self.stubs.jobs.WatchJob(pb.job.WatchJobRequest(id=job.id), timeout=RPC_TIMEOUT_S,
+                                                              metadata=b)),
+        }
+        missing = "j-000000000000"
+        for name, call in calls.items():
+            with self.subTest(call=name):
+                with self.assertRaises(grpc.RpcError) as hidden:
+                    call()
+                self.assertEqual((hidden.exception.code(), reason_of(hidden.exception)),
+                                 (grpc.StatusCode.NOT_FOUND, "JOB_NOT_FOUND"))
+                # Word for word what a job that does not exist gets: no existence leak.
+                with self.assertRaises(grpc.RpcError) as absent:
+                    self.stubs.jobs.GetJob(pb.job.GetJobRequest(id=missing), timeout=RPC_TIMEOUT_S, metadata=b)
+                self.assertEqual(hidden.exception.details().replace(job.id, missing), absent.exception.details())
+        listed = self.stubs.jobs.ListJobs(pb.job.ListJobsRequest(page_size=1000), timeout=RPC_TIMEOUT_S, metadata=b)
+        self.assertNotIn(job.id, [j.id for j in listed.jobs])
+        mine = self.stubs.jobs.ListJobs(pb.job.ListJobsRequest(page_size=1000), timeout=RPC_TIMEOUT_S, metadata=a)
+        self.assertIn(job.id, [j.id for j in mine.jobs])
+        admin = self.stubs.jobs.GetJob(pb.job.GetJobRequest(id=job.id), timeout=RPC_TIMEOUT_S,
+                                       metadata=metadata(self.token("b", "admin")))
+        self.assertEqual(admin.id, job.id, "an admin sees every tenant")
+        # Still there: nothing of B's reached it.
+        self.assertEqual(self.stubs.jobs.GetJob(pb.job.GetJobRequest(id=job.id), timeout=RPC_TIMEOUT_S,
+                                                metadata=a).state, pb.job.JOB_STATE_SUCCEEDED)
+
+    def wait_finished(self, job_id, md, seconds=120):
+        deadline = time.time() + seconds
+        while time.time() < deadline:
+            job = self.stubs.jobs.GetJob(pb.job.GetJobRequest(id=job_id), timeout=RPC_TIMEOUT_S, metadata=md)
+            if job.state in (pb.job.JOB_STATE_SUCCEEDED, pb.job.JOB_STATE_FAILED, pb.job.JOB_STATE_CANCELLED):
+                return job.state == pb.job.JOB_STATE_SUCCEEDED
+            time.sleep(0.1)
+        return False
+
+    def test_the_same_request_id_in_two_tenants_makes_two_jobs(self):
+        first = self.stubs.jobs.SubmitJob(tiny_job("shared-id"), timeout=RPC_TIMEOUT_S,
+                                          metadata=metadata(self.token("a", "submitter")))
+        second = self.stubs.jobs.SubmitJob(tiny_job("shared-id"), timeout=RPC_TIMEOUT_S,
+                                           metadata=metadata(self.token("b", "submitter")))
+        self.assertNotEqual(first.id, second.id)
+        self.assertEqual((first.request_id, second.request_id), ("shared-id", "shared-id"))
+        again = self.stubs.jobs.SubmitJob(tiny_job("shared-id"), timeout=RPC_TIMEOUT_S,
+                                          metadata=metadata(self.token("a", "submitter")))
+        self.assertEqual(again.id, first.id, "a retry within the tenant returns its job")
+
+    def test_a_tenant_model_is_invisible_to_the_other_tenant_and_public_models_to_none(self):
+        register = pb.model.RegisterModelRequest(
+            name="lab-a-tiny", preset=pb.model.PresetSource(preset="gpt2-tiny", init_seed=3))
+        a = metadata(self.token("a", "operator"))
+        b = metadata(self.token("b", "operator"))
+        self.stubs.models.RegisterModel(register, timeout=60, metadata=a)
+        self.assertEqual(self.stubs.models.GetModel(pb.model.GetModelRequest(name="lab-a-tiny"), timeout=RPC_TIMEOUT_S,
+                                                    metadata=a).name, "lab-a-tiny")
+        for call in (lambda: self.stubs.models.GetModel(pb.model.GetModelRequest(name="lab-a-tiny"),
+                                                        timeout=RPC_TIMEOUT_S, metadata=b),
+                     lambda: self.stubs.models.DeleteModel(pb.model.DeleteModelRequest(name="lab-a-tiny"),
+                                                           timeout=RPC_TIMEOUT_S, metadata=b),
+                     lambda: list(self.stubs.models.ExportModel(pb.model.ExportModelRequest(name="lab-a-tiny"),
+                                                                timeout=RPC_TIMEOUT_S, metadata=b))):
+            with self.assertRaises(grpc.RpcError) as hidden:
+                call()
+            self.assertEqual((hidden.exception.code(), reason_of(hidden.exception)),
+                             (grpc.StatusCode.NOT_FOUND, "MODEL_NOT_FOUND"))
+        names_b = [m.name for m in self.stubs.models.ListModels(pb.model.ListModelsRequest(page_size=1000),
+                                                                timeout=RPC_TIMEOUT_S, metadata=b).models]
+        self.assertNotIn("lab-a-tiny", names_b)
+        self.assertIn("gpt2-tiny", names_b, "built-in presets are public")
+        spec = pb.job.JobSpec(jacobian_norm=pb.job.JacobianNormSpec(model="lab-a-tiny", sequence_length=8, samples=1))
+        with self.assertRaises(grpc.RpcError) as refused:
+            self.stubs.jobs.SubmitJob(pb.job.SubmitJobRequest(spec=spec), timeout=RPC_TIMEOUT_S,
+                                      metadata=metadata(self.token("b", "submitter")))
+        self.assertEqual(reason_of(refused.exception), "MODEL_NOT_FOUND")
+
+    def test_a_principal_over_its_queued_jobs_quota_is_refused(self):
+        quota = metadata(self.tokens["quota"])
+        submitted, refused = [], None
+        for _ in range(4):  # One runs, one waits queued (the quota), the next is refused.
+            try:
+                submitted.append(self.stubs.jobs.SubmitJob(tiny_job(samples=400, length=64), timeout=RPC_TIMEOUT_S,
+                                                           metadata=quota))
+            except grpc.RpcError as error:
+                refused = error
+                break
+        self.assertIsNotNone(refused, "the quota of one queued job was never reached")
+        self.assertEqual((refused.code(), reason_of(refused)), (grpc.StatusCode.RESOURCE_EXHAUSTED, "QUOTA_EXCEEDED"))
+        for job in submitted:
+            self.stubs.jobs.CancelJob(pb.job.CancelJobRequest(id=job.id), timeout=RPC_TIMEOUT_S, metadata=quota)
+
+    def test_a_token_removed_from_the_file_stops_working_without_a_restart(self):
+        revocable = self.principals.add("revocable", "lab-a", "reader")
+        self.principals.write()
+        self.wait_for_code(revocable, grpc.StatusCode.OK)
+        self.principals.entries = [e for e in self.principals.entries if e["name"] != "revocable"]
+        self.principals.write()
+        self.wait_for_code(revocable, grpc.StatusCode.UNAUTHENTICATED)
+        # SIGHUP reloads at once too: a token added and signalled works without waiting for the poll.
+        added = self.principals.add("signalled", "lab-a", "reader")
+        self.principals.write()
+        self.server.process.send_signal(signal.SIGHUP)
+        self.wait_for_code(added, grpc.StatusCode.OK)
+        self.assertIn("tokens file", self.server.log)
+
+    def wait_for_code(self, token, code, seconds=15):
+        deadline = time.time() + seconds
+        last = None
+        while time.time() < deadline:
+            try:
+                self.stubs.models.ListPresets(pb.model.ListPresetsRequest(), timeout=RPC_TIMEOUT_S, metadata=metadata(token))
+                last = grpc.StatusCode.OK
+            except grpc.RpcError as error:
+                last = error.code()
+            if last == code:
+                return
+            time.sleep(0.2)
+        self.fail("still %s after %d s, expected %s" % (last, seconds, code))
+
+    def test_mutating_calls_leave_one_audit_line_without_the_token(self):
+        token = self.token("a", "submitter")
+        job = self.stubs.jobs.SubmitJob(tiny_job(), timeout=RPC_TIMEOUT_S, metadata=metadata(token))
+        deadline = time.time() + 5
+        while time.time() < deadline and job.id not in self.server.log:
+            time.sleep(0.05)
+        lines = [line for line in self.server.log.splitlines() if "audit " in line and job.id in line]
+        self.assertEqual(len(lines), 1, lines)
+        self.assertIn("principal=a-submitter tenant=lab-a method=/posbias.v1.JobService/SubmitJob", lines[0])
+        self.assertIn("outcome=OK", lines[0])
+        self.assertNotIn(token, self.server.log)
+
+    def test_the_cli_and_the_python_package_speak_tls_with_a_token(self):
+        ca = os.path.join(WORK, "ca.pem")
+        result = subprocess.run([ARGS.cli_binary, "--server", self.server.address, "--tls", "--ca-file", ca, "--token",
+                                 self.token("a", "reader"), "--format", "json", "density", "--depth", "4", "--x", "0.5"],
+                                capture_output=True, text=True, timeout=60)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        refused = subprocess.run([ARGS.cli_binary, "--server", self.server.address, "--tls", "--ca-file", ca,
+                                  "density", "--depth", "4", "--x", "0.5"], capture_output=True, text=True, timeout=60)
+        self.assertNotEqual(refused.returncode, 0)
+        self.assertIn("UNAUTHENTICATED", refused.stderr)
+        # The Python package from its source tree, in a process of its own (this one has the
+        # generated test stubs under the same package name); its own tests install it.
+        script = ("import sys, posbias\n"
+                  "address, token, ca = sys.argv[1:4]\n"
+                  "with posbias.Client(address, token=token, ca_file=ca) as client:\n"
+                  "    assert len(client.list_presets()) > 0\n"
+                  "with posbias.Client(address, ca_file=ca) as client:\n"
+                  "    try:\n"
+                  "        client.list_presets()\n"
+                  "        sys.exit('a call without a token was answered')\n"
+                  "    except posbias.Error as error:\n"
+                  "        assert error.reason == 'AUTHENTICATION_REQUIRED', error.reason\n")
+        package = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "client", "python")
+        python = subprocess.run([sys.executable, "-c", script, self.server.address, self.token("a", "reader"), ca],
+                                capture_output=True, text=True, timeout=60, env=dict(os.environ, PYTHONPATH=package))
+        self.assertEqual(python.returncode, 0, python.stderr)
+
+
+class MutualTls(unittest.TestCase):
+    """mTLS: a principal named by its certificate; certificates the CA did not sign, expired ones
+    and none at all are refused."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.principals = Principals(os.path.join(WORK, "mtls-tokens.json"))
+        cls.principals.add_certificate("alice", "lab-a", "reader", "client-alice")
+        cls.principals.write()
+        cls.server = ServerProcess(ARGS.server_binary, [
+            "--tls-cert-file", os.path.join(WORK, "server.pem"), "--tls-key-file", os.path.join(WORK, "server.key"),
+            "--tls-client-ca-file", os.path.join(WORK, "ca.pem"), "--auth-tokens-file", cls.principals.path]).start()
+
+    @classmethod
+    def tearDownClass(cls):
+        code = cls.server.stop()
+        if code != 0:
+            raise AssertionError("server exited with %s; log:\n%s" % (code, cls.server.log))
+
+    def presets(self, name):
+        files = {} if name is None else {"cert_file": os.path.join(WORK, name + ".pem"),
+                                         "key_file": os.path.join(WORK, name + ".key")}
+        with secure_channel(self.server.address, ca_file=os.path.join(WORK, "ca.pem"), **files) as channel:
+            return pb.model_grpc.ModelServiceStub(channel).ListPresets(pb.model.ListPresetsRequest(), timeout=10)
+
+    def test_a_client_certificate_a_principal_names_is_admitted(self):
+        self.assertGreater(len(self.presets("alice").presets), 0)
+
+    def test_no_certificate_another_cas_or_an_expired_one_is_refused(self):
+        for name in (None, "stranger", "expired"):
+            with self.subTest(certificate=name):
+                with self.assertRaises(grpc.RpcError) as refused:
+                    self.presets(name)
+                self.assertEqual(refused.exception.code(), grpc.StatusCode.UNAVAILABLE)
+
+
+class SecureDefault(unittest.TestCase):
+    def test_listening_off_loopback_without_authentication_is_refused_unless_allowed(self):
+        with tempfile.TemporaryDirectory() as data:
+            result = subprocess.run([ARGS.server_binary, "--listen", "0.0.0.0:0", "--metrics-listen", "127.0.0.1:0",
+                                     "--data-dir", data], capture_output=True, text=True, timeout=60)
+        self.assertNotEqual(result.returncode, 0)
+        self.assertIn("without authentication", result.stderr)
+        allowed = ServerProcess(ARGS.server_binary, ["--allow-unauthenticated"])
+        allowed.args[allowed.args.index("--listen") + 1] = "0.0.0.0:0"
+        allowed.start()
+        self.assertEqual(allowed.stop(), 0)
+
+
+def main():
+    global ARGS, pb, WORK
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--server-binary", required=True)
+    parser.add_argument("--cli-binary", required=True)
+    parser.add_argument("--proto-dir", required=True)
+    ARGS, rest = parser.parse_known_args()
+    start_watchdog(WATCHDOG_S, "security_test.py")
+    with tempfile.TemporaryDirectory(prefix="posbias-security-") as work:
+        WORK = work
+        make_certificates(work)
+        stub_dir = os.path.join(work, "stubs")
+        os.mkdir(stub_dir)
+        pb = generate_stubs(stub_dir, ARGS.proto_dir)
+        program = unittest.main(argv=[sys.argv[0]] + rest, exit=False, verbosity=2)
+        for server in list(ServerProcess.live):
+            server.kill()
+    sys.exit(0 if program.result.wasSuccessful() else 1)
+
+
+if __name__ == "__main__":
+    main()

@@ -79,6 +79,7 @@ def make_certificates(directory):
             % (name, ca, ca, name, dates, "-extfile %s.ext" % name if extensions else ""), directory)
 
     issue("server", "localhost", "ca", "subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+    issue("renewed", "localhost", "other-ca", "subjectAltName=IP:127.0.0.1,DNS:localhost\n")
     issue("alice", "client-alice", "ca")
     issue("stranger", "client-alice", "other-ca")
     # Expired: valid for one second a second ago is not possible with x509 -days; `openssl ca`
@@ -445,6 +446,43 @@ class MutualTls(unittest.TestCase):
                 with self.assertRaises(grpc.RpcError) as refused:
                     self.presets(name)
                 self.assertEqual(refused.exception.code(), grpc.StatusCode.UNAVAILABLE)
+
+
+class CertificateReload(unittest.TestCase):
+    """A server certificate replaced on disk is served to new connections without a restart."""
+
+    def test_a_renewed_server_certificate_takes_effect_without_a_restart(self):
+        import shutil
+        live = os.path.join(WORK, "live")
+        os.makedirs(live, exist_ok=True)
+        for suffix in ("pem", "key"):
+            shutil.copy(os.path.join(WORK, "server." + suffix), os.path.join(live, "server." + suffix))
+        server = ServerProcess(ARGS.server_binary, ["--tls-cert-file", os.path.join(live, "server.pem"),
+                                                    "--tls-key-file", os.path.join(live, "server.key")]).start()
+        try:
+            self.assertTrue(self.answers(server, "ca.pem"))
+            self.assertFalse(self.answers(server, "other-ca.pem"))
+            # The renewal: a certificate of the other CA, key first then certificate, each replaced whole.
+            for suffix in ("key", "pem"):
+                staged = os.path.join(live, "next." + suffix)
+                shutil.copy(os.path.join(WORK, "renewed." + suffix), staged)
+                os.replace(staged, os.path.join(live, "server." + suffix))
+            deadline = time.time() + 15
+            while time.time() < deadline and not self.answers(server, "other-ca.pem"):
+                time.sleep(0.3)
+            self.assertTrue(self.answers(server, "other-ca.pem"), "the renewed certificate is not served")
+            self.assertFalse(self.answers(server, "ca.pem"), "the old certificate is still served")
+        finally:
+            self.assertEqual(server.stop(), 0)
+
+    @staticmethod
+    def answers(server, ca):
+        with secure_channel(server.address, ca_file=os.path.join(WORK, ca)) as channel:
+            try:
+                pb.health_grpc.HealthStub(channel).Check(pb.health.HealthCheckRequest(), timeout=5)
+                return True
+            except grpc.RpcError:
+                return False
 
 
 class SecureDefault(unittest.TestCase):

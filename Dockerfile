@@ -17,14 +17,14 @@ FROM ${DEBIAN_IMAGE} AS build
 
 # The packages of scripts/setup.sh that the server build needs (no tests, benchmarks or deployment
 # tools). Kept in its own layer before any source is copied, so a source change does not refetch it.
-# libpqxx-dev/libpq-dev: the PostgreSQL job store.
+# libpqxx-dev/libpq-dev: the PostgreSQL job store; libpcre2-dev/libicu-dev: the tokenizers.
 RUN set -eux; \
     apt-get update; \
     DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
       g++ cmake ninja-build pkg-config \
       libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler grpc-proto libabsl-dev \
       libspdlog-dev prometheus-cpp-dev libcpp-httplib-dev nlohmann-json3-dev libcli11-dev \
-      libboost-math-dev libsqlite3-dev libpq-dev libpqxx-dev libssl-dev libtorch-dev; \
+      libboost-math-dev libsqlite3-dev libpq-dev libpqxx-dev libssl-dev libpcre2-dev libicu-dev libtorch-dev; \
     rm -rf /var/lib/apt/lists/*
 
 # Parallel compile jobs. A torch translation unit needs ~1.5 GB of memory: raise with care.
@@ -47,7 +47,7 @@ RUN set -eux; \
 # the runtime shared libraries only. The package list is what `readelf -d` (NEEDED) of the three
 # binaries maps to with `dpkg -S`; apt adds their dependencies. libopenblas0-openmp provides an
 # optimized libblas.so.3/liblapack.so.3 for LibTorch (the reference BLAS is ~15x slower).
-# libpq5/libpqxx-6.4: the PostgreSQL job store.
+# libpq5/libpqxx-6.4: the PostgreSQL job store; libpcre2-8-0/libicu72: the tokenizers.
 FROM ${DEBIAN_IMAGE} AS runtime
 
 RUN set -eux; \
@@ -56,7 +56,7 @@ RUN set -eux; \
       ca-certificates \
       libgrpc++1.51 libgrpc29 libprotobuf32 libabsl20220623 \
       libspdlog1.10 libfmt9 libprometheus-cpp-core1.0 libcpp-httplib0.11 \
-      libsqlite3-0 libpq5 libpqxx-6.4 libssl3 \
+      libsqlite3-0 libpq5 libpqxx-6.4 libssl3 libpcre2-8-0 libicu72 \
       libtorch1.13 libopenblas0-openmp; \
     rm -rf /var/lib/apt/lists/*; \
     groupadd --system --gid 10001 posbias; \

@@ -146,9 +146,8 @@ class Statement {
 absl::Status Exec(sqlite3* db, const std::string& sql) {
   char* error = nullptr;
   if (sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &error) != SQLITE_OK) {
-    std::string message = error ? error : sqlite3_errmsg(db);
     sqlite3_free(error);
-    return InternalError(absl::StrCat("job store: run '", sql, "': ", message));
+    return SqliteError(db, absl::StrCat("run '", sql, "'"));  // Its code decides: full, busy, other.
   }
   return absl::OkStatus();
 }

@@ -191,7 +191,15 @@ void WorkerPool::RunOne(const WorkerSpec&, const JobRecord& job) {
     // The store out of reach for a moment: keep measuring (the heartbeat keeps trying; if the
     // lease runs out meanwhile, the reaper re-queues the job and this attempt is fenced out).
     if (updated.status().code() == absl::StatusCode::kUnavailable) return !stopping_.load();
-    if (!updated.ok()) return !(fenced = true);
+    // Fenced out: a newer attempt owns the job, or it is gone.
+    const auto code = updated.status().code();
+    if (code == absl::StatusCode::kAborted || code == absl::StatusCode::kNotFound ||
+        code == absl::StatusCode::kFailedPrecondition) {
+      return !(fenced = true);
+    }
+    // Any other refusal (a full disk, a broken transaction) loses only this checkpoint: keep
+    // measuring; the final write is kept and retried (Finalize) if the store still refuses then.
+    if (!updated.ok()) return !stopping_.load();
     if (updated->state == JobState::kCancelling) return !(cancelled = true);
     if (job.time_limit_seconds > 0 && static_cast<double>(update.run_ms) / 1000.0 > job.time_limit_seconds) {
       return !(timed_out = true);

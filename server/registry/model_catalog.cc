@@ -1,15 +1,20 @@
 #include "server/registry/model_catalog.h"
 
+#include <signal.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <random>
 #include <regex>
 #include <set>
+#include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "server/host/memory.h"
 #include "server/registry/sha256.h"
 #include "server/status/error.h"
@@ -22,11 +27,34 @@ namespace {
 // dies before finishing (loading and hashing a checkpoint takes well under a minute).
 constexpr int64_t kReservationMs = 15 * 60 * 1000;
 
+// This process's incarnation: the same in every catalog of the process, another after a restart
+// (which may reuse the pid).
+const std::string& ProcessNonce() {
+  static const std::string nonce = absl::StrCat(std::random_device{}());
+  return nonce;
+}
+
+// host:pid:incarnation:random, one per catalog.
 std::string ProcessToken() {
   char host[256] = {};
   if (gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
   std::random_device random;
-  return absl::StrCat(host, ":", getpid(), ":", random());
+  return absl::StrCat(host, ":", getpid(), ":", ProcessNonce(), ":", random());
+}
+
+// Whether the process named by a reservation's owner token (ProcessToken) is known to be gone:
+// it ran on this host and its pid runs nothing, or is this process's own pid in another
+// incarnation (a restarted container often gets the same pid). A registration killed mid-load
+// then frees its name at the next start instead of after the reservation's 15 minutes.
+bool ReservationOwnerGone(const std::string& owner) {
+  const std::vector<std::string> parts = absl::StrSplit(owner, ':');
+  if (parts.size() < 3) return false;
+  char host[256] = {};
+  if (gethostname(host, sizeof host - 1) != 0 || parts[0] != host) return false;
+  int64_t pid = 0;
+  if (!absl::SimpleAtoi(parts[1], &pid) || pid <= 0) return false;
+  if (pid == getpid()) return parts.size() != 4 || parts[2] != ProcessNonce();
+  return ::kill(static_cast<pid_t>(pid), 0) != 0 && errno != EPERM;
 }
 
 int64_t NowMs() {
@@ -40,6 +68,18 @@ std::string ReadFile(const std::string& path) {
 
 absl::Status NotFound(const std::string& name) {
   return ErrorWithReason(absl::StatusCode::kNotFound, ErrorReason::kModelNotFound, absl::StrCat("no model named ", name));
+}
+
+// The directory of a checkpoint's tokenizer files, or "" when it has none: tokenizer.json, or
+// GPT-2's vocab.json + merges.txt, beside the weights (or in the checkpoint directory).
+std::string TokenizerDirectoryOf(const std::string& checkpoint_path) {
+  if (checkpoint_path.empty()) return "";
+  std::error_code error;
+  const fs::path path(checkpoint_path);
+  const fs::path dir = fs::is_directory(path, error) ? path : path.parent_path();
+  const bool has = fs::exists(dir / "tokenizer.json", error) ||
+                   (fs::exists(dir / "vocab.json", error) && fs::exists(dir / "merges.txt", error));
+  return has ? dir.string() : "";
 }
 
 // The architecture a source describes (before loading anything big).
@@ -175,7 +215,8 @@ absl::Status ModelCatalog::MergeIndex(const nlohmann::json& items) {
     if (!entry.ok()) return entry.status();
     // Ours (dropped here since) or lapsed: not a reservation any more.
     if (entry->state == ModelState::kLoading &&
-        (entry->reserved_by == owner_token_ || entry->reserved_until_ms <= NowMs())) {
+        (entry->reserved_by == owner_token_ || entry->reserved_until_ms <= NowMs() ||
+         ReservationOwnerGone(entry->reserved_by))) {
       continue;
     }
     // What this process knows stays as it is, except another replica's reservation, which the
@@ -185,6 +226,7 @@ absl::Status ModelCatalog::MergeIndex(const nlohmann::json& items) {
                                 : entry->source.kind == SourceKind::kUpload ? entry->source.path
                                                                              : ResolveUnderRoot(entry->source.path).value_or("");
     if (auto config = ResolveConfig(entry->source, weights); config.ok()) entry->config = *config;
+    if (entry->source.kind == SourceKind::kCheckpoint) entry->tokenizer_dir = TokenizerDirectoryOf(weights);
     entries_[entry->name] = *std::move(entry);
   }
   return absl::OkStatus();
@@ -331,6 +373,9 @@ absl::StatusOr<ModelEntry> ModelCatalog::Finish(ModelEntry entry) {
     return loaded.status();
   }
   entry.state = ModelState::kReady;
+  if (entry.source.kind == SourceKind::kCheckpoint && request.ok()) {
+    entry.tokenizer_dir = TokenizerDirectoryOf(request->weights_path);
+  }
   entry.parameters = loaded->parameters;
   entry.memory_bytes = entry.parameters * 4;
   entry.init_recipe = entry.source.kind == SourceKind::kPreset ? loaded->init_recipe : "loaded from " + entry.source.path;
@@ -350,7 +395,8 @@ absl::StatusOr<std::optional<ModelEntry>> ModelCatalog::Reserve(const std::strin
   auto index_lock = index_.Acquire();
   SyncIndexIfChanged(/*force=*/true);  // A name another replica registered or reserved is taken.
   if (auto it = entries_.find(name); it != entries_.end()) {
-    if (!it->second.reserved_by.empty() && it->second.reserved_until_ms <= NowMs()) {
+    if (!it->second.reserved_by.empty() &&
+        (it->second.reserved_until_ms <= NowMs() || ReservationOwnerGone(it->second.reserved_by))) {
       entries_.erase(it);  // A lapsed reservation of a replica that died while registering.
     } else {
       if (!request_id.empty() && it->second.request_id == request_id && it->second.tenant == entry.tenant) {

@@ -117,9 +117,17 @@ std::optional<nlohmann::json> ModelIndex::ReadIfChanged(bool force) {
 
 namespace {
 
+// A full disk is the operator's to fix (RESOURCE_EXHAUSTED / INSUFFICIENT_STORAGE); the message
+// names the file within the data directory only, not the server's paths.
 absl::Status WriteError(const std::string& what, const fs::path& path) {
-  return ErrorWithReason(absl::StatusCode::kInternal, ErrorReason::kInternalError,
-                         absl::StrCat("cannot ", what, " ", path.string(), ": ", std::strerror(errno)));
+  const int error = errno;
+  const std::string message =
+      absl::StrCat("cannot ", what, " the model index (", path.filename().string(), "): ", std::strerror(error));
+  if (error == ENOSPC || error == EDQUOT) {
+    return ErrorWithReason(absl::StatusCode::kResourceExhausted, ErrorReason::kInsufficientStorage,
+                           message + "; the data directory's disk is full, nothing was registered");
+  }
+  return ErrorWithReason(absl::StatusCode::kInternal, ErrorReason::kInternalError, message);
 }
 
 // Writes `text` to `path` and flushes it to the disk; every call's result is checked.

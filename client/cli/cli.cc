@@ -24,6 +24,7 @@ constexpr CommandSpec kCommands[] = {
     {"summarize", "Summaries of a theory or measured profile", DefineSummarize},
     {"fit", "Fit alpha (and a depth) to a measured profile", DefineFit},
     {"models", "The model registry: register, list, get, rm, export", DefineModelCommands},
+    {"tokenize", "Text to token ids and byte offsets with a model's tokenizer", DefineTokenize},
     {"jobs", "Jacobian-norm measurement jobs: submit, get, watch, list, cancel, rm, result",
      DefineJobCommands},
 };

@@ -214,8 +214,50 @@ constexpr CommandSpec kModelCommands[] = {
     {"export", "Write a model's weights as safetensors (Hugging Face names)", DefineExport},
 };
 
+// ------------------------------------------------------------------------------- tokenize
+
+struct TokenizeFlags {
+  std::string model, text, text_file;
+  bool special_tokens_as_text = false;
+};
+
+int RunTokenize(const CliContext& context, const TokenizeFlags& flags) {
+  v1::TokenizeRequest request;
+  request.set_model(flags.model);
+  request.set_special_tokens_as_text(flags.special_tokens_as_text);
+  if (!flags.text_file.empty()) {
+    std::ifstream in(flags.text_file, std::ios::binary);
+    if (!in) return context.UsageError("cannot read " + flags.text_file);
+    request.set_text(std::string(std::istreambuf_iterator<char>(in), {}));
+  } else if (!flags.text.empty()) {
+    request.set_text(flags.text);
+  } else {
+    return context.UsageError("give --text or --text-file");
+  }
+  auto response = context.client.Tokenize(request);
+  if (!response.ok()) return context.Fail(response.status());
+  nlohmann::ordered_json offsets = nlohmann::ordered_json::array();
+  for (const auto& offset : response->offsets()) offsets.push_back({offset.start(), offset.end()});
+  PrintObject({{"token_ids", std::vector<uint32_t>(response->token_ids().begin(), response->token_ids().end())},
+               {"offsets", offsets}},
+              context.format, context.out);
+  return 0;
+}
+
 }  // namespace
 
 CommandRun DefineModelCommands(CLI::App& models) { return AddCommands(models, kModelCommands); }
+
+CommandRun DefineTokenize(CLI::App& command) {
+  auto flags = std::make_shared<TokenizeFlags>();
+  command.add_option("--model,-m", flags->model, "A model with a tokenizer (a checkpoint directory's)")->required();
+  auto* text = command.add_option("--text", flags->text, "The text (UTF-8)");
+  auto* file = command.add_option("--text-file", flags->text_file, "Read the text from this file");
+  text->excludes(file);
+  file->excludes(text);
+  command.add_flag("--special-tokens-as-text", flags->special_tokens_as_text,
+                   "Tokenize <|endoftext|> and other special tokens in the text as plain text");
+  return RunWith(flags, RunTokenize);
+}
 
 }  // namespace posbias::cli

@@ -10,5 +10,7 @@ namespace posbias::cli {
 // Adds the subcommands of `models` (the row's CLI::App) and returns the step that runs the chosen
 // one.
 CommandRun DefineModelCommands(CLI::App& models);
+// `posbias tokenize --model M (--text T | --text-file F)`: {"token_ids": [...], "offsets": [[start, end], ...]}.
+CommandRun DefineTokenize(CLI::App& command);
 
 }  // namespace posbias::cli

@@ -39,6 +39,11 @@ absl::Status CheckShape(const jobs::JacobianJobSpec& spec, const registry::Model
     return Invalid(ErrorReason::kInvalidArgument, "output", "JACOBIAN_OUTPUT_LAYER_SWEEP",
                    "FINAL_HIDDEN or LOG_PROB (a TorchScript model shows no layers)");
   }
+  if ((spec.pathway != jobs::Pathway::kFull || spec.compare_pathways) &&
+      model.config.family == models::Family::kTorchScript) {
+    return Invalid(ErrorReason::kInvalidArgument, "pathway", std::string(jobs::PathwayName(spec.pathway)),
+                   "FULL without compare_pathways (a TorchScript model's attention cannot be split)");
+  }
   return absl::OkStatus();
 }
 

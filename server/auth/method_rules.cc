@@ -15,6 +15,7 @@ const std::vector<std::pair<std::string_view, MethodRule>>& AllMethodRules() {
       {"/posbias.v1.ModelService/DeleteModel", {Role::kOperator, true}},
       {"/posbias.v1.ModelService/ExportModel", {Role::kOperator, false}},
       {"/posbias.v1.ModelService/ListPresets", {Role::kReader, false}},
+      {"/posbias.v1.ModelService/Tokenize", {Role::kReader, false}},
       {"/posbias.v1.JobService/SubmitJob", {Role::kSubmitter, true}},
       {"/posbias.v1.JobService/GetJob", {Role::kReader, false}},
       {"/posbias.v1.JobService/ListJobs", {Role::kReader, false}},

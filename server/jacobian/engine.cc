@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <fstream>
+#include <limits>
 #include <string>
 
 #include <torch/torch.h>
@@ -105,11 +106,13 @@ std::vector<Sample> DrawSamples(DecoderModel& model, const MeasureOptions& optio
 }
 
 // Outputs y [rows, width] at the target position, one per requested output (layers for a sweep).
+// `value_only`: the attention probabilities detached (Pathway::kValueOnly).
 std::vector<torch::Tensor> Outputs(DecoderModel& model, const torch::Tensor& e, const MeasureOptions& options,
-                                   int64_t target, int64_t next_token, bool checkpoint) {
+                                   int64_t target, int64_t next_token, bool checkpoint, bool value_only) {
   models::ForwardOptions forward;
   forward.record_layers = options.output == Output::kLayerSweep;
   forward.checkpoint_layers = checkpoint;
+  forward.detach_attention_probabilities = value_only;
   auto out = model.Forward(e, forward);
   std::vector<torch::Tensor> ys;
   if (options.output == Output::kLayerSweep) {
@@ -154,14 +157,15 @@ class Runner {
     return cot.to(device_, options_.dtype);
   }
 
+  // `value_only`: the value pathway (attention probabilities detached) instead of the full Jacobian.
   absl::StatusOr<SampleSums> RunSample(const Sample& sample, int64_t batch, int64_t rows_per_call,
-                                       const std::function<bool()>& tick) {
-    if (model_pass_) return RunSampleWithModelPass(sample, rows_per_call, batch, tick);
+                                       const std::function<bool()>& tick, bool value_only) {
+    if (model_pass_) return RunSampleWithModelPass(sample, rows_per_call, batch, tick, value_only);
     torch::AutoGradMode enable_grad(true);  // Whatever mode the caller is in.
     const int64_t width = OutputWidth(model_, options_.output);
     const int64_t total = options_.method == Method::kExact ? width : options_.probes;
     auto e = sample.embeds.to(device_, options_.dtype).expand({batch, -1, -1}).clone().set_requires_grad(true);
-    auto ys = Outputs(model_, e, options_, target_, sample.NextToken(target_), checkpoint_);
+    auto ys = Outputs(model_, e, options_, target_, sample.NextToken(target_), checkpoint_, value_only);
     SampleSums sums;
     for (size_t o = 0; o < ys.size(); ++o) {
       auto sum = torch::zeros({options_.length}, torch::kDouble), sum_sq = torch::zeros_like(sum);
@@ -185,7 +189,8 @@ class Runner {
   // state or a layer's residual stream go in directly; the log-probability's scalar cotangent c
   // becomes c * d log p / d hidden_t (one autograd call through the output head per sample).
   absl::StatusOr<SampleSums> RunSampleWithModelPass(const Sample& sample, int64_t rows_per_call,
-                                                    int64_t rows_per_product, const std::function<bool()>& tick) {
+                                                    int64_t rows_per_product, const std::function<bool()>& tick,
+                                                    bool value_only) {
     models::ReversePassOptions pass_options;
     pass_options.keep_activations = !checkpoint_;
     auto pass = model_.PrepareReversePass(sample.embeds.to(device_, options_.dtype), target_, pass_options);
@@ -201,6 +206,7 @@ class Runner {
     }
     models::GradientOptions gradient_options;
     gradient_options.rows_per_product = rows_per_product;
+    gradient_options.detach_attention_probabilities = value_only;
     bool cancelled = false;
     gradient_options.between_layers = [&] { return !(cancelled = !tick()); };
     const int64_t outputs = options_.output == Output::kLayerSweep ? model_.config().num_layers : 1;
@@ -281,9 +287,14 @@ std::vector<double> ToVector(const torch::Tensor& t) {
 // One computed sample as a record: per-output squared norms (probe means for Hutchinson), the
 // variance of the probe mean, and the branch ratios of its forward pass.
 SampleRecord Record(DecoderModel& model, const MeasureOptions& options, const Sample& sample,
-                    const SampleSums& sums, const torch::Device& device) {
+                    const SampleSums& sums, const SampleSums* value_sums, const torch::Device& device) {
   SampleRecord record;
   const double k = static_cast<double>(options.probes);
+  if (value_sums) {
+    for (const auto& sum : value_sums->sum) {
+      record.value_sq_norm.push_back(ToVector(options.method == Method::kExact ? sum : sum / k));
+    }
+  }
   for (size_t o = 0; o < sums.sum.size(); ++o) {
     if (options.method == Method::kExact) {
       record.sq_norm.push_back(ToVector(sums.sum[o]));
@@ -302,6 +313,23 @@ SampleRecord Record(DecoderModel& model, const MeasureOptions& options, const Sa
     record.branch_ratio = model.Forward(sample.embeds.to(device, options.dtype), forward).branch_ratio;
   }
   return record;
+}
+
+// compare_pathways: the value pathway's profile and its ratios to the full one, per output.
+void SummarizePathways(const std::vector<SampleRecord>& records, int64_t outputs, MeasureResult& result) {
+  for (int64_t o = 0; o < outputs; ++o) {
+    std::vector<torch::Tensor> value, ratio, total;
+    for (const auto& record : records) {
+      auto full = torch::tensor(record.sq_norm[o], torch::kDouble);
+      value.push_back(torch::tensor(record.value_sq_norm[o], torch::kDouble));
+      ratio.push_back(torch::where(full > 0, value.back() / full, std::numeric_limits<double>::quiet_NaN()));
+      total.push_back((value.back().sum() / full.sum()).view({1}));
+    }
+    result.value_sq_norm.push_back(Stats(value));
+    result.pathway_ratio.push_back(Stats(ratio));
+    const PositionStats totals = Stats(total);
+    result.pathway_total_ratio.push_back({totals.mean[0], totals.std[0], totals.stderr_mean[0]});
+  }
 }
 
 // Statistics over all samples' records, per output.
@@ -328,6 +356,7 @@ void Summarize(const std::vector<SampleRecord>& records, const MeasureOptions& o
     }
   }
   for (const auto& record : records) result.sample_sq_norm.push_back(record.sq_norm.back());
+  if (options.compare_pathways) SummarizePathways(records, outputs, result);
   if (!records.empty() && !records.front().branch_ratio.empty()) {
     result.branch_ratio.assign(records.front().branch_ratio.size(), 0.0);
     for (const auto& record : records) {
@@ -424,6 +453,24 @@ absl::Status CheckMeasureOptions(const DecoderModel& model, const MeasureOptions
                                  absl::StrCat("auto or autograd (", models::FamilyName(model.config().family),
                                               " models have no own reverse pass; gpt2 and qwen2 have)")});
   }
+  if ((options.pathway == Pathway::kValueOnly || options.compare_pathways) &&
+      config.family == models::Family::kTorchScript) {
+    return InvalidArgumentError({ErrorReason::kInvalidArgument, options.compare_pathways ? "compare_pathways" : "pathway",
+                                 options.compare_pathways ? "true" : "value_only",
+                                 "full only (a TorchScript module's attention probabilities cannot be detached)"});
+  }
+  if (options.compare_pathways && options.pathway != Pathway::kFull) {
+    return InvalidArgumentError({ErrorReason::kInvalidArgument, "pathway", std::string(jobs::PathwayName(options.pathway)),
+                                 "full with compare_pathways (both pathways are measured; the profile is the full one)"});
+  }
+  if (options.compare_pathways) {
+    for (const auto& record : options.done_samples) {
+      if (record.value_sq_norm.size() != record.sq_norm.size()) {
+        return InvalidArgumentError({ErrorReason::kInvalidArgument, "done_samples", "records without value_sq_norm",
+                                     "records of a compare_pathways measurement (value_sq_norm per output)"});
+      }
+    }
+  }
   if (options.input != InputKind::kGaussianEmbeddings && !model.has_token_embedding()) {
     return InvalidArgumentError({ErrorReason::kInvalidArgument, "input", "tokens", "gaussian (this model takes embeddings only)"});
   }
@@ -473,9 +520,10 @@ absl::StatusOr<MeasureResult> Measure(DecoderModel& model, const MeasureOptions&
         model_pass ? ((rows_total + rows_per_call - 1) / rows_per_call) *
                          (options.output == Output::kLayerSweep ? layers * (layers + 1) / 2 : layers)
                    : outputs * ((rows_total + batch - 1) / batch);
+    const int64_t passes_per_sample = options.compare_pathways ? 2 : 1;  // Full, then value pathway.
     const int64_t first_sample = options.first_sample;
     const int64_t end_sample = options.end_sample > 0 ? options.end_sample : options.samples;
-    Progress progress{0, (end_sample - first_sample) * chunks_per_sample, 0, 0.0};
+    Progress progress{0, (end_sample - first_sample) * chunks_per_sample * passes_per_sample, 0, 0.0};
     auto tick = [&] {
       ++progress.chunks_done;
       progress.fraction = std::min(1.0, static_cast<double>(progress.chunks_done) / progress.chunks_total);
@@ -484,7 +532,7 @@ absl::StatusOr<MeasureResult> Measure(DecoderModel& model, const MeasureOptions&
 
     Runner runner(model, options, device, target, checkpoint, model_pass);
     std::vector<SampleRecord> records(options.done_samples.begin(), options.done_samples.end());
-    progress.chunks_done = static_cast<int64_t>(records.size()) * chunks_per_sample;
+    progress.chunks_done = static_cast<int64_t>(records.size()) * chunks_per_sample * passes_per_sample;
     progress.samples_done = static_cast<int64_t>(records.size());
     MeasureResult result;
     for (int64_t s = 0; s < options.samples; ++s) {
@@ -492,21 +540,28 @@ absl::StatusOr<MeasureResult> Measure(DecoderModel& model, const MeasureOptions&
       if (!sample.tokens.empty()) result.tokens.push_back(sample.tokens);
       if (s < first_sample || s >= end_sample) continue;  // Another part's sample.
       if (s - first_sample < static_cast<int64_t>(records.size())) continue;  // Finished before a resume.
-      runner.StartSample(s);
-      absl::StatusOr<SampleSums> sums = absl::InternalError("not run");
-      while (true) {
-        try {
-          sums = runner.RunSample(sample, batch, rows_per_call, tick);
-          break;
-        } catch (const c10::Error& error) {
-          if (!IsOutOfMemory(error) || (batch == 1 && rows_per_call == 1)) throw;
-          batch = std::max<int64_t>(1, batch / 2);  // Halve and retry this sample.
-          rows_per_call = std::max<int64_t>(1, rows_per_call / 2);
+      // One pass over the sample (its probes restart from the sample's stream, so the value
+      // pathway of compare_pathways sees the same probes as the full one).
+      auto run = [&](bool value_only) -> absl::StatusOr<SampleSums> {
+        while (true) {
           runner.StartSample(s);
+          try {
+            return runner.RunSample(sample, batch, rows_per_call, tick, value_only);
+          } catch (const c10::Error& error) {
+            if (!IsOutOfMemory(error) || (batch == 1 && rows_per_call == 1)) throw;
+            batch = std::max<int64_t>(1, batch / 2);  // Halve and retry this sample.
+            rows_per_call = std::max<int64_t>(1, rows_per_call / 2);
+          }
         }
-      }
+      };
+      absl::StatusOr<SampleSums> sums = run(options.pathway == Pathway::kValueOnly);
       if (!sums.ok()) return sums.status();
-      records.push_back(Record(model, options, sample, *sums, device));
+      absl::StatusOr<SampleSums> value_sums = absl::InternalError("not run");
+      if (options.compare_pathways) {
+        value_sums = run(/*value_only=*/true);
+        if (!value_sums.ok()) return value_sums.status();
+      }
+      records.push_back(Record(model, options, sample, *sums, options.compare_pathways ? &*value_sums : nullptr, device));
       ++progress.samples_done;
       if (options.on_sample && !options.on_sample(s, records.back())) {
         return absl::CancelledError("measurement cancelled");

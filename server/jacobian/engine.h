@@ -33,6 +33,7 @@ namespace posbias::jacobian {
 using Method = jobs::JacobianMethod;
 using Output = jobs::JacobianOutput;  // kLogProb: a scalar, the next token's log-probability.
 using InputKind = jobs::JacobianInput;
+using Pathway = jobs::Pathway;  // kValueOnly: attention probabilities detached (no score pathway).
 
 struct Progress {
   int64_t chunks_done = 0;
@@ -47,6 +48,9 @@ struct SampleRecord {
   std::vector<std::vector<double>> sq_norm;    // [output][position].
   std::vector<std::vector<double>> probe_var;  // [output][position]; empty for exact.
   std::vector<double> branch_ratio;            // Per layer.
+  // compare_pathways: the value pathway's squared norms [output][position] (probe means for
+  // Hutchinson, the same probes as sq_norm's); empty otherwise.
+  std::vector<std::vector<double>> value_sq_norm;
 };
 
 struct MeasureOptions {
@@ -73,6 +77,12 @@ struct MeasureOptions {
   enum class ReversePass { kAuto, kModel, kAutograd } reverse_pass = ReversePass::kAuto;
   bool keep_samples = false;     // Return per-sample squared norms.
   bool branch_ratios = true;     // Measure ||attn|| / (||residual|| + ||attn||) per layer.
+  // Which part of the Jacobian: kFull, or kValueOnly (the attention probabilities detached, in
+  // the model's own reverse pass and in autograd alike; TorchScript models cannot detach them).
+  Pathway pathway = Pathway::kFull;
+  // Each sample both ways (pathway must be kFull; same sample, same probes): the result then
+  // holds value_sq_norm and the per-sample ratio ||J_value||^2 / ||J_full||^2 (pathway_ratio).
+  bool compare_pathways = false;
   std::function<bool(const Progress&)> progress;  // Return false to cancel (CANCELLED).
   // Resuming: the records of samples 0..n-1 finished earlier (by an interrupted run with the same
   // options); they are not recomputed, and the result equals an uninterrupted run's (inputs and
@@ -94,6 +104,11 @@ struct PositionStats {
   std::vector<double> mean, std, stderr_mean;
 };
 
+// Statistics over samples of one number per sample.
+struct ScalarStats {
+  double mean = 0, std = 0, stderr_mean = 0;
+};
+
 struct MeasureResult {
   int64_t length = 0;
   int64_t target = 0;
@@ -110,6 +125,13 @@ struct MeasureResult {
   // layer of a sweep), always: for resampling over samples (bootstrap intervals of fits).
   std::vector<std::vector<double>> sample_sq_norm;
   std::vector<double> branch_ratio;  // Per layer, mean over samples.
+  // compare_pathways, per output (sq_norm then is the full pathway's): the value pathway's squared
+  // norms; per sample ||J_value,j||^2 / ||J_full,j||^2 (NaN where ||J_full,j|| = 0, i.e. after the
+  // target); and per sample sum_j ||J_value,j||^2 / sum_j ||J_full,j||^2 (1 minus it is the score
+  // pathway's share of the total).
+  std::vector<PositionStats> value_sq_norm;
+  std::vector<PositionStats> pathway_ratio;
+  std::vector<ScalarStats> pathway_total_ratio;
   int64_t vjp_count = 0;             // Vector-Jacobian products (backward rows) computed.
   int64_t cotangent_batch = 0;       // Rows per backward pass actually used.
   bool checkpointed = false;         // Whether activation checkpointing was used.

@@ -63,6 +63,7 @@ void Read(const Json& j, const std::string& path, TheoryModel& out) { ReadEnum(j
 void Read(const Json& j, const std::string& path, JacobianMethod& out) { ReadEnum(j, path, ParseMethod, out); }
 void Read(const Json& j, const std::string& path, JacobianOutput& out) { ReadEnum(j, path, ParseOutput, out); }
 void Read(const Json& j, const std::string& path, JacobianInput& out) { ReadEnum(j, path, ParseInput, out); }
+void Read(const Json& j, const std::string& path, Pathway& out) { ReadEnum(j, path, ParsePathway, out); }
 
 void Read(const Json& j, const std::string& path, ReportMetrics& out);
 void Read(const Json& j, const std::string& path, FixedDepthFit& out);
@@ -74,6 +75,7 @@ void Read(const Json& j, const std::string& path, TheoryComparison& out);
 void Read(const Json& j, const std::string& path, ReportModel& out);
 void Read(const Json& j, const std::string& path, ReportMeasurement& out);
 void Read(const Json& j, const std::string& path, ReportJob& out);
+void Read(const Json& j, const std::string& path, PathwayComparison& out);
 
 template <typename T>
 void Read(const Json& j, const std::string& path, std::vector<T>& out) {
@@ -211,6 +213,19 @@ void Read(const Json& j, const std::string& path, ReportMeasurement& out) {
   Field(j, path, "cotangent_batch", out.cotangent_batch);
   Field(j, path, "checkpointed", out.checkpointed);
   Field(j, path, "reverse_pass", out.reverse_pass);
+  Field(j, path, "pathway", out.pathway);
+}
+
+void Read(const Json& j, const std::string& path, PathwayComparison& out) {
+  Field(j, path, "value_sq_norm_mean", out.value_sq_norm_mean);
+  Field(j, path, "value_sq_norm_std", out.value_sq_norm_std);
+  Field(j, path, "value_sq_norm_stderr", out.value_sq_norm_stderr);
+  Field(j, path, "ratio_mean", out.ratio_mean);
+  Field(j, path, "ratio_std", out.ratio_std);
+  Field(j, path, "ratio_stderr", out.ratio_stderr);
+  Field(j, path, "total_ratio_mean", out.total_ratio_mean);
+  Field(j, path, "total_ratio_std", out.total_ratio_std);
+  Field(j, path, "total_ratio_stderr", out.total_ratio_stderr);
 }
 
 void Read(const Json& j, const std::string& path, ReportJob& out) {
@@ -292,11 +307,21 @@ Ordered ToJson(const ReportModel& m) {
 }
 
 Ordered ToJson(const ReportMeasurement& m) {
-  return {{"length", m.length}, {"target", m.target}, {"samples", m.samples}, {"method", MethodName(m.method)},
-          {"probes", m.probes}, {"output", OutputName(m.output)}, {"seed", m.seed}, {"input", InputName(m.input)},
-          {"embedding", m.embedding}, {"dtype", m.dtype}, {"device", m.device}, {"torch_version", m.torch_version},
-          {"seconds", m.seconds}, {"vjp_count", m.vjp_count}, {"cotangent_batch", m.cotangent_batch},
-          {"checkpointed", m.checkpointed}, {"reverse_pass", m.reverse_pass}};
+  Ordered json = {{"length", m.length}, {"target", m.target}, {"samples", m.samples}, {"method", MethodName(m.method)},
+                  {"probes", m.probes}, {"output", OutputName(m.output)}, {"seed", m.seed}, {"input", InputName(m.input)},
+                  {"embedding", m.embedding}, {"dtype", m.dtype}, {"device", m.device}, {"torch_version", m.torch_version},
+                  {"seconds", m.seconds}, {"vjp_count", m.vjp_count}, {"cotangent_batch", m.cotangent_batch},
+                  {"checkpointed", m.checkpointed}, {"reverse_pass", m.reverse_pass}};
+  if (m.pathway) json["pathway"] = PathwayName(*m.pathway);
+  return json;
+}
+
+Ordered ToJson(const PathwayComparison& p) {
+  return {{"value_sq_norm_mean", p.value_sq_norm_mean}, {"value_sq_norm_std", p.value_sq_norm_std},
+          {"value_sq_norm_stderr", p.value_sq_norm_stderr}, {"ratio_mean", p.ratio_mean},
+          {"ratio_std", p.ratio_std}, {"ratio_stderr", p.ratio_stderr},
+          {"total_ratio_mean", p.total_ratio_mean}, {"total_ratio_std", p.total_ratio_std},
+          {"total_ratio_stderr", p.total_ratio_stderr}};
 }
 
 }  // namespace
@@ -325,6 +350,7 @@ nlohmann::ordered_json ReportToJson(const JacobianReport& report) {
                                 {"sq_norm_stderr", layer.sq_norm_stderr}});
     }
   }
+  if (report.pathways) json["pathways"] = ToJson(*report.pathways);
   json["branch_ratio"] = report.branch_ratio;
   json["theory"] = ToJson(report.theory);
   PutOptional(json, "raw", report.raw);
@@ -351,6 +377,7 @@ absl::StatusOr<JacobianReport> ReportFromJson(const nlohmann::json& json) {
     Field(json, root, "norm_stderr", report.norm_stderr);
     Field(json, root, "sq_norm_estimator_stderr", report.sq_norm_estimator_stderr);
     Field(json, root, "layers", report.layers);
+    Field(json, root, "pathways", report.pathways);
     Field(json, root, "branch_ratio", report.branch_ratio);
     Field(json, root, "theory", report.theory);
     Field(json, root, "raw", report.raw);

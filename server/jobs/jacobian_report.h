@@ -97,11 +97,23 @@ struct ReportMeasurement {
   int64_t vjp_count = 0, cotangent_batch = 0;
   bool checkpointed = false;
   std::string reverse_pass;  // "model" | "autograd"
+  // The profile's pathway (the full one under compare_pathways); absent in reports older than it.
+  std::optional<Pathway> pathway;
 };
 
 struct LayerProfile {
   int64_t layer = 0;
   std::vector<double> sq_norm_mean, sq_norm_stderr;
+};
+
+// compare_pathways: the value pathway (attention probabilities detached) next to the report's
+// profile, which is the full Jacobian's; statistics over samples, positions 1..L.
+struct PathwayComparison {
+  std::vector<double> value_sq_norm_mean, value_sq_norm_std, value_sq_norm_stderr;
+  // Per sample ||J_value,j||^2 / ||J_full,j||^2 (null where ||J_full,j|| = 0: after the target).
+  std::vector<double> ratio_mean, ratio_std, ratio_stderr;
+  // Per sample sum_j ||J_value,j||^2 / sum_j ||J_full,j||^2; the score pathway's share is 1 - it.
+  double total_ratio_mean = 0, total_ratio_std = 0, total_ratio_stderr = 0;
 };
 
 struct ReportJob {
@@ -117,6 +129,7 @@ struct JacobianReport {
   std::vector<double> sq_norm_mean, sq_norm_std, sq_norm_stderr, norm_mean, norm_std, norm_stderr;
   std::optional<std::vector<double>> sq_norm_estimator_stderr;  // Hutchinson.
   std::optional<std::vector<LayerProfile>> layers;              // Layer sweeps.
+  std::optional<PathwayComparison> pathways;                    // compare_pathways.
   std::vector<double> branch_ratio;                             // Per layer.
   TheoryComparison theory;
   std::optional<std::vector<std::vector<double>>> raw;          // [sample][position], kept samples.

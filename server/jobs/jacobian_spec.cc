@@ -126,6 +126,7 @@ constexpr EnumNames<JacobianOutput, 3> kOutputs{"spec.output", {"final_hidden", 
 constexpr EnumNames<JacobianInput, 3> kInputs{"spec.input", {"random_tokens", "given_tokens", "gaussian_embeddings"}};
 constexpr EnumNames<ComputeDtype, 4> kDtypes{"spec.dtype", {"float32", "bfloat16", "float16", "float64"}};
 constexpr EnumNames<DevicePreference, 3> kDevices{"spec.device", {"", "cpu", "cuda"}};
+constexpr EnumNames<Pathway, 2> kPathways{"spec.pathway", {"full", "value_only"}};
 
 // Reads the optional string member `key` as one of `names`; missing or null keeps the default.
 template <typename Enum, size_t N>
@@ -149,6 +150,12 @@ absl::StatusOr<JacobianInput> ParseInput(std::string_view name) { return kInputs
 std::string_view DtypeName(ComputeDtype dtype) { return kDtypes.Name(dtype); }
 std::string_view DeviceName(DevicePreference device) { return kDevices.Name(device); }
 absl::StatusOr<DevicePreference> ParseDevice(std::string_view name) { return kDevices.Parse(name); }
+std::string_view PathwayName(Pathway pathway) { return kPathways.Name(pathway); }
+
+absl::StatusOr<Pathway> ParsePathway(std::string_view name) {
+  if (name == "value-only") return Pathway::kValueOnly;
+  return kPathways.Parse(name);
+}
 
 absl::StatusOr<ComputeDtype> ParseDtype(std::string_view name) {
   if (name == "bf16") return ComputeDtype::kBfloat16;
@@ -175,6 +182,8 @@ nlohmann::json SpecToJson(const JacobianJobSpec& spec) {
   json["device"] = DeviceName(spec.device);
   json["keep_samples"] = spec.keep_samples;
   json["fit_effective_depth"] = spec.fit_effective_depth;
+  json["pathway"] = PathwayName(spec.pathway);
+  json["compare_pathways"] = spec.compare_pathways;
   return json;
 }
 
@@ -197,6 +206,8 @@ absl::StatusOr<JacobianJobSpec> SpecFromJson(const nlohmann::json& json) {
            ReadEnum(json, "device", kDevices, spec.device),
            ReadBool(json, "keep_samples", spec.keep_samples),
            ReadBool(json, "fit_effective_depth", spec.fit_effective_depth),
+           ReadEnum(json, "pathway", kPathways, spec.pathway),
+           ReadBool(json, "compare_pathways", spec.compare_pathways),
        }) {
     if (!status.ok()) return status;
   }

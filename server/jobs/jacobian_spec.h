@@ -27,6 +27,11 @@ enum class JacobianInput { kRandomTokens, kGivenTokens, kGaussianEmbeddings };
 enum class ComputeDtype { kFloat32, kBfloat16, kFloat16, kFloat64 };
 // Which kind of worker may run the job: kAny, or only a CPU / CUDA worker.
 enum class DevicePreference { kAny, kCpu, kCuda };
+// Which part of the Jacobian (THEORY.md section 6). kFull: all of it. kValueOnly: the attention
+// probabilities held fixed (detached), so an input moves the output only through the values,
+// the residual stream and the MLPs, not through the attention scores (the softmax pathway).
+// With uniform attention both are the same.
+enum class Pathway { kFull, kValueOnly };
 
 // "exact" | "hutchinson"
 std::string_view MethodName(JacobianMethod method);
@@ -43,6 +48,9 @@ absl::StatusOr<ComputeDtype> ParseDtype(std::string_view name);
 // "" (any) | "cpu" | "cuda": the store matches it against its workers' kinds.
 std::string_view DeviceName(DevicePreference device);
 absl::StatusOr<DevicePreference> ParseDevice(std::string_view name);
+// "full" | "value_only" (parsing also takes "value-only", posbias-measure's spelling)
+std::string_view PathwayName(Pathway pathway);
+absl::StatusOr<Pathway> ParsePathway(std::string_view name);
 
 // What to measure (the typed form of posbias.v1.JacobianNormSpec; stored as JSON).
 struct JacobianJobSpec {
@@ -61,6 +69,10 @@ struct JacobianJobSpec {
   DevicePreference device = DevicePreference::kAny;
   bool keep_samples = false;
   bool fit_effective_depth = false;
+  Pathway pathway = Pathway::kFull;
+  // Measure every sample both ways (pathway then must be kFull) and report the ratio
+  // ||J_value||^2 / ||J_full||^2 per position.
+  bool compare_pathways = false;
 };
 
 nlohmann::json SpecToJson(const JacobianJobSpec& spec);

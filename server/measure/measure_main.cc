@@ -31,7 +31,7 @@ struct Flags {
   std::string method = "exact", output = "final", input = "random", dtype = "float32", format = "json";
   int threads = 0;
   int64_t memory_budget_mb = 2048;
-  std::string checkpointing = "auto", reverse_pass = "auto";
+  std::string checkpointing = "auto", reverse_pass = "auto", pathway = "full";
   bool arch_given = false;
 };
 
@@ -72,6 +72,12 @@ void DefineFlags(CLI::App& app, Flags& f) {
   app.add_option("--reverse-pass", f.reverse_pass,
                  "auto, model or autograd: the model's own batched reverse pass (gpt2, qwen2) or autograd")
       ->check(CLI::IsMember({"auto", "model", "autograd"}))->capture_default_str();
+  app.add_option("--pathway", f.pathway,
+                 "full or value-only: value-only holds the attention probabilities fixed (no gradient "
+                 "through the attention scores)")
+      ->check(CLI::IsMember({"full", "value-only"}))->capture_default_str();
+  app.add_flag("--compare-pathways", f.options.compare_pathways,
+               "Measure each sample both ways and report ||J_value||^2 / ||J_full||^2 per position");
   app.add_option("--weights", f.weights,
                  "Load a safetensors checkpoint (file, directory or index); a directory's config.json "
                  "defines the architecture unless --arch or --preset is given");
@@ -151,6 +157,7 @@ int main(int argc, char** argv) {
   posbias::jacobian::RetainFreedMemoryDuringMeasurements();
   using posbias::jacobian::Output, posbias::jacobian::InputKind;
   f.options.method = *posbias::jobs::ParseMethod(f.method);  // The flag allows only the two names.
+  f.options.pathway = *posbias::jobs::ParsePathway(f.pathway);  // Likewise.
   f.options.output = f.output == "layers" ? Output::kLayerSweep : f.output == "logprob" ? Output::kLogProb : Output::kFinalHidden;
   f.options.input = f.input == "gaussian" ? InputKind::kGaussianEmbeddings : InputKind::kRandomTokens;
   auto dtype = posbias::jobs::ParseDtype(f.dtype);

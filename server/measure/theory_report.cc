@@ -200,6 +200,7 @@ jobs::JacobianReport BuildReport(models::DecoderModel& model, const jacobian::Me
   m.cotangent_batch = result.cotangent_batch;
   m.checkpointed = result.checkpointed;
   m.reverse_pass = result.reverse_pass;
+  m.pathway = options.pathway;
   report.tokens = result.tokens;
   report.positions.resize(result.length);
   std::iota(report.positions.begin(), report.positions.end(), 1);
@@ -216,6 +217,14 @@ jobs::JacobianReport BuildReport(models::DecoderModel& model, const jacobian::Me
     for (size_t l = 0; l < result.sq_norm.size(); ++l) {
       report.layers->push_back({static_cast<int64_t>(l + 1), result.sq_norm[l].mean, result.sq_norm[l].stderr_mean});
     }
+  }
+  if (options.compare_pathways && !result.pathway_ratio.empty()) {
+    const auto& value = result.value_sq_norm.back();
+    const auto& ratio = result.pathway_ratio.back();
+    const auto& total = result.pathway_total_ratio.back();
+    report.pathways = jobs::PathwayComparison{value.mean, value.std, value.stderr_mean,
+                                              ratio.mean, ratio.std, ratio.stderr_mean,
+                                              total.mean, total.std, total.stderr_mean};
   }
   report.branch_ratio = result.branch_ratio;
   std::vector<std::vector<double>> samples;

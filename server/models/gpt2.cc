@@ -37,10 +37,10 @@ struct Gpt2AttentionImpl : torch::nn::Module {
         uniform(config.ablations.uniform_attention),
         c_attn(register_module("c_attn", Conv1D(config.hidden_size, 3 * config.hidden_size))),
         c_proj(register_module("c_proj", Conv1D(config.hidden_size, config.hidden_size))) {}
-  torch::Tensor forward(const torch::Tensor& x) {
+  torch::Tensor forward(const torch::Tensor& x, bool detach_probabilities) {
     auto qkv = c_attn(x).chunk(3, -1);
     auto out = CausalAttention(SplitHeads(qkv[0], heads), SplitHeads(qkv[1], heads),
-                               SplitHeads(qkv[2], heads), uniform);
+                               SplitHeads(qkv[2], heads), uniform, detach_probabilities);
     return c_proj(MergeHeads(out));
   }
   int64_t heads;

@@ -45,7 +45,8 @@ torch::Dtype AtLeastFloat32(torch::Dtype dtype) {
   return dtype == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
 }
 
-torch::Tensor CausalAttention(torch::Tensor q, torch::Tensor k, torch::Tensor v, bool uniform) {
+torch::Tensor CausalAttention(torch::Tensor q, torch::Tensor k, torch::Tensor v, bool uniform,
+                              bool detach_probabilities) {
   const int64_t groups = q.size(1) / k.size(1);
   if (groups > 1) {
     k = k.repeat_interleave(groups, 1);
@@ -60,7 +61,7 @@ torch::Tensor CausalAttention(torch::Tensor q, torch::Tensor k, torch::Tensor v,
   auto mask = torch::ones({length, length}, torch::dtype(torch::kBool).device(q.device())).triu(1);
   scores = scores.masked_fill(mask, -std::numeric_limits<float>::infinity());
   auto probs = torch::softmax(scores.to(AtLeastFloat32(q.scalar_type())), -1).to(q.dtype());
-  return torch::matmul(probs, v);
+  return torch::matmul(detach_probabilities ? probs.detach() : probs, v);
 }
 
 torch::Tensor SplitHeads(const torch::Tensor& x, int64_t heads) {

@@ -27,8 +27,10 @@ torch::Dtype AtLeastFloat32(torch::Dtype dtype);
 
 // Causal attention of q [B, Hq, L, hd] over k, v [B, Hkv, L, hd]; kv heads are shared by
 // Hq / Hkv query heads (grouped-query attention). With `uniform`, the logits are zero, so each
-// position averages its prefix: computed as a running mean, O(L) instead of O(L^2).
-torch::Tensor CausalAttention(torch::Tensor q, torch::Tensor k, torch::Tensor v, bool uniform);
+// position averages its prefix: computed as a running mean, O(L) instead of O(L^2). With
+// `detach_probabilities` the probabilities are constants of the graph (the value pathway only).
+torch::Tensor CausalAttention(torch::Tensor q, torch::Tensor k, torch::Tensor v, bool uniform,
+                              bool detach_probabilities = false);
 
 // [B, L, H*hd] -> [B, H, L, hd] and back.
 torch::Tensor SplitHeads(const torch::Tensor& x, int64_t heads);
@@ -55,11 +57,12 @@ class Initializer {
 
 // A pre-norm residual block: h = x + attention(norm1(x)), then h + mlp(norm2(h)), or h alone
 // where the MLP is ablated (norm2 and mlp then stay empty). Each family's block registers the
-// parts under its Hugging Face names, in this order (the seeded initializer draws in it).
+// parts under its Hugging Face names, in this order (the seeded initializer draws in it). The
+// attention takes (x, detach_probabilities) (ForwardOptions::detach_attention_probabilities).
 template <typename Norm, typename Attention, typename Mlp>
 struct PreNormBlock : torch::nn::Module {
-  torch::Tensor forward(const torch::Tensor& x, double* branch_ratio) {
-    auto a = attention(norm1(x));
+  torch::Tensor forward(const torch::Tensor& x, double* branch_ratio, bool detach_probabilities = false) {
+    auto a = attention(norm1(x), detach_probabilities);
     if (branch_ratio) *branch_ratio = BranchRatio(x, a);
     auto h = x + a;
     return mlp.is_empty() ? h : h + mlp(norm2(h));
@@ -80,8 +83,9 @@ ForwardOutput RunDecoderLayers(torch::nn::ModuleList& layers, const torch::Tenso
     double ratio = 0;
     double* ratio_out = options.record_branch_ratios ? &ratio : nullptr;
     auto* layer = module->as<LayerImpl>();
-    h = RunLayer(h, options.checkpoint_layers, [layer, ratio_out](const torch::Tensor& x) {
-      return layer->forward(x, ratio_out);
+    const bool detach = options.detach_attention_probabilities;
+    h = RunLayer(h, options.checkpoint_layers, [layer, ratio_out, detach](const torch::Tensor& x) {
+      return layer->forward(x, ratio_out, detach);
     });
     if (options.record_branch_ratios) out.branch_ratio.push_back(ratio);
     if (options.record_layers) out.layers.push_back(h);

@@ -26,6 +26,11 @@ struct ForwardOptions {
   // backward pass (memory O(L d) per layer instead of O(L^2 heads)). Gradients then reach the
   // inputs only, not the parameters (the Jacobian engine freezes them anyway).
   bool checkpoint_layers = false;
+  // The value pathway only (THEORY.md section 6; MeasureOptions::pathway): the attention
+  // probabilities P = softmax(q k^T / sqrt(hd) + mask) are detached, so gradients reach the inputs
+  // through the values P^T dO, the residual stream and the MLP, never through the scores. The
+  // forward values are unchanged.
+  bool detach_attention_probabilities = false;
 };
 
 struct ForwardOutput {
@@ -55,6 +60,10 @@ struct GradientOptions {
   enum class MlpJacobians { kAuto, kOn, kOff } mlp_jacobians = MlpJacobians::kAuto;
   // Called after each layer; returning false stops the call (it then returns an undefined tensor).
   std::function<bool()> between_layers;
+  // The value pathway only, as ForwardOptions::detach_attention_probabilities: each attention's
+  // reverse pass keeps dV = P^T dO and drops the score branch (dP, hence dq and dk). One prepared
+  // pass serves both pathways.
+  bool detach_attention_probabilities = false;
 };
 
 class InputReversePass {

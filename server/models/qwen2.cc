@@ -57,10 +57,10 @@ struct Qwen2AttentionImpl : torch::nn::Module {
     v_proj = register_module("v_proj", torch::nn::Linear(torch::nn::LinearOptions(d, kv).bias(true)));
     o_proj = register_module("o_proj", torch::nn::Linear(torch::nn::LinearOptions(d, d).bias(false)));
   }
-  torch::Tensor forward(const torch::Tensor& x) {
+  torch::Tensor forward(const torch::Tensor& x, bool detach_probabilities) {
     auto q = SplitHeads(q_proj(x), heads), k = SplitHeads(k_proj(x), kv_heads);
     if (rotary) q = ApplyRotary(q, theta), k = ApplyRotary(k, theta);
-    return o_proj(MergeHeads(CausalAttention(q, k, SplitHeads(v_proj(x), kv_heads), uniform)));
+    return o_proj(MergeHeads(CausalAttention(q, k, SplitHeads(v_proj(x), kv_heads), uniform, detach_probabilities)));
   }
   int64_t heads, kv_heads;
   double theta;

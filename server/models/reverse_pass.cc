@@ -133,9 +133,10 @@ Tensor AttentionForward(const Attention& w, const Rotary& rotary, const Tensor& 
 }
 
 // The gradient w.r.t. the attention's input x [L, d] of cotangents dy [K, R, d] on its output
-// rows first..L-1.
+// rows first..L-1. With `value_only` the probabilities are constants: only the value branch
+// dV = P^T dO, not the score branch (dP -> dq, dk).
 Tensor AttentionBackward(const Attention& w, const Rotary& rotary, const LayerSaved& saved, const Tensor& dy,
-                         int64_t first) {
+                         int64_t first, bool value_only) {
   const int64_t batch = dy.size(0), rows = dy.size(1), length = saved.v.size(1);
   const int64_t heads = w.heads, kv_heads = w.kv_heads, hd = saved.v.size(2);
   const auto dtype = dy.scalar_type();
@@ -153,6 +154,9 @@ Tensor AttentionBackward(const Attention& w, const Rotary& rotary, const LayerSa
     auto probs_c = probs.to(dtype);
     auto d_out_by_row = d_out.permute({0, 2, 1, 3}).reshape({heads, rows, batch * hd});
     dv = torch::bmm(probs_c.transpose(1, 2), d_out_by_row).view({heads, length, batch, hd}).permute({0, 2, 1, 3});
+  }
+  if (!w.uniform && !value_only) {
+    auto probs = saved.probs.narrow(1, first, rows);  // [H, R, L]
     // dP = dO V^T; dS = P (dP - rowsum(dP P)) / sqrt(hd).
     auto d_probs = torch::bmm(d_out.view({heads, batch * rows, hd}), saved.v.transpose(1, 2))
                        .view({heads, batch, rows, length})
@@ -275,7 +279,8 @@ Tensor LayerBackward(const Layer& w, const Rotary& rotary, const LayerSaved& sav
       auto d_mlp = jacobians ? mlp_all.narrow(0, start, count) : MlpBackward(w.mlp, saved, g, first);
       dh = g + NormBackward(w.norm2, saved.norm2.Rows(first, rows), d_mlp);
     }
-    auto dx = NormBackward(w.norm1, saved.norm1, AttentionBackward(w.attention, rotary, saved, dh, first));
+    auto dx = NormBackward(w.norm1, saved.norm1,
+                           AttentionBackward(w.attention, rotary, saved, dh, first, options.detach_attention_probabilities));
     dx.narrow(1, first, rows).add_(dh);
     if (!out.defined()) return dx;
     out.narrow(0, start, count).copy_(dx);

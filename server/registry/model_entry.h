@@ -55,6 +55,9 @@ struct ModelEntry {
   // The tenant whose principals see it; "" = public (built-in presets, and what an admin or a
   // server without authentication registers), visible to every tenant.
   std::string tenant;
+  // The checkpoint directory's tokenizer files (tokenizer.json, or vocab.json + merges.txt)
+  // live here; "" = the model has no tokenizer (presets, uploads, TorchScript, bare files).
+  std::string tokenizer_dir;
   // Another replica's registration still loading, as read from the shared index: its owner (a
   // process token) and when the reservation lapses if that replica died (Unix ms). Empty / 0 for
   // this process's own entries.

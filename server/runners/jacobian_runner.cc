@@ -18,7 +18,9 @@ namespace posbias::runners {
 namespace {
 
 nlohmann::json RecordToJson(const jacobian::SampleRecord& record) {
-  return {{"sq_norm", record.sq_norm}, {"probe_var", record.probe_var}, {"branch_ratio", record.branch_ratio}};
+  nlohmann::json json = {{"sq_norm", record.sq_norm}, {"probe_var", record.probe_var}, {"branch_ratio", record.branch_ratio}};
+  if (!record.value_sq_norm.empty()) json["value_sq_norm"] = record.value_sq_norm;  // compare_pathways.
+  return json;
 }
 
 // The records of a checkpoint (or of a part's result). A damaged one is DATA_LOSS, never an
@@ -34,6 +36,9 @@ absl::StatusOr<std::vector<jacobian::SampleRecord>> RecordsFromCheckpoint(const 
       record.sq_norm = item.at("sq_norm").get<std::vector<std::vector<double>>>();
       record.probe_var = item.at("probe_var").get<std::vector<std::vector<double>>>();
       record.branch_ratio = item.at("branch_ratio").get<std::vector<double>>();
+      if (item.contains("value_sq_norm")) {
+        record.value_sq_norm = item.at("value_sq_norm").get<std::vector<std::vector<double>>>();
+      }
       records.push_back(std::move(record));
     }
   } catch (const nlohmann::json::exception& error) {
@@ -75,6 +80,8 @@ jacobian::MeasureOptions OptionsFor(const jobs::JacobianJobSpec& spec, const std
   options.input = spec.input;
   if (spec.input == jobs::JacobianInput::kGivenTokens) options.tokens = spec.tokens;
   options.dtype = jacobian::TorchDtype(spec.dtype);
+  options.pathway = spec.pathway;
+  options.compare_pathways = spec.compare_pathways;
   return options;
 }
 

@@ -279,6 +279,16 @@ absl::StatusOr<jobs::JobRecord> RecordFromRequest(const v1::SubmitJobRequest& re
   spec.dtype = DtypeFromProto(in.dtype());
   spec.keep_samples = in.return_raw_samples();
   spec.fit_effective_depth = in.fit_effective_depth();
+  spec.pathway = in.pathway() == v1::JACOBIAN_PATHWAY_VALUE_ONLY ? jobs::Pathway::kValueOnly : jobs::Pathway::kFull;
+  if (!v1::JacobianPathway_IsValid(in.pathway())) {
+    return InvalidArgumentError({ErrorReason::kInvalidArgument, "spec.jacobian_norm.pathway", std::to_string(in.pathway()),
+                                 "FULL or VALUE_ONLY"});
+  }
+  spec.compare_pathways = in.compare_pathways();
+  if (spec.compare_pathways && spec.pathway != jobs::Pathway::kFull) {
+    return InvalidArgumentError({ErrorReason::kInvalidArgument, "spec.jacobian_norm.compare_pathways", "true",
+                                 "only with pathway FULL (the comparison measures both)"});
+  }
   spec.seed = drawn_seed;
   ReadInput(in.input(), spec);
   spec.device = DeviceFromProto(request.spec().device());
@@ -315,6 +325,9 @@ void JobToProto(const jobs::JobRecord& job, v1::Job* out) {
   spec->set_output(OutputToProto(job.spec.output));
   spec->set_dtype(DtypeToProto(job.spec.dtype));
   spec->set_return_raw_samples(job.spec.keep_samples);
+  spec->set_pathway(job.spec.pathway == jobs::Pathway::kValueOnly ? v1::JACOBIAN_PATHWAY_VALUE_ONLY
+                                                                  : v1::JACOBIAN_PATHWAY_FULL);
+  spec->set_compare_pathways(job.spec.compare_pathways);
   WriteInput(job.spec, spec->mutable_input());
   out->mutable_spec()->set_priority(job.priority);
   out->mutable_spec()->set_device(DeviceToProto(job.spec.device));
@@ -435,6 +448,19 @@ absl::Status FillResultPage(const v1::GetJobResultRequest& request, const jobs::
   if (request.include_raw_samples() && !report.raw) {
     return ErrorWithReason(absl::StatusCode::kFailedPrecondition, ErrorReason::kInvalidArgument,
                            "the job was submitted without return_raw_samples: no per-sample values were kept");
+  }
+  if (report.pathways) {
+    const auto& comparison = *report.pathways;
+    auto* pathways = result->mutable_pathways();
+    for (uint32_t position : positions) {
+      pathways->add_value_sq_norm_mean(At(comparison.value_sq_norm_mean, position));
+      pathways->add_value_sq_norm_stderr(At(comparison.value_sq_norm_stderr, position));
+      pathways->add_ratio_mean(At(comparison.ratio_mean, position));
+      pathways->add_ratio_std(At(comparison.ratio_std, position));
+      pathways->add_ratio_stderr(At(comparison.ratio_stderr, position));
+    }
+    pathways->set_total_ratio_mean(comparison.total_ratio_mean);
+    pathways->set_total_ratio_stderr(comparison.total_ratio_stderr);
   }
   FillSamples(request, report, positions, result);
   if (stop < selected) {

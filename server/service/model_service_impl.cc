@@ -100,6 +100,7 @@ void ModelToProto(const registry::ModelEntry& entry, int64_t active_jobs, v1::Mo
   out->mutable_labels()->insert(entry.labels.begin(), entry.labels.end());
   out->set_builtin(entry.builtin);
   out->set_active_job_count(static_cast<uint32_t>(active_jobs));
+  out->set_has_tokenizer(!entry.tokenizer_dir.empty());
 }
 
 grpc::ServerUnaryReactor* ModelServiceImpl::RegisterModel(grpc::CallbackServerContext* context,
@@ -194,6 +195,18 @@ grpc::ServerUnaryReactor* ModelServiceImpl::ListPresets(grpc::CallbackServerCont
 
     }
     return absl::OkStatus();
+  });
+}
+
+grpc::ServerUnaryReactor* ModelServiceImpl::Tokenize(grpc::CallbackServerContext* context,
+                                                     const v1::TokenizeRequest* request, v1::TokenizeResponse* response) {
+  return RunUnary(context, executor_, metrics_, auth_, std::string(kPrefix) + "Tokenize", [=, this](Caller& caller) {
+    auto entry = catalog_->Get(request->model());
+    if (!entry.ok()) return entry.status();
+    if (!SeesModel(caller, *entry)) return HiddenModel(request->model());
+    auto tokenizer = tokenizers_.For(*entry);
+    if (!tokenizer.ok()) return tokenizer.status();
+    return RunTokenize(**tokenizer, *request, response);
   });
 }
 

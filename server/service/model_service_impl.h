@@ -11,6 +11,7 @@
 #include "server/service/call_auth.h"
 #include "server/service/call_executor.h"
 #include "server/service/model_transfers.h"
+#include "server/service/tokenizers.h"
 
 namespace posbias::service {
 
@@ -42,6 +43,10 @@ class ModelServiceImpl final : public v1::ModelService::CallbackService {
                                                                  const v1::ExportModelRequest*) override;
   grpc::ServerUnaryReactor* ListPresets(grpc::CallbackServerContext*, const v1::ListPresetsRequest*,
                                         v1::ListPresetsResponse*) override;
+  grpc::ServerUnaryReactor* Tokenize(grpc::CallbackServerContext*, const v1::TokenizeRequest*,
+                                     v1::TokenizeResponse*) override;
+  // The tokenizers of registered models (shared with the job service's text inputs).
+  Tokenizers* tokenizers() { return &tokenizers_; }
 
  private:
   absl::Status List(const Caller& caller, const v1::ListModelsRequest& request, v1::ListModelsResponse* response);
@@ -52,6 +57,7 @@ class ModelServiceImpl final : public v1::ModelService::CallbackService {
   ModelTransfers transfers_;
   CallExecutor* executor_ = nullptr;
   const CallAuth* auth_ = nullptr;
+  Tokenizers tokenizers_;
 };
 
 // Registry entry -> public Model message.

@@ -43,7 +43,8 @@ RUN = ("--length", str(LENGTH), "--samples", str(SAMPLES), "--format", "json")
 
 STABLE_FLAGS = ["--arch", "--layers", "--width", "--heads", "--kv-heads", "--mlp-width", "--vocab",
                 "--no-position-encoding", "--seed", "--length", "--samples", "--method", "--probes",
-                "--device", "--dtype", "--tokens", "--weights", "--export-weights", "--format"]
+                "--device", "--dtype", "--tokens", "--weights", "--export-weights", "--format", "--pathway",
+                "--compare-pathways"]
 
 METRICS = ["spearman", "rmse_log", "ks", "wasserstein1"]
 
@@ -446,6 +447,59 @@ class OptionTest(unittest.TestCase):
         for j, (m, vj) in enumerate(zip(measured, v), start=1):
             expected = float(vj * vj)
             self.assertLessEqual(abs(m / width - expected), 1e-9 * expected, "position %d: %r vs %r" % (j, m / width, expected))
+
+
+class PathwayTest(unittest.TestCase):
+    """--pathway value-only (attention probabilities detached) and --compare-pathways."""
+
+    def test_the_default_pathway_is_full_and_reports_no_comparison(self):
+        report = measure(*GPT2, *RUN)
+        self.assertEqual(report["measurement"]["pathway"], "full")
+        self.assertNotIn("pathways", report)
+
+    def test_value_only_reports_its_pathway_and_the_same_norms_on_both_reverse_passes(self):
+        for arch in (GPT2, QWEN2):
+            own = measure(*arch, *RUN, "--pathway", "value-only", "--reverse-pass", "model")
+            autograd = measure(*arch, *RUN, "--pathway", "value-only", "--reverse-pass", "autograd")
+            self.assertEqual(own["measurement"]["pathway"], "value_only")
+            for a, b in zip(own["sq_norm_mean"], autograd["sq_norm_mean"]):
+                self.assertLessEqual(abs(a - b), 1e-5 * abs(b), (own["sq_norm_mean"], autograd["sq_norm_mean"]))
+            full = measure(*arch, *RUN)
+            self.assertNotEqual(own["sq_norm_mean"], full["sq_norm_mean"])
+
+    def test_compare_pathways_reports_the_full_profile_the_value_profile_and_their_ratio(self):
+        for arch in (GPT2, QWEN2):
+            both = measure(*arch, *RUN, "--compare-pathways")
+            full = measure(*arch, *RUN)
+            value = measure(*arch, *RUN, "--pathway", "value-only")
+            self.assertEqual(both["measurement"]["pathway"], "full")
+            self.assertEqual(both["measurement"]["vjp_count"], 2 * full["measurement"]["vjp_count"])
+            pathways = both["pathways"]
+            for key in ("value_sq_norm_mean", "value_sq_norm_std", "value_sq_norm_stderr", "ratio_mean",
+                        "ratio_std", "ratio_stderr"):
+                self.assertEqual(len(pathways[key]), LENGTH, key)
+            for a, b in zip(both["sq_norm_mean"], full["sq_norm_mean"]):
+                self.assertLessEqual(abs(a - b), 1e-6 * abs(b))
+            for a, b in zip(pathways["value_sq_norm_mean"], value["sq_norm_mean"]):
+                self.assertLessEqual(abs(a - b), 1e-6 * abs(b))
+            self.assertTrue(all(is_positive_finite(r) for r in pathways["ratio_mean"]), pathways["ratio_mean"])
+            self.assertGreater(pathways["total_ratio_mean"], 0.5)
+            self.assertLess(pathways["total_ratio_mean"], 1.5)
+
+    def test_uniform_attention_makes_every_ratio_exactly_one(self):
+        report = measure(*QWEN2, *RUN, "--uniform-attention", "--compare-pathways")
+        self.assertEqual(report["pathways"]["ratio_mean"], [1.0] * LENGTH)
+        self.assertEqual(report["pathways"]["total_ratio_mean"], 1.0)
+
+    def test_an_unknown_pathway_is_rejected_naming_the_flag(self):
+        result = run_tool([*GPT2, *RUN, "--pathway", "scores"])
+        self.assertNotEqual(result.returncode, 0)
+        self.assertIn("--pathway", result.stderr)
+
+    def test_comparing_from_the_value_pathway_is_rejected_naming_pathway(self):
+        result = run_tool([*GPT2, *RUN, "--pathway", "value-only", "--compare-pathways"])
+        self.assertEqual(result.returncode, 2, result.stderr)
+        self.assertIn("pathway", result.stderr)
 
 
 class ErrorTest(unittest.TestCase):

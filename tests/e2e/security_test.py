@@ -48,6 +48,7 @@ REQUIRED_ROLE = {
     "/posbias.v1.ModelService/DeleteModel": "operator",
     "/posbias.v1.ModelService/ExportModel": "operator",
     "/posbias.v1.ModelService/ListPresets": "reader",
+    "/posbias.v1.ModelService/Tokenize": "reader",
     "/posbias.v1.JobService/SubmitJob": "submitter",
     "/posbias.v1.JobService/GetJob": "reader",
     "/posbias.v1.JobService/ListJobs": "reader",

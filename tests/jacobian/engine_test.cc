@@ -423,6 +423,157 @@ TEST(Measure, ModelReversePassRunsInBfloat16CloseToFloat32) {
   ExpectRelativelyClose(low->sq_norm[0].mean, reference->sq_norm[0].mean, 0.1);
 }
 
+// ---- the value and score pathways (MeasureOptions::pathway, compare_pathways) ---------------
+
+MeasureOptions PathwayOptions() {
+  MeasureOptions options;
+  options.length = 7;
+  options.samples = 3;
+  options.seed = 5;
+  options.probes = 5;
+  options.dtype = torch::kFloat64;
+  options.cotangent_batch = 3;
+  options.branch_ratios = false;
+  return options;
+}
+
+TEST(Pathways, ValueOnlyThroughTheModelsReversePassEqualsAutogradWithDetachedProbabilities) {
+  for (const std::string family : {"gpt2", "qwen2"}) {
+    auto model = Build(Tiny(family));
+    for (Output output : {Output::kFinalHidden, Output::kLayerSweep}) {
+      for (Method method : {Method::kExact, Method::kHutchinson}) {
+        for (int64_t target : {int64_t{0}, int64_t{4}}) {
+          MeasureOptions options = PathwayOptions();
+          options.pathway = Pathway::kValueOnly;
+          options.output = output;
+          options.method = method;
+          options.target = target;
+          options.reverse_pass = MeasureOptions::ReversePass::kAutograd;
+          auto autograd = Measure(*model, options);
+          options.reverse_pass = MeasureOptions::ReversePass::kModel;
+          auto own = Measure(*model, options);
+          ASSERT_TRUE(autograd.ok() && own.ok()) << own.status() << autograd.status();
+          for (size_t o = 0; o < own->sq_norm.size(); ++o) {
+            SCOPED_TRACE(::testing::Message() << family << " output " << static_cast<int>(output) << " method "
+                                              << static_cast<int>(method) << " target " << target << " layer " << o);
+            ExpectRelativelyClose(own->sq_norm[o].mean, autograd->sq_norm[o].mean, 1e-10);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(Pathways, ValueOnlyEqualsTheFullJacobianExactlyUnderUniformAttention) {
+  for (const std::string family : {"gpt2", "qwen2"}) {
+    ModelConfig config = Tiny(family);
+    config.ablations.uniform_attention = true;
+    auto model = Build(config);
+    for (auto route : {MeasureOptions::ReversePass::kModel, MeasureOptions::ReversePass::kAutograd}) {
+      SCOPED_TRACE(::testing::Message() << family << (route == MeasureOptions::ReversePass::kModel ? " model" : " autograd"));
+      MeasureOptions options = PathwayOptions();
+      options.reverse_pass = route;
+      auto full = Measure(*model, options);
+      options.pathway = Pathway::kValueOnly;
+      auto value = Measure(*model, options);
+      options.pathway = Pathway::kFull;
+      options.compare_pathways = true;
+      auto both = Measure(*model, options);
+      ASSERT_TRUE(full.ok() && value.ok() && both.ok()) << both.status();
+      EXPECT_EQ(value->sq_norm[0].mean, full->sq_norm[0].mean);
+      EXPECT_EQ(both->value_sq_norm[0].mean, both->sq_norm[0].mean);
+      EXPECT_EQ(both->pathway_ratio[0].mean, std::vector<double>(options.length, 1.0));
+      EXPECT_EQ(both->pathway_total_ratio[0].mean, 1.0);
+    }
+  }
+}
+
+TEST(Pathways, ComparedInOneRunTheRatioEqualsTwoSeparateRunsWithTheSameSeeds) {
+  for (const std::string family : {"gpt2", "qwen2"}) {
+    auto model = Build(Tiny(family));
+    for (Method method : {Method::kExact, Method::kHutchinson}) {
+      SCOPED_TRACE(::testing::Message() << family << " method " << static_cast<int>(method));
+      MeasureOptions options = PathwayOptions();
+      options.method = method;
+      options.target = 5;
+      options.keep_samples = true;
+      auto full = Measure(*model, options);
+      options.pathway = Pathway::kValueOnly;
+      auto value = Measure(*model, options);
+      options.pathway = Pathway::kFull;
+      options.compare_pathways = true;
+      auto both = Measure(*model, options);
+      ASSERT_TRUE(full.ok() && value.ok() && both.ok()) << both.status();
+      ExpectRelativelyClose(both->sq_norm[0].mean, full->sq_norm[0].mean, 1e-14);
+      ExpectRelativelyClose(both->value_sq_norm[0].mean, value->sq_norm[0].mean, 1e-14);
+      EXPECT_EQ(both->vjp_count, full->vjp_count + value->vjp_count);
+      // The ratio per sample, then its mean and spread over the samples.
+      const auto& f = full->raw[0];
+      const auto& v = value->raw[0];
+      const double n = static_cast<double>(f.size());
+      std::vector<double> mean(options.length, 0.0), std(options.length, 0.0);
+      double total_mean = 0;
+      for (size_t s = 0; s < f.size(); ++s) {
+        double sum_v = 0, sum_f = 0;
+        for (int64_t j = 0; j < options.length; ++j) {
+          if (j < options.target) mean[j] += v[s][j] / f[s][j] / n;
+          sum_v += v[s][j], sum_f += f[s][j];
+        }
+        total_mean += sum_v / sum_f / n;
+      }
+      for (size_t s = 0; s < f.size(); ++s) {
+        for (int64_t j = 0; j < options.target; ++j) std[j] += std::pow(v[s][j] / f[s][j] - mean[j], 2) / (n - 1);
+      }
+      const auto& ratio = both->pathway_ratio[0];
+      for (int64_t j = 0; j < options.length; ++j) {
+        if (j >= options.target) {  // After the target: no Jacobian, no ratio.
+          EXPECT_TRUE(std::isnan(ratio.mean[j])) << "position " << j + 1;
+          continue;
+        }
+        EXPECT_NEAR(ratio.mean[j], mean[j], 1e-13) << "position " << j + 1;
+        EXPECT_NEAR(ratio.std[j], std::sqrt(std[j]), 1e-12) << "position " << j + 1;
+        EXPECT_NEAR(ratio.stderr_mean[j], std::sqrt(std[j] / n), 1e-12) << "position " << j + 1;
+        EXPECT_LT(ratio.mean[j], 1.5);
+      }
+      EXPECT_NEAR(both->pathway_total_ratio[0].mean, total_mean, 1e-13);
+    }
+  }
+}
+
+// At the Hugging Face initialization q.k is small, so the softmax barely moves with the inputs:
+// the value pathway carries almost all of ||J||^2 (README, "Value and score pathways": the
+// presets' measured share is ~1e-4 in total and below 2e-3 at every position at L = 64).
+TEST(Pathways, AtInitializationTheScorePathwaysShareIsSmall) {
+  for (const std::string preset : {"gpt2-tiny", "qwen2-tiny"}) {
+    SCOPED_TRACE(preset);
+    auto model = Build(*models::PresetConfig(preset), 0);
+    MeasureOptions options;
+    options.length = 32;
+    options.samples = 2;
+    options.compare_pathways = true;
+    options.branch_ratios = false;
+    auto result = Measure(*model, options);
+    ASSERT_TRUE(result.ok()) << result.status();
+    EXPECT_LE(std::abs(1.0 - result->pathway_total_ratio[0].mean), 2e-3);
+    for (double ratio : result->pathway_ratio[0].mean) EXPECT_LE(std::abs(1.0 - ratio), 1e-2);
+  }
+}
+
+TEST(MeasureOptions, RejectsComparingPathwaysFromTheValuePathwayOrFromRecordsWithoutIt) {
+  auto model = Build(Tiny("gpt2"));
+  MeasureOptions options = PathwayOptions();
+  options.compare_pathways = true;
+  options.pathway = Pathway::kValueOnly;
+  auto status = CheckMeasureOptions(*model, options);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("pathway"), std::string::npos) << status;
+  options.pathway = Pathway::kFull;
+  options.done_samples.push_back({{std::vector<double>(options.length, 1.0)}, {}, {}, {}});
+  status = CheckMeasureOptions(*model, options);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("done_samples"), std::string::npos) << status;
+}
+
 TEST(Measure, RunsOnTheGpu_CUDA) {
   auto model = Build(Tiny("qwen2"));
   MeasureOptions options = GivenTokens({1, 2, 3, 4, 5, 6, 7, 8});

@@ -33,6 +33,7 @@ TEST(JacobianSpecNames, EveryEnumValueParsesBackFromItsName) {
                        DtypeName, ParseDtype);
   ExpectNamesRoundTrip({DevicePreference::kAny, DevicePreference::kCpu, DevicePreference::kCuda}, DeviceName,
                        ParseDevice);
+  ExpectNamesRoundTrip({Pathway::kFull, Pathway::kValueOnly}, PathwayName, ParsePathway);
 }
 
 TEST(JacobianSpecNames, TheNamesAreTheStoredWords) {
@@ -42,6 +43,9 @@ TEST(JacobianSpecNames, TheNamesAreTheStoredWords) {
   EXPECT_EQ(DtypeName(ComputeDtype::kBfloat16), "bfloat16");
   EXPECT_EQ(DeviceName(DevicePreference::kAny), "");
   EXPECT_EQ(*ParseDtype("bf16"), ComputeDtype::kBfloat16);
+  EXPECT_EQ(PathwayName(Pathway::kValueOnly), "value_only");
+  EXPECT_EQ(*ParsePathway("value-only"), Pathway::kValueOnly);  // posbias-measure's spelling.
+  EXPECT_EQ(ErrorAllowedOf(ParsePathway("scores").status()), "full, value_only");
 }
 
 TEST(JacobianSpecNames, AnUnknownNameIsRefusedNamingTheFieldAndTheAllowedNames) {
@@ -58,6 +62,28 @@ TEST(JacobianSpecJson, AStoredSpecWithAnUnknownEnumNameIsInvalid) {
   EXPECT_EQ(ErrorFieldOf(status), "spec.output");
 }
 
+TEST(JacobianSpecJson, ThePathwayRoundTripsAndAnOlderSpecMeasuresTheFullJacobian) {
+  JacobianJobSpec spec;
+  spec.model = "m";
+  spec.pathway = Pathway::kValueOnly;
+  spec.compare_pathways = true;
+  const auto json = SpecToJson(spec);
+  EXPECT_EQ(json["pathway"], "value_only");
+  auto back = SpecFromJson(json);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->pathway, Pathway::kValueOnly);
+  EXPECT_TRUE(back->compare_pathways);
+  auto older = SpecFromJson(nlohmann::json{{"model", "m"}, {"length", 8}});
+  ASSERT_TRUE(older.ok()) << older.status();
+  EXPECT_EQ(older->pathway, Pathway::kFull);
+  EXPECT_FALSE(older->compare_pathways);
+  const absl::Status status = SpecFromJson(nlohmann::json{{"model", "m"}, {"pathway", "scores"}}).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ErrorFieldOf(status), "spec.pathway");
+  EXPECT_EQ(SpecFromJson(nlohmann::json{{"model", "m"}, {"compare_pathways", 1}}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 JacobianReport FullReport() {
   JacobianReport report;
   report.model.family = "gpt2";
@@ -71,12 +97,16 @@ JacobianReport FullReport() {
   report.measurement.method = JacobianMethod::kHutchinson;
   report.measurement.output = JacobianOutput::kLayerSweep;
   report.measurement.seed = ~uint64_t{0};
+  report.measurement.pathway = Pathway::kFull;
   report.tokens = {{1, 2, 3, 4}, {5, 6, 7, 8}};
   report.positions = {1, 2, 3};
   report.sq_norm_mean = {0.5, 0.25, 0.25};
   report.sq_norm_std = report.sq_norm_stderr = report.norm_mean = report.norm_std = report.norm_stderr = {1, 2, 3};
   report.sq_norm_estimator_stderr = std::vector<double>{0.1, 0.1, 0.1};
   report.layers = std::vector<LayerProfile>{{1, {1, 2, 3}, {0, 0, 0}}, {2, {3, 2, 1}, {0, 0, 0}}};
+  report.pathways = PathwayComparison{{0.4, 0.2, 0.25}, {0.1, 0.1, 0.1}, {0.05, 0.05, 0.05},
+                                      {0.8, 0.8, 1.0},  {0.1, 0.1, 0},   {0.05, 0.05, 0},
+                                      0.875,            0.01,            0.005};
   report.branch_ratio = {0.5, 0.4};
   report.theory.depth = 2;
   FixedDepthFit fit;
@@ -106,6 +136,29 @@ TEST(JacobianReportJson, AFullReportRoundTrips) {
   EXPECT_EQ(ReportToJson(*back).dump(), json.dump());
   EXPECT_EQ(back->measurement.seed, ~uint64_t{0});
   EXPECT_EQ(back->theory.effective_depth_fits->at(0).model, TheoryModel::kIncoherent);
+  EXPECT_EQ(back->measurement.pathway, Pathway::kFull);
+  ASSERT_TRUE(back->pathways.has_value());
+  EXPECT_EQ(back->pathways->ratio_mean, (std::vector<double>{0.8, 0.8, 1.0}));
+  EXPECT_EQ(back->pathways->total_ratio_mean, 0.875);
+}
+
+TEST(JacobianReportJson, APathwayRatioAfterTheTargetIsNullAndReadsBackAsNaN) {
+  auto report = FullReport();
+  report.pathways->ratio_mean[2] = std::numeric_limits<double>::quiet_NaN();
+  auto back = ReportFromText(ReportToJson(report).dump());
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_TRUE(std::isnan(back->pathways->ratio_mean[2]));
+}
+
+TEST(JacobianReportJson, AMistypedPathwayIsDataLossNamingIt) {
+  auto json = nlohmann::json::parse(ReportToJson(FullReport()).dump());
+  json["measurement"]["pathway"] = "scores";
+  EXPECT_NE(ReportFromJson(json).status().message().find("report.measurement.pathway"), std::string::npos);
+  json = nlohmann::json::parse(ReportToJson(FullReport()).dump());
+  json["pathways"].erase("ratio_std");
+  const absl::Status status = ReportFromJson(json).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(status.message().find("report.pathways.ratio_std"), std::string::npos) << status.message();
 }
 
 TEST(JacobianReportJson, KeysComeInThePrintedOrder) {
@@ -114,7 +167,7 @@ TEST(JacobianReportJson, KeysComeInThePrintedOrder) {
   for (const auto& item : json.items()) keys.push_back(item.key());
   const std::vector<std::string> expected = {
       "model", "measurement", "tokens", "positions", "sq_norm_mean", "sq_norm_std", "sq_norm_stderr",
-      "norm_mean", "norm_std", "norm_stderr", "sq_norm_estimator_stderr", "layers", "branch_ratio", "theory",
+      "norm_mean", "norm_std", "norm_stderr", "sq_norm_estimator_stderr", "layers", "pathways", "branch_ratio", "theory",
       "raw", "job"};
   EXPECT_EQ(keys, expected);
 }
@@ -153,8 +206,12 @@ TEST(JacobianReportJson, AnOlderReportWithoutLaterMembersIsRead) {
   json["theory"].erase("effective_depth_fits");
   json["theory"].erase("fit_effective_depth");
   json["theory"]["fits"][0].erase("lambda_sample_low");
+  json["measurement"].erase("pathway");
+  json.erase("pathways");
   auto back = ReportFromJson(json);
   ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_FALSE(back->measurement.pathway.has_value());
+  EXPECT_FALSE(back->pathways.has_value());
   EXPECT_FALSE(back->job.has_value());
   EXPECT_FALSE(back->theory.effective_depth_fits.has_value());
   EXPECT_FALSE(back->theory.fits->at(0).lambda_sample_low.has_value());

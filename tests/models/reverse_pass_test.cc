@@ -1,6 +1,11 @@
 // The families' hand-written reverse pass against autograd through the models' own forward pass:
 // for every output (final hidden, the residual stream after each layer), target, ablation and
-// grouped-query shape, the K input gradients equal torch::autograd::grad's in float64.
+// grouped-query shape, the K input gradients equal torch::autograd::grad's in float64; and so do
+// the value pathway's (attention probabilities detached), which a 1-layer GPT-2 written out by
+// hand confirms independently, and which equals the full Jacobian under uniform attention.
+#include <cmath>
+#include <limits>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -45,14 +50,16 @@ std::unique_ptr<DecoderModel> BuildTiny(const Case& c) {
   return std::move(*model);
 }
 
-// Rows u_k^T dy/de for the output `layer` (0 = final hidden) at the 1-based target, by autograd.
+// Rows u_k^T dy/de for the output `layer` (0 = final hidden) at the 1-based target, by autograd
+// (through detached attention probabilities with `value_only`).
 torch::Tensor AutogradRows(DecoderModel& model, const torch::Tensor& e, const torch::Tensor& u, int64_t layer,
-                           int64_t target) {
+                           int64_t target, bool value_only = false) {
   std::vector<torch::Tensor> rows;
   for (int64_t k = 0; k < u.size(0); ++k) {
     auto input = e.detach().clone().set_requires_grad(true);
     ForwardOptions options;
     options.record_layers = layer > 0;
+    options.detach_attention_probabilities = value_only;
     auto out = model.Forward(input, options);
     auto y = (layer == 0 ? out.hidden : out.layers[layer - 1]).select(1, target - 1).squeeze(0);
     rows.push_back(torch::autograd::grad({y}, {input}, {u[k]})[0].squeeze(0));
@@ -96,6 +103,37 @@ TEST_P(ReversePass, EqualsAutogradForEveryOutputAndTarget) {
   }
 }
 
+double MaxRelativeDifference(const torch::Tensor& actual, const torch::Tensor& expected) {
+  return (actual - expected).abs().max().item<double>() / expected.abs().max().item<double>();
+}
+
+TEST_P(ReversePass, ValueOnlyEqualsAutogradWithDetachedProbabilities) {
+  auto model = BuildTiny(GetParam());
+  auto generator = at::detail::createCPUGenerator(11);
+  const int64_t length = 7, d = model->config().hidden_size;
+  auto e = torch::randn({1, length, d}, generator).to(torch::kFloat64);
+  auto u = torch::randn({3, d}, generator).to(torch::kFloat64);
+  for (int64_t target : {length, int64_t{3}}) {
+    for (bool keep : {true, false}) {
+      auto pass = model->PrepareReversePass(e, target, {keep});
+      ASSERT_NE(pass, nullptr);
+      for (int64_t layer = 0; layer <= model->config().num_layers; ++layer) {
+        auto expected = AutogradRows(*model, e, u, layer, target, /*value_only=*/true);
+        for (auto jacobians : {GradientOptions::MlpJacobians::kOff, GradientOptions::MlpJacobians::kOn}) {
+          GradientOptions options;
+          options.detach_attention_probabilities = true;
+          options.mlp_jacobians = jacobians;
+          options.rows_per_product = 2;
+          auto actual = pass->InputGradients(u, layer, options);
+          ASSERT_EQ(actual.sizes(), expected.sizes());
+          EXPECT_LE(MaxRelativeDifference(actual, expected), 1e-12)
+              << "target " << target << ", output layer " << layer << (keep ? "" : ", recomputed");
+        }
+      }
+    }
+  }
+}
+
 TEST_P(ReversePass, KeepsTheFinalHiddenStateOfTheForwardPass) {
   auto model = BuildTiny(GetParam());
   auto e = torch::randn({1, 5, model->config().hidden_size}, torch::kFloat64);
@@ -126,6 +164,105 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"qwen2_no_rotary", Family::kQwen2, {true, false, false}, 4},
                       Case{"qwen2_uniform_no_mlp", Family::kQwen2, {false, true, true}, 2}),
     [](const ::testing::TestParamInfo<Case>& param_info) { return param_info.param.name; });
+
+// Both routes' full and value-pathway rows for one case (target = L, final hidden state).
+struct PathwayRows {
+  torch::Tensor autograd_full, autograd_value, pass_full, pass_value;
+};
+PathwayRows RowsBothWays(const Case& c) {
+  auto model = BuildTiny(c);
+  auto generator = at::detail::createCPUGenerator(13);
+  const int64_t length = 6, d = model->config().hidden_size;
+  auto e = torch::randn({1, length, d}, generator).to(torch::kFloat64);
+  auto u = torch::randn({4, d}, generator).to(torch::kFloat64);
+  auto pass = model->PrepareReversePass(e, length, {});
+  GradientOptions value_only;
+  value_only.detach_attention_probabilities = true;
+  return {AutogradRows(*model, e, u, 0, length), AutogradRows(*model, e, u, 0, length, true),
+          pass->InputGradients(u, 0), pass->InputGradients(u, 0, value_only)};
+}
+
+TEST(Pathways, ValueOnlyEqualsTheFullJacobianExactlyUnderUniformAttention) {
+  for (const Case& c : {Case{"gpt2_uniform", Family::kGpt2, {false, true, false}, 4},
+                        Case{"qwen2_uniform", Family::kQwen2, {false, true, false}, 2}}) {
+    const PathwayRows rows = RowsBothWays(c);
+    EXPECT_TRUE(torch::equal(rows.autograd_value, rows.autograd_full)) << c.name;
+    EXPECT_TRUE(torch::equal(rows.pass_value, rows.pass_full)) << c.name;
+  }
+}
+
+TEST(Pathways, TheScorePathwayContributesWithSoftmaxAttention) {
+  for (const Case& c : {Case{"gpt2", Family::kGpt2, {}, 4}, Case{"qwen2", Family::kQwen2, {}, 2}}) {
+    const PathwayRows rows = RowsBothWays(c);
+    EXPECT_GT(MaxRelativeDifference(rows.pass_value, rows.pass_full), 1e-6) << c.name;
+    EXPECT_LE(MaxRelativeDifference(rows.pass_value, rows.autograd_value), 1e-12) << c.name;
+  }
+}
+
+// An independent route for the value pathway: a 1-layer GPT-2 block written out from its named
+// parameters, h = x + c_proj(P (ln_1(x) W_v + b_v)), y = ln_f(h + mlp(ln_2(h))) at the target,
+// with the attention probabilities P computed first and entering as constants.
+TEST(Pathways, ValueOnlyEqualsAHandWrittenOneLayerGpt2WithFixedProbabilities) {
+  ModelConfig config = *PresetConfig("gpt2-tiny");
+  config.num_layers = 1;
+  config.hidden_size = 12;
+  config.num_heads = config.num_kv_heads = 3;
+  config.intermediate_size = 20;
+  config.vocab_size = 30;
+  auto built = BuildModel(config, 21);
+  ASSERT_TRUE(built.ok()) << built.status();
+  auto& model = **built;
+  model.To(torch::kCPU, torch::kFloat64);
+  std::map<std::string, torch::Tensor> w;
+  {
+    torch::NoGradGuard no_grad;
+    auto generator = at::detail::createCPUGenerator(23);
+    for (auto& [name, tensor] : model.NamedParameters()) {
+      if (name.find("ln_") != std::string::npos || name.find("bias") != std::string::npos) {
+        tensor.add_(0.3 * torch::randn(tensor.sizes(), generator).to(torch::kFloat64));
+      }
+      w[name] = tensor.detach();
+    }
+  }
+  const int64_t length = 5, d = config.hidden_size, heads = config.num_heads, hd = d / heads;
+  const double eps = config.norm_eps;
+  auto ln = [&](const torch::Tensor& x, const std::string& name) {
+    return torch::layer_norm(x, {d}, w[name + ".weight"], w[name + ".bias"], eps);
+  };
+  auto conv = [&](const torch::Tensor& x, const std::string& name) {
+    return torch::matmul(x, w[name + ".weight"]) + w[name + ".bias"];
+  };
+  const std::string block = "transformer.h.0.";
+  auto generator = at::detail::createCPUGenerator(29);
+  auto e = torch::randn({length, d}, generator).to(torch::kFloat64);
+  // The probabilities at e, [heads, L, L].
+  torch::Tensor probs;
+  {
+    torch::NoGradGuard no_grad;
+    auto qkv = conv(ln(e, block + "ln_1"), block + "attn.c_attn").chunk(3, -1);
+    auto q = qkv[0].view({length, heads, hd}).transpose(0, 1), k = qkv[1].view({length, heads, hd}).transpose(0, 1);
+    auto scores = torch::matmul(q, k.transpose(1, 2)) / std::sqrt(static_cast<double>(hd));
+    auto mask = torch::ones({length, length}, torch::kBool).triu(1);
+    probs = torch::softmax(scores.masked_fill(mask, -std::numeric_limits<double>::infinity()), -1);
+  }
+  auto x = e.clone().set_requires_grad(true);
+  auto v = conv(ln(x, block + "ln_1"), block + "attn.c_attn").chunk(3, -1)[2].view({length, heads, hd}).transpose(0, 1);
+  auto h = x + conv(torch::matmul(probs, v).transpose(0, 1).reshape({length, d}), block + "attn.c_proj");
+  auto mlp = conv(torch::gelu(conv(ln(h, block + "ln_2"), block + "mlp.c_fc"), "tanh"), block + "mlp.c_proj");
+  auto y = ln(h + mlp, "transformer.ln_f")[length - 1];
+  auto u = torch::randn({3, d}, generator).to(torch::kFloat64);
+  std::vector<torch::Tensor> rows;
+  for (int64_t i = 0; i < u.size(0); ++i) {
+    rows.push_back(torch::autograd::grad({y}, {x}, {u[i]}, /*retain_graph=*/true)[0]);
+  }
+  auto expected = torch::stack(rows);
+  auto autograd = AutogradRows(model, e.unsqueeze(0), u, 0, length, /*value_only=*/true);
+  EXPECT_LE(MaxRelativeDifference(autograd, expected), 1e-12);
+  GradientOptions value_only;
+  value_only.detach_attention_probabilities = true;
+  auto pass = model.PrepareReversePass(e.unsqueeze(0), length, {});
+  EXPECT_LE(MaxRelativeDifference(pass->InputGradients(u, 0, value_only), expected), 1e-12);
+}
 
 }  // namespace
 }  // namespace posbias::models

@@ -420,6 +420,59 @@ TEST_F(ServerTest, RegistersAModelAndMeasuresItThroughTheQueue) {
   EXPECT_EQ(ErrorReason(too_big.status()), "INSUFFICIENT_MEMORY");
 }
 
+// compare_pathways through the API: the value pathway next to the full one on every page
+// position; under uniform attention the score pathway has nothing to carry, so the ratio is 1.
+TEST_F(ServerTest, AComparedJobReportsTheValuePathwaysShareOfTheJacobian) {
+  auto run = [&](const std::string& model) -> v1::GetJobResultResponse {
+    v1::SubmitJobRequest submit;
+    auto* spec = submit.mutable_spec()->mutable_jacobian_norm();
+    spec->set_model(model);
+    spec->set_sequence_length(6);
+    spec->set_samples(2);
+    spec->set_compare_pathways(true);
+    auto job = client_->SubmitJob(submit);
+    EXPECT_TRUE(job.ok()) << job.status();
+    if (!job.ok()) return {};
+    EXPECT_TRUE(job->spec().jacobian_norm().compare_pathways());
+    v1::WatchJobRequest watch;
+    watch.set_id(job->id());
+    v1::Job last;
+    EXPECT_TRUE(client_->WatchJob(watch, [&](const v1::WatchJobResponse& m) { last = m.job(); return true; }).ok());
+    EXPECT_EQ(last.state(), v1::JOB_STATE_SUCCEEDED) << last.error().message();
+    v1::GetJobResultRequest request;
+    request.set_id(job->id());
+    auto result = client_->GetJobResult(request);
+    EXPECT_TRUE(result.ok()) << result.status();
+    return result.ok() ? *result : v1::GetJobResultResponse{};
+  };
+  const auto softmax = run("gpt2-tiny");
+  const auto& pathways = softmax.jacobian_norm().pathways();
+  ASSERT_EQ(pathways.ratio_mean_size(), 6);
+  ASSERT_EQ(pathways.value_sq_norm_mean_size(), 6);
+  for (int j = 0; j < 6; ++j) {
+    EXPECT_GT(pathways.value_sq_norm_mean(j), 0);
+    EXPECT_NEAR(pathways.ratio_mean(j), 1.0, 0.1) << "at initialization the score pathway carries little";
+  }
+  EXPECT_NE(softmax.report_json().find("\"pathways\""), std::string::npos);
+
+  v1::RegisterModelRequest uniform;
+  uniform.set_name("tiny-uniform");
+  uniform.mutable_preset()->set_preset("gpt2-tiny");
+  uniform.mutable_ablations()->set_uniform_attention(true);
+  ASSERT_TRUE(client_->RegisterModel(uniform).ok());
+  const auto linear = run("tiny-uniform");
+  ASSERT_EQ(linear.jacobian_norm().pathways().ratio_mean_size(), 6);
+  for (double ratio : linear.jacobian_norm().pathways().ratio_mean()) EXPECT_EQ(ratio, 1.0);
+
+  v1::SubmitJobRequest refused;
+  auto* spec = refused.mutable_spec()->mutable_jacobian_norm();
+  spec->set_model("gpt2-tiny");
+  spec->set_sequence_length(6);
+  spec->set_pathway(v1::JACOBIAN_PATHWAY_VALUE_ONLY);
+  spec->set_compare_pathways(true);
+  EXPECT_EQ(client_->SubmitJob(refused).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 // Found by reading the code: "team=a,sweep=b" was taken as one label "team" with the value
 // "a,sweep=b", so a selector of two terms matched nothing.
 TEST_F(ServerTest, ListsJobsMatchingEveryTermOfALabelSelector) {

@@ -129,6 +129,7 @@ class Client {
                            CallSettings settings = {});
   absl::StatusOr<v1::ListPresetsResponse> ListPresets(const v1::ListPresetsRequest& request,
                                                       CallSettings settings = {});
+  absl::StatusOr<v1::TokenizeResponse> Tokenize(const v1::TokenizeRequest& request, CallSettings settings = {});
 
   // posbias.v1.JobService
   absl::StatusOr<v1::Job> SubmitJob(const v1::SubmitJobRequest& request, CallSettings settings = {});

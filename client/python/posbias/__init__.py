@@ -24,7 +24,7 @@ from posbias._jobs import TERMINAL_STATES, Job
 from posbias._results import JobResult
 from posbias._types import (BranchRatios, ContinuumResult, DiscreteResult, ExportedModel, Failure, FitResult,
                             JobProgress, LayerProfile, Metrics, Model, ModelConfig, ModelFit, Preset,
-                            ProfileSummary, Quantile, RidgePoint, TheoryCurve, TheoryFit)
+                            ProfileSummary, Quantile, RidgePoint, TheoryCurve, TheoryFit, Tokenization)
 
 __version__ = "0.1.0"
 
@@ -37,4 +37,5 @@ __all__ = [
     "BranchRatios", "ContinuumResult", "DiscreteResult", "ExportedModel", "Failure", "FitResult", "JobProgress",
     "LayerProfile", "Metrics", "Model", "ModelConfig", "ModelFit", "Preset", "ProfileSummary", "Quantile",
     "RidgePoint", "TheoryCurve", "TheoryFit",
+    "Tokenization",
 ]

@@ -18,7 +18,7 @@ from posbias._errors import DataLossError, Error, error_from_rpc  # noqa: F401 (
 from posbias._jobs import Job
 from posbias._progress import Progress, ProgressMode, resolve_mode
 from posbias._results import JobResult
-from posbias._types import (ContinuumResult, DiscreteResult, ExportedModel, FitResult, Model, Preset,
+from posbias._types import (ContinuumResult, DiscreteResult, ExportedModel, FitResult, Model, Preset, Tokenization,
                             ProfileSummary)
 from posbias.v1 import (common_pb2, density_service_pb2, density_service_pb2_grpc, job_service_pb2,
                         job_service_pb2_grpc, model_service_pb2, model_service_pb2_grpc)
@@ -372,6 +372,20 @@ class Client:
 
     # ------------------------------------------------------------------------------ ModelService
 
+    def tokenize(self, model: str, text: Optional[str] = None, token_ids: Optional[Sequence[int]] = None, *,
+                 special_tokens_as_text: bool = False, timeout: Any = _DEFAULT) -> Tokenization:
+        """Text to token ids with byte offsets, or ids back to text, with the model's own tokenizer
+        (Tokenize; Model.has_tokenizer). Give exactly one of `text` (str, or bytes taken as UTF-8)
+        and `token_ids`."""
+        if (text is None) == (token_ids is None):
+            raise ValueError("give exactly one of text and token_ids")
+        request = model_service_pb2.TokenizeRequest(model=model, special_tokens_as_text=special_tokens_as_text)
+        if text is not None:
+            request.text = text.decode("utf-8", "replace") if isinstance(text, bytes) else text
+        else:
+            request.token_ids.ids.extend(int(i) for i in token_ids)
+        return Tokenization.from_proto(self._call(self._models.Tokenize, request, timeout))
+
     def list_presets(self, timeout: Any = _DEFAULT) -> List[Preset]:
         """The presets this server can build (ListPresets), ordered by name."""
         response = self._call(self._models.ListPresets, model_service_pb2.ListPresetsRequest(), timeout)
@@ -588,7 +602,8 @@ class Client:
                         output: EnumLike = "final_hidden", probe_seed: Optional[int] = None,
                         dtype: Optional[EnumLike] = None, device: Optional[EnumLike] = None, priority: int = 0,
                         time_limit: Optional[float] = None, return_raw_samples: bool = False,
-                        fit_effective_depth: bool = False, labels: Optional[Mapping[str, str]] = None,
+                        fit_effective_depth: bool = False, pathway: EnumLike = "full", compare_pathways: bool = False,
+                        labels: Optional[Mapping[str, str]] = None,
                         request_id: Optional[str] = None, timeout: Any = _DEFAULT) -> Job:
         """Submits a Jacobian-norm measurement (SubmitJob) and returns its Job (queued).
 
@@ -600,13 +615,16 @@ class Client:
         "final_hidden" ("final"), "layer_sweep" ("layers") or "log_prob" ("logprob"). dtype:
         "float32" (default), "bfloat16", "float16", "float64"; device: "cpu" or "cuda" (default
         any). priority -100..100; time_limit in seconds; return_raw_samples keeps per-sample
-        values; fit_effective_depth fits the theory's depth too. labels and request_id as in the
-        API (a retry with the same request_id returns the same job)."""
+        values; fit_effective_depth fits the theory's depth too. pathway: "full" (default) or
+        "value_only" (attention's value pathway alone); compare_pathways measures both (the
+        result's `pathways`). labels and request_id as in the API (a retry with the same
+        request_id returns the same job)."""
         spec = job_service_pb2.JacobianNormSpec(
             model=model, sequence_length=int(length), samples=int(samples or 0),
             method=enum_value(job_service_pb2.JacobianMethod, method, "method"),
             output=enum_value(job_service_pb2.JacobianOutput, output, "output", OUTPUT_ALIASES),
-            probes=int(probes or 0), return_raw_samples=return_raw_samples, fit_effective_depth=fit_effective_depth)
+            probes=int(probes or 0), return_raw_samples=return_raw_samples, fit_effective_depth=fit_effective_depth,
+            pathway=enum_value(job_service_pb2.JacobianPathway, pathway, "pathway"), compare_pathways=compare_pathways)
         if target is not None:
             spec.target_position = int(target)
         if probe_seed is not None:

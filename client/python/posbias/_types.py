@@ -300,6 +300,7 @@ class Model:
     labels: Dict[str, str]
     builtin: bool
     active_job_count: int
+    has_tokenizer: bool
     proto: model_service_pb2.Model = _proto_field()
 
     @classmethod
@@ -317,7 +318,7 @@ class Model:
                    weights_dtype=enum_name(common_pb2.ComputeDtype, message.weights_dtype),
                    create_time=timestamp(message, "create_time"), ready_time=timestamp(message, "ready_time"),
                    labels=dict(message.labels), builtin=message.builtin,
-                   active_job_count=message.active_job_count, proto=message)
+                   active_job_count=message.active_job_count, has_tokenizer=message.has_tokenizer, proto=message)
 
 
 @dataclasses.dataclass
@@ -425,3 +426,20 @@ class LayerProfile:
     sq_norm_total: float
     fits: List[TheoryFit]
     curves: List[TheoryCurve]
+
+
+@dataclasses.dataclass
+class Tokenization:
+    """What Tokenize answered: the ids, per id the bytes [start, end) of the text it came from
+    (an (n, 2) array; empty when ids were decoded), the decoded text, and the tokenizer's
+    end-of-sequence id when it names one."""
+    token_ids: np.ndarray
+    offsets: np.ndarray
+    text: str
+    eos_token_id: Optional[int]
+
+    @classmethod
+    def from_proto(cls, message: model_service_pb2.TokenizeResponse) -> "Tokenization":
+        offsets = np.array([(o.start, o.end) for o in message.offsets], dtype=np.int64).reshape(-1, 2)
+        return cls(token_ids=np.array(message.token_ids, dtype=np.int64), offsets=offsets, text=message.text,
+                   eos_token_id=message.eos_token_id if message.HasField("eos_token_id") else None)

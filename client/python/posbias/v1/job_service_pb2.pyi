@@ -16,6 +16,9 @@ JACOBIAN_OUTPUT_FINAL_HIDDEN: JacobianOutput
 JACOBIAN_OUTPUT_LAYER_SWEEP: JacobianOutput
 JACOBIAN_OUTPUT_LOG_PROB: JacobianOutput
 JACOBIAN_OUTPUT_UNSPECIFIED: JacobianOutput
+JACOBIAN_PATHWAY_FULL: JacobianPathway
+JACOBIAN_PATHWAY_UNSPECIFIED: JacobianPathway
+JACOBIAN_PATHWAY_VALUE_ONLY: JacobianPathway
 JOB_STATE_CANCELLED: JobState
 JOB_STATE_CANCELLING: JobState
 JOB_STATE_FAILED: JobState
@@ -135,7 +138,7 @@ class JacobianNormProfile(_message.Message):
     def __init__(self, layer: _Optional[int] = ..., stats: _Optional[_Union[JacobianNormStats, _Mapping]] = ..., theory: _Optional[_Union[JobTheoryComparison, _Mapping]] = ...) -> None: ...
 
 class JacobianNormResult(_message.Message):
-    __slots__ = ["branch_ratios", "layer_profiles", "log_prob_mean", "log_prob_std", "method", "num_layers", "output", "positions", "profile", "provenance", "raw_samples", "sample_tokens", "samples", "sequence_length", "target_position"]
+    __slots__ = ["branch_ratios", "layer_profiles", "log_prob_mean", "log_prob_std", "method", "num_layers", "output", "pathways", "positions", "profile", "provenance", "raw_samples", "sample_tokens", "samples", "sequence_length", "target_position"]
     BRANCH_RATIOS_FIELD_NUMBER: _ClassVar[int]
     LAYER_PROFILES_FIELD_NUMBER: _ClassVar[int]
     LOG_PROB_MEAN_FIELD_NUMBER: _ClassVar[int]
@@ -143,6 +146,7 @@ class JacobianNormResult(_message.Message):
     METHOD_FIELD_NUMBER: _ClassVar[int]
     NUM_LAYERS_FIELD_NUMBER: _ClassVar[int]
     OUTPUT_FIELD_NUMBER: _ClassVar[int]
+    PATHWAYS_FIELD_NUMBER: _ClassVar[int]
     POSITIONS_FIELD_NUMBER: _ClassVar[int]
     PROFILE_FIELD_NUMBER: _ClassVar[int]
     PROVENANCE_FIELD_NUMBER: _ClassVar[int]
@@ -158,6 +162,7 @@ class JacobianNormResult(_message.Message):
     method: JacobianMethod
     num_layers: int
     output: JacobianOutput
+    pathways: JobPathwayComparison
     positions: _containers.RepeatedScalarFieldContainer[int]
     profile: JacobianNormProfile
     provenance: JobProvenance
@@ -166,35 +171,39 @@ class JacobianNormResult(_message.Message):
     samples: int
     sequence_length: int
     target_position: int
-    def __init__(self, sequence_length: _Optional[int] = ..., target_position: _Optional[int] = ..., samples: _Optional[int] = ..., output: _Optional[_Union[JacobianOutput, str]] = ..., method: _Optional[_Union[JacobianMethod, str]] = ..., num_layers: _Optional[int] = ..., positions: _Optional[_Iterable[int]] = ..., profile: _Optional[_Union[JacobianNormProfile, _Mapping]] = ..., layer_profiles: _Optional[_Iterable[_Union[JacobianNormProfile, _Mapping]]] = ..., branch_ratios: _Optional[_Iterable[_Union[JobLayerBranchRatio, _Mapping]]] = ..., log_prob_mean: _Optional[float] = ..., log_prob_std: _Optional[float] = ..., raw_samples: _Optional[_Iterable[_Union[JobRawSample, _Mapping]]] = ..., sample_tokens: _Optional[_Iterable[_Union[JobSampleTokens, _Mapping]]] = ..., provenance: _Optional[_Union[JobProvenance, _Mapping]] = ...) -> None: ...
+    def __init__(self, sequence_length: _Optional[int] = ..., target_position: _Optional[int] = ..., samples: _Optional[int] = ..., output: _Optional[_Union[JacobianOutput, str]] = ..., method: _Optional[_Union[JacobianMethod, str]] = ..., num_layers: _Optional[int] = ..., positions: _Optional[_Iterable[int]] = ..., profile: _Optional[_Union[JacobianNormProfile, _Mapping]] = ..., layer_profiles: _Optional[_Iterable[_Union[JacobianNormProfile, _Mapping]]] = ..., branch_ratios: _Optional[_Iterable[_Union[JobLayerBranchRatio, _Mapping]]] = ..., log_prob_mean: _Optional[float] = ..., log_prob_std: _Optional[float] = ..., raw_samples: _Optional[_Iterable[_Union[JobRawSample, _Mapping]]] = ..., sample_tokens: _Optional[_Iterable[_Union[JobSampleTokens, _Mapping]]] = ..., provenance: _Optional[_Union[JobProvenance, _Mapping]] = ..., pathways: _Optional[_Union[JobPathwayComparison, _Mapping]] = ...) -> None: ...
 
 class JacobianNormSpec(_message.Message):
-    __slots__ = ["dtype", "fit_effective_depth", "input", "method", "model", "output", "probe_seed", "probes", "return_raw_samples", "samples", "sequence_length", "target_position"]
+    __slots__ = ["compare_pathways", "dtype", "fit_effective_depth", "input", "method", "model", "output", "pathway", "probe_seed", "probes", "return_raw_samples", "samples", "sequence_length", "target_position"]
+    COMPARE_PATHWAYS_FIELD_NUMBER: _ClassVar[int]
     DTYPE_FIELD_NUMBER: _ClassVar[int]
     FIT_EFFECTIVE_DEPTH_FIELD_NUMBER: _ClassVar[int]
     INPUT_FIELD_NUMBER: _ClassVar[int]
     METHOD_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
     OUTPUT_FIELD_NUMBER: _ClassVar[int]
+    PATHWAY_FIELD_NUMBER: _ClassVar[int]
     PROBES_FIELD_NUMBER: _ClassVar[int]
     PROBE_SEED_FIELD_NUMBER: _ClassVar[int]
     RETURN_RAW_SAMPLES_FIELD_NUMBER: _ClassVar[int]
     SAMPLES_FIELD_NUMBER: _ClassVar[int]
     SEQUENCE_LENGTH_FIELD_NUMBER: _ClassVar[int]
     TARGET_POSITION_FIELD_NUMBER: _ClassVar[int]
+    compare_pathways: bool
     dtype: _common_pb2.ComputeDtype
     fit_effective_depth: bool
     input: JacobianInput
     method: JacobianMethod
     model: str
     output: JacobianOutput
+    pathway: JacobianPathway
     probe_seed: int
     probes: int
     return_raw_samples: bool
     samples: int
     sequence_length: int
     target_position: int
-    def __init__(self, model: _Optional[str] = ..., sequence_length: _Optional[int] = ..., samples: _Optional[int] = ..., input: _Optional[_Union[JacobianInput, _Mapping]] = ..., target_position: _Optional[int] = ..., output: _Optional[_Union[JacobianOutput, str]] = ..., method: _Optional[_Union[JacobianMethod, str]] = ..., probes: _Optional[int] = ..., probe_seed: _Optional[int] = ..., dtype: _Optional[_Union[_common_pb2.ComputeDtype, str]] = ..., return_raw_samples: bool = ..., fit_effective_depth: bool = ...) -> None: ...
+    def __init__(self, model: _Optional[str] = ..., sequence_length: _Optional[int] = ..., samples: _Optional[int] = ..., input: _Optional[_Union[JacobianInput, _Mapping]] = ..., target_position: _Optional[int] = ..., output: _Optional[_Union[JacobianOutput, str]] = ..., method: _Optional[_Union[JacobianMethod, str]] = ..., probes: _Optional[int] = ..., probe_seed: _Optional[int] = ..., dtype: _Optional[_Union[_common_pb2.ComputeDtype, str]] = ..., return_raw_samples: bool = ..., fit_effective_depth: bool = ..., pathway: _Optional[_Union[JacobianPathway, str]] = ..., compare_pathways: bool = ...) -> None: ...
 
 class JacobianNormStats(_message.Message):
     __slots__ = ["estimator_stderr", "norm_mean", "norm_std", "norm_stderr", "profile", "sq_norm_mean", "sq_norm_std", "sq_norm_stderr", "sq_norm_total"]
@@ -335,6 +344,24 @@ class JobLayerBranchRatio(_message.Message):
     mlp_mean: float
     mlp_std: float
     def __init__(self, layer: _Optional[int] = ..., attention_mean: _Optional[float] = ..., attention_std: _Optional[float] = ..., mlp_mean: _Optional[float] = ..., mlp_std: _Optional[float] = ...) -> None: ...
+
+class JobPathwayComparison(_message.Message):
+    __slots__ = ["ratio_mean", "ratio_std", "ratio_stderr", "total_ratio_mean", "total_ratio_stderr", "value_sq_norm_mean", "value_sq_norm_stderr"]
+    RATIO_MEAN_FIELD_NUMBER: _ClassVar[int]
+    RATIO_STDERR_FIELD_NUMBER: _ClassVar[int]
+    RATIO_STD_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_RATIO_MEAN_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_RATIO_STDERR_FIELD_NUMBER: _ClassVar[int]
+    VALUE_SQ_NORM_MEAN_FIELD_NUMBER: _ClassVar[int]
+    VALUE_SQ_NORM_STDERR_FIELD_NUMBER: _ClassVar[int]
+    ratio_mean: _containers.RepeatedScalarFieldContainer[float]
+    ratio_std: _containers.RepeatedScalarFieldContainer[float]
+    ratio_stderr: _containers.RepeatedScalarFieldContainer[float]
+    total_ratio_mean: float
+    total_ratio_stderr: float
+    value_sq_norm_mean: _containers.RepeatedScalarFieldContainer[float]
+    value_sq_norm_stderr: _containers.RepeatedScalarFieldContainer[float]
+    def __init__(self, value_sq_norm_mean: _Optional[_Iterable[float]] = ..., value_sq_norm_stderr: _Optional[_Iterable[float]] = ..., ratio_mean: _Optional[_Iterable[float]] = ..., ratio_std: _Optional[_Iterable[float]] = ..., ratio_stderr: _Optional[_Iterable[float]] = ..., total_ratio_mean: _Optional[float] = ..., total_ratio_stderr: _Optional[float] = ...) -> None: ...
 
 class JobProgress(_message.Message):
     __slots__ = ["chunks_done", "chunks_total", "estimated_seconds_remaining", "fraction", "samples_done", "samples_total"]
@@ -531,6 +558,9 @@ class JobState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []
 
 class JobView(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []
+
+class JacobianPathway(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []
 
 class JacobianOutput(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):

@@ -125,7 +125,7 @@ class ListPresetsResponse(_message.Message):
     def __init__(self, presets: _Optional[_Iterable[_Union[ModelPreset, _Mapping]]] = ...) -> None: ...
 
 class Model(_message.Message):
-    __slots__ = ["active_job_count", "builtin", "config", "create_time", "error", "family", "init", "labels", "memory_bytes", "name", "parameter_count", "ready_time", "source", "state", "weights_dtype", "weights_sha256"]
+    __slots__ = ["active_job_count", "builtin", "config", "create_time", "error", "family", "has_tokenizer", "init", "labels", "memory_bytes", "name", "parameter_count", "ready_time", "source", "state", "weights_dtype", "weights_sha256"]
     class LabelsEntry(_message.Message):
         __slots__ = ["key", "value"]
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -139,6 +139,7 @@ class Model(_message.Message):
     CREATE_TIME_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
     FAMILY_FIELD_NUMBER: _ClassVar[int]
+    HAS_TOKENIZER_FIELD_NUMBER: _ClassVar[int]
     INIT_FIELD_NUMBER: _ClassVar[int]
     LABELS_FIELD_NUMBER: _ClassVar[int]
     MEMORY_BYTES_FIELD_NUMBER: _ClassVar[int]
@@ -155,6 +156,7 @@ class Model(_message.Message):
     create_time: _timestamp_pb2.Timestamp
     error: ModelError
     family: ModelFamily
+    has_tokenizer: bool
     init: ModelInitRecipe
     labels: _containers.ScalarMap[str, str]
     memory_bytes: int
@@ -165,7 +167,7 @@ class Model(_message.Message):
     state: ModelState
     weights_dtype: _common_pb2.ComputeDtype
     weights_sha256: str
-    def __init__(self, name: _Optional[str] = ..., family: _Optional[_Union[ModelFamily, str]] = ..., config: _Optional[_Union[ModelConfig, _Mapping]] = ..., source: _Optional[_Union[ModelSource, _Mapping]] = ..., init: _Optional[_Union[ModelInitRecipe, _Mapping]] = ..., state: _Optional[_Union[ModelState, str]] = ..., error: _Optional[_Union[ModelError, _Mapping]] = ..., weights_sha256: _Optional[str] = ..., parameter_count: _Optional[int] = ..., memory_bytes: _Optional[int] = ..., weights_dtype: _Optional[_Union[_common_pb2.ComputeDtype, str]] = ..., create_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., ready_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., labels: _Optional[_Mapping[str, str]] = ..., builtin: bool = ..., active_job_count: _Optional[int] = ...) -> None: ...
+    def __init__(self, name: _Optional[str] = ..., family: _Optional[_Union[ModelFamily, str]] = ..., config: _Optional[_Union[ModelConfig, _Mapping]] = ..., source: _Optional[_Union[ModelSource, _Mapping]] = ..., init: _Optional[_Union[ModelInitRecipe, _Mapping]] = ..., state: _Optional[_Union[ModelState, str]] = ..., error: _Optional[_Union[ModelError, _Mapping]] = ..., weights_sha256: _Optional[str] = ..., parameter_count: _Optional[int] = ..., memory_bytes: _Optional[int] = ..., weights_dtype: _Optional[_Union[_common_pb2.ComputeDtype, str]] = ..., create_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., ready_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., labels: _Optional[_Mapping[str, str]] = ..., builtin: bool = ..., active_job_count: _Optional[int] = ..., has_tokenizer: bool = ...) -> None: ...
 
 class ModelAblations(_message.Message):
     __slots__ = ["no_mlp", "no_position_encoding", "uniform_attention"]
@@ -325,6 +327,44 @@ class RegisterModelRequest(_message.Message):
     torchscript: TorchScriptSource
     wait: bool
     def __init__(self, name: _Optional[str] = ..., preset: _Optional[_Union[PresetSource, _Mapping]] = ..., checkpoint: _Optional[_Union[CheckpointSource, _Mapping]] = ..., torchscript: _Optional[_Union[TorchScriptSource, _Mapping]] = ..., ablations: _Optional[_Union[ModelAblations, _Mapping]] = ..., labels: _Optional[_Mapping[str, str]] = ..., request_id: _Optional[str] = ..., wait: bool = ...) -> None: ...
+
+class TokenIds(_message.Message):
+    __slots__ = ["ids"]
+    IDS_FIELD_NUMBER: _ClassVar[int]
+    ids: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, ids: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class TokenOffset(_message.Message):
+    __slots__ = ["end", "start"]
+    END_FIELD_NUMBER: _ClassVar[int]
+    START_FIELD_NUMBER: _ClassVar[int]
+    end: int
+    start: int
+    def __init__(self, start: _Optional[int] = ..., end: _Optional[int] = ...) -> None: ...
+
+class TokenizeRequest(_message.Message):
+    __slots__ = ["model", "special_tokens_as_text", "text", "token_ids"]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    SPECIAL_TOKENS_AS_TEXT_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_IDS_FIELD_NUMBER: _ClassVar[int]
+    model: str
+    special_tokens_as_text: bool
+    text: str
+    token_ids: TokenIds
+    def __init__(self, model: _Optional[str] = ..., text: _Optional[str] = ..., token_ids: _Optional[_Union[TokenIds, _Mapping]] = ..., special_tokens_as_text: bool = ...) -> None: ...
+
+class TokenizeResponse(_message.Message):
+    __slots__ = ["eos_token_id", "offsets", "text", "token_ids"]
+    EOS_TOKEN_ID_FIELD_NUMBER: _ClassVar[int]
+    OFFSETS_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_IDS_FIELD_NUMBER: _ClassVar[int]
+    eos_token_id: int
+    offsets: _containers.RepeatedCompositeFieldContainer[TokenOffset]
+    text: str
+    token_ids: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, token_ids: _Optional[_Iterable[int]] = ..., offsets: _Optional[_Iterable[_Union[TokenOffset, _Mapping]]] = ..., text: _Optional[str] = ..., eos_token_id: _Optional[int] = ...) -> None: ...
 
 class TorchScriptShape(_message.Message):
     __slots__ = ["hidden_size", "max_positions", "num_layers"]

@@ -49,6 +49,11 @@ class ModelServiceStub(object):
                 request_serializer=posbias_dot_v1_dot_model__service__pb2.ListPresetsRequest.SerializeToString,
                 response_deserializer=posbias_dot_v1_dot_model__service__pb2.ListPresetsResponse.FromString,
                 )
+        self.Tokenize = channel.unary_unary(
+                '/posbias.v1.ModelService/Tokenize',
+                request_serializer=posbias_dot_v1_dot_model__service__pb2.TokenizeRequest.SerializeToString,
+                response_deserializer=posbias_dot_v1_dot_model__service__pb2.TokenizeResponse.FromString,
+                )
 
 
 class ModelServiceServicer(object):
@@ -111,6 +116,16 @@ class ModelServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Tokenize(self, request, context):
+        """Text to token ids (with the byte range of the text each id came from), or token ids to text,
+        with the model's own tokenizer (Model.has_tokenizer). Models without one: FAILED_PRECONDITION
+        / INVALID_ARGUMENT; a tokenizer kind this server does not implement (only byte-level BPE from
+        tokenizer.json or GPT-2's vocab.json + merges.txt is): UNIMPLEMENTED / NOT_IMPLEMENTED.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ModelServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -148,6 +163,11 @@ def add_ModelServiceServicer_to_server(servicer, server):
                     servicer.ListPresets,
                     request_deserializer=posbias_dot_v1_dot_model__service__pb2.ListPresetsRequest.FromString,
                     response_serializer=posbias_dot_v1_dot_model__service__pb2.ListPresetsResponse.SerializeToString,
+            ),
+            'Tokenize': grpc.unary_unary_rpc_method_handler(
+                    servicer.Tokenize,
+                    request_deserializer=posbias_dot_v1_dot_model__service__pb2.TokenizeRequest.FromString,
+                    response_serializer=posbias_dot_v1_dot_model__service__pb2.TokenizeResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -275,5 +295,22 @@ class ModelService(object):
         return grpc.experimental.unary_unary(request, target, '/posbias.v1.ModelService/ListPresets',
             posbias_dot_v1_dot_model__service__pb2.ListPresetsRequest.SerializeToString,
             posbias_dot_v1_dot_model__service__pb2.ListPresetsResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def Tokenize(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/posbias.v1.ModelService/Tokenize',
+            posbias_dot_v1_dot_model__service__pb2.TokenizeRequest.SerializeToString,
+            posbias_dot_v1_dot_model__service__pb2.TokenizeResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)

@@ -14,6 +14,9 @@
 #include <vector>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "client/cli/output.h"
 #include "client/cli/svg_plot.h"
 #include "nlohmann/json.hpp"
@@ -94,7 +97,8 @@ absl::StatusOr<v1::Job> Watch(const CliContext& context, const std::string& id) 
 
 struct SubmitFlags {
   std::string model, method = "exact", output = "final", input = "random", dtype = "float32",
-                     device = "any", tokens_file, request_id;
+                     device = "any", tokens_file, request_id, text_file, layout = "concatenate", needle, separator;
+  bool truncate = false;
   uint32_t length = 0, samples = 0, probes = 64;
   std::optional<uint32_t> target;
   std::optional<uint64_t> seed;
@@ -104,8 +108,61 @@ struct SubmitFlags {
   bool wait = false;
 };
 
-// The input sequences: --tokens, else Gaussian embeddings or random tokens (with --seed).
+// --text-file: one sample per line, a JSON string (one document), a list of strings or
+// {"documents": [...]}; --layout concatenate | boundaries:B1,B2,... | needle:D1,D2,...
+absl::Status SetTextInput(const SubmitFlags& flags, v1::TextInput* text) {
+  std::ifstream in(flags.text_file, std::ios::binary);
+  if (!in) return absl::InvalidArgumentError("--text-file: cannot read " + flags.text_file);
+  std::string line;
+  int number = 0;
+  while (std::getline(in, line)) {
+    ++number;
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    const auto json = nlohmann::json::parse(line, nullptr, false);
+    const nlohmann::json documents = json.is_object() && json.contains("documents") ? json["documents"]
+                                     : json.is_string()                              ? nlohmann::json::array({json})
+                                                                                     : json;
+    if (!documents.is_array() || documents.empty() ||
+        !std::all_of(documents.begin(), documents.end(), [](const auto& d) { return d.is_string(); })) {
+      return absl::InvalidArgumentError(absl::StrCat("--text-file line ", number,
+                                                     ": expected a JSON string, a list of strings or {\"documents\": [...]}"));
+    }
+    auto* sample = text->add_samples();
+    for (const auto& document : documents) sample->add_documents(document.get<std::string>());
+  }
+  const std::string& layout = flags.layout;
+  const size_t colon = layout.find(':');
+  const std::string kind = layout.substr(0, colon);
+  std::vector<std::string> values;
+  if (colon != std::string::npos) values = absl::StrSplit(layout.substr(colon + 1), ',');
+  if (kind == "concatenate" && colon == std::string::npos) {
+    text->set_layout(v1::TEXT_LAYOUT_CONCATENATE);
+  } else if (kind == "boundaries" && !values.empty()) {
+    text->set_layout(v1::TEXT_LAYOUT_FIXED_BOUNDARIES);
+    for (const auto& value : values) {
+      uint32_t position = 0;
+      if (!absl::SimpleAtoi(value, &position)) return absl::InvalidArgumentError("--layout boundaries: " + value + " is not a position");
+      text->add_boundaries(position);
+    }
+  } else if (kind == "needle" && !values.empty()) {
+    text->set_layout(v1::TEXT_LAYOUT_NEEDLE);
+    for (const auto& value : values) {
+      double depth = 0;
+      if (!absl::SimpleAtod(value, &depth)) return absl::InvalidArgumentError("--layout needle: " + value + " is not a depth");
+      text->add_needle_depths(depth);
+    }
+  } else {
+    return absl::InvalidArgumentError("--layout " + layout + ": allowed concatenate, boundaries:B1,B2,... or needle:D1,D2,...");
+  }
+  text->set_needle(flags.needle);
+  text->set_separator(flags.separator);
+  text->set_truncate(flags.truncate);
+  return absl::OkStatus();
+}
+
+// The input sequences: --text-file, --tokens, else Gaussian embeddings or random tokens (with --seed).
 absl::Status SetInput(const SubmitFlags& flags, v1::JacobianNormSpec* spec) {
+  if (!flags.text_file.empty()) return SetTextInput(flags, spec->mutable_input()->mutable_text());
   if (!flags.tokens_file.empty()) {
     std::ifstream in(flags.tokens_file);
     const auto json = nlohmann::json::parse(in, nullptr, false);
@@ -202,6 +259,14 @@ CommandRun DefineSubmit(CLI::App& command) {
       ->check(CLI::IsMember({"random", "gaussian"}))
       ->capture_default_str();
   command.add_option("--tokens", f->tokens_file, "JSON list of token id lists (one per sample)");
+  command.add_option("--text-file", f->text_file,
+                     "JSON lines of texts, one sample each (a string, a list of documents or {\"documents\": [...]}), "
+                     "tokenized by the model's tokenizer");
+  command.add_option("--layout", f->layout, "With --text-file: concatenate, boundaries:B1,B2,... or needle:D1,D2,...")
+      ->capture_default_str();
+  command.add_option("--needle", f->needle, "With --layout needle: the needle text");
+  command.add_option("--separator", f->separator, "With --layout concatenate: between documents (default: EOS)");
+  command.add_flag("--truncate", f->truncate, "With --layout concatenate: cut texts longer than L tokens to L");
   command.add_option("--dtype", f->dtype, "float32, bfloat16, float16 or float64")
       ->capture_default_str();
   command.add_option("--device", f->device, "any, cpu or cuda")
@@ -281,6 +346,17 @@ int PlotReport(const CliContext& context, const std::string& id,
   for (const auto& fit : theory.value("fits", nlohmann::ordered_json::array())) {
     if (auto curve = TheoryCurve(context, theory, fit, positions, total)) series.push_back(*curve);
   }
+  // Text inputs: the positions where every sample has a document (or its needle) begin.
+  if (report.contains("boundary_spikes") && !report["boundary_spikes"].empty()) {
+    PlotSeries starts{.label = "document starts", .x = {}, .y = {}, .markers = true, .dashed = false, .line = false};
+    for (const auto& spike : report["boundary_spikes"]) {
+      const auto position = spike["position"].get<size_t>();
+      if (position < 1 || position > mean.size()) continue;
+      starts.x.push_back(static_cast<double>(position));
+      starts.y.push_back(mean[position - 1]);
+    }
+    if (!starts.x.empty()) series.push_back(std::move(starts));
+  }
   std::string error;
   const std::string svg = RenderSvgPlot(series,
                                         {.title = "measured position profile " + id,
@@ -334,11 +410,24 @@ int RunResult(const CliContext& context, const JobIdFlags& flags) {
   request.set_id(flags.id);
   auto result = context.client.GetJobResult(request);
   if (!result.ok()) return context.Fail(result.status());
-  const auto report = nlohmann::ordered_json::parse(result->report_json(), nullptr, false);
+  auto report = nlohmann::ordered_json::parse(result->report_json(), nullptr, false);
+  // Text inputs: where each sample's documents begin, and the boundary spike ratios.
+  const auto& measured = result->jacobian_norm();
+  if (measured.document_starts_size() > 0 && report.is_object()) {
+    auto& starts = report["document_starts"] = nlohmann::ordered_json::array();
+    for (const auto& marks : measured.document_starts()) {
+      starts.push_back(std::vector<uint32_t>(marks.positions().begin(), marks.positions().end()));
+    }
+    auto& spikes = report["boundary_spikes"] = nlohmann::ordered_json::array();
+    for (const auto& spike : measured.boundary_spikes()) spikes.push_back({{"position", spike.position()}, {"ratio", spike.ratio()}});
+  }
   if (context.format == Format::kJson) {
     context.out << report.dump(2) << "\n";
   } else {
     PrintReportTable(context, report);
+    for (const auto& spike : measured.boundary_spikes()) {
+      context.out << "boundary at " << spike.position() << ": spike ratio " << spike.ratio() << "\n";
+    }
   }
   return context.plot.empty() ? 0 : PlotReport(context, result->id(), report);
 }

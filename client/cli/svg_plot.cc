@@ -364,12 +364,12 @@ void AppendSeries(std::string& out, const PlotSeries& s, const std::vector<Piece
                   const char* color) {
   out += "<g class=\"series\" " + StrokeStyle(color, s.dashed) + ">\n";
   for (const Piece& p : pieces) {
-    if (p.size() >= 2) AppendPolyline(out, p);
+    if (s.line && p.size() >= 2) AppendPolyline(out, p);
   }
   out += std::string("<g fill=\"") + color + "\" stroke=\"none\">\n";
   for (const Piece& p : pieces) {
     for (const Point& pt : p) {
-      if (s.markers || p.size() == 1) out += SvgCircle(pt.x, pt.y, 2.5);
+      if (s.markers || !s.line || p.size() == 1) out += SvgCircle(pt.x, pt.y, 2.5);
     }
   }
   out += "</g>\n</g>\n";
@@ -436,8 +436,8 @@ void AppendLabels(std::string& out, const PlotOptions& opt, const Frame& f, int 
 
 void AppendLegendEntry(std::string& out, const PlotSeries& s, const char* color, double x,
                        double y) {
-  out += SvgLine(x + 8.0, y, x + 32.0, y, StrokeStyle(color, s.dashed));
-  if (s.markers) {
+  if (s.line) out += SvgLine(x + 8.0, y, x + 32.0, y, StrokeStyle(color, s.dashed));
+  if (s.markers || !s.line) {
     out += std::string("<g fill=\"") + color + "\">" + SvgCircle(x + 20.0, y, 2.5) + "</g>\n";
   }
   out += SvgText(x + 38.0, y + 4.0, s.label, "class=\"legend\"");

@@ -23,6 +23,7 @@ struct PlotSeries {
   std::vector<double> y;
   bool markers = false;  // draw small circles at the points, in addition to the polyline
   bool dashed = false;
+  bool line = true;      // false: points only (e.g. where documents begin), no polyline
 };
 
 struct PlotOptions {

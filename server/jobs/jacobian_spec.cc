@@ -78,15 +78,15 @@ absl::Status ReadBool(const Json& object, const char* key, bool& out) {
   return absl::OkStatus();
 }
 
-absl::Status ReadTokens(const Json& object, std::vector<std::vector<int64_t>>& out) {
-  auto it = object.find("tokens");
+absl::Status ReadIdLists(const Json& object, const char* key, std::vector<std::vector<int64_t>>& out) {
+  auto it = object.find(key);
   if (it == object.end() || it->is_null()) return absl::OkStatus();
-  if (!it->is_array()) return TypeError("spec.tokens", *it, "an array of arrays of integers");
+  if (!it->is_array()) return TypeError(std::string("spec.") + key, *it, "an array of arrays of integers");
   std::vector<std::vector<int64_t>> tokens;
   tokens.reserve(it->size());
   for (size_t s = 0; s < it->size(); ++s) {
     const Json& sequence = (*it)[s];
-    const std::string field = "spec.tokens[" + std::to_string(s) + "]";
+    const std::string field = std::string("spec.") + key + "[" + std::to_string(s) + "]";
     if (!sequence.is_array()) return TypeError(field, sequence, "an array of integers");
     std::vector<int64_t> ids;
     ids.reserve(sequence.size());
@@ -184,6 +184,7 @@ nlohmann::json SpecToJson(const JacobianJobSpec& spec) {
   json["fit_effective_depth"] = spec.fit_effective_depth;
   json["pathway"] = PathwayName(spec.pathway);
   json["compare_pathways"] = spec.compare_pathways;
+  if (!spec.document_starts.empty()) json["document_starts"] = spec.document_starts;
   return json;
 }
 
@@ -196,7 +197,7 @@ absl::StatusOr<JacobianJobSpec> SpecFromJson(const nlohmann::json& json) {
            ReadInt64(json, "samples", spec.samples),
            ReadInt64(json, "target", spec.target),
            ReadEnum(json, "input", kInputs, spec.input),
-           ReadTokens(json, spec.tokens),
+           ReadIdLists(json, "tokens", spec.tokens),
            ReadUint64(json, "seed", spec.seed),
            ReadDouble(json, "embedding_std", spec.embedding_std),
            ReadEnum(json, "output", kOutputs, spec.output),
@@ -208,6 +209,7 @@ absl::StatusOr<JacobianJobSpec> SpecFromJson(const nlohmann::json& json) {
            ReadBool(json, "fit_effective_depth", spec.fit_effective_depth),
            ReadEnum(json, "pathway", kPathways, spec.pathway),
            ReadBool(json, "compare_pathways", spec.compare_pathways),
+           ReadIdLists(json, "document_starts", spec.document_starts),
        }) {
     if (!status.ok()) return status;
   }

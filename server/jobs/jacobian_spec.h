@@ -73,6 +73,9 @@ struct JacobianJobSpec {
   // Measure every sample both ways (pathway then must be kFull) and report the ratio
   // ||J_value||^2 / ||J_full||^2 per position.
   bool compare_pathways = false;
+  // Text inputs (tokenized at submission into `tokens`): per sample, the 1-based positions where
+  // its documents (or its needle) begin. Empty for every other input.
+  std::vector<std::vector<int64_t>> document_starts;
 };
 
 nlohmann::json SpecToJson(const JacobianJobSpec& spec);

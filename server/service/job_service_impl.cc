@@ -14,6 +14,7 @@
 #include "server/host/memory.h"
 #include "server/jobs/jacobian_report.h"
 #include "server/service/job_convert.h"
+#include "server/service/text_input.h"
 #include "server/service/unary_call.h"
 #include "server/status/error.h"
 
@@ -69,6 +70,19 @@ absl::StatusOr<v1::Job> JobServiceImpl::Submit(Caller& caller, const v1::SubmitJ
   auto model = catalog_->Get(record->spec.model);
   if (model.ok() && !caller.Sees(model->tenant) && !model->tenant.empty()) return HiddenModel(record->spec.model);
   if (!model.ok()) return model.status();
+  if (request.spec().jacobian_norm().input().has_text()) {
+    if (tokenizers_ == nullptr) {
+      return ErrorWithReason(absl::StatusCode::kUnimplemented, ErrorReason::kNotImplemented, "text inputs are off");
+    }
+    auto tokenizer = tokenizers_->For(*model);
+    if (!tokenizer.ok()) return tokenizer.status();
+    auto laid_out = LayOutText(**tokenizer, request.spec().jacobian_norm().input().text(), record->spec.length);
+    if (!laid_out.ok()) return laid_out.status();
+    record->spec.input = jobs::JacobianInput::kGivenTokens;
+    record->spec.tokens = std::move(laid_out->tokens);
+    record->spec.document_starts = std::move(laid_out->document_starts);
+    record->spec.samples = static_cast<int64_t>(record->spec.tokens.size());
+  }
   if (auto quota = CheckQueuedQuota(caller); !quota.ok()) return quota;
   const auto host = host::ReadHostMemory();
   if (auto admitted = admission::AdmitJob(*record, *model, limits_, static_cast<double>(host.total_bytes));
@@ -219,13 +233,26 @@ grpc::ServerWriteReactor<v1::WatchJobResponse>* JobServiceImpl::WatchJob(grpc::C
 
 absl::Status JobServiceImpl::Result(const Caller& caller, const v1::GetJobResultRequest& request,
                                     v1::GetJobResultResponse* response) {
-  if (auto job = Visible(caller, request.id()); !job.ok()) return job.status();
+  auto job = Visible(caller, request.id());
+  if (!job.ok()) return job.status();
   auto text = store_->GetResult(request.id());
   if (!text.ok()) return text.status();
   const auto report = jobs::ReportFromText(*text);
   if (!report.ok()) return report.status();
   if (auto page = FillResultPage(request, *report, response); !page.ok()) return page;
-  if (request.page_token().empty()) response->set_report_json(*text);  // First page only.
+  if (request.page_token().empty()) {  // First page only: the report, and where texts' documents begin.
+    response->set_report_json(*text);
+    auto* result = response->mutable_jacobian_norm();
+    for (const auto& starts : job->spec.document_starts) {
+      auto* marks = result->add_document_starts();
+      for (int64_t b : starts) marks->add_positions(static_cast<uint32_t>(b));
+    }
+    for (const auto& [position, ratio] : BoundarySpikes(job->spec.document_starts, report->sq_norm_mean)) {
+      auto* spike = result->add_boundary_spikes();
+      spike->set_position(static_cast<uint32_t>(position));
+      spike->set_ratio(ratio);
+    }
+  }
   return absl::OkStatus();
 }
 

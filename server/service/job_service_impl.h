@@ -14,6 +14,7 @@
 #include "server/service/call_auth.h"
 #include "server/service/call_executor.h"
 #include "server/service/job_watches.h"
+#include "server/service/tokenizers.h"
 
 namespace posbias::service {
 
@@ -26,6 +27,8 @@ class JobServiceImpl final : public v1::JobService::CallbackService {
       : store_(store), catalog_(catalog), pool_(pool), limits_(limits), metrics_(metrics),
         watches_(store, metrics, watch_options) {}
   // Where the calls' work runs (set before the server starts); starts the watch poller.
+  // The models' tokenizers, for text inputs (the model service's; set before the server starts).
+  void set_tokenizers(Tokenizers* tokenizers) { tokenizers_ = tokenizers; }
   void Start(CallExecutor* executor, const CallAuth* auth) {
     executor_ = executor;
     auth_ = auth;
@@ -70,6 +73,7 @@ class JobServiceImpl final : public v1::JobService::CallbackService {
   JobWatches watches_;
   CallExecutor* executor_ = nullptr;
   const CallAuth* auth_ = nullptr;
+  Tokenizers* tokenizers_ = nullptr;
   std::atomic<bool> shutting_down_{false};
 };
 

@@ -278,6 +278,7 @@ absl::Status Server::Start() {
   watches.max_streams = options_.max_watch_streams;
   job_service_ = std::make_unique<JobServiceImpl>(store_.get(), catalog_.get(), pool_.get(), options_.job_limits,
                                                   metrics_, watches);
+  job_service_->set_tokenizers(model_service_->tokenizers());
   executor_ = std::make_unique<CallExecutor>(CallExecutor::Options{options_.max_rpc_threads, options_.max_waiting_calls});
   // The security options are checked (and the tokens file read) before anything listens.
   auto credentials = PrepareSecurity();

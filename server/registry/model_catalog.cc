@@ -1,5 +1,6 @@
 #include "server/registry/model_catalog.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -343,9 +344,20 @@ void ModelCatalog::RemoveUploadedFiles(const std::string& weights_path) {
 
 absl::StatusOr<ModelEntry> ModelCatalog::Finish(ModelEntry entry) {
   auto request = RequestForEntry(entry);
-  // Refused up front: a model whose float32 parameters alone exceed the host's memory.
+  // Refused up front: a model whose float32 parameters alone exceed the host's memory or the
+  // model cache's budget (it could never be kept).
   const double bytes = request.ok() ? 4.0 * models::EstimatedParameters(request->config) : 0;
   const int64_t host = host::ReadHostMemory().total_bytes;
+  const int64_t budget = options_.max_model_bytes;
+  if (budget > 0 && bytes > static_cast<double>(budget)) {
+    std::lock_guard lock(mutex_);
+    entries_.erase(entry.name);
+    (void)Persist();
+    if (entry.source.kind == SourceKind::kUpload) RemoveUploadedFiles(entry.source.path);
+    return ErrorWithReason(absl::StatusCode::kResourceExhausted, ErrorReason::kInsufficientMemory,
+                           absl::StrCat("the model's float32 parameters need ", static_cast<int64_t>(bytes / (1 << 20)),
+                                        " MiB, more than the model cache's ", budget >> 20, " MiB (--model-cache-mb)"));
+  }
   if (host > 0 && bytes > static_cast<double>(host)) {
     std::lock_guard lock(mutex_);
     entries_.erase(entry.name);  // Nothing left behind, in the index neither.
@@ -455,23 +467,35 @@ absl::StatusOr<ModelEntry> ModelCatalog::RegisterUpload(const std::string& name,
   if (!existing.ok()) return existing.status();
   if (existing->has_value()) return **existing;
   const std::string stored = (fs::path(uploads_dir()) / (name + ".safetensors")).string();
+  // Durable before the index names them: the weights reach the disk before they are renamed into
+  // place, the config through a temporary copy, then the directory.
   std::error_code error;
-  fs::rename(staged_path, stored, error);
-  bool config_written = false;
-  if (!error) {
-    std::ofstream config_file(stored + ".config.json", std::ios::binary | std::ios::trunc);
-    config_file << config_json;
-    config_file.close();
-    config_written = static_cast<bool>(config_file);
+  absl::Status stored_status = absl::OkStatus();
+  if (const int fd = ::open(staged_path.c_str(), O_RDONLY | O_CLOEXEC); fd < 0 || ::fsync(fd) != 0) {
+    stored_status = ErrorWithReason(absl::StatusCode::kResourceExhausted, ErrorReason::kInsufficientStorage,
+                                    "the uploaded bytes could not be flushed to the disk");
+    if (fd >= 0) ::close(fd);
+  } else if (::close(fd) != 0) {
+    stored_status = ErrorWithReason(absl::StatusCode::kResourceExhausted, ErrorReason::kInsufficientStorage,
+                                    "the uploaded bytes could not be flushed to the disk");
   }
+  if (stored_status.ok()) fs::rename(staged_path, stored, error);
+  const std::string config_temporary = ScratchPath(uploads_dir(), "staging", name + "-config");
+  if (stored_status.ok() && !error) stored_status = WriteDurably(config_temporary, config_json);
+  if (stored_status.ok() && !error) fs::rename(config_temporary, stored + ".config.json", error);
+  if (stored_status.ok() && !error) SyncDirectory(uploads_dir());
+  const bool config_written = stored_status.ok() && !error;
   if (!config_written) {
+    std::error_code ignored;
+    fs::remove(config_temporary, ignored);
     RemoveUploadedFiles(stored);
     std::lock_guard lock(mutex_);
     entries_.erase(name);  // The reservation goes; nothing was registered.
     (void)Persist();
     return ErrorWithReason(absl::StatusCode::kResourceExhausted, ErrorReason::kInsufficientStorage,
                            absl::StrCat("cannot store the upload in the data directory (",
-                                        error ? error.message() : "write failed: disk full?", "); nothing was registered"));
+                                        error ? error.message() : std::string(stored_status.message()),
+                                        "); nothing was registered"));
   }
   entry.source.kind = SourceKind::kUpload;
   entry.source.path = stored;

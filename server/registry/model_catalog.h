@@ -35,6 +35,10 @@ class ModelCatalog {
     // TorchScript files run code when loaded: registering or loading one is refused
     // (FAILED_PRECONDITION / TORCHSCRIPT_DISABLED) unless the operator allows it.
     bool allow_torchscript = false;
+    // The model cache's budget (--model-cache-mb): a model whose float32 parameters alone exceed
+    // it is refused at registration (RESOURCE_EXHAUSTED / INSUFFICIENT_MEMORY), as one that
+    // exceeds the host's memory is. 0 = no such limit.
+    int64_t max_model_bytes = 0;
   };
 
   // `loader` outlives the catalog.

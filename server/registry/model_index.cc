@@ -130,6 +130,8 @@ absl::Status WriteError(const std::string& what, const fs::path& path) {
   return ErrorWithReason(absl::StatusCode::kInternal, ErrorReason::kInternalError, message);
 }
 
+}  // namespace
+
 // Writes `text` to `path` and flushes it to the disk; every call's result is checked.
 absl::Status WriteDurably(const fs::path& path, const std::string& text) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -161,7 +163,6 @@ void SyncDirectory(const fs::path& directory) {
   ::close(fd);
 }
 
-}  // namespace
 
 absl::Status ModelIndex::Write(const nlohmann::json& items) {
   // A name of this process's own: replicas sharing the directory never write the same file. The

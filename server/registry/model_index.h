@@ -56,6 +56,12 @@ class ModelIndex {
   std::uintmax_t seen_size_ = 0;
 };
 
+// Writes `text` to `path` and flushes it to the disk, checking every call (RESOURCE_EXHAUSTED /
+// INSUFFICIENT_STORAGE on a full disk). The registry's state files are written with it.
+absl::Status WriteDurably(const std::filesystem::path& path, const std::string& text);
+// Makes a rename in `directory` durable.
+void SyncDirectory(const std::filesystem::path& directory);
+
 // An entry as an index item. A LOADING entry is a reservation: `owner_token` names the process
 // holding it (this process's token for its own registrations).
 nlohmann::json ItemFromEntry(const ModelEntry& entry, const std::string& owner_token);

@@ -255,8 +255,9 @@ absl::Status Server::Start() {
   runtime_options.cpu_threads = options_.cpu_threads;
   if (metrics_ != nullptr) runtime_options.on_model_load = [this](double seconds) { metrics_->ModelLoaded(seconds); };
   runtime_ = runners::Runtime::Create(runtime_options);
-  auto catalog = registry::ModelCatalog::Open({options_.model_root, options_.data_dir, options_.allow_torchscript},
-                                              runtime_->loader());
+  auto catalog = registry::ModelCatalog::Open(
+      {options_.model_root, options_.data_dir, options_.allow_torchscript, options_.cache_budget_bytes},
+      runtime_->loader());
   if (!catalog.ok()) return catalog.status();
   catalog_ = std::move(*catalog);
   if (const auto& left = catalog_->leftovers(); left.index_temporaries + left.scratch.files_removed > 0) {

@@ -260,6 +260,23 @@ TEST_F(RegistryTest, OpeningRemovesWhatDeadProcessesLeftBehindAndNothingOfLiveOn
   EXPECT_EQ(reopened->Get("kept")->state, ModelState::kReady);
 }
 
+TEST_F(RegistryTest, AModelLargerThanTheModelCacheIsRefusedUpFrontLeavingNothing) {
+  auto registry = std::make_unique<Registry>(int64_t{1} << 30);
+  ModelCatalog::Options options{(base_ / "root").string(), (base_ / "data").string()};
+  options.max_model_bytes = 1 << 20;  // gpt2-tiny's float32 parameters need about 0.5 MiB, gpt2 about 500 MiB.
+  registry->catalog = *ModelCatalog::Open(options, &registry->cache);
+  EXPECT_TRUE(registry->Register("small", TinyPreset(), {}, "").ok());
+  ModelSource big;
+  big.kind = SourceKind::kPreset;
+  big.preset = "gpt2";
+  const auto refused = registry->Register("big", big, {}, "");
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(ErrorReasonOf(refused.status()), "INSUFFICIENT_MEMORY");
+  EXPECT_NE(std::string(refused.status().message()).find("--model-cache-mb"), std::string::npos);
+  EXPECT_EQ(ErrorReasonOf(registry->Get("big").status()), "MODEL_NOT_FOUND");
+  EXPECT_EQ(registry->loads(), 1) << "nothing was built for the refused model";
+}
+
 TEST_F(RegistryTest, RefusesToDeleteAModelInUseUnlessForced) {
   auto registry = Open();
   ASSERT_TRUE(registry->Register("busy", TinyPreset(), {}, "").ok());

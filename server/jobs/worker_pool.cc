@@ -9,6 +9,16 @@
 #include "server/status/error.h"
 
 namespace posbias::jobs {
+namespace {
+
+// The store's word that this attempt no longer owns the job: a newer attempt does (ABORTED), the
+// job is gone (NOT_FOUND) or it left the states an attempt may write (FAILED_PRECONDITION).
+bool FencedOut(const absl::Status& status) {
+  return status.code() == absl::StatusCode::kAborted || status.code() == absl::StatusCode::kNotFound ||
+         status.code() == absl::StatusCode::kFailedPrecondition;
+}
+
+}  // namespace
 
 WorkerPool::WorkerPool(JobStore* store, JobRunner* runner, Options options, WorkerObserver observer)
     : store_(store), runner_(runner), options_(std::move(options)), observer_(std::move(observer)) {}
@@ -58,10 +68,7 @@ bool WorkerPool::TryBacklogOnce() {
   for (auto& write : pending) {
     const absl::Status status = write.write();
     // Taken, or the job moved on without this attempt (re-queued, cancelled, deleted): done.
-    const bool settled = status.ok() || status.code() == absl::StatusCode::kAborted ||
-                         status.code() == absl::StatusCode::kNotFound ||
-                         status.code() == absl::StatusCode::kFailedPrecondition;
-    if (!settled) still.push_back(std::move(write));
+    if (!status.ok() && !FencedOut(status)) still.push_back(std::move(write));
   }
   std::lock_guard lock(backlog_mutex_);
   backlog_.insert(backlog_.end(), std::make_move_iterator(still.begin()), std::make_move_iterator(still.end()));
@@ -145,10 +152,7 @@ absl::Status WorkerPool::WithRetries(const std::function<absl::Status()>& write)
 // took it or fenced this attempt out.
 void WorkerPool::Finalize(const std::string& job_id, std::function<absl::Status()> write) {
   const absl::Status status = WithRetries(write);
-  if (status.ok() || status.code() == absl::StatusCode::kAborted || status.code() == absl::StatusCode::kNotFound ||
-      status.code() == absl::StatusCode::kFailedPrecondition) {
-    return;
-  }
+  if (status.ok() || FencedOut(status)) return;
   KeepForRetry(job_id, std::move(write));
 }
 
@@ -191,12 +195,7 @@ void WorkerPool::RunOne(const WorkerSpec&, const JobRecord& job) {
     // The store out of reach for a moment: keep measuring (the heartbeat keeps trying; if the
     // lease runs out meanwhile, the reaper re-queues the job and this attempt is fenced out).
     if (updated.status().code() == absl::StatusCode::kUnavailable) return !stopping_.load();
-    // Fenced out: a newer attempt owns the job, or it is gone.
-    const auto code = updated.status().code();
-    if (code == absl::StatusCode::kAborted || code == absl::StatusCode::kNotFound ||
-        code == absl::StatusCode::kFailedPrecondition) {
-      return !(fenced = true);
-    }
+    if (FencedOut(updated.status())) return !(fenced = true);
     // Any other refusal (a full disk, a broken transaction) loses only this checkpoint: keep
     // measuring; the final write is kept and retried (Finalize) if the store still refuses then.
     if (!updated.ok()) return !stopping_.load();

@@ -342,6 +342,14 @@ void ModelCatalog::RemoveUploadedFiles(const std::string& weights_path) {
   fs::remove(weights_path + ".config.json", ignored);
 }
 
+absl::Status ModelCatalog::Refuse(const ModelEntry& entry, const absl::Status& why) {
+  std::lock_guard lock(mutex_);
+  entries_.erase(entry.name);  // The reservation goes, from the index too.
+  (void)Persist();
+  if (entry.source.kind == SourceKind::kUpload) RemoveUploadedFiles(entry.source.path);
+  return why;
+}
+
 absl::StatusOr<ModelEntry> ModelCatalog::Finish(ModelEntry entry) {
   auto request = RequestForEntry(entry);
   // Refused up front: a model whose float32 parameters alone exceed the host's memory or the
@@ -350,22 +358,15 @@ absl::StatusOr<ModelEntry> ModelCatalog::Finish(ModelEntry entry) {
   const int64_t host = host::ReadHostMemory().total_bytes;
   const int64_t budget = options_.max_model_bytes;
   if (budget > 0 && bytes > static_cast<double>(budget)) {
-    std::lock_guard lock(mutex_);
-    entries_.erase(entry.name);
-    (void)Persist();
-    if (entry.source.kind == SourceKind::kUpload) RemoveUploadedFiles(entry.source.path);
-    return ErrorWithReason(absl::StatusCode::kResourceExhausted, ErrorReason::kInsufficientMemory,
+    return Refuse(entry, ErrorWithReason(absl::StatusCode::kResourceExhausted, ErrorReason::kInsufficientMemory,
                            absl::StrCat("the model's float32 parameters need ", static_cast<int64_t>(bytes / (1 << 20)),
-                                        " MiB, more than the model cache's ", budget >> 20, " MiB (--model-cache-mb)"));
+                                        " MiB, more than the model cache's ", budget >> 20, " MiB (--model-cache-mb)")));
   }
   if (host > 0 && bytes > static_cast<double>(host)) {
-    std::lock_guard lock(mutex_);
-    entries_.erase(entry.name);  // Nothing left behind, in the index neither.
-    (void)Persist();
-    if (entry.source.kind == SourceKind::kUpload) RemoveUploadedFiles(entry.source.path);
-    return ErrorWithReason(absl::StatusCode::kResourceExhausted, ErrorReason::kInsufficientMemory,
-                           absl::StrCat("the model's float32 parameters need ", static_cast<int64_t>(bytes / (1 << 20)),
-                                        " MiB, more than this server's ", host >> 20, " MiB"));
+    return Refuse(entry, ErrorWithReason(absl::StatusCode::kResourceExhausted, ErrorReason::kInsufficientMemory,
+                                         absl::StrCat("the model's float32 parameters need ",
+                                                      static_cast<int64_t>(bytes / (1 << 20)), " MiB, more than this server's ",
+                                                      host >> 20, " MiB")));
   }
   absl::StatusOr<LoadedModel> loaded = request.ok() ? loader_->Load(*request) : request.status();
   if (loaded.ok() && entry.weights_sha256.empty() && entry.source.kind != SourceKind::kTorchScript) {
@@ -375,15 +376,8 @@ absl::StatusOr<ModelEntry> ModelCatalog::Finish(ModelEntry entry) {
     std::error_code ignored;
     fs::remove(scratch, ignored);
   }
+  if (!loaded.ok()) return Refuse(entry, loaded.status());
   std::lock_guard lock(mutex_);
-  if (!loaded.ok()) {
-    // A refusal leaves nothing behind: not the name (the caller may correct the request and use
-    // it again), not an uploaded file. FAILED is left to models that fail to reload later.
-    entries_.erase(entry.name);
-    (void)Persist();
-    if (entry.source.kind == SourceKind::kUpload) RemoveUploadedFiles(entry.source.path);
-    return loaded.status();
-  }
   entry.state = ModelState::kReady;
   if (entry.source.kind == SourceKind::kCheckpoint && request.ok()) {
     entry.tokenizer_dir = TokenizerDirectoryOf(request->weights_path);

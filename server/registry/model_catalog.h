@@ -110,6 +110,10 @@ class ModelCatalog {
   absl::Status MergeIndexFromDisk();
   Leftovers RemoveLeftovers();  // Under the index lock.
   static void RemoveUploadedFiles(const std::string& weights_path);  // The weights and their config.json.
+  // A registration refused: it leaves nothing behind, not the name (the caller may correct the
+  // request and use it again), not an uploaded file (FAILED is left to models whose later reload
+  // fails). Returns `why`.
+  absl::Status Refuse(const ModelEntry& entry, const absl::Status& why);
   // When the index changed since this process last read or wrote it: adds the new entries and
   // drops the deleted ones. Caller holds mutex_.
   void SyncIndexIfChanged(bool force = false);

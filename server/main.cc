@@ -94,6 +94,9 @@ void DefineFlags(CLI::App& app, Flags& flags) {
   app.add_flag("--allow-unauthenticated", security.allow_unauthenticated,
                "Listen off loopback without tokens or mTLS (only behind a mesh that authenticates)")
       ->envname("POSBIAS_ALLOW_UNAUTHENTICATED")->group("Security");
+  app.add_flag("--allow-plaintext-tokens", security.allow_plaintext_tokens,
+               "Accept bearer tokens without TLS off loopback (only behind a mesh that encrypts)")
+      ->envname("POSBIAS_ALLOW_PLAINTEXT_TOKENS")->group("Security");
   app.add_flag("--no-reflection", flags.no_reflection, "Do not serve gRPC server reflection")
       ->envname("POSBIAS_NO_REFLECTION")->group("Security");
   app.add_flag("--allow-torchscript", flags.server.allow_torchscript,
@@ -189,7 +192,7 @@ int main(int argc, char** argv) {
   flags.server.cache_budget_bytes = flags.model_cache_mb << 20;
   flags.server.min_free_disk_bytes = flags.min_free_disk_mib << 20;
   flags.server.reflection = !flags.no_reflection;
-  flags.server.role = *posbias::service::ParseRole(flags.role);  // Checked by IsMember above.
+  flags.server.tier = *posbias::service::ParseTier(flags.role);  // Checked by IsMember above.
   flags.server.lease_ms = int64_t{flags.lease_seconds} * 1000;
   posbias::runners::PrepareProcessForMeasurements();  // Measure returns it when it ends.
   if (auto status = posbias::logging::ConfigureLogging(flags.log_level, flags.log_format); !status.ok()) {

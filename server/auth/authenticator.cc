@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 
 #include <cctype>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -73,6 +74,15 @@ Authenticator::FileStamp Authenticator::Stamp() const {
 absl::Status Authenticator::Reload() {
   if (options_.tokens_file.empty()) return absl::OkStatus();
   const FileStamp stamp = Stamp();
+  std::error_code missing;
+  if (!std::filesystem::exists(options_.tokens_file, missing)) {
+    // Fail closed: a removed file revokes every token (and every certificate principal).
+    std::lock_guard lock(mutex_);
+    principals_ = std::make_shared<const std::vector<Principal>>();
+    loaded_stamp_ = stamp;
+    return ErrorWithReason(absl::StatusCode::kNotFound, ErrorReason::kPathNotFound,
+                           absl::StrCat("the tokens file ", options_.tokens_file, " is gone: every principal is revoked"));
+  }
   std::ifstream in(options_.tokens_file, std::ios::binary);
   if (!in) {
     return ErrorWithReason(absl::StatusCode::kFailedPrecondition, ErrorReason::kPathNotFound,
@@ -106,7 +116,7 @@ size_t Authenticator::principal_count() const {
 }
 
 absl::StatusOr<Principal> Authenticator::Authenticate(std::string_view authorization,
-                                                      const std::vector<std::string>& certificate_names) const {
+                                                      const CertificateNames& certificate) const {
   if (!required()) return AnonymousAdmin();
   std::shared_ptr<const std::vector<Principal>> principals;
   {
@@ -128,20 +138,29 @@ absl::StatusOr<Principal> Authenticator::Authenticate(std::string_view authoriza
   if (!authorization.empty()) {
     return Unauthenticated("the authorization header is not \"Bearer <token>\"");
   }
-  if (!certificate_names.empty()) {
+  if (!certificate.empty()) {
+    std::vector<const Principal*> matches;
     for (const Principal& principal : *principals) {
-      if (principal.cert_subject.empty()) continue;
-      for (const std::string& name : certificate_names) {
-        if (name == principal.cert_subject) return principal;
+      const bool by_cn = !principal.cert_subject.empty() && principal.cert_subject == certificate.common_name;
+      bool by_san = false;
+      if (principal.cert_san.has_value()) {
+        for (const CertificateSan& san : certificate.sans) by_san = by_san || san == *principal.cert_san;
       }
+      if (by_cn || by_san) matches.push_back(&principal);
+    }
+    if (matches.size() == 1) return *matches.front();
+    const std::string shown = (certificate.common_name.empty() ? std::string("(no CN)") : certificate.common_name).substr(0, 128);
+    if (matches.size() > 1) {  // Never the first of several: the file must say which one it is.
+      return Unauthenticated(absl::StrCat("the client certificate \"", shown, "\" matches ", matches.size(),
+                                          " principals (", matches[0]->name, ", ", matches[1]->name,
+                                          "); the tokens file must name it once"));
     }
     if (options_.tokens_file.empty()) {  // mTLS alone: the CA is the authority.
       Principal holder = AnonymousAdmin();
-      holder.name = certificate_names.front();
+      holder.name = certificate.common_name.empty() ? certificate.sans.front().value : certificate.common_name;
       return holder;
     }
-    return Unauthenticated(absl::StrCat("no principal of the tokens file names the client certificate \"",
-                                        certificate_names.front().substr(0, 128), "\""));
+    return Unauthenticated(absl::StrCat("no principal of the tokens file names the client certificate \"", shown, "\""));
   }
   return Unauthenticated(
       "this server requires credentials: a bearer token (\"authorization: Bearer <token>\"; posbias --token) "

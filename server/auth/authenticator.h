@@ -10,7 +10,8 @@
 //    default tenant, named after the certificate's subject CN.
 // Tokens are compared as SHA-256 digests in constant time, every principal's digest each time, and
 // never logged. The file is re-read by Reload (SIGHUP) and ReloadIfChanged (a poll of the file's
-// size, time and inode); a file that fails to parse keeps the principals already loaded.
+// size, time and inode); a file that fails to parse keeps the principals already loaded, and a
+// file that was removed revokes every principal (fail closed).
 #pragma once
 
 #include <memory>
@@ -37,12 +38,13 @@ class Authenticator {
   bool required() const { return !options_.tokens_file.empty() || options_.client_certificates; }
 
   // The caller, from its "authorization" header value ("" when absent) and the names of its
-  // verified client certificate (CN first, then SANs; empty without mTLS). UNAUTHENTICATED with
-  // reason AUTHENTICATION_REQUIRED when it names no principal.
-  absl::StatusOr<Principal> Authenticate(std::string_view authorization,
-                                         const std::vector<std::string>& certificate_names) const;
+  // verified client certificate (empty without mTLS). UNAUTHENTICATED with reason
+  // AUTHENTICATION_REQUIRED when it names no principal, or when the certificate matches more
+  // than one (a principal's cert_subject is its CN, its cert_san one SAN of the named type).
+  absl::StatusOr<Principal> Authenticate(std::string_view authorization, const CertificateNames& certificate) const;
 
-  // Re-reads the tokens file; on error the loaded principals stay and the error is returned.
+  // Re-reads the tokens file. A missing file revokes every principal: NOT_FOUND. Any other error
+  // (unreadable, unparsable) keeps the loaded principals and is returned.
   absl::Status Reload();
   // Reloads when the file changed on disk since the last (re)load; its status, OK when unchanged.
   absl::Status ReloadIfChanged();

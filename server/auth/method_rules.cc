@@ -1,37 +1,24 @@
 #include "server/auth/method_rules.h"
 
+#include "absl/strings/str_cat.h"
+#include "server/status/error.h"
+
 namespace posbias::auth {
 
-const std::vector<std::pair<std::string_view, MethodRule>>& AllMethodRules() {
-  static const auto* rules = new std::vector<std::pair<std::string_view, MethodRule>>{
-      {"/posbias.v1.DensityService/EvaluateContinuum", {Role::kReader, false}},
-      {"/posbias.v1.DensityService/EvaluateDiscrete", {Role::kReader, false}},
-      {"/posbias.v1.DensityService/SummarizeProfile", {Role::kReader, false}},
-      {"/posbias.v1.DensityService/FitProfile", {Role::kReader, false}},
-      {"/posbias.v1.ModelService/RegisterModel", {Role::kOperator, true}},
-      {"/posbias.v1.ModelService/UploadModel", {Role::kOperator, true}},
-      {"/posbias.v1.ModelService/GetModel", {Role::kReader, false}},
-      {"/posbias.v1.ModelService/ListModels", {Role::kReader, false}},
-      {"/posbias.v1.ModelService/DeleteModel", {Role::kOperator, true}},
-      {"/posbias.v1.ModelService/ExportModel", {Role::kOperator, false}},
-      {"/posbias.v1.ModelService/ListPresets", {Role::kReader, false}},
-      {"/posbias.v1.ModelService/Tokenize", {Role::kReader, false}},
-      {"/posbias.v1.JobService/SubmitJob", {Role::kSubmitter, true}},
-      {"/posbias.v1.JobService/GetJob", {Role::kReader, false}},
-      {"/posbias.v1.JobService/ListJobs", {Role::kReader, false}},
-      {"/posbias.v1.JobService/CancelJob", {Role::kSubmitter, true}},
-      {"/posbias.v1.JobService/DeleteJob", {Role::kSubmitter, true}},
-      {"/posbias.v1.JobService/WatchJob", {Role::kReader, false}},
-      {"/posbias.v1.JobService/GetJobResult", {Role::kReader, false}},
-  };
-  return *rules;
+absl::Status MethodRules::Add(std::string full_method, MethodRule rule) {
+  if (rule.mutating && !rule.audited) {
+    return InvalidArgumentError({ErrorReason::kInvalidArgument, full_method, "mutating, not audited",
+                                 "every mutating method audited"});
+  }
+  if (!rules_.emplace(full_method, rule).second) {
+    return InvalidArgumentError({ErrorReason::kInvalidArgument, full_method, "named twice", "one rule per method"});
+  }
+  return absl::OkStatus();
 }
 
-std::optional<MethodRule> RuleFor(std::string_view full_method) {
-  for (const auto& [method, rule] : AllMethodRules()) {
-    if (method == full_method) return rule;
-  }
-  return std::nullopt;
+const MethodRule* MethodRules::Find(std::string_view full_method) const {
+  const auto it = rules_.find(full_method);
+  return it == rules_.end() ? nullptr : &it->second;
 }
 
 }  // namespace posbias::auth

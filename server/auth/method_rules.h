@@ -1,27 +1,37 @@
-// Which role each RPC needs, and which RPCs change state (and so are audited). One table for
-// every method of posbias.v1; a method missing from it is refused (PERMISSION_DENIED) rather than
-// open, and a test checks the table against the services' descriptors both ways. Health and
-// reflection are gRPC's own services, outside this table: health is always open (probes).
+// What a call to one RPC requires and causes: the role it needs, whether it changes state, whether
+// it is audited. The values come from each RPC's `(posbias.v1.policy)` option in the proto
+// (proto/posbias/v1/options.proto); service/api_methods.h reads them from the descriptors at
+// start-up into a MethodRules table. Health and reflection are gRPC's own services, outside the
+// table: health is always open (probes).
 #pragma once
 
-#include <optional>
+#include <map>
+#include <string>
 #include <string_view>
-#include <utility>
-#include <vector>
 
+#include "absl/status/statusor.h"
 #include "server/auth/principals.h"
 
 namespace posbias::auth {
 
 struct MethodRule {
   Role role = Role::kAdmin;
-  bool mutating = false;  // Changes state: one audit line per call.
+  bool mutating = false;  // Changes state (a job, a model).
+  bool audited = false;   // One audit line per call.
 };
 
-// The rule of "/posbias.v1.Service/Method"; nullopt for a method the table does not know.
-std::optional<MethodRule> RuleFor(std::string_view full_method);
+// Rules by full method name ("/posbias.v1.Service/Method"). A method the table does not know is
+// refused (PERMISSION_DENIED) rather than open.
+class MethodRules {
+ public:
+  // INVALID_ARGUMENT when a method is named twice or a mutating method is not audited.
+  absl::Status Add(std::string full_method, MethodRule rule);
+  // nullptr for a method the table does not know.
+  const MethodRule* Find(std::string_view full_method) const;
+  const std::map<std::string, MethodRule, std::less<>>& all() const { return rules_; }
 
-// Every rule, by full method name.
-const std::vector<std::pair<std::string_view, MethodRule>>& AllMethodRules();
+ private:
+  std::map<std::string, MethodRule, std::less<>> rules_;
+};
 
 }  // namespace posbias::auth

@@ -27,12 +27,12 @@ bool IsLowerHex(std::string_view text) {
 
 absl::StatusOr<Principal> ParseOne(const Json& item, const std::string& where) {
   if (!item.is_object()) return Bad(where, item.type_name(), "an object");
-  static const std::set<std::string> kKeys = {"name", "tenant", "roles", "token_sha256", "cert_subject",
+  static const std::set<std::string> kKeys = {"name", "tenant", "roles", "token_sha256", "cert_subject", "cert_san",
                                               "max_queued_jobs", "max_running_jobs"};
   for (const auto& [key, value] : item.items()) {
     if (kKeys.count(key) == 0) {
       return Bad(absl::StrCat(where, ".", key), "present",
-                 "name, tenant, roles, token_sha256, cert_subject, max_queued_jobs, max_running_jobs");
+                 "name, tenant, roles, token_sha256, cert_subject, cert_san, max_queued_jobs, max_running_jobs");
     }
   }
   Principal principal;
@@ -58,12 +58,31 @@ absl::StatusOr<Principal> ParseOne(const Json& item, const std::string& where) {
     if (!any || static_cast<int>(*role) > static_cast<int>(principal.role)) principal.role = *role;
     any = true;
   }
-  const bool has_token = item.contains("token_sha256"), has_subject = item.contains("cert_subject");
-  if (has_token == has_subject) {
-    return Bad(where, has_token ? "token_sha256 and cert_subject" : "neither token_sha256 nor cert_subject",
-               "exactly one of token_sha256 (SHA-256 of a bearer token) and cert_subject (mTLS)");
+  const int credentials = static_cast<int>(item.contains("token_sha256")) + static_cast<int>(item.contains("cert_subject")) +
+                          static_cast<int>(item.contains("cert_san"));
+  if (credentials != 1) {
+    return Bad(where, credentials == 0 ? "no credential" : "more than one credential",
+               "exactly one of token_sha256 (SHA-256 of a bearer token), cert_subject (mTLS: the certificate's CN) "
+               "and cert_san (mTLS: {\"type\": \"dns\"|\"uri\"|\"email\", \"value\": ...})");
   }
-  if (has_token) {
+  if (item.contains("cert_san")) {
+    const Json& san = item["cert_san"];
+    const bool shaped = san.is_object() && san.size() == 2 && san.contains("type") && san["type"].is_string() &&
+                        san.contains("value") && san["value"].is_string();
+    const std::string type = shaped ? san["type"].get<std::string>() : "";
+    const std::string value = shaped ? san["value"].get<std::string>() : "";
+    CertificateSan parsed;
+    bool known = false;
+    for (SanType candidate : {SanType::kDns, SanType::kUri, SanType::kEmail}) {
+      if (SanTypeName(candidate) == type) parsed.type = candidate, known = true;
+    }
+    if (!known || value.empty() || value.size() > 256) {
+      return Bad(where + ".cert_san", san.dump().substr(0, 96),
+                 "{\"type\": \"dns\"|\"uri\"|\"email\", \"value\": 1..256 bytes}");
+    }
+    parsed.value = value;
+    principal.cert_san = std::move(parsed);
+  } else if (item.contains("token_sha256")) {
     const Json& hash = item["token_sha256"];
     if (!hash.is_string() || hash.get<std::string>().size() != 64 || !IsLowerHex(hash.get<std::string>())) {
       return Bad(where + ".token_sha256", "not shown", "64 lowercase hex digits: the SHA-256 of the token");
@@ -72,7 +91,7 @@ absl::StatusOr<Principal> ParseOne(const Json& item, const std::string& where) {
   } else {
     const Json& subject = item["cert_subject"];
     if (!subject.is_string() || subject.get<std::string>().empty() || subject.get<std::string>().size() > 256) {
-      return Bad(where + ".cert_subject", subject.dump().substr(0, 64), "the client certificate's CN or a SAN, 1..256 bytes");
+      return Bad(where + ".cert_subject", subject.dump().substr(0, 64), "the client certificate's CN, 1..256 bytes");
     }
     principal.cert_subject = subject.get<std::string>();
   }
@@ -89,6 +108,15 @@ absl::StatusOr<Principal> ParseOne(const Json& item, const std::string& where) {
 }
 
 }  // namespace
+
+std::string_view SanTypeName(SanType type) {
+  switch (type) {
+    case SanType::kDns: return "dns";
+    case SanType::kUri: return "uri";
+    case SanType::kEmail: return "email";
+  }
+  return "dns";
+}
 
 std::string_view RoleName(Role role) {
   switch (role) {
@@ -142,10 +170,13 @@ absl::StatusOr<std::vector<Principal>> ParsePrincipals(std::string_view json_tex
     auto principal = ParseOne(root["principals"][i], where);
     if (!principal.ok()) return principal.status();
     if (!names.insert(principal->name).second) return Bad(where + ".name", principal->name, "a name used once");
-    const std::string credential = principal->token_sha256.empty() ? "cert:" + principal->cert_subject
-                                                                   : "token:" + principal->token_sha256;
+    const std::string credential =
+        !principal->token_sha256.empty() ? "token:" + principal->token_sha256
+        : principal->cert_san.has_value()
+            ? "san:" + std::string(SanTypeName(principal->cert_san->type)) + ":" + principal->cert_san->value
+            : "cn:" + principal->cert_subject;
     if (!credentials.insert(credential).second) {
-      return Bad(where, "a credential another principal has", "one principal per token or certificate subject");
+      return Bad(where, "a credential another principal has", "one principal per token, certificate CN or SAN");
     }
     principals.push_back(*std::move(principal));
   }

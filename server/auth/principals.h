@@ -4,9 +4,11 @@
 //   {"principals": [{"name": "alice", "tenant": "lab-a", "roles": ["submitter"],
 //                    "token_sha256": "<64 hex>", "max_queued_jobs": 50, "max_running_jobs": 4}]}
 // A principal names exactly one credential: `token_sha256` (the SHA-256 of the bearer token a
-// client sends as "authorization: Bearer <token>"; the file never holds a token itself) or
-// `cert_subject` (with mTLS: the client certificate's subject CN or one of its SANs). Job quotas
-// are per principal; 0 or absent = no limit.
+// client sends as "authorization: Bearer <token>"; the file never holds a token itself),
+// `cert_subject` (with mTLS: the client certificate's subject CN, and only the CN) or `cert_san`
+// ({"type": "dns"|"uri"|"email", "value": "..."}: one subject alternative name of that type). A
+// certificate that matches two principals is refused, never given the first. Job quotas are per
+// principal; 0 or absent = no limit.
 //
 // Roles nest: reader (density RPCs, presets, the tenant's models, jobs and results) ⊂ submitter
 // (+ submit, cancel, delete the tenant's jobs) ⊂ operator (+ register, upload, export, delete the
@@ -14,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -27,12 +30,30 @@ enum class Role { kReader = 1, kSubmitter = 2, kOperator = 3, kAdmin = 4 };
 std::string_view RoleName(Role role);  // "reader", ...
 absl::StatusOr<Role> ParseRole(std::string_view name);
 
+// The kinds of subject alternative name a principal may match.
+enum class SanType { kDns, kUri, kEmail };
+std::string_view SanTypeName(SanType type);  // "dns", "uri", "email"
+
+struct CertificateSan {
+  SanType type = SanType::kDns;
+  std::string value;
+  bool operator==(const CertificateSan&) const = default;
+};
+
+// What the TLS layer verified of a client certificate: its subject CN and its SANs by type.
+struct CertificateNames {
+  std::string common_name;
+  std::vector<CertificateSan> sans;
+  bool empty() const { return common_name.empty() && sans.empty(); }
+};
+
 struct Principal {
   std::string name;
   std::string tenant;
   Role role = Role::kReader;  // The highest role the file gives it.
   std::string token_sha256;   // Lowercase hex; "" for a certificate principal.
-  std::string cert_subject;   // "" for a token principal.
+  std::string cert_subject;   // The certificate's CN; "" unless the principal matches by CN.
+  std::optional<CertificateSan> cert_san;  // One SAN of a type; unset unless it matches by SAN.
   int64_t max_queued_jobs = 0;   // 0 = no limit.
   int64_t max_running_jobs = 0;  // 0 = no limit.
 

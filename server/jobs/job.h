@@ -36,7 +36,7 @@ std::string JobStateName(JobState state);
 absl::StatusOr<JobState> ParseJobState(const std::string& name);
 
 struct JobRecord {
-  std::string id;                 // Server-assigned, e.g. "j-0f3a9c1b2d4e".
+  std::string id;                 // Server-assigned, e.g. "j-0f3a9c1b2d4e5f60718293a4" (96 random bits).
   std::string request_id;         // Client idempotency key ("" = none).
   JacobianJobSpec spec;
   // Which workers may claim the job: "" = any, else one device kind of a worker ("cpu", "cuda").

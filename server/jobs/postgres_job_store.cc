@@ -320,16 +320,12 @@ constexpr char kNotify[] = "SELECT pg_notify('posbias_jobs', '')";
 class PostgresJobStore final : public JobStore {
  public:
   explicit PostgresJobStore(PostgresStoreOptions options)
-      : options_(std::move(options)), pool_(options_.uri, options_.connections), random_(std::random_device{}()) {}
+      : options_(std::move(options)), pool_(options_.uri, options_.connections) {}
   ~PostgresJobStore() override { listener_.reset(); }
 
   absl::StatusOr<Created> Create(JobRecord job, int64_t max_queued) override {
     const int64_t now = options_.clock();
-    std::string candidate_id;
-    {
-      std::lock_guard lock(random_mutex_);
-      candidate_id = internal::RandomJobId(random_);
-    }
+    const std::string candidate_id = internal::RandomJobId();
     return InTransaction(pool_, [&](pqxx::work& tx) -> absl::StatusOr<Created> {
       // Creations are serialized: the request_id look-up and the queue limit are then exact.
       tx.exec_params("SELECT pg_advisory_xact_lock($1)", kCreateLock);
@@ -759,8 +755,6 @@ class PostgresJobStore final : public JobStore {
 
   PostgresStoreOptions options_;
   ConnectionPool pool_;
-  std::mutex random_mutex_;
-  std::mt19937_64 random_;
   std::unique_ptr<Listener> listener_;
 };
 

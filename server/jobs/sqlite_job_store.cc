@@ -276,7 +276,7 @@ constexpr const char* kTerminalStates = "('succeeded', 'failed', 'cancelled')";
 class SqliteJobStore final : public JobStore {
  public:
   SqliteJobStore(sqlite3* db, Clock clock, int max_lost_attempts)
-      : db_(db), clock_(std::move(clock)), max_lost_attempts_(max_lost_attempts), random_(std::random_device{}()) {}
+      : db_(db), clock_(std::move(clock)), max_lost_attempts_(max_lost_attempts) {}
   ~SqliteJobStore() override { sqlite3_close_v2(db_); }
   SqliteJobStore(const SqliteJobStore&) = delete;
   SqliteJobStore& operator=(const SqliteJobStore&) = delete;
@@ -673,7 +673,7 @@ class SqliteJobStore final : public JobStore {
 
   absl::StatusOr<std::string> NewId() {
     for (int tries = 0; tries < 16; ++tries) {
-      std::string id = internal::RandomJobId(random_);
+      std::string id = internal::RandomJobId();
       if (!Exists(id)) return id;
     }
     return InternalError("job store: could not find a free job id");
@@ -706,7 +706,6 @@ class SqliteJobStore final : public JobStore {
   Clock clock_;
   int max_lost_attempts_;
   std::mutex mutex_;
-  std::mt19937_64 random_;
 };
 
 #undef POSBIAS_JOBS_RETURN_IF_ERROR

@@ -4,7 +4,6 @@
 
 #include <cstdint>
 #include <map>
-#include <random>
 #include <string>
 #include <utility>
 
@@ -52,8 +51,10 @@ std::string LabelsJson(const std::map<std::string, std::string>& labels);
 std::string EncodePageToken(int64_t created_ms, const std::string& id);
 absl::StatusOr<std::pair<int64_t, std::string>> DecodePageToken(const std::string& token);
 
-// "j-" and 12 random lowercase hex digits.
-std::string RandomJobId(std::mt19937_64& random);
+// Job ids: "j-" + 24 hex digits, 96 bits from the OS CSPRNG (getrandom), never reused in practice
+// and not guessable from earlier ids.
+inline constexpr int kJobIdRandomBits = 96;
+std::string RandomJobId();
 
 // The text columns of a row as read by a backend; numbers are parsed by the backend's accessors.
 // Row must provide Text(i), Int(i) and Double(i) for the columns of kColumns.

@@ -61,6 +61,15 @@ Metrics::Metrics(const BuildInfo& build) : registry_(std::make_shared<prometheus
                      .Register(*registry_)
                      .Add({});
   start_time_->Set(SecondsSinceEpoch());
+  auth_refusals_ = &prometheus::BuildCounter()
+                        .Name("posbias_auth_refusals_total")
+                        .Help("Calls refused before their work ran: kind unauthenticated or role.")
+                        .Register(*registry_);
+  tokens_reload_failures_ = &prometheus::BuildCounter()
+                                 .Name("posbias_tokens_reload_failures_total")
+                                 .Help("Changed tokens files that failed to parse (the last good set stays).")
+                                 .Register(*registry_)
+                                 .Add({});
   jobs_submitted_ = &prometheus::BuildCounter()
                          .Name("posbias_jobs_submitted_total")
                          .Help("Jobs accepted by SubmitJob (idempotent retries not counted).")
@@ -102,6 +111,8 @@ Metrics::Metrics(const BuildInfo& build) : registry_(std::make_shared<prometheus
 }
 
 void Metrics::JobSubmitted() { jobs_submitted_->Increment(); }
+void Metrics::AuthRefused(const std::string& kind) { auth_refusals_->Add({{"kind", kind}}).Increment(); }
+void Metrics::TokensReloadFailed() { tokens_reload_failures_->Increment(); }
 void Metrics::JobStarted(double wait_seconds) { queue_wait_->Observe(wait_seconds); }
 void Metrics::JobFinished(const std::string& outcome, double run_seconds, double vjps) {
   jobs_finished_->Add({{"outcome", outcome}}).Increment();

@@ -49,6 +49,11 @@ class Metrics {
   void JobStarted(double wait_seconds);
   void JobFinished(const std::string& outcome, double run_seconds, double vjps);
   void ModelLoaded(double seconds);
+  // A call refused at the door: `kind` is "unauthenticated" (no, unknown or ambiguous
+  // credentials) or "role" (the principal's role is too low).
+  void AuthRefused(const std::string& kind);
+  // A changed tokens file that could not be parsed (the last good principals stay).
+  void TokensReloadFailed();
   // Read at every scrape: jobs per state, and device memory in use (bytes) per device.
   void SetQueueDepthSource(std::function<std::map<std::string, int64_t>()> source);
   void SetDeviceMemorySource(std::function<std::map<std::string, double>()> source);
@@ -73,6 +78,8 @@ class Metrics {
   prometheus::Histogram* run_time_;
   prometheus::Gauge* vjps_per_second_;
   prometheus::Histogram* model_load_;
+  prometheus::Family<prometheus::Counter>* auth_refusals_;
+  prometheus::Counter* tokens_reload_failures_;
   prometheus::Family<prometheus::Gauge>* queue_depth_;
   prometheus::Family<prometheus::Gauge>* device_memory_;
   std::function<std::map<std::string, int64_t>()> queue_depth_source_;

@@ -1,57 +1,130 @@
 #include "server/service/call_auth.h"
 
+#include <utility>
 #include <vector>
+
+#include <grpc/grpc_security_constants.h>
 
 #include "absl/strings/str_cat.h"
 #include "spdlog/spdlog.h"
+#include "server/service/enum_check.h"
 #include "server/status/error.h"
 
 namespace posbias::service {
 namespace {
 
-std::vector<std::string> CertificateNames(const grpc::ServerContextBase& context) {
-  std::vector<std::string> names;
+// The verified client certificate's CN and its SANs by type (gRPC's peer_dns, peer_uri and
+// peer_email properties; IP SANs name no principal).
+auth::CertificateNames CertificateNamesOf(const grpc::ServerContextBase& context) {
+  auth::CertificateNames names;
   const auto auth_context = context.auth_context();
   if (auth_context == nullptr || !auth_context->IsPeerAuthenticated()) return names;
-  for (const char* property : {"x509_common_name", "x509_subject_alternative_name"}) {
-    for (const auto& value : auth_context->FindPropertyValues(property)) names.emplace_back(value.data(), value.size());
+  for (const auto& value : auth_context->FindPropertyValues(GRPC_X509_CN_PROPERTY_NAME)) {
+    if (names.common_name.empty()) names.common_name.assign(value.data(), value.size());
+  }
+  for (const auto& [property, type] : {std::pair{GRPC_PEER_DNS_PROPERTY_NAME, auth::SanType::kDns},
+                                       std::pair{GRPC_PEER_URI_PROPERTY_NAME, auth::SanType::kUri},
+                                       std::pair{GRPC_PEER_EMAIL_PROPERTY_NAME, auth::SanType::kEmail}}) {
+    for (const auto& value : auth_context->FindPropertyValues(property)) {
+      names.sans.push_back({type, std::string(value.data(), value.size())});
+    }
   }
   return names;
 }
 
 }  // namespace
 
-absl::StatusOr<Caller> CallAuth::Admit(grpc::ServerContextBase* context, std::string_view method) const {
+absl::StatusOr<Caller> CallAuth::Admit(grpc::ServerContextBase* context,
+                                       const google::protobuf::Descriptor* request_type) const {
   Caller caller;
+  const std::string_view method = methods_->MethodFor(request_type);
   caller.method = std::string(method);
-  const auto rule = auth::RuleFor(method);
-  caller.mutating = rule.has_value() && rule->mutating;
+  const auth::MethodRule* rule = methods_->rules().Find(method);
+  caller.audited = rule != nullptr && rule->audited;
   if (authenticator_ == nullptr || !authenticator_->required()) return caller;
   std::string authorization;
   const auto& metadata = context->client_metadata();
   if (auto it = metadata.find("authorization"); it != metadata.end()) authorization.assign(it->second.data(), it->second.size());
-  auto principal = authenticator_->Authenticate(authorization, CertificateNames(*context));
-  if (!principal.ok()) return principal.status();
-  caller.principal = *std::move(principal);
-  if (!rule.has_value()) {
-    return ErrorWithReason(absl::StatusCode::kPermissionDenied, ErrorReason::kRoleRequired,
-                           absl::StrCat(std::string(method), " has no access rule on this server"));
+  auto principal = authenticator_->Authenticate(authorization, CertificateNamesOf(*context));
+  if (!principal.ok()) {
+    NoteRefusal("unauthenticated", method, principal.status());
+    return principal.status();
   }
-  if (!caller.principal.Has(rule->role)) {
-    return ErrorWithReason(absl::StatusCode::kPermissionDenied, ErrorReason::kRoleRequired,
-                           absl::StrCat(std::string(method), " needs the role ", std::string(auth::RoleName(rule->role)),
-                                        "; principal ", caller.principal.name, " has ",
-                                        std::string(auth::RoleName(caller.principal.role))));
+  caller.principal = *std::move(principal);
+  absl::Status refused;
+  if (rule == nullptr) {
+    refused = ErrorWithReason(absl::StatusCode::kPermissionDenied, ErrorReason::kRoleRequired,
+                              absl::StrCat(std::string(method), " has no access rule on this server"));
+  } else if (!caller.principal.Has(rule->role)) {
+    refused = ErrorWithReason(absl::StatusCode::kPermissionDenied, ErrorReason::kRoleRequired,
+                              absl::StrCat(std::string(method), " needs the role ", std::string(auth::RoleName(rule->role)),
+                                           "; principal ", caller.principal.name, " has ",
+                                           std::string(auth::RoleName(caller.principal.role))));
+  }
+  if (!refused.ok()) {
+    NoteRefusal("role", method, refused);
+    return refused;
   }
   return caller;
 }
 
+absl::StatusOr<Caller> CallAuth::AdmitRequest(grpc::ServerContextBase* context,
+                                              const google::protobuf::Message& request) const {
+  auto caller = Admit(context, request.GetDescriptor());
+  if (!caller.ok()) return caller;
+  if (auto enums = CheckEnumValues(request); !enums.ok()) return enums;
+  return caller;
+}
+
+std::string AuditQuoted(std::string_view value) {
+  std::string out = "\"";
+  size_t taken = 0;
+  for (const char c : value) {
+    if (taken == kMaxAuditValueBytes) {
+      absl::StrAppend(&out, "...(", value.size(), " bytes)");
+      break;
+    }
+    ++taken;
+    const auto byte = static_cast<unsigned char>(c);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (byte < 0x20 || byte >= 0x7f) {  // Control bytes and anything not ASCII, as \xNN.
+      absl::StrAppend(&out, "\\x", absl::Hex(byte, absl::kZeroPad2));
+    } else {
+      out += c;
+    }
+  }
+  out += '"';
+  return out;
+}
+
+void CallAuth::NoteRefusal(const char* kind, std::string_view method, const absl::Status& status) const {
+  if (metrics_ != nullptr) metrics_->AuthRefused(kind);
+  const auto now = std::chrono::steady_clock::now();
+  int64_t suppressed = 0;
+  {
+    std::lock_guard lock(refusal_mutex_);
+    RefusalLog& log = refusal_logs_[kind];
+    if (log.last != std::chrono::steady_clock::time_point{} && now - log.last < std::chrono::seconds(1)) {
+      ++log.suppressed;
+      return;
+    }
+    log.last = now;
+    suppressed = std::exchange(log.suppressed, 0);
+  }
+  // The message names no token (the authenticator never puts one in); client strings are quoted.
+  spdlog::warn("refused kind={} method={} status={} message={} not_logged_since_last={}", kind, AuditQuoted(method),
+               absl::StatusCodeToString(status.code()), AuditQuoted(std::string(status.message())), suppressed);
+}
+
 void CallAuth::Audit(const Caller& caller, const absl::Status& outcome) {
-  if (!caller.mutating) return;
+  if (!caller.audited) return;
+  // Principal and tenant names are validated ([a-z0-9._-]) and the method comes from the
+  // descriptors; the resource is the client's string, so it is quoted and escaped.
   spdlog::info("audit principal={} tenant={} method={} resource={} outcome={}", caller.principal.name,
                caller.principal.tenant.empty() ? "-" : caller.principal.tenant, caller.method,
-               caller.resource.empty() ? "-" : caller.resource,
-               outcome.ok() ? "OK" : absl::StatusCodeToString(outcome.code()));
+               AuditQuoted(caller.resource), outcome.ok() ? "OK" : absl::StatusCodeToString(outcome.code()));
 }
 
 absl::Status HiddenJob(const std::string& id) {

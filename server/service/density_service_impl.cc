@@ -4,13 +4,12 @@
 
 namespace posbias::service {
 namespace {
-constexpr char kPrefix[] = "/posbias.v1.DensityService/";
 }  // namespace
 
 grpc::ServerUnaryReactor* DensityServiceImpl::EvaluateContinuum(grpc::CallbackServerContext* context,
                                                                 const v1::EvaluateContinuumRequest* request,
                                                                 v1::EvaluateContinuumResponse* response) {
-  return RunUnary(context, executor_, metrics_, auth_, std::string(kPrefix) + "EvaluateContinuum", [=, this] {
+  return RunUnary(context, executor_, metrics_, auth_, *request, [=, this] {
     const absl::Status status = HandleEvaluateContinuum(*request, limits_, response);
     if (status.ok() && metrics_) metrics_->AddPointsEvaluated("continuum", response->x_size());
     return status;
@@ -20,7 +19,7 @@ grpc::ServerUnaryReactor* DensityServiceImpl::EvaluateContinuum(grpc::CallbackSe
 grpc::ServerUnaryReactor* DensityServiceImpl::EvaluateDiscrete(grpc::CallbackServerContext* context,
                                                                const v1::EvaluateDiscreteRequest* request,
                                                                v1::EvaluateDiscreteResponse* response) {
-  return RunUnary(context, executor_, metrics_, auth_, std::string(kPrefix) + "EvaluateDiscrete", [=, this] {
+  return RunUnary(context, executor_, metrics_, auth_, *request, [=, this] {
     const absl::Status status =
         HandleEvaluateDiscrete(*request, limits_, [context] { return !context->IsCancelled(); }, response);
     if (status.ok() && metrics_) metrics_->AddPointsEvaluated("discrete", static_cast<double>(response->length()));
@@ -31,14 +30,14 @@ grpc::ServerUnaryReactor* DensityServiceImpl::EvaluateDiscrete(grpc::CallbackSer
 grpc::ServerUnaryReactor* DensityServiceImpl::SummarizeProfile(grpc::CallbackServerContext* context,
                                                                const v1::SummarizeProfileRequest* request,
                                                                v1::SummarizeProfileResponse* response) {
-  return RunUnary(context, executor_, metrics_, auth_, std::string(kPrefix) + "SummarizeProfile",
+  return RunUnary(context, executor_, metrics_, auth_, *request,
                   [=, this] { return HandleSummarizeProfile(*request, limits_, response); });
 }
 
 grpc::ServerUnaryReactor* DensityServiceImpl::FitProfile(grpc::CallbackServerContext* context,
                                                          const v1::FitProfileRequest* request,
                                                          v1::FitProfileResponse* response) {
-  return RunUnary(context, executor_, metrics_, auth_, std::string(kPrefix) + "FitProfile",
+  return RunUnary(context, executor_, metrics_, auth_, *request,
                   [=] { return HandleFitProfile(*request, response); });
 }
 

@@ -21,7 +21,6 @@
 namespace posbias::service {
 namespace {
 
-constexpr char kPrefix[] = "/posbias.v1.JobService/";
 
 uint64_t DrawSeed() { return std::random_device{}() * uint64_t{0x100000000} + std::random_device{}(); }
 
@@ -124,7 +123,7 @@ absl::StatusOr<v1::Job> JobServiceImpl::Cancel(Caller& caller, const std::string
 
 grpc::ServerUnaryReactor* JobServiceImpl::SubmitJob(grpc::CallbackServerContext* context,
                                                     const v1::SubmitJobRequest* request, v1::Job* response) {
-  return RunUnary(context, executor_, metrics_, auth_, std::string(kPrefix) + "SubmitJob", [=, this](Caller& caller) {
+  return RunUnary(context, executor_, metrics_, auth_, *request, [=, this](Caller& caller) {
     auto job = Submit(caller, *request);
     if (job.ok()) *response = *std::move(job);
     return job.status();
@@ -141,7 +140,7 @@ absl::Status JobServiceImpl::Get(const Caller& caller, const v1::GetJobRequest& 
 
 grpc::ServerUnaryReactor* JobServiceImpl::GetJob(grpc::CallbackServerContext* context, const v1::GetJobRequest* request,
                                                  v1::Job* response) {
-  return RunUnary(context, executor_, metrics_, auth_, std::string(kPrefix) + "GetJob",
+  return RunUnary(context, executor_, metrics_, auth_, *request,
                   [=, this](Caller& caller) { return Get(caller, *request, response); });
 }
 
@@ -196,13 +195,13 @@ absl::Status JobServiceImpl::List(const Caller& caller, const v1::ListJobsReques
 
 grpc::ServerUnaryReactor* JobServiceImpl::ListJobs(grpc::CallbackServerContext* context,
                                                    const v1::ListJobsRequest* request, v1::ListJobsResponse* response) {
-  return RunUnary(context, executor_, metrics_, auth_, std::string(kPrefix) + "ListJobs",
+  return RunUnary(context, executor_, metrics_, auth_, *request,
                   [=, this](Caller& caller) { return List(caller, *request, response); });
 }
 
 grpc::ServerUnaryReactor* JobServiceImpl::CancelJob(grpc::CallbackServerContext* context,
                                                     const v1::CancelJobRequest* request, v1::Job* response) {
-  return RunUnaryInline(context, metrics_, auth_, std::string(kPrefix) + "CancelJob", [&](Caller& caller) {
+  return RunUnaryInline(context, metrics_, auth_, *request, [&](Caller& caller) {
     auto job = Cancel(caller, request->id());
     if (job.ok()) *response = *std::move(job);
     return job.status();
@@ -211,7 +210,7 @@ grpc::ServerUnaryReactor* JobServiceImpl::CancelJob(grpc::CallbackServerContext*
 
 grpc::ServerUnaryReactor* JobServiceImpl::DeleteJob(grpc::CallbackServerContext* context,
                                                     const v1::DeleteJobRequest* request, v1::DeleteJobResponse*) {
-  return RunUnary(context, executor_, metrics_, auth_, std::string(kPrefix) + "DeleteJob", [=, this](Caller& caller) {
+  return RunUnary(context, executor_, metrics_, auth_, *request, [=, this](Caller& caller) {
     caller.resource = request->id();
     if (auto job = Visible(caller, request->id()); !job.ok()) return job.status();
     return store_->Delete(request->id(), request->force());
@@ -221,14 +220,13 @@ grpc::ServerUnaryReactor* JobServiceImpl::DeleteJob(grpc::CallbackServerContext*
 grpc::ServerWriteReactor<v1::WatchJobResponse>* JobServiceImpl::WatchJob(grpc::CallbackServerContext* context,
                                                                          const v1::WatchJobRequest* request) {
   // Admitted here on gRPC's thread: a watch holds no executor thread.
-  auto caller = auth_->Admit(context, std::string(kPrefix) + "WatchJob");
+  // The stream opens only after the tenant check succeeds: any failure of the lookup refuses it.
+  auto caller = auth_->AdmitRequest(context, *request);
   absl::Status refusal = caller.status();
   if (caller.ok()) {
-    if (auto job = Visible(*caller, request->id()); !job.ok() && job.status().code() == absl::StatusCode::kNotFound) {
-      refusal = job.status();
-    }
+    if (auto job = Visible(*caller, request->id()); !job.ok()) refusal = job.status();
   }
-  return watches_.Open(context, request->id(), refusal);
+  return watches_.Open(context, request->id(), std::string(auth_->MethodFor(request->GetDescriptor())), refusal);
 }
 
 absl::Status JobServiceImpl::Result(const Caller& caller, const v1::GetJobResultRequest& request,
@@ -259,7 +257,7 @@ absl::Status JobServiceImpl::Result(const Caller& caller, const v1::GetJobResult
 grpc::ServerUnaryReactor* JobServiceImpl::GetJobResult(grpc::CallbackServerContext* context,
                                                        const v1::GetJobResultRequest* request,
                                                        v1::GetJobResultResponse* response) {
-  return RunUnary(context, executor_, metrics_, auth_, std::string(kPrefix) + "GetJobResult",
+  return RunUnary(context, executor_, metrics_, auth_, *request,
                   [=, this](Caller& caller) { return Result(caller, *request, response); });
 }
 

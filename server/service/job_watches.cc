@@ -22,8 +22,9 @@ absl::Status ShuttingDown() {
 class JobWatches::Watch final : public grpc::ServerWriteReactor<v1::WatchJobResponse>,
                                 public std::enable_shared_from_this<Watch> {
  public:
-  Watch(JobWatches* hub, grpc::CallbackServerContext* context, std::string id, metrics::Metrics* metrics)
-      : hub_(hub), context_(context), id_(std::move(id)), scope_(metrics, "/posbias.v1.JobService/WatchJob") {}
+  Watch(JobWatches* hub, grpc::CallbackServerContext* context, std::string id, metrics::Metrics* metrics,
+        std::string method)
+      : hub_(hub), context_(context), id_(std::move(id)), scope_(metrics, std::move(method)) {}
 
   const std::string& id() const { return id_; }
 
@@ -106,8 +107,9 @@ JobWatches::JobWatches(jobs::JobStore* store, metrics::Metrics* metrics, Options
 JobWatches::~JobWatches() { Stop(); }
 
 grpc::ServerWriteReactor<v1::WatchJobResponse>* JobWatches::Open(grpc::CallbackServerContext* context,
-                                                                 const std::string& id, const absl::Status& refusal) {
-  auto watch = std::make_shared<Watch>(this, context, id, metrics_);
+                                                                 const std::string& id, std::string method,
+                                                                 const absl::Status& refusal) {
+  auto watch = std::make_shared<Watch>(this, context, id, metrics_, std::move(method));
   bool stopping;
   {
     std::lock_guard lock(mutex_);

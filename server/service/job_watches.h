@@ -37,9 +37,9 @@ class JobWatches {
 
   // The reactor of a new WatchJob stream.
   // A stream of the job's states; one that ends at once with `refusal` when that is not OK (the
-  // caller may not watch, or the job is not the caller's).
+  // caller may not watch, or the job is not the caller's). `method` labels the call's metrics.
   grpc::ServerWriteReactor<v1::WatchJobResponse>* Open(grpc::CallbackServerContext* context, const std::string& id,
-                                                       const absl::Status& refusal = absl::OkStatus());
+                                                       std::string method, const absl::Status& refusal = absl::OkStatus());
   void Start();
   // Ends every open stream with UNAVAILABLE / SHUTTING_DOWN and refuses new ones; joins the poller.
   void Stop();

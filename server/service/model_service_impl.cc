@@ -13,7 +13,6 @@
 namespace posbias::service {
 namespace {
 
-constexpr char kPrefix[] = "/posbias.v1.ModelService/";
 
 v1::ModelFamily FamilyToProto(models::Family family) {
   switch (family) {
@@ -105,7 +104,7 @@ void ModelToProto(const registry::ModelEntry& entry, int64_t active_jobs, v1::Mo
 
 grpc::ServerUnaryReactor* ModelServiceImpl::RegisterModel(grpc::CallbackServerContext* context,
                                                           const v1::RegisterModelRequest* request, v1::Model* response) {
-  return RunUnary(context, executor_, metrics_, auth_, std::string(kPrefix) + "RegisterModel", [=, this](Caller& caller) {
+  return RunUnary(context, executor_, metrics_, auth_, *request, [=, this](Caller& caller) {
     auto model = Register(*catalog_, caller, *request);
     if (model.ok()) *response = *std::move(model);
     return model.status();
@@ -119,7 +118,7 @@ grpc::ServerReadReactor<v1::UploadModelRequest>* ModelServiceImpl::UploadModel(g
 
 grpc::ServerUnaryReactor* ModelServiceImpl::GetModel(grpc::CallbackServerContext* context,
                                                      const v1::GetModelRequest* request, v1::Model* response) {
-  return RunUnary(context, executor_, metrics_, auth_, std::string(kPrefix) + "GetModel", [=, this](Caller& caller) {
+  return RunUnary(context, executor_, metrics_, auth_, *request, [=, this](Caller& caller) {
     auto entry = catalog_->Get(request->name());
     if (entry.ok() && !SeesModel(caller, *entry)) return HiddenModel(request->name());
     if (entry.ok()) ModelToProto(*entry, active_jobs_(entry->name), response);
@@ -156,13 +155,13 @@ absl::Status ModelServiceImpl::List(const Caller& caller, const v1::ListModelsRe
 grpc::ServerUnaryReactor* ModelServiceImpl::ListModels(grpc::CallbackServerContext* context,
                                                        const v1::ListModelsRequest* request,
                                                        v1::ListModelsResponse* response) {
-  return RunUnary(context, executor_, metrics_, auth_, std::string(kPrefix) + "ListModels",
+  return RunUnary(context, executor_, metrics_, auth_, *request,
                   [=, this](Caller& caller) { return List(caller, *request, response); });
 }
 
 grpc::ServerUnaryReactor* ModelServiceImpl::DeleteModel(grpc::CallbackServerContext* context,
                                                         const v1::DeleteModelRequest* request, v1::DeleteModelResponse*) {
-  return RunUnary(context, executor_, metrics_, auth_, std::string(kPrefix) + "DeleteModel", [=, this](Caller& caller) {
+  return RunUnary(context, executor_, metrics_, auth_, *request, [=, this](Caller& caller) {
     caller.resource = request->name();
     auto entry = catalog_->Get(request->name());
     if (!entry.ok()) return entry.status();
@@ -181,8 +180,8 @@ grpc::ServerWriteReactor<v1::ExportModelResponse>* ModelServiceImpl::ExportModel
 }
 
 grpc::ServerUnaryReactor* ModelServiceImpl::ListPresets(grpc::CallbackServerContext* context,
-                                                        const v1::ListPresetsRequest*, v1::ListPresetsResponse* response) {
-  return RunUnary(context, executor_, metrics_, auth_, std::string(kPrefix) + "ListPresets", [=] {
+                                                        const v1::ListPresetsRequest* request, v1::ListPresetsResponse* response) {
+  return RunUnary(context, executor_, metrics_, auth_, *request, [=] {
     for (const std::string& name : models::PresetNames()) {
       auto* preset = response->add_presets();
       preset->set_name(name);
@@ -200,7 +199,7 @@ grpc::ServerUnaryReactor* ModelServiceImpl::ListPresets(grpc::CallbackServerCont
 
 grpc::ServerUnaryReactor* ModelServiceImpl::Tokenize(grpc::CallbackServerContext* context,
                                                      const v1::TokenizeRequest* request, v1::TokenizeResponse* response) {
-  return RunUnary(context, executor_, metrics_, auth_, std::string(kPrefix) + "Tokenize", [=, this](Caller& caller) {
+  return RunUnary(context, executor_, metrics_, auth_, *request, [=, this](Caller& caller) {
     auto entry = catalog_->Get(request->model());
     if (!entry.ok()) return entry.status();
     if (!SeesModel(caller, *entry)) return HiddenModel(request->model());

@@ -1,5 +1,7 @@
 #include "server/service/model_transfers.h"
 
+#include "server/service/enum_check.h"
+
 #include <atomic>
 #include <filesystem>
 #include <fstream>
@@ -21,7 +23,6 @@
 namespace posbias::service {
 namespace {
 
-constexpr char kPrefix[] = "/posbias.v1.ModelService/";
 constexpr size_t kChunkBytes = 1 << 20;
 constexpr uint64_t kDiskCheckBytes = uint64_t{16} << 20;
 
@@ -38,7 +39,7 @@ class ModelTransfers::UploadReactor final : public grpc::ServerReadReactor<v1::U
                                             public std::enable_shared_from_this<UploadReactor> {
  public:
   UploadReactor(ModelTransfers* hub, grpc::CallbackServerContext* context, v1::Model* response)
-      : hub_(hub), context_(context), response_(response), scope_(hub->metrics_, std::string(kPrefix) + "UploadModel") {}
+      : hub_(hub), context_(context), response_(response), scope_(hub->metrics_, std::string(hub->auth_->MethodFor(v1::UploadModelRequest::descriptor()))) {}
 
   void Begin(Caller caller) {
     caller_ = std::move(caller);
@@ -54,7 +55,8 @@ class ModelTransfers::UploadReactor final : public grpc::ServerReadReactor<v1::U
       Complete();
       return;
     }
-    const absl::Status status = have_metadata_ ? AddChunk() : ReadMetadata();
+    absl::Status status = CheckEnumValues(message_);
+    if (status.ok()) status = have_metadata_ ? AddChunk() : ReadMetadata();
     lock.unlock();
     if (!status.ok()) {
       End(status);
@@ -215,10 +217,11 @@ class ModelTransfers::UploadReactor final : public grpc::ServerReadReactor<v1::U
 class ModelTransfers::ExportReactor final : public grpc::ServerWriteReactor<v1::ExportModelResponse> {
  public:
   ExportReactor(ModelTransfers* hub, grpc::CallbackServerContext* context, std::string name)
-      : hub_(hub), context_(context), name_(std::move(name)), scope_(hub->metrics_, std::string(kPrefix) + "ExportModel") {}
+      : hub_(hub), context_(context), name_(std::move(name)), scope_(hub->metrics_, std::string(hub->auth_->MethodFor(v1::ExportModelRequest::descriptor()))) {}
 
   void Begin(Caller caller) {
     caller_ = std::move(caller);
+    caller_.resource = name_;  // Audited: weights leave the server.
     if (!hub_->executor_->TrySubmit([this] { Prepare(); })) End(ServerBusy());
   }
   void Refuse(const absl::Status& status) { End(status); }
@@ -259,6 +262,7 @@ class ModelTransfers::ExportReactor final : public grpc::ServerWriteReactor<v1::
     if (ended_.exchange(true)) return;
     in_.close();
     RemoveQuietly(path_);
+    CallAuth::Audit(caller_, status);  // Nothing for a refused call (its caller was never admitted).
     Finish(scope_.Finish(status, context_));
   }
 
@@ -308,7 +312,7 @@ grpc::ServerReadReactor<v1::UploadModelRequest>* ModelTransfers::Upload(grpc::Ca
     stopping = stopping_;
   }
   uploads_.Add(upload);  // Kept until its OnDone.
-  auto caller = auth_->Admit(context, std::string(kPrefix) + "UploadModel");
+  auto caller = auth_->Admit(context, v1::UploadModelRequest::descriptor());
   if (!caller.ok()) {
     upload->End(caller.status());
   } else if (stopping) {
@@ -322,7 +326,7 @@ grpc::ServerReadReactor<v1::UploadModelRequest>* ModelTransfers::Upload(grpc::Ca
 grpc::ServerWriteReactor<v1::ExportModelResponse>* ModelTransfers::Export(grpc::CallbackServerContext* context,
                                                                           const v1::ExportModelRequest* request) {
   auto* reactor = new ExportReactor(this, context, request->name());  // Deleted in its OnDone.
-  auto caller = auth_->Admit(context, std::string(kPrefix) + "ExportModel");
+  auto caller = auth_->AdmitRequest(context, *request);
   if (!caller.ok()) {
     reactor->Refuse(caller.status());
   } else {

@@ -19,18 +19,18 @@
 
 namespace posbias::service {
 
-absl::StatusOr<Role> ParseRole(const std::string& name) {
-  if (name == "api") return Role::kApi;
-  if (name == "worker") return Role::kWorker;
-  if (name == "both") return Role::kBoth;
+absl::StatusOr<Tier> ParseTier(const std::string& name) {
+  if (name == "api") return Tier::kApi;
+  if (name == "worker") return Tier::kWorker;
+  if (name == "both") return Tier::kBoth;
   return absl::InvalidArgumentError(absl::StrCat("role '", name, "' is not one of: api, worker, both"));
 }
 
-std::string RoleName(Role role) {
-  switch (role) {
-    case Role::kApi: return "api";
-    case Role::kWorker: return "worker";
-    case Role::kBoth: return "both";
+std::string TierName(Tier tier) {
+  switch (tier) {
+    case Tier::kApi: return "api";
+    case Tier::kWorker: return "worker";
+    case Tier::kBoth: return "both";
   }
   return "both";
 }
@@ -57,9 +57,9 @@ absl::Status Server::OpenStore() {
                                   options_.lease_ms, options_.part_samples, options_.max_lost_attempts);
   if (!store.ok()) return store.status();
   store_ = std::move(*store);
-  if (store_->lease_ms() == 0 && options_.role != Role::kBoth) {
+  if (store_->lease_ms() == 0 && options_.tier != Tier::kBoth) {
     return absl::InvalidArgumentError(
-        absl::StrCat("role ", RoleName(options_.role), " needs a shared job store (--job-store postgresql://...): "
+        absl::StrCat("role ", TierName(options_.tier), " needs a shared job store (--job-store postgresql://...): "
                      "the embedded SQLite store serves one process, which must be role both"));
   }
   auto recovered = store_->RecoverAfterRestart();
@@ -151,10 +151,22 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> Server::PrepareSecurity
                      " without authentication: give --auth-tokens-file (bearer tokens) or --tls-client-ca-file (mTLS), "
                      "listen on 127.0.0.1, or pass --allow-unauthenticated when a mesh in front authenticates"));
   }
+  if (!security.auth_tokens_file.empty() && !tls && !security.allow_plaintext_tokens &&
+      !IsLoopbackAddress(options_.listen_address)) {
+    return ErrorWithReason(
+        absl::StatusCode::kFailedPrecondition, ErrorReason::kInvalidArgument,
+        absl::StrCat("refusing to accept bearer tokens in plaintext on ", options_.listen_address,
+                     ": give --tls-cert-file and --tls-key-file, listen on 127.0.0.1, or pass --allow-plaintext-tokens "
+                     "when a mesh in front encrypts"));
+  }
   auto authenticator = auth::Authenticator::Open({security.auth_tokens_file, mtls});
   if (!authenticator.ok()) return authenticator.status();
   authenticator_ = *std::move(authenticator);
-  call_auth_ = std::make_unique<CallAuth>(authenticator_.get());
+  const auto& methods = V1Methods();  // Every RPC's policy, from its proto option.
+  if (!methods.ok()) {
+    return absl::InternalError(absl::StrCat("the API's method policies are incomplete: ", methods.status().message()));
+  }
+  call_auth_ = std::make_unique<CallAuth>(authenticator_.get(), &*methods, metrics_);
   if (!tls) return grpc::InsecureServerCredentials();
   // The provider re-reads the files when they change on disk: renewed certificates (cert-manager,
   // the local CA script) take effect without a restart or a dropped connection.
@@ -186,7 +198,10 @@ void Server::WatchCredentials() {
   const auto interval = std::chrono::seconds(std::max(1, options_.security.reload_interval_seconds));
   while (!reload_wake_.wait_for(lock, interval, [this] { return reload_stop_; })) {
     const size_t before = authenticator_->principal_count();
-    if (auto status = authenticator_->ReloadIfChanged(); !status.ok()) {
+    if (auto status = authenticator_->ReloadIfChanged(); status.code() == absl::StatusCode::kNotFound) {
+      spdlog::error("{}", std::string(status.message()));
+    } else if (!status.ok()) {
+      if (metrics_ != nullptr) metrics_->TokensReloadFailed();
       spdlog::error("tokens file changed but not reloaded (the principals loaded before stay): {}",
                     std::string(status.message()));
     } else if (authenticator_->principal_count() != before) {
@@ -240,8 +255,8 @@ absl::Status Server::StartRpcServer(bool serves_api, std::shared_ptr<grpc::Serve
 absl::Status Server::Start() {
   if (auto status = OpenStore(); !status.ok()) return status;
   if (options_.worker_name.empty()) options_.worker_name = DefaultWorkerName();
-  const bool runs_jobs = options_.role != Role::kApi;
-  const bool serves_api = options_.role != Role::kWorker;
+  const bool runs_jobs = options_.tier != Tier::kApi;
+  const bool serves_api = options_.tier != Tier::kWorker;
   jobs::Housekeeper::Options housekeeping;
   housekeeping.retention_hours = options_.retention_hours;
   housekeeping.on_reaped = [](int64_t reaped) { spdlog::warn("re-queued {} jobs whose worker lost its lease", reaped); };

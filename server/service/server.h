@@ -36,17 +36,17 @@ inline constexpr char kDensityServiceName[] = "posbias.v1.DensityService";
 inline constexpr char kModelServiceName[] = "posbias.v1.ModelService";
 inline constexpr char kJobServiceName[] = "posbias.v1.JobService";
 
-// What a replica does. kBoth: the embedded default (API and workers in one process). With a
+// What a replica does: its tier (the flag is --role; auth::Role is a principal's permission). kBoth: the embedded default (API and workers in one process). With a
 // shared job store (PostgreSQL) the tiers scale apart: kApi serves the v1 services and runs no
 // jobs; kWorker runs jobs and serves only gRPC health (and reflection) for its probes.
-enum class Role { kApi, kWorker, kBoth };
-absl::StatusOr<Role> ParseRole(const std::string& name);
-std::string RoleName(Role role);
+enum class Tier { kApi, kWorker, kBoth };
+absl::StatusOr<Tier> ParseTier(const std::string& name);
+std::string TierName(Tier tier);
 
 class Server {
  public:
   struct Options {
-    Role role = Role::kBoth;
+    Tier tier = Tier::kBoth;  // --role
     // "" = SQLite at <data_dir>/jobs.sqlite; "sqlite:PATH"; or a PostgreSQL URI (shared store).
     std::string job_store;
     int64_t lease_ms = 30'000;         // Shared store: how long a claim holds a job unrenewed.
@@ -78,6 +78,9 @@ class Server {
       std::string tls_client_ca_file;           // PEM: require and verify client certificates.
       std::string auth_tokens_file;             // auth/principals.h; "" = no token principals.
       bool allow_unauthenticated = false;
+      // Off loopback, a tokens file without TLS is refused (tokens would cross the network in
+      // the clear) unless this is set: a mesh in front encrypts.
+      bool allow_plaintext_tokens = false;
       int reload_interval_seconds = 1;          // Certificates and tokens re-read when changed.
     } security;
     bool reflection = true;  // gRPC server reflection (the API's schema, no data).

@@ -1,8 +1,10 @@
 // One unary RPC on the callback API: the call's work runs on the CallExecutor and finishes the
 // call's reactor with its status (mapped once, recorded in the metrics with the time the call
 // waited and ran). A full executor queue ends the call at once with RESOURCE_EXHAUSTED and reason
-// SERVER_BUSY. An RPC method reads:
-//   return RunUnary(context, executor_, metrics_, auth_, "/pkg.Service/Method",
+// SERVER_BUSY. The method, its role and its audit come from the request's type (api_methods.h),
+// so no handler names its method; every enum in the request is checked before the work runs. An
+// RPC method reads:
+//   return RunUnary(context, executor_, metrics_, auth_, *request,
 //                   [=](Caller& caller) { return Do(caller, *request, response); });
 #pragma once
 
@@ -39,10 +41,11 @@ absl::Status RunWork(Work& work, Caller& caller) {
 // Admits the caller (call_auth.h) on gRPC's thread, then runs the work on the executor.
 template <typename Work>
 grpc::ServerUnaryReactor* RunUnary(grpc::CallbackServerContext* context, CallExecutor* executor,
-                                   metrics::Metrics* metrics, const CallAuth* auth, std::string method, Work work) {
+                                   metrics::Metrics* metrics, const CallAuth* auth,
+                                   const google::protobuf::Message& request, Work work) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  auto scope = std::make_shared<RpcScope>(metrics, method);
-  auto caller = auth->Admit(context, method);
+  auto scope = std::make_shared<RpcScope>(metrics, std::string(auth->MethodFor(request.GetDescriptor())));
+  auto caller = auth->AdmitRequest(context, request);
   if (!caller.ok()) {
     reactor->Finish(scope->Finish(caller.status(), context));
     return reactor;
@@ -61,10 +64,10 @@ grpc::ServerUnaryReactor* RunUnary(grpc::CallbackServerContext* context, CallExe
 // answered even when the server is busy (CancelJob) and take only a moment.
 template <typename Work>
 grpc::ServerUnaryReactor* RunUnaryInline(grpc::CallbackServerContext* context, metrics::Metrics* metrics,
-                                         const CallAuth* auth, std::string method, Work work) {
+                                         const CallAuth* auth, const google::protobuf::Message& request, Work work) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  RpcScope scope(metrics, method);
-  auto caller = auth->Admit(context, method);
+  RpcScope scope(metrics, std::string(auth->MethodFor(request.GetDescriptor())));
+  auto caller = auth->AdmitRequest(context, request);
   absl::Status status = caller.status();
   if (caller.ok()) {
     status = RunWork(work, *caller);

@@ -21,6 +21,7 @@ namespace posbias {
   X(kInvalidBands, "INVALID_BANDS", 9)                        \
   X(kInvalidArgument, "INVALID_ARGUMENT", 10)                 \
   X(kFitFailed, "FIT_FAILED", 11)                             \
+  X(kInvalidEnumValue, "INVALID_ENUM_VALUE", 12)              \
   X(kModelNotFound, "MODEL_NOT_FOUND", 20)                    \
   X(kModelAlreadyExists, "MODEL_ALREADY_EXISTS", 21)          \
   X(kModelNotReady, "MODEL_NOT_READY", 22)                    \

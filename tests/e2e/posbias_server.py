@@ -156,7 +156,7 @@ def generate_stubs(directory, proto_dir, reflection=False):
     module really came from `directory`."""
     import grpc
     import importlib
-    posbias_protos = ["posbias/v1/common.proto", "posbias/v1/density_service.proto", "posbias/v1/model_service.proto",
+    posbias_protos = ["posbias/v1/common.proto", "posbias/v1/options.proto", "posbias/v1/density_service.proto", "posbias/v1/model_service.proto",
                       "posbias/v1/job_service.proto", "grpc/health/v1/health.proto"]
     sources = [(proto_dir, posbias_protos)]
     if reflection:
@@ -172,6 +172,7 @@ def generate_stubs(directory, proto_dir, reflection=False):
     # installed grpcio package: extend its search path so `grpc.health.v1` resolves to the stubs.
     grpc.__path__.append(os.path.join(directory, "grpc"))
     modules = [("common", "posbias.v1.common_pb2"),
+               ("options", "posbias.v1.options_pb2"),
                ("density", "posbias.v1.density_service_pb2"),
                ("density_grpc", "posbias.v1.density_service_pb2_grpc"),
                ("model", "posbias.v1.model_service_pb2"),

@@ -34,8 +34,10 @@ WORK = None
 RPC_TIMEOUT_S = 20
 WATCHDOG_S = 400
 
-# The role each RPC needs, written here independently of the server's table: a new RPC without a
-# line here fails ARoleTableCoversEveryRpc.
+# The role each RPC needs, written here independently of the proto's (posbias.v1.policy) options
+# that the server reads: a new RPC without a line here, or an option that disagrees with its line,
+# fails test_a_role_table_covers_every_rpc; test_every_rpc_against_every_role then checks the
+# server against this table.
 REQUIRED_ROLE = {
     "/posbias.v1.DensityService/EvaluateContinuum": "reader",
     "/posbias.v1.DensityService/EvaluateDiscrete": "reader",
@@ -83,6 +85,12 @@ def make_certificates(directory):
     issue("renewed", "localhost", "other-ca", "subjectAltName=IP:127.0.0.1,DNS:localhost\n")
     issue("alice", "client-alice", "ca")
     issue("stranger", "client-alice", "other-ca")
+    # The certificate table: CN "client-reader" with SANs of each type; the SANs of "forger" equal
+    # another principal's SAN while its CN is a reader's.
+    issue("sans", "client-sans", "ca", "subjectAltName=DNS:dns.lab-a.example,URI:spiffe://lab-a/uri,"
+          "email:mail@lab-a.example\n")
+    issue("forger", "client-reader", "ca", "subjectAltName=URI:spiffe://lab-a/admin\n")
+    issue("reader", "client-reader", "ca")
     # Expired: valid for one second a second ago is not possible with x509 -days; `openssl ca`
     # takes explicit dates.
     with open(os.path.join(directory, "ca.cnf"), "w") as f:
@@ -115,6 +123,10 @@ class Principals:
 
     def add_certificate(self, name, tenant, role, subject):
         self.entries.append({"name": name, "tenant": tenant, "roles": [role], "cert_subject": subject})
+
+    def add_san(self, name, tenant, role, san_type, value):
+        self.entries.append({"name": name, "tenant": tenant, "roles": [role],
+                             "cert_san": {"type": san_type, "value": value}})
 
     def write(self):
         temporary = self.path + ".new"
@@ -201,6 +213,12 @@ class SecureServer(unittest.TestCase):
                 for method in service.methods:
                     methods.add("/%s/%s" % (service.full_name, method.name))
         self.assertEqual(methods, set(REQUIRED_ROLE), "every RPC needs a line in REQUIRED_ROLE (and the server's table)")
+        for module in (pb.density, pb.model, pb.job):
+            for service in module.DESCRIPTOR.services_by_name.values():
+                for method in service.methods:
+                    policy = method.GetOptions().Extensions[pb.options.policy]
+                    role = pb.options.AccessRole.Name(policy.role).replace("ACCESS_ROLE_", "").lower()
+                    self.assertEqual(role, REQUIRED_ROLE["/%s/%s" % (service.full_name, method.name)], method.full_name)
 
     def test_every_rpc_against_every_role(self):
         for method, needed in sorted(REQUIRED_ROLE.items()):
@@ -385,6 +403,38 @@ class SecureServer(unittest.TestCase):
         self.assertIn("outcome=OK", lines[0])
         self.assertNotIn(token, self.server.log)
 
+    def test_a_client_string_cannot_forge_an_audit_line(self):
+        token = self.token("a", "submitter")
+        forged = "nope\n[info] audit principal=admin tenant=- method=/posbias.v1.ModelService/DeleteModel " \
+                 "resource=m outcome=OK"
+        with self.assertRaises(grpc.RpcError):
+            self.stubs.jobs.CancelJob(pb.job.CancelJobRequest(id=forged), timeout=RPC_TIMEOUT_S, metadata=metadata(token))
+        deadline = time.time() + 5
+        while time.time() < deadline and "resource=\"nope" not in self.server.log:
+            time.sleep(0.05)
+        lines = [line for line in self.server.log.splitlines() if "resource=\"nope" in line]
+        self.assertEqual(len(lines), 1, lines)
+        self.assertIn('resource="nope\\x0a[info] audit', lines[0])
+        self.assertIn("outcome=NOT_FOUND", lines[0])
+        # The forged text lives only inside the quoted resource of the one real line.
+        self.assertFalse([line for line in self.server.log.splitlines()
+                          if "audit principal=admin" in line.split('resource="')[0]])
+
+    def test_an_export_is_audited(self):
+        token = self.token("a", "operator")
+        name = "audited-export"
+        self.stubs.models.RegisterModel(pb.model.RegisterModelRequest(
+            name=name, preset=pb.model.PresetSource(preset="gpt2-tiny"), wait=True),
+            timeout=RPC_TIMEOUT_S, metadata=metadata(token))
+        for _ in self.stubs.models.ExportModel(pb.model.ExportModelRequest(name=name), timeout=RPC_TIMEOUT_S,
+                                               metadata=metadata(token)):
+            pass
+        deadline = time.time() + 5
+        pattern = 'method=/posbias.v1.ModelService/ExportModel resource="%s" outcome=OK' % name
+        while time.time() < deadline and pattern not in self.server.log:
+            time.sleep(0.05)
+        self.assertIn(pattern, self.server.log)
+
     def test_the_cli_and_the_python_package_speak_tls_with_a_token(self):
         ca = os.path.join(WORK, "ca.pem")
         result = subprocess.run([ARGS.cli_binary, "--server", self.server.address, "--tls", "--ca-file", ca, "--token",
@@ -421,6 +471,8 @@ class MutualTls(unittest.TestCase):
     def setUpClass(cls):
         cls.principals = Principals(os.path.join(WORK, "mtls-tokens.json"))
         cls.principals.add_certificate("alice", "lab-a", "reader", "client-alice")
+        cls.principals.add_certificate("reader", "lab-a", "reader", "client-reader")
+        cls.principals.add_san("admin-by-uri", "lab-a", "admin", "uri", "spiffe://lab-a/admin")
         cls.principals.write()
         cls.server = ServerProcess(ARGS.server_binary, [
             "--tls-cert-file", os.path.join(WORK, "server.pem"), "--tls-key-file", os.path.join(WORK, "server.key"),
@@ -440,6 +492,58 @@ class MutualTls(unittest.TestCase):
 
     def test_a_client_certificate_a_principal_names_is_admitted(self):
         self.assertGreater(len(self.presets("alice").presets), 0)
+
+    def whoami(self, name, tokens_path):
+        """(code, audit principal) of an audited call (CancelJob of a missing job) with certificate `name`."""
+        files = {"cert_file": os.path.join(WORK, name + ".pem"), "key_file": os.path.join(WORK, name + ".key")}
+        marker = "j-" + secrets.token_hex(12)
+        with secure_channel(self.server.address, ca_file=os.path.join(WORK, "ca.pem"), **files) as channel:
+            try:
+                pb.job_grpc.JobServiceStub(channel).CancelJob(pb.job.CancelJobRequest(id=marker), timeout=10)
+                code = grpc.StatusCode.OK
+            except grpc.RpcError as error:
+                code = error.code()
+        deadline = time.time() + 5
+        while time.time() < deadline and code == grpc.StatusCode.NOT_FOUND and marker not in self.server.log:
+            time.sleep(0.05)
+        for line in self.server.log.splitlines():
+            if marker in line and "audit " in line:
+                return code, line.split("principal=")[1].split(" ")[0]
+        return code, None
+
+    def test_a_certificate_matches_its_cn_or_a_san_of_the_named_type_and_never_two_principals(self):
+        # CN only: cert_subject "client-reader" admits the reader's certificate as the reader (a
+        # reader may not cancel: PERMISSION_DENIED, no audit line).
+        self.assertEqual(self.whoami("reader", None)[0], grpc.StatusCode.PERMISSION_DENIED)
+        # The forger's CN is the reader's and its URI SAN the admin's: two principals, refused.
+        code, who = self.whoami("forger", None)
+        self.assertEqual((code, who), (grpc.StatusCode.UNAUTHENTICATED, None))
+        self.assertIn("matches 2 principals", self.server.log)
+        # A SAN principal of another type does not match: "sans" has DNS, URI and email SANs but
+        # none the tokens file names, and its CN names no principal.
+        self.assertEqual(self.whoami("sans", None)[0], grpc.StatusCode.UNAUTHENTICATED)
+
+    def test_each_san_type_admits_the_principal_that_names_it(self):
+        for san_type, value in (("dns", "dns.lab-a.example"), ("uri", "spiffe://lab-a/uri"),
+                                ("email", "mail@lab-a.example")):
+            with self.subTest(san_type=san_type):
+                principals = Principals(os.path.join(WORK, "san-%s.json" % san_type))
+                principals.add_san("by-" + san_type, "lab-a", "submitter", san_type, value)
+                # The same value under another type names nothing.
+                other = {"dns": "uri", "uri": "email", "email": "dns"}[san_type]
+                principals.add_san("wrong-type", "lab-b", "admin", other, value)
+                principals.write()
+                server = ServerProcess(ARGS.server_binary, [
+                    "--tls-cert-file", os.path.join(WORK, "server.pem"), "--tls-key-file",
+                    os.path.join(WORK, "server.key"), "--tls-client-ca-file", os.path.join(WORK, "ca.pem"),
+                    "--auth-tokens-file", principals.path]).start()
+                try:
+                    saved, self.server = self.server, server
+                    code, who = self.whoami("sans", None)
+                finally:
+                    self.server = saved
+                    server.stop()
+                self.assertEqual((code, who), (grpc.StatusCode.NOT_FOUND, "by-" + san_type))
 
     def test_no_certificate_another_cas_or_an_expired_one_is_refused(self):
         for name in (None, "stranger", "expired"):
@@ -497,6 +601,52 @@ class SecureDefault(unittest.TestCase):
         allowed.args[allowed.args.index("--listen") + 1] = "0.0.0.0:0"
         allowed.start()
         self.assertEqual(allowed.stop(), 0)
+
+    @classmethod
+    def setUpClass(cls):
+        cls.principals = Principals(os.path.join(WORK, "default-tokens.json"))
+        cls.reader_token = cls.principals.add("default-reader", "lab-a", "reader")
+        cls.principals.write()
+
+    def test_bearer_tokens_off_loopback_need_tls_unless_a_mesh_is_declared(self):
+        with tempfile.TemporaryDirectory() as data:
+            result = subprocess.run([ARGS.server_binary, "--listen", "0.0.0.0:0", "--metrics-listen", "127.0.0.1:0",
+                                     "--data-dir", data, "--auth-tokens-file", self.principals.path],
+                                    capture_output=True, text=True, timeout=60)
+        self.assertNotEqual(result.returncode, 0)
+        self.assertIn("bearer tokens in plaintext", result.stderr)
+        allowed = ServerProcess(ARGS.server_binary, ["--auth-tokens-file", self.principals.path, "--allow-plaintext-tokens"])
+        allowed.args[allowed.args.index("--listen") + 1] = "0.0.0.0:0"
+        allowed.start()
+        self.assertEqual(allowed.stop(), 0)
+
+    def test_deleting_the_tokens_file_revokes_every_token(self):
+        path = os.path.join(WORK, "revocable-tokens.json")
+        with open(self.principals.path) as source, open(path, "w") as copy:
+            copy.write(source.read())
+        server = ServerProcess(ARGS.server_binary, [
+            "--tls-cert-file", os.path.join(WORK, "server.pem"), "--tls-key-file", os.path.join(WORK, "server.key"),
+            "--auth-tokens-file", path, "--cpu-threads", "1"]).start()
+        channel = secure_channel(server.address, ca_file=os.path.join(WORK, "ca.pem"))
+        try:
+            stubs = Stubs(channel)
+            token = self.reader_token
+            stubs.models.ListPresets(pb.model.ListPresetsRequest(), timeout=RPC_TIMEOUT_S, metadata=metadata(token))
+            os.remove(path)
+            deadline = time.time() + 15
+            code = None
+            while time.time() < deadline:
+                try:
+                    stubs.models.ListPresets(pb.model.ListPresetsRequest(), timeout=RPC_TIMEOUT_S, metadata=metadata(token))
+                except grpc.RpcError as error:
+                    code = error.code()
+                    break
+                time.sleep(0.2)
+            self.assertEqual(code, grpc.StatusCode.UNAUTHENTICATED)
+            self.assertIn("every principal is revoked", server.log)
+        finally:
+            channel.close()
+            server.stop()
 
 
 def main():

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <filesystem>
 #include <functional>
@@ -233,7 +234,7 @@ TEST_P(JobStoreContract, CreateAssignsAnIdAndGetReturnsEveryField) {
   ASSERT_OK_AND_ASSIGN(JobStore::Created created, store().Create(job, 10));
   EXPECT_TRUE(created.created);
   const std::string& id = created.job.id;
-  ASSERT_EQ(id.size(), 14u);
+  ASSERT_EQ(id.size(), 26u);  // "j-" + 24 hex digits (96 bits).
   EXPECT_EQ(id.substr(0, 2), "j-");
   EXPECT_EQ(id.find_first_not_of("0123456789abcdef", 2), std::string::npos) << id;
 
@@ -265,6 +266,24 @@ TEST_P(JobStoreContract, TwoJobsGetDistinctIdsAndAGivenCreationTimeIsKept) {
   EXPECT_NE(first.id, second.id);
   EXPECT_EQ(second.created_ms, 1234);
   EXPECT_EQ(Must(store().Get(second.id)).created_ms, 1234);
+}
+
+TEST_P(JobStoreContract, IdsAreTwentyFourHexDigitsOfTheOsRandomAndDoNotRepeat) {
+  std::set<std::string> ids;
+  std::array<int, 16> digit_counts{};
+  for (int i = 0; i < 64; ++i) {
+    const std::string id = Add(MakeJob()).id;
+    ASSERT_EQ(id.size(), 2u + 24u) << id;  // "j-" + 96 bits.
+    ASSERT_EQ(id.substr(0, 2), "j-");
+    for (const char c : id.substr(2)) {
+      ASSERT_TRUE((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')) << id;
+      ++digit_counts[c <= '9' ? c - '0' : c - 'a' + 10];
+    }
+    ids.insert(id);
+  }
+  EXPECT_EQ(ids.size(), 64u);
+  // 1,536 digits: every hex digit appears (a stuck nibble would leave one out).
+  for (int count : digit_counts) EXPECT_GT(count, 0);
 }
 
 TEST_P(JobStoreContract, CreateWithAKnownRequestIdReturnsTheSameJobWithoutASecond) {

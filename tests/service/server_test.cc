@@ -475,6 +475,31 @@ TEST_F(ServerTest, AComparedJobReportsTheValuePathwaysShareOfTheJacobian) {
 
 // Found by reading the code: "team=a,sweep=b" was taken as one label "team" with the value
 // "a,sweep=b", so a selector of two terms matched nothing.
+TEST_F(ServerTest, RefusesEnumNumbersTheProtoDoesNotDefineInsteadOfReadingThemAsDefaults) {
+  v1::RegisterModelRequest model;
+  model.set_name("tiny");
+  model.mutable_preset()->set_preset("gpt2-tiny");
+  model.set_wait(true);
+  ASSERT_TRUE(client_->RegisterModel(model).ok());
+  v1::SubmitJobRequest submit;
+  auto* spec = submit.mutable_spec()->mutable_jacobian_norm();
+  spec->set_model("tiny");
+  spec->set_sequence_length(6);
+  spec->set_dtype(static_cast<v1::ComputeDtype>(99));
+  const auto job = client_->SubmitJob(submit);
+  EXPECT_EQ(job.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ErrorReason(job.status()), "INVALID_ENUM_VALUE");
+  EXPECT_NE(job.status().message().find("spec.jacobian_norm.dtype"), std::string::npos) << job.status();
+  v1::ExportModelRequest exported;
+  exported.set_name("tiny");
+  exported.set_dtype(static_cast<v1::ComputeDtype>(-1));
+  int messages = 0;
+  const absl::Status streamed = client_->ExportModel(exported, [&](const v1::ExportModelResponse&) { return ++messages > 0; });
+  EXPECT_EQ(streamed.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ErrorReason(streamed), "INVALID_ENUM_VALUE");
+  EXPECT_EQ(messages, 0);  // Nothing of the file was streamed.
+}
+
 TEST_F(ServerTest, ListsJobsMatchingEveryTermOfALabelSelector) {
   v1::SubmitJobRequest submit;
   auto* spec = submit.mutable_spec()->mutable_jacobian_norm();

@@ -4,22 +4,34 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import IO, TYPE_CHECKING, Any, Dict, Iterator, Optional
+from typing import IO, Any, Dict, Iterator, Optional, Protocol
 
 from posbias._convert import enum_name, optional, seconds, timestamp
 from posbias._errors import UnavailableError
 from posbias._progress import Progress, ProgressMode, resolve_mode
+from posbias._results import JobResult
 from posbias._types import Failure, JobProgress
 from posbias.v1 import job_service_pb2
-
-if TYPE_CHECKING:  # pragma: no cover
-    from posbias._client import Client
-    from posbias._results import JobResult
 
 TERMINAL_STATES = ("succeeded", "failed", "cancelled")
 PROGRESS_STEPS = 1000          # the job bar counts permille
 WATCH_RETRIES = 5              # re-watches after UNAVAILABLE (a drain or restart) before giving up
 WATCH_RETRY_PAUSE_S = 1.0
+
+
+class JobBackend(Protocol):
+    """What a Job needs of the client that made it: the five job calls, nothing else. Client
+    implements it; Job never imports Client, so the two modules do not import each other."""
+
+    def _get_job_message(self, job_id: str) -> job_service_pb2.Job: ...
+
+    def _watch_messages(self, job_id: str, timeout: Optional[float] = None) -> Iterator[job_service_pb2.Job]: ...
+
+    def _cancel_job_message(self, job_id: str, reason: str = "") -> job_service_pb2.Job: ...
+
+    def delete_job(self, job_id: str, force: bool = False) -> None: ...
+
+    def get_job_result(self, job_id: str, **options: Any) -> JobResult: ...
 
 
 class Job:
@@ -33,9 +45,9 @@ class Job:
     `labels`, `request_id`, `status_message`, `estimated_memory_bytes`; `proto` (the Job message).
     """
 
-    def __init__(self, client: "Client", message: job_service_pb2.Job) -> None:
+    def __init__(self, client: JobBackend, message: job_service_pb2.Job) -> None:
         self._client = client
-        self._result: Optional["JobResult"] = None
+        self._result: Optional[JobResult] = None
         self._update(message)
 
     def _update(self, message: job_service_pb2.Job) -> None:
@@ -149,7 +161,7 @@ class Job:
         """Deletes the job and its result (DeleteJob); force also deletes an active job."""
         self._client.delete_job(self.id, force=force)
 
-    def result(self, **options: Any) -> "JobResult":
+    def result(self, **options: Any) -> JobResult:
         """The result of the SUCCEEDED job, all pages joined (posbias.JobResult). Options are those
         of Client.get_job_result; the default result is fetched once and kept. An unfinished job
         raises posbias.FailedPreconditionError (reason JOB_NOT_FINISHED)."""

@@ -24,7 +24,7 @@ import tempfile
 
 PROTOC = "/usr/bin/protoc"
 GRPC_PYTHON_PLUGIN = "/usr/bin/grpc_python_plugin"
-PROTOS = ["posbias/v1/common.proto", "posbias/v1/density_service.proto",
+PROTOS = ["posbias/v1/common.proto", "posbias/v1/options.proto", "posbias/v1/density_service.proto",
           "posbias/v1/model_service.proto", "posbias/v1/job_service.proto"]
 GENERATED_SUFFIXES = ("_pb2.py", "_pb2.pyi", "_pb2_grpc.py")
 TIMEOUT_S = 60

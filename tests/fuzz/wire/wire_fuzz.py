@@ -636,6 +636,16 @@ def t_watch(rng):
     return pb.job.WatchJobRequest(id=CTX.some_job(rng), view=rng.choice([0, 1, 2]))
 
 
+def t_tokenize(rng):
+    m = pb.model
+    request = m.TokenizeRequest(model=rng.choice(FUZZ_MODEL_NAMES + TINY_PRESETS), special_tokens_as_text=rng.random() < 0.5)
+    if rng.random() < 0.5:
+        request.text = rand_text(rng, rng.choice([0, 1, 16, 200]))
+    else:
+        request.token_ids.ids.extend(rng.randrange(70000) for _ in range(rng.choice([0, 1, 16])))
+    return request
+
+
 def t_export(rng):
     return pb.model.ExportModelRequest(name=rng.choice(FUZZ_MODEL_NAMES + TINY_PRESETS), dtype=rng.choice([0, 1]))
 
@@ -665,6 +675,7 @@ def build_rpcs():
         Rpc(ms, "ListModels", m.ListModelsRequest, m.ListModelsResponse, t_list_models, 0.6),
         Rpc(ms, "DeleteModel", m.DeleteModelRequest, m.DeleteModelResponse, t_delete_model, 0.6),
         Rpc(ms, "ListPresets", m.ListPresetsRequest, m.ListPresetsResponse, t_list_presets, 0.3),
+        Rpc(ms, "Tokenize", m.TokenizeRequest, m.TokenizeResponse, t_tokenize, 0.4),
         Rpc(ms, "UploadModel", m.UploadModelRequest, m.Model, None, 1.2, kind="upload"),
         Rpc(ms, "ExportModel", m.ExportModelRequest, m.ExportModelResponse, t_export, 0.6, kind="server_stream"),
         Rpc(js, "SubmitJob", j.SubmitJobRequest, j.Job, t_submit, 1.3),
@@ -681,6 +692,16 @@ def build_rpcs():
             pb.reflection.ServerReflectionResponse, None, 0.3, kind="reflection"),
         Rpc("posbias.v1.NoSuchService", "Nothing", pb.common.ErrorDetail, pb.common.ErrorDetail, None, 0.1, kind="unknown"),
     ]
+
+
+def uncovered_methods(rpcs):
+    """The posbias.v1 RPCs of the descriptors that `rpcs` does not fuzz (a new RPC must be added)."""
+    fuzzed = {rpc.path for rpc in rpcs}
+    methods = set()
+    for module in (pb.density, pb.model, pb.job):
+        for service in module.DESCRIPTOR.services_by_name.values():
+            methods.update("/%s/%s" % (service.full_name, method.name) for method in service.methods)
+    return sorted(methods - fuzzed)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1387,7 +1408,11 @@ def main():
         sampler = RssSampler(server.process.pid)
         sampler.start()
 
-        fuzzer = Fuzzer(channel, CTX, rec, build_rpcs())
+        rpcs = build_rpcs()
+        missing = uncovered_methods(rpcs)
+        if missing:
+            raise SystemExit("wire_fuzz: RPCs of the proto with no template here: %s" % ", ".join(missing))
+        fuzzer = Fuzzer(channel, CTX, rec, rpcs)
         sampler.fuzzer = fuzzer
         started = time.time()
         if ARGS.case is not None:

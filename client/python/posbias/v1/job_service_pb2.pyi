@@ -1,6 +1,7 @@
 from google.protobuf import duration_pb2 as _duration_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from posbias.v1 import common_pb2 as _common_pb2
+from posbias.v1 import options_pb2 as _options_pb2
 from posbias.v1 import model_service_pb2 as _model_service_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper

@@ -1,0 +1,92 @@
+#!/usr/bin/python3
+"""The README's API table and roles table say what the proto's descriptors say.
+
+Usage: check_api_docs.py REPO_ROOT [--self-test]
+
+Reads the committed Python stubs (client/python/posbias/v1, regenerated from proto/ and checked for
+drift by python_package.stubs_match_proto), so every RPC, its service and its (posbias.v1.policy)
+role come from the descriptors. The README's "The API" table must list each service's RPCs exactly;
+the "Roles" table must list, in the row of each role, exactly the RPCs whose least role it is.
+--self-test first checks that a README with one RPC missing or moved fails.
+"""
+
+import os
+import re
+import sys
+
+ROLES = ["reader", "submitter", "operator", "admin"]
+
+
+def descriptor_methods(root):
+    sys.path.insert(0, os.path.join(root, "client", "python"))
+    from posbias.v1 import density_service_pb2, job_service_pb2, model_service_pb2, options_pb2
+    methods = {}  # service name -> {method: role}
+    for module in (density_service_pb2, model_service_pb2, job_service_pb2):
+        for service in module.DESCRIPTOR.services_by_name.values():
+            for method in service.methods:
+                policy = method.GetOptions().Extensions[options_pb2.policy]
+                role = options_pb2.AccessRole.Name(policy.role).replace("ACCESS_ROLE_", "").lower()
+                methods.setdefault(service.name, {})[method.name] = role
+    return methods
+
+
+def table_rows(text, first_cell_pattern):
+    rows = {}
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) >= 2:
+            match = re.fullmatch(first_cell_pattern, cells[0])
+            if match:
+                rows[match.group(1)] = set(re.findall(r"`([A-Za-z]+)`", cells[1]))
+    return rows
+
+
+def problems(readme, methods):
+    found = []
+    api = table_rows(readme, r"`(\w+Service)`")
+    for service, rpcs in methods.items():
+        listed = api.get(service)
+        if listed is None:
+            found.append("the API table has no row for %s" % service)
+        elif listed != set(rpcs):
+            found.append("the API table's %s row: missing %s, extra %s" % (
+                service, sorted(set(rpcs) - listed), sorted(listed - set(rpcs))))
+    roles = table_rows(readme, r"`(reader|submitter|operator|admin)`")
+    for role in ROLES:
+        if role == "admin":
+            continue  # "everything, in every tenant"
+        expected = {m for rpcs in methods.values() for m, r in rpcs.items() if r == role}
+        listed = roles.get(role)
+        if listed is None:
+            found.append("the roles table has no row for %s" % role)
+        elif listed != expected:
+            found.append("the roles table's %s row: missing %s, extra %s" % (
+                role, sorted(expected - listed), sorted(listed - expected)))
+    admin_only = sorted(m for rpcs in methods.values() for m, r in rpcs.items() if r == "admin")
+    if admin_only and not set(admin_only) <= roles.get("admin", set()):
+        found.append("the roles table's admin row must name the admin-only RPCs %s" % admin_only)
+    return found
+
+
+def main():
+    root = sys.argv[1]
+    with open(os.path.join(root, "README.md"), encoding="utf-8") as f:
+        readme = f.read()
+    methods = descriptor_methods(root)
+    if "--self-test" in sys.argv:
+        broken = readme.replace("`Tokenize`, ", "", 1)
+        moved = readme.replace("+ `SubmitJob`, ", "+ ", 1)
+        for name, text in (("one RPC dropped", broken), ("one RPC moved out of its role", moved)):
+            if text == readme or not problems(text, methods):
+                sys.exit("self-test: a README with %s passed the check" % name)
+    found = problems(readme, methods)
+    for problem in found:
+        print("README.md: " + problem)
+    if found:
+        sys.exit(1)
+    print("README.md: the API and roles tables match %d RPCs of the descriptors" %
+          sum(len(rpcs) for rpcs in methods.values()))
+
+
+if __name__ == "__main__":
+    main()

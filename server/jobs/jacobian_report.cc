@@ -193,6 +193,7 @@ void Read(const Json& j, const std::string& path, ReportModel& out) {
   Field(j, path, "init_recipe", out.init_recipe);
   Field(j, path, "weights_sha256", out.weights_sha256);
   Field(j, path, "source", out.source);
+  Field(j, path, "uid", out.uid);
 }
 
 void Read(const Json& j, const std::string& path, ReportMeasurement& out) {
@@ -303,6 +304,7 @@ Ordered ToJson(const ReportModel& m) {
                   {"init_recipe", m.init_recipe}};
   PutOptional(json, "weights_sha256", m.weights_sha256);
   PutOptional(json, "source", m.source);
+  PutOptional(json, "uid", m.uid);
   return json;
 }
 

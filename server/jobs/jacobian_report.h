@@ -82,6 +82,7 @@ struct ReportModel {
   int64_t parameters = 0;
   std::string weights, init_recipe;
   std::optional<std::string> weights_sha256, source;  // Jobs: the registered model's provenance.
+  std::optional<std::string> uid;                     // Jobs: the registration measured (ModelEntry::uid).
 };
 
 struct ReportMeasurement {

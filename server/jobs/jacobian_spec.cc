@@ -168,6 +168,8 @@ absl::StatusOr<ComputeDtype> ParseDtype(std::string_view name) {
 nlohmann::json SpecToJson(const JacobianJobSpec& spec) {
   Json json = Json::object();
   json["model"] = spec.model;
+  if (!spec.model_uid.empty()) json["model_uid"] = spec.model_uid;
+  if (!spec.model_weights_sha256.empty()) json["model_weights_sha256"] = spec.model_weights_sha256;
   json["length"] = spec.length;
   json["samples"] = spec.samples;
   json["target"] = spec.target;
@@ -193,6 +195,8 @@ absl::StatusOr<JacobianJobSpec> SpecFromJson(const nlohmann::json& json) {
   JacobianJobSpec spec;
   for (absl::Status status : {
            ReadString(json, "model", spec.model),
+           ReadString(json, "model_uid", spec.model_uid),
+           ReadString(json, "model_weights_sha256", spec.model_weights_sha256),
            ReadInt64(json, "length", spec.length),
            ReadInt64(json, "samples", spec.samples),
            ReadInt64(json, "target", spec.target),

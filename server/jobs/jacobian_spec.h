@@ -55,6 +55,11 @@ absl::StatusOr<Pathway> ParsePathway(std::string_view name);
 // What to measure (the typed form of posbias.v1.JacobianNormSpec; stored as JSON).
 struct JacobianJobSpec {
   std::string model;
+  // The registration the job was submitted for (ModelEntry::uid) and its weights' digest then
+  // ("" until computed): the job runs on that registration only. Both "" in jobs stored before
+  // uids (they run on the model of that name, as they always did).
+  std::string model_uid;
+  std::string model_weights_sha256;
   int64_t length = 0;
   int64_t samples = 16;
   int64_t target = 0;                         // 0 = L.

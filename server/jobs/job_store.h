@@ -58,7 +58,10 @@ class JobStore {
     JobRecord job;
     bool created = false;
   };
-  virtual absl::StatusOr<Created> Create(JobRecord job, int64_t max_queued) = 0;
+  // `max_queued_for_owner` > 0: RESOURCE_EXHAUSTED with reason QUOTA_EXCEEDED when job.owner has
+  // that many QUEUED jobs; counted and inserted in one transaction, so concurrent submissions of
+  // one principal cannot pass the quota together.
+  virtual absl::StatusOr<Created> Create(JobRecord job, int64_t max_queued, int64_t max_queued_for_owner = 0) = 0;
 
   // NOT_FOUND with reason JOB_NOT_FOUND for an unknown id.
   virtual absl::StatusOr<JobRecord> Get(const std::string& id) = 0;
@@ -127,8 +130,10 @@ class JobStore {
   // Units of work by state: jobs, except that a job split into sample parts counts as its parts
   // (so queue depth and running work say how many workers could be busy).
   virtual absl::StatusOr<std::map<JobState, int64_t>> CountByState() = 0;
-  // Number of QUEUED or RUNNING or CANCELLING jobs using `model`.
-  virtual absl::StatusOr<int64_t> CountActiveForModel(const std::string& model) = 0;
+  // Number of QUEUED or RUNNING or CANCELLING jobs using `model`; of `tenant`'s jobs only when
+  // given (a tenant sees a count of its own jobs, not of everyone's).
+  virtual absl::StatusOr<int64_t> CountActiveForModel(const std::string& model,
+                                                      const std::optional<std::string>& tenant = std::nullopt) = 0;
 };
 
 // Opens (creating if needed) the SQLite store at `path` (":memory:" for tests): WAL journal,

@@ -323,7 +323,7 @@ class PostgresJobStore final : public JobStore {
       : options_(std::move(options)), pool_(options_.uri, options_.connections) {}
   ~PostgresJobStore() override { listener_.reset(); }
 
-  absl::StatusOr<Created> Create(JobRecord job, int64_t max_queued) override {
+  absl::StatusOr<Created> Create(JobRecord job, int64_t max_queued, int64_t max_queued_for_owner = 0) override {
     const int64_t now = options_.clock();
     const std::string candidate_id = internal::RandomJobId();
     return InTransaction(pool_, [&](pqxx::work& tx) -> absl::StatusOr<Created> {
@@ -342,6 +342,13 @@ class PostgresJobStore final : public JobStore {
         const int64_t queued =
             tx.exec(absl::StrCat("SELECT COUNT(*) FROM jobs WHERE state = 'queued' AND ", kTopLevel))[0][0].as<int64_t>();
         if (queued >= max_queued) return internal::QueueFull(queued, max_queued);
+      }
+      if (max_queued_for_owner > 0) {  // Under the creation lock: the count and the insert are one step.
+        const int64_t queued =
+            tx.exec_params(absl::StrCat("SELECT COUNT(*) FROM jobs WHERE state = 'queued' AND owner = $1 AND ", kTopLevel),
+                           job.owner)[0][0]
+                .as<int64_t>();
+        if (queued >= max_queued_for_owner) return internal::QuotaExceeded(job.owner, queued, max_queued_for_owner);
       }
       if (job.id.empty()) {
         job.id = candidate_id;
@@ -643,13 +650,13 @@ class PostgresJobStore final : public JobStore {
     });
   }
 
-  absl::StatusOr<int64_t> CountActiveForModel(const std::string& model) override {
+  absl::StatusOr<int64_t> CountActiveForModel(const std::string& model,
+                                              const std::optional<std::string>& tenant) override {
     return InTransaction(pool_, [&](pqxx::work& tx) -> absl::StatusOr<int64_t> {
-      return tx
-          .exec_params(absl::StrCat("SELECT COUNT(*) FROM jobs WHERE model = $1 AND ", kTopLevel,
-                                    " AND state IN ('queued', 'running', 'cancelling')"),
-                       model)[0][0]
-          .as<int64_t>();
+      const std::string query = absl::StrCat("SELECT COUNT(*) FROM jobs WHERE model = $1 AND ", kTopLevel,
+                                             " AND state IN ('queued', 'running', 'cancelling')",
+                                             tenant ? " AND tenant = $2" : "");
+      return (tenant ? tx.exec_params(query, model, *tenant) : tx.exec_params(query, model))[0][0].as<int64_t>();
     });
   }
 

@@ -281,7 +281,7 @@ class SqliteJobStore final : public JobStore {
   SqliteJobStore(const SqliteJobStore&) = delete;
   SqliteJobStore& operator=(const SqliteJobStore&) = delete;
 
-  absl::StatusOr<Created> Create(JobRecord job, int64_t max_queued) override {
+  absl::StatusOr<Created> Create(JobRecord job, int64_t max_queued, int64_t max_queued_for_owner = 0) override {
     std::lock_guard lock(mutex_);
     Transaction transaction(db_);
     POSBIAS_JOBS_RETURN_IF_ERROR(transaction.Begin(/*write=*/true));
@@ -303,6 +303,13 @@ class SqliteJobStore final : public JobStore {
       if (*queued >= max_queued) {
         return internal::QueueFull(*queued, max_queued);
       }
+    }
+    if (max_queued_for_owner > 0) {  // In the write transaction: the count and the insert are one step.
+      Statement count(db_, "SELECT COUNT(*) FROM jobs WHERE state = 'queued' AND owner = ?");
+      count.BindAll(job.owner);
+      absl::StatusOr<bool> row = count.Step();
+      if (!row.ok()) return row.status();
+      if (count.Int(0) >= max_queued_for_owner) return internal::QuotaExceeded(job.owner, count.Int(0), max_queued_for_owner);
     }
     const int64_t now = clock_();
     if (job.id.empty()) {
@@ -632,12 +639,18 @@ class SqliteJobStore final : public JobStore {
     return counts;
   }
 
-  absl::StatusOr<int64_t> CountActiveForModel(const std::string& model) override {
+  absl::StatusOr<int64_t> CountActiveForModel(const std::string& model,
+                                              const std::optional<std::string>& tenant) override {
     std::lock_guard lock(mutex_);
     Transaction transaction(db_);
     POSBIAS_JOBS_RETURN_IF_ERROR(transaction.Begin(/*write=*/false));
-    Statement select(db_, absl::StrCat("SELECT COUNT(*) FROM jobs WHERE model = ? AND state IN ", kActiveStates));
-    select.BindAll(model);
+    Statement select(db_, absl::StrCat("SELECT COUNT(*) FROM jobs WHERE model = ? AND state IN ", kActiveStates,
+                                       tenant ? " AND tenant = ?" : ""));
+    if (tenant) {
+      select.BindAll(model, *tenant);
+    } else {
+      select.BindAll(model);
+    }
     absl::StatusOr<bool> row = select.Step();
     if (!row.ok()) return row.status();
     const int64_t count = select.Int(0);

@@ -43,6 +43,12 @@ absl::Status QueueFull(int64_t queued, int64_t max_queued) {
                          absl::StrCat("the job queue is full: ", queued, " jobs queued (limit ", max_queued, ")"));
 }
 
+absl::Status QuotaExceeded(const std::string& owner, int64_t queued, int64_t quota) {
+  return ErrorWithReason(absl::StatusCode::kResourceExhausted, ErrorReason::kQuotaExceeded,
+                         absl::StrCat("principal ", owner, " has ", queued, " queued jobs, its quota (", quota,
+                                      "); wait for some to start or cancel some"));
+}
+
 absl::Status NoResult(const std::string& id, JobState state) {
   return ErrorWithReason(absl::StatusCode::kFailedPrecondition, ErrorReason::kJobNotFinished,
                          absl::StrCat("job ", id, " is ", JobStateName(state), ": it has no result"));

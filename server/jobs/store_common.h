@@ -41,6 +41,7 @@ absl::Status NotCurrent(const std::string& id, int32_t attempt);
 // FAILED_PRECONDITION (JOB_NOT_FINISHED): the transition from -> to is not allowed.
 absl::Status Refused(const std::string& id, JobState from, JobState to);
 absl::Status QueueFull(int64_t queued, int64_t max_queued);
+absl::Status QuotaExceeded(const std::string& owner, int64_t queued, int64_t quota);
 absl::Status NoResult(const std::string& id, JobState state);
 absl::Status StillActive(const std::string& id, JobState state);
 

@@ -1,5 +1,7 @@
 #include "server/registry/model_catalog.h"
 
+#include <sys/random.h>
+
 #include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
@@ -141,6 +143,23 @@ absl::StatusOr<SourceKind> ParseSourceKind(std::string_view name) {
       {ErrorReason::kInvalidArgument, "source.kind", std::string(name), "preset, checkpoint, torchscript or upload"});
 }
 
+std::string NewModelUid() {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  unsigned char bytes[16];
+  size_t filled = 0;
+  while (filled < sizeof(bytes)) {
+    const ssize_t got = getrandom(bytes + filled, sizeof(bytes) - filled, 0);
+    if (got > 0) filled += static_cast<size_t>(got);
+    else if (errno != EINTR) std::abort();  // No CSPRNG: refuse to mint guessable identities.
+  }
+  std::string uid;
+  for (const unsigned char byte : bytes) {
+    uid.push_back(kDigits[byte >> 4]);
+    uid.push_back(kDigits[byte & 0xf]);
+  }
+  return uid;
+}
+
 absl::Status CheckModelName(const std::string& name) {
   static const std::regex pattern("[a-z0-9][a-z0-9-]{0,62}");
   if (std::regex_match(name, pattern)) return absl::OkStatus();
@@ -162,6 +181,8 @@ absl::StatusOr<std::unique_ptr<ModelCatalog>> ModelCatalog::Open(const Options& 
   for (const std::string& preset : models::PresetNames()) {
     ModelEntry entry;
     entry.name = preset;
+    entry.uid = "preset-" + preset;  // The same code on every replica: the same model.
+    entry.generation = 1;
     entry.builtin = true;
     entry.source.kind = SourceKind::kPreset;
     entry.source.preset = preset;
@@ -170,6 +191,7 @@ absl::StatusOr<std::unique_ptr<ModelCatalog>> ModelCatalog::Open(const Options& 
     entry.init_recipe = "huggingface-" + models::FamilyName(entry.config.family) + ", seed 0";
     catalog->entries_[preset] = entry;
   }
+  if (auto status = catalog->MigrateIndex(); !status.ok()) return status;
   if (auto status = catalog->MergeIndexFromDisk(); !status.ok()) return status;
   catalog->leftovers_ = catalog->RemoveLeftovers();
   return catalog;
@@ -187,6 +209,12 @@ ModelCatalog::Leftovers ModelCatalog::RemoveLeftovers() {
   std::set<std::string> listed;
   for (const auto& item : *items) {
     if (item.is_object() && item.contains("name") && item["name"].is_string()) listed.insert(item["name"].get<std::string>());
+    // Uploads are stored under their uid (older ones under their name).
+    if (auto entry = EntryFromItem(item); entry.ok() && entry->source.kind == SourceKind::kUpload) {
+      std::string stem = fs::path(entry->source.path).filename().string();
+      if (const auto dot = stem.find(".safetensors"); dot != std::string::npos) stem.resize(dot);
+      listed.insert(stem);
+    }
   }
   static const std::regex kStored("([a-z0-9][a-z0-9-]*)\\.safetensors(\\.config\\.json)?");
   std::error_code error;
@@ -202,6 +230,30 @@ ModelCatalog::Leftovers ModelCatalog::RemoveLeftovers() {
     }
   }
   return removed;
+}
+
+absl::Status ModelCatalog::MigrateIndex() {
+  const auto lock = index_.Acquire();  // One replica assigns the uids; the others read them.
+  auto items = index_.Read();
+  if (!items.ok()) return items.status();
+  bool changed = false;
+  for (auto& item : *items) {
+    if (!item.is_object() || (item.contains("uid") && item["uid"].is_string() && !item["uid"].get<std::string>().empty())) {
+      continue;
+    }
+    item["uid"] = NewModelUid();
+    item["generation"] = 1;
+    // Checkpoint paths of a tenant's models are relative to the tenant's folder now
+    // (<model-root>/<tenant>/): "lab-a/ckpt" of tenant lab-a becomes "ckpt". A path outside the
+    // tenant's folder stays as it is and no longer resolves (the model fails to load).
+    const std::string tenant = item.value("tenant", "");
+    if (!tenant.empty() && item.contains("source") && item["source"].is_object() &&
+        item["source"].value("path", "").rfind(tenant + "/", 0) == 0) {
+      item["source"]["path"] = item["source"]["path"].get<std::string>().substr(tenant.size() + 1);
+    }
+    changed = true;
+  }
+  return changed ? index_.Write(*items) : absl::OkStatus();
 }
 
 absl::Status ModelCatalog::MergeIndexFromDisk() {
@@ -220,12 +272,20 @@ absl::Status ModelCatalog::MergeIndex(const nlohmann::json& items) {
          ReservationOwnerGone(entry->reserved_by))) {
       continue;
     }
-    // What this process knows stays as it is, except another replica's reservation, which the
-    // index's newer word (finished, failed, renewed) replaces.
-    if (auto known = entries_.find(entry->name); known != entries_.end() && known->second.reserved_by.empty()) continue;
+    // What this process knows stays unless the index has newer word: another registration of the
+    // name (another uid: the old one was deleted, and its cached model must go), a newer record of
+    // the same one (a higher generation), or another replica's reservation resolved.
+    if (auto known = entries_.find(entry->name); known != entries_.end()) {
+      const bool own_loading = known->second.state == ModelState::kLoading && known->second.reserved_by.empty();
+      if (known->second.builtin || own_loading) continue;
+      const bool other_uid = !entry->uid.empty() && entry->uid != known->second.uid;
+      const bool newer = entry->uid == known->second.uid && entry->generation > known->second.generation;
+      if (known->second.reserved_by.empty() && !other_uid && !newer) continue;
+      if (other_uid) loader_->Forget(entry->name);
+    }
     const std::string weights = entry->source.kind == SourceKind::kPreset   ? ""
                                 : entry->source.kind == SourceKind::kUpload ? entry->source.path
-                                                                             : ResolveUnderRoot(entry->source.path).value_or("");
+                                                                             : ResolveUnderRoot(entry->source.path, entry->tenant).value_or("");
     if (auto config = ResolveConfig(entry->source, weights); config.ok()) entry->config = *config;
     if (entry->source.kind == SourceKind::kCheckpoint) entry->tokenizer_dir = TokenizerDirectoryOf(weights);
     entries_[entry->name] = *std::move(entry);
@@ -274,32 +334,41 @@ absl::Status ModelCatalog::PersistUnderIndexLock(bool merge_from_disk) {
   return index_.Write(items);
 }
 
-absl::StatusOr<std::string> ModelCatalog::ResolveUnderRoot(const std::string& relative) const {
+absl::StatusOr<std::string> ModelCatalog::ResolveUnderRoot(const std::string& relative, const std::string& tenant) const {
   if (options_.model_root.empty()) {
     return ErrorWithReason(absl::StatusCode::kFailedPrecondition, ErrorReason::kPathNotAllowed,
                            "the server has no model root (start it with --model-root DIR)");
   }
+  // A tenant's scope is its own folder; a public registration's (an admin's) is the whole root.
+  const std::string scope = tenant.empty() ? "the model root" : absl::StrCat("the model root's folder ", tenant, "/");
   const fs::path given(relative);
   if (relative.empty() || given.is_absolute()) {
     return InvalidArgumentError({ErrorReason::kPathNotAllowed, "path", relative.empty() ? "\"\"" : relative,
-                                 "a relative path under the server's model root"});
+                                 absl::StrCat("a relative path under ", scope)});
   }
   std::error_code error;
-  const fs::path root = fs::canonical(options_.model_root, error);
+  const fs::path model_root = fs::canonical(options_.model_root, error);
   if (error) {
     return ErrorWithReason(absl::StatusCode::kFailedPrecondition, ErrorReason::kPathNotFound,
                            "model root missing: " + options_.model_root);
   }
-  // Containment first (without revealing whether anything exists outside the root): normalize
-  // "..", resolving the symlinks of the part that exists.
+  const fs::path root = tenant.empty() ? model_root : model_root / tenant;
+  // Containment first (without revealing whether anything exists outside the scope, another
+  // tenant's folder included): normalize "..", resolving the symlinks of the part that exists.
   const std::string prefix = root.string() + "/";
   const auto outside = InvalidArgumentError({ErrorReason::kPathNotAllowed, "path", relative,
-                                             "a path that stays under the model root (no '..' or symlinks leading out)"});
+                                             absl::StrCat("a path that stays under ", scope,
+                                                          " (no '..' or symlinks leading out)")});
   const fs::path lexical = fs::weakly_canonical(root / given, error);
   if (error || lexical.string().rfind(prefix, 0) != 0) return outside;
+  // A symlink inside the scope whose target is missing names no file: refused like one that
+  // leads out, so a dangling link cannot probe what exists elsewhere.
+  for (fs::path part = lexical; part.string().rfind(prefix, 0) == 0; part = part.parent_path()) {
+    if (fs::is_symlink(part, error) && !fs::exists(part, error)) return outside;
+  }
   if (!fs::exists(lexical)) {
     return ErrorWithReason(absl::StatusCode::kNotFound, ErrorReason::kPathNotFound,
-                           absl::StrCat("path = ", relative, " does not exist under the model root"));
+                           absl::StrCat("path = ", relative, " does not exist under ", scope));
   }
   const fs::path resolved = fs::canonical(lexical, error);  // Every symlink resolved.
   if (error || resolved.string().rfind(prefix, 0) != 0) return outside;
@@ -324,7 +393,7 @@ absl::StatusOr<LoadRequest> ModelCatalog::RequestForEntry(const ModelEntry& entr
   request.kind = entry.source.kind;
   request.seed = entry.source.seed;
   if (entry.source.kind == SourceKind::kCheckpoint || entry.source.kind == SourceKind::kTorchScript) {
-    auto path = ResolveUnderRoot(entry.source.path);
+    auto path = ResolveUnderRoot(entry.source.path, entry.tenant);
     if (!path.ok()) return path.status();
     request.weights_path = *path;
   } else if (entry.source.kind == SourceKind::kUpload) {
@@ -386,6 +455,7 @@ absl::StatusOr<ModelEntry> ModelCatalog::Finish(ModelEntry entry) {
   entry.memory_bytes = entry.parameters * 4;
   entry.init_recipe = entry.source.kind == SourceKind::kPreset ? loaded->init_recipe : "loaded from " + entry.source.path;
   entry.config = loaded->config;
+  ++entry.generation;
   entries_[entry.name] = entry;
   if (auto status = Persist(); !status.ok()) return status;
   return entry;
@@ -415,6 +485,8 @@ absl::StatusOr<std::optional<ModelEntry>> ModelCatalog::Reserve(const std::strin
     }
   }
   entry.name = name;
+  entry.uid = NewModelUid();
+  entry.generation = 1;
   entry.labels = labels;
   entry.request_id = request_id;
   entry.created_ms = NowMs();
@@ -439,7 +511,7 @@ absl::StatusOr<ModelEntry> ModelCatalog::Register(const std::string& name, const
   if (!existing.ok()) return existing.status();
   if (existing->has_value()) return **existing;  // A retried request.
   if (source.kind == SourceKind::kCheckpoint || source.kind == SourceKind::kTorchScript) {
-    if (auto path = ResolveUnderRoot(source.path); !path.ok()) {
+    if (auto path = ResolveUnderRoot(source.path, tenant); !path.ok()) {
       std::lock_guard lock(mutex_);
       entries_.erase(name);  // Refused requests leave nothing behind, in the index neither.
       (void)Persist();
@@ -460,7 +532,8 @@ absl::StatusOr<ModelEntry> ModelCatalog::RegisterUpload(const std::string& name,
   auto existing = Reserve(name, entry, labels, request_id);
   if (!existing.ok()) return existing.status();
   if (existing->has_value()) return **existing;
-  const std::string stored = (fs::path(uploads_dir()) / (name + ".safetensors")).string();
+  // Named by uid: a later registration of the same name never shares (or overwrites) the file.
+  const std::string stored = (fs::path(uploads_dir()) / (entry.uid + ".safetensors")).string();
   // Durable before the index names them: the weights reach the disk before they are renamed into
   // place, the config through a temporary copy, then the directory.
   std::error_code error;
@@ -504,6 +577,27 @@ absl::StatusOr<ModelEntry> ModelCatalog::Get(const std::string& name) {
   auto it = entries_.find(name);
   if (it == entries_.end()) return NotFound(name);
   return it->second;
+}
+
+absl::StatusOr<ModelEntry> ModelCatalog::GetBound(const std::string& name, const std::string& uid,
+                                                  const std::string& weights_sha256) {
+  auto entry = Get(name);
+  if (!entry.ok()) {
+    if (entry.status().code() != absl::StatusCode::kNotFound) return entry.status();
+    return ErrorWithReason(absl::StatusCode::kFailedPrecondition, ErrorReason::kModelNotFound,
+                           absl::StrCat("the model ", name, " this job was submitted for was deleted"));
+  }
+  if (!uid.empty() && entry->uid != uid) {
+    return ErrorWithReason(absl::StatusCode::kFailedPrecondition, ErrorReason::kModelChanged,
+                           absl::StrCat("the model ", name, " this job was submitted for (uid ", uid,
+                                        ") was deleted and the name registered again; the job does not run on "
+                                        "another model: submit it again to measure the new one"));
+  }
+  if (!weights_sha256.empty() && !entry->weights_sha256.empty() && entry->weights_sha256 != weights_sha256) {
+    return ErrorWithReason(absl::StatusCode::kFailedPrecondition, ErrorReason::kModelChanged,
+                           absl::StrCat("the weights of ", name, " changed since the job was submitted"));
+  }
+  return entry;
 }
 
 std::vector<ModelEntry> ModelCatalog::List() {
@@ -561,6 +655,7 @@ void ModelCatalog::RecordLoadFailure(const std::string& name, const absl::Status
   auto it = entries_.find(name);
   if (it == entries_.end()) return;
   it->second.state = ModelState::kFailed;
+  ++it->second.generation;
   it->second.error_reason = ErrorReasonOf(status);
   it->second.error_message = std::string(status.message());
   (void)Persist();
@@ -585,8 +680,9 @@ absl::Status ModelCatalog::Export(const std::string& name, const std::string& pa
   auto sha = Sha256OfFile(path);
   if (sha.ok()) {
     std::lock_guard lock(mutex_);
-    if (auto it = entries_.find(name); it != entries_.end() && !it->second.builtin) {
+    if (auto it = entries_.find(name); it != entries_.end() && !it->second.builtin && it->second.weights_sha256 != *sha) {
       it->second.weights_sha256 = *sha;
+      ++it->second.generation;
       (void)Persist();
     }
   }

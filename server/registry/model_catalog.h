@@ -58,6 +58,12 @@ class ModelCatalog {
                                             const std::string& request_id, const std::string& tenant = "");
 
   absl::StatusOr<ModelEntry> Get(const std::string& name);
+  // The named entry if it is still the registration `uid` with weights `weights_sha256` (what a
+  // job recorded at submission; either "" = not recorded, not checked). Gone: FAILED_PRECONDITION
+  // with MODEL_NOT_FOUND; another registration of the name (deleted and registered again) or
+  // other weights: FAILED_PRECONDITION with MODEL_CHANGED. A job bound to a model never runs on
+  // another one.
+  absl::StatusOr<ModelEntry> GetBound(const std::string& name, const std::string& uid, const std::string& weights_sha256);
   std::vector<ModelEntry> List();
   // MODEL_BUILTIN for a preset; MODEL_IN_USE when active_jobs > 0 and not force.
   absl::Status Delete(const std::string& name, bool force, int64_t active_jobs);
@@ -73,9 +79,11 @@ class ModelCatalog {
   // Writes the model's weights (Hugging Face names, F32) to `path` and records their SHA-256.
   absl::Status Export(const std::string& name, const std::string& path);
 
-  // Resolves `relative` under the model root: no absolute paths, no escaping through "..", no
-  // symlinks leading out (PATH_NOT_ALLOWED); PATH_NOT_FOUND when it does not exist.
-  absl::StatusOr<std::string> ResolveUnderRoot(const std::string& relative) const;
+  // Resolves `relative` under the scope of `tenant`: <model root>/<tenant>/ for a tenant's model,
+  // the whole root for a public one (tenant ""). No absolute paths, no escaping through "..", no
+  // symlinks leading out and no dangling ones (PATH_NOT_ALLOWED, the same text whether or not
+  // anything exists there); PATH_NOT_FOUND when it does not exist inside the scope.
+  absl::StatusOr<std::string> ResolveUnderRoot(const std::string& relative, const std::string& tenant = "") const;
 
   std::string uploads_dir() const;
 
@@ -108,6 +116,9 @@ class ModelCatalog {
   // holds mutex_ (or is Open).
   absl::Status MergeIndex(const nlohmann::json& items);
   absl::Status MergeIndexFromDisk();
+  // Gives every index item of an older server (registered before uids) a uid, under the index
+  // lock, so that every replica reads the same one.
+  absl::Status MigrateIndex();
   Leftovers RemoveLeftovers();  // Under the index lock.
   static void RemoveUploadedFiles(const std::string& weights_path);  // The weights and their config.json.
   // A registration refused: it leaves nothing behind, not the name (the caller may correct the

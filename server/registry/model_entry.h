@@ -40,6 +40,13 @@ struct ModelSource {
 
 struct ModelEntry {
   std::string name;
+  // The registration's identity (AIP-148): 32 hex digits from the OS CSPRNG, assigned when the
+  // name is reserved and never reused; "preset-<name>" for a built-in preset. Jobs are bound to
+  // it; uploads are stored under it.
+  std::string uid;
+  // Counts the changes of this registration's record (1 when reserved); a replica replaces its
+  // copy of an entry when the index holds another uid or a higher generation.
+  int64_t generation = 0;
   bool builtin = false;
   ModelSource source;
   models::ModelConfig config;
@@ -64,6 +71,9 @@ struct ModelEntry {
   std::string reserved_by;
   int64_t reserved_until_ms = 0;
 };
+
+// A new registration uid: 128 bits of getrandom(2), as 32 lowercase hex digits.
+std::string NewModelUid();
 
 // Checks a model name: [a-z0-9][a-z0-9-]{0,62}.
 absl::Status CheckModelName(const std::string& name);

@@ -200,7 +200,8 @@ int64_t ModelIndex::RemoveTemporaries() const {
 }
 
 nlohmann::json ItemFromEntry(const ModelEntry& entry, const std::string& owner_token) {
-  nlohmann::json item = {{"name", entry.name}, {"source", SourceToJson(entry.source)},
+  nlohmann::json item = {{"name", entry.name}, {"uid", entry.uid}, {"generation", entry.generation},
+                         {"source", SourceToJson(entry.source)},
                          {"state", ModelStateName(entry.state)}, {"created_ms", entry.created_ms},
                          {"labels", entry.labels}, {"request_id", entry.request_id}};
   if (!entry.tenant.empty()) item["tenant"] = entry.tenant;
@@ -219,6 +220,8 @@ absl::StatusOr<ModelEntry> EntryFromItem(const nlohmann::json& item) {
   try {
     ModelEntry entry;
     entry.name = item.at("name");
+    entry.uid = item.value("uid", "");  // "" only in an index older than uids (Open migrates it).
+    entry.generation = item.value("generation", int64_t{1});
     const std::string state = item.value("state", "ready");
     entry.state = state == "failed" ? ModelState::kFailed : state == "loading" ? ModelState::kLoading : ModelState::kReady;
     if (entry.state == ModelState::kLoading) {  // A reservation: a registration in progress.

@@ -91,8 +91,15 @@ absl::StatusOr<std::string> JacobianRunner::Run(const jobs::JobRecord& job,
                                                 const std::function<bool(const jobs::ProgressUpdate&)>& report) {
   // Jobs on the same model instance run one at a time, and exports wait for them (model_cache.h).
   std::lock_guard model_lock(cache_->InstanceLock(job.spec.model, job.spec.dtype));
+  // Bound to the registration it was submitted for (catalog's GetBound): never another model.
+  if (auto bound = catalog_->GetBound(job.spec.model, job.spec.model_uid, job.spec.model_weights_sha256); !bound.ok()) {
+    return bound.status();
+  }
   auto model = cache_->Acquire(*catalog_, job.spec.model, job.spec.dtype);
   if (!model.ok()) return model.status();
+  // Still the same registration once loaded (a replacement in between evicts the cache's copy).
+  auto bound = catalog_->GetBound(job.spec.model, job.spec.model_uid, job.spec.model_weights_sha256);
+  if (!bound.ok()) return bound.status();
   const std::string device = job.device.empty() ? "cpu" : job.device;
   jacobian::MeasureOptions options = OptionsFor(job.spec, device);
   if (options_.cpu_threads > 0 && device == "cpu") torch::set_num_threads(options_.cpu_threads);
@@ -159,10 +166,9 @@ absl::StatusOr<std::string> JacobianRunner::Run(const jobs::JobRecord& job,
     return checkpoint.dump();
   }
   auto job_report = measure::BuildReport(**model, options, *result, job.spec.model);
-  if (auto entry = catalog_->Get(job.spec.model); entry.ok()) {
-    job_report.model.weights_sha256 = entry->weights_sha256;  // Provenance of the weights.
-    job_report.model.source = std::string(registry::SourceKindName(entry->source.kind));
-  }
+  job_report.model.weights_sha256 = bound->weights_sha256;  // Provenance: the registration measured.
+  job_report.model.source = std::string(registry::SourceKindName(bound->source.kind));
+  job_report.model.uid = bound->uid;
   // GetJobResult reports the effective-depth fits when asked, or when the depth is unknown.
   job_report.theory.fit_effective_depth =
       job.spec.fit_effective_depth || (*model)->config().family == models::Family::kTorchScript;

@@ -308,6 +308,9 @@ bool RequestNamesSeed(const v1::SubmitJobRequest& request) {
 
 bool RequestMatchesJob(jobs::JobRecord requested, bool names_seed, const jobs::JobRecord& existing) {
   if (!names_seed) requested.spec.seed = existing.spec.seed;
+  // What the server recorded of the model is not part of the client's request.
+  requested.spec.model_uid = existing.spec.model_uid;
+  requested.spec.model_weights_sha256 = existing.spec.model_weights_sha256;
   return jobs::SpecToJson(requested.spec) == jobs::SpecToJson(existing.spec) && requested.priority == existing.priority &&
          requested.time_limit_seconds == existing.time_limit_seconds && requested.labels == existing.labels &&
          requested.worker_kind == existing.worker_kind;
@@ -315,6 +318,8 @@ bool RequestMatchesJob(jobs::JobRecord requested, bool names_seed, const jobs::J
 
 void JobToProto(const jobs::JobRecord& job, v1::Job* out) {
   out->set_id(job.id);
+  out->set_model_uid(job.spec.model_uid);
+  out->set_model_weights_sha256(job.spec.model_weights_sha256);
   auto* spec = out->mutable_spec()->mutable_jacobian_norm();
   spec->set_model(job.spec.model);
   spec->set_sequence_length(static_cast<uint32_t>(job.spec.length));

@@ -39,26 +39,6 @@ absl::StatusOr<jobs::JobRecord> JobServiceImpl::Visible(const Caller& caller, co
   return job;
 }
 
-absl::Status JobServiceImpl::CheckQueuedQuota(const Caller& caller) {
-  const int64_t quota = caller.principal.max_queued_jobs;
-  if (quota <= 0) return absl::OkStatus();
-  jobs::ListFilter filter;
-  filter.states = {jobs::JobState::kQueued};
-  filter.owner = caller.principal.name;
-  filter.page_size = 1000;
-  int64_t queued = 0;
-  do {
-    auto page = store_->List(filter);
-    if (!page.ok()) return page.status();
-    queued += static_cast<int64_t>(page->jobs.size());
-    filter.page_token = page->next_page_token;
-  } while (!filter.page_token.empty() && queued < quota);
-  if (queued < quota) return absl::OkStatus();
-  return ErrorWithReason(absl::StatusCode::kResourceExhausted, ErrorReason::kQuotaExceeded,
-                         absl::StrCat("principal ", caller.principal.name, " has ", queued, " queued jobs, its quota (",
-                                      quota, "); wait for some to start or cancel some"));
-}
-
 absl::StatusOr<v1::Job> JobServiceImpl::Submit(Caller& caller, const v1::SubmitJobRequest& request) {
   if (shutting_down_) return ErrorWithReason(absl::StatusCode::kUnavailable, ErrorReason::kShuttingDown, "the server is shutting down");
   auto record = RecordFromRequest(request, DrawSeed());
@@ -69,6 +49,8 @@ absl::StatusOr<v1::Job> JobServiceImpl::Submit(Caller& caller, const v1::SubmitJ
   auto model = catalog_->Get(record->spec.model);
   if (model.ok() && !caller.Sees(model->tenant) && !model->tenant.empty()) return HiddenModel(record->spec.model);
   if (!model.ok()) return model.status();
+  record->spec.model_uid = model->uid;  // The job is bound to this registration, not to the name.
+  record->spec.model_weights_sha256 = model->weights_sha256;
   if (request.spec().jacobian_norm().input().has_text()) {
     if (tokenizers_ == nullptr) {
       return ErrorWithReason(absl::StatusCode::kUnimplemented, ErrorReason::kNotImplemented, "text inputs are off");
@@ -82,14 +64,14 @@ absl::StatusOr<v1::Job> JobServiceImpl::Submit(Caller& caller, const v1::SubmitJ
     record->spec.document_starts = std::move(laid_out->document_starts);
     record->spec.samples = static_cast<int64_t>(record->spec.tokens.size());
   }
-  if (auto quota = CheckQueuedQuota(caller); !quota.ok()) return quota;
   const auto host = host::ReadHostMemory();
   if (auto admitted = admission::AdmitJob(*record, *model, limits_, static_cast<double>(host.total_bytes));
       !admitted.ok()) {
     return admitted;
   }
   record->request_id = TenantRequestKey(caller.tenant(), record->request_id);  // Checked above as the client's.
-  auto created = store_->Create(*record, limits_.max_queued);
+  // The principal's queued-jobs quota is counted in the store's insert transaction.
+  auto created = store_->Create(*record, limits_.max_queued, caller.principal.max_queued_jobs);
   if (!created.ok()) return created.status();
   if (!created->created && !RequestMatchesJob(*record, RequestNamesSeed(request), created->job)) {
     return ErrorWithReason(absl::StatusCode::kAlreadyExists, ErrorReason::kRequestIdReused,
@@ -145,9 +127,11 @@ grpc::ServerUnaryReactor* JobServiceImpl::GetJob(grpc::CallbackServerContext* co
 }
 
 uint32_t JobServiceImpl::QueuePosition(const jobs::JobRecord& job) {
-  // 0 = next to run: queued jobs that run before it (higher priority, or equal and older).
+  // 0 = next to run: queued jobs of its tenant that run before it (higher priority, or equal and
+  // older). Other tenants' jobs are not counted: a position must not tell how busy they are.
   jobs::ListFilter filter;
   filter.states = {jobs::JobState::kQueued};
+  filter.tenant = job.tenant;
   filter.page_size = 1000;
   uint32_t ahead = 0;
   do {
@@ -240,6 +224,11 @@ absl::Status JobServiceImpl::Result(const Caller& caller, const v1::GetJobResult
   if (auto page = FillResultPage(request, *report, response); !page.ok()) return page;
   if (request.page_token().empty()) {  // First page only: the report, and where texts' documents begin.
     response->set_report_json(*text);
+    auto* provenance = response->mutable_jacobian_norm()->mutable_provenance();  // Which registration was measured.
+    provenance->set_model_name(job->spec.model);
+    provenance->set_model_uid(report->model.uid.value_or(job->spec.model_uid));
+    provenance->set_weights_sha256(report->model.weights_sha256.value_or(""));
+    if (report->job) provenance->set_attempt(static_cast<uint32_t>(report->job->attempt));
     auto* result = response->mutable_jacobian_norm();
     for (const auto& starts : job->spec.document_starts) {
       auto* marks = result->add_document_starts();

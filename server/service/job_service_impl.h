@@ -62,7 +62,6 @@ class JobServiceImpl final : public v1::JobService::CallbackService {
   // The job when the caller may see it; another tenant's job is NOT_FOUND like a missing one.
   absl::StatusOr<jobs::JobRecord> Visible(const Caller& caller, const std::string& id);
   // RESOURCE_EXHAUSTED / QUOTA_EXCEEDED when the caller has max_queued_jobs queued already.
-  absl::Status CheckQueuedQuota(const Caller& caller);
   uint32_t QueuePosition(const jobs::JobRecord& job);
 
   jobs::JobStore* store_;

@@ -67,6 +67,8 @@ bool SeesModel(const Caller& caller, const registry::ModelEntry& entry) {
 
 void ModelToProto(const registry::ModelEntry& entry, int64_t active_jobs, v1::Model* out) {
   out->set_name(entry.name);
+  out->set_uid(entry.uid);
+  out->set_generation(entry.generation);
   out->set_family(FamilyToProto(entry.config.family));
   ConfigToProto(entry.config, out->mutable_config());
   if (entry.source.kind == registry::SourceKind::kPreset) {
@@ -121,7 +123,7 @@ grpc::ServerUnaryReactor* ModelServiceImpl::GetModel(grpc::CallbackServerContext
   return RunUnary(context, executor_, metrics_, auth_, *request, [=, this](Caller& caller) {
     auto entry = catalog_->Get(request->name());
     if (entry.ok() && !SeesModel(caller, *entry)) return HiddenModel(request->name());
-    if (entry.ok()) ModelToProto(*entry, active_jobs_(entry->name), response);
+    if (entry.ok()) ModelToProto(*entry, ActiveJobs(caller, entry->name), response);
     return entry.status();
   });
 }
@@ -144,7 +146,7 @@ absl::Status ModelServiceImpl::List(const Caller& caller, const v1::ListModelsRe
     matching.push_back(entry);
   }
   for (size_t i = 0; i < matching.size() && i < page_size; ++i) {
-    ModelToProto(matching[i], active_jobs_(matching[i].name), response->add_models());
+    ModelToProto(matching[i], ActiveJobs(caller, matching[i].name), response->add_models());
   }
   if (matching.size() > page_size) {
     response->set_next_page_token(admission::IssuePageToken("ListModels", selection, matching[page_size - 1].name));
@@ -159,8 +161,13 @@ grpc::ServerUnaryReactor* ModelServiceImpl::ListModels(grpc::CallbackServerConte
                   [=, this](Caller& caller) { return List(caller, *request, response); });
 }
 
+int64_t ModelServiceImpl::ActiveJobs(const Caller& caller, const std::string& model) const {
+  return jobs_.active(model, caller.principal.admin() ? std::nullopt : std::optional<std::string>(caller.tenant()));
+}
+
 grpc::ServerUnaryReactor* ModelServiceImpl::DeleteModel(grpc::CallbackServerContext* context,
-                                                        const v1::DeleteModelRequest* request, v1::DeleteModelResponse*) {
+                                                        const v1::DeleteModelRequest* request,
+                                                        v1::DeleteModelResponse* response) {
   return RunUnary(context, executor_, metrics_, auth_, *request, [=, this](Caller& caller) {
     caller.resource = request->name();
     auto entry = catalog_->Get(request->name());
@@ -170,7 +177,17 @@ grpc::ServerUnaryReactor* ModelServiceImpl::DeleteModel(grpc::CallbackServerCont
       return ErrorWithReason(absl::StatusCode::kPermissionDenied, ErrorReason::kRoleRequired,
                              absl::StrCat(request->name(), " is a public model: deleting it needs the role admin"));
     }
-    return catalog_->Delete(request->name(), request->force(), active_jobs_(request->name()));
+    // In use by anyone's jobs: a public model's users are every tenant.
+    if (auto deleted = catalog_->Delete(request->name(), request->force(), jobs_.active(request->name(), std::nullopt));
+        !deleted.ok()) {
+      return deleted;
+    }
+    // Jobs bound to this registration fail at their start anyway (MODEL_NOT_FOUND); force ends
+    // them now and says which.
+    if (request->force()) {
+      for (const std::string& id : jobs_.cancel(*entry)) response->add_cancelled_job_ids(id);
+    }
+    return absl::OkStatus();
   });
 }
 

@@ -4,6 +4,8 @@
 #pragma once
 
 #include <functional>
+#include <optional>
+#include <vector>
 
 #include "posbias/v1/model_service.grpc.pb.h"
 #include "server/metrics/metrics.h"
@@ -17,11 +19,17 @@ namespace posbias::service {
 
 class ModelServiceImpl final : public v1::ModelService::CallbackService {
  public:
-  // `active_jobs(name)` counts the queued and running jobs using a model.
-  ModelServiceImpl(registry::ModelCatalog* catalog, std::function<int64_t(const std::string&)> active_jobs,
-                   metrics::Metrics* metrics, ModelTransfers::Options transfer_options = {})
-      : catalog_(catalog), active_jobs_(std::move(active_jobs)), metrics_(metrics),
-        transfers_(catalog, metrics, transfer_options) {}
+  // What the model service asks of the job store.
+  struct Jobs {
+    // Queued, running and cancelling jobs using the named model (of the tenant when given).
+    std::function<int64_t(const std::string& model, const std::optional<std::string>& tenant)> active;
+    // Cancels the queued and running jobs bound to the registration (DeleteModel with force);
+    // the ids cancelled.
+    std::function<std::vector<std::string>(const registry::ModelEntry& model)> cancel;
+  };
+  ModelServiceImpl(registry::ModelCatalog* catalog, Jobs jobs, metrics::Metrics* metrics,
+                   ModelTransfers::Options transfer_options = {})
+      : catalog_(catalog), jobs_(std::move(jobs)), metrics_(metrics), transfers_(catalog, metrics, transfer_options) {}
   // Where the calls' work runs (set before the server starts).
   void Start(CallExecutor* executor, const CallAuth* auth) {
     executor_ = executor;
@@ -52,7 +60,10 @@ class ModelServiceImpl final : public v1::ModelService::CallbackService {
   absl::Status List(const Caller& caller, const v1::ListModelsRequest& request, v1::ListModelsResponse* response);
 
   registry::ModelCatalog* catalog_;
-  std::function<int64_t(const std::string&)> active_jobs_;
+  // Active jobs on a model as the caller may count them: its tenant's, or everyone's for an admin.
+  int64_t ActiveJobs(const Caller& caller, const std::string& model) const;
+
+  Jobs jobs_;
   metrics::Metrics* metrics_;
   ModelTransfers transfers_;
   CallExecutor* executor_ = nullptr;

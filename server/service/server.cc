@@ -19,6 +19,26 @@
 
 namespace posbias::service {
 
+std::vector<std::string> CancelJobsOf(jobs::JobStore& store, const registry::ModelEntry& model) {
+  jobs::ListFilter filter;
+  filter.model = model.name;
+  filter.states = {jobs::JobState::kQueued, jobs::JobState::kRunning};
+  filter.page_size = 1000;
+  std::vector<std::string> cancelled;
+  do {
+    auto page = store.List(filter);
+    if (!page.ok()) break;
+    for (const auto& job : page->jobs) {
+      // Bound to this registration (or stored before uids, when the name was all a job had).
+      if (!job.spec.model_uid.empty() && job.spec.model_uid != model.uid) continue;
+      const auto next = job.state == jobs::JobState::kQueued ? jobs::JobState::kCancelled : jobs::JobState::kCancelling;
+      if (store.Transition(job.id, next, {}).ok()) cancelled.push_back(job.id);
+    }
+    filter.page_token = page->next_page_token;
+  } while (!filter.page_token.empty());
+  return cancelled;
+}
+
 absl::StatusOr<Tier> ParseTier(const std::string& name) {
   if (name == "api") return Tier::kApi;
   if (name == "worker") return Tier::kWorker;
@@ -284,12 +304,16 @@ absl::Status Server::Start() {
   // With a shared store the workers are other processes: a CUDA (or float16, or larger-than-this-
   // host) job is accepted and waits until a worker with a CUDA device claims it.
   options_.job_limits.cuda_available = runners::CudaDeviceCount() > 0 || store_->lease_ms() > 0;
-  auto active_jobs = [this](const std::string& model) { return store_->CountActiveForModel(model).value_or(0); };
+  ModelServiceImpl::Jobs model_jobs;
+  model_jobs.active = [this](const std::string& model, const std::optional<std::string>& tenant) {
+    return store_->CountActiveForModel(model, tenant).value_or(0);
+  };
+  model_jobs.cancel = [this](const registry::ModelEntry& model) { return CancelJobsOf(*store_, model); };
   ModelTransfers::Options transfers;
   transfers.max_upload_bytes = options_.max_upload_bytes;
   transfers.min_free_disk_bytes = options_.min_free_disk_bytes;
   transfers.upload_idle_timeout = std::chrono::seconds(options_.upload_idle_seconds);
-  model_service_ = std::make_unique<ModelServiceImpl>(catalog_.get(), active_jobs, metrics_, transfers);
+  model_service_ = std::make_unique<ModelServiceImpl>(catalog_.get(), std::move(model_jobs), metrics_, transfers);
   JobWatches::Options watches;
   watches.max_streams = options_.max_watch_streams;
   job_service_ = std::make_unique<JobServiceImpl>(store_.get(), catalog_.get(), pool_.get(), options_.job_limits,

@@ -43,6 +43,10 @@ enum class Tier { kApi, kWorker, kBoth };
 absl::StatusOr<Tier> ParseTier(const std::string& name);
 std::string TierName(Tier tier);
 
+// DeleteModel with force: cancels the queued jobs and stops the running ones bound to `model`
+// (every tenant's); the ids, in the store's order.
+std::vector<std::string> CancelJobsOf(jobs::JobStore& store, const registry::ModelEntry& model);
+
 class Server {
  public:
   struct Options {

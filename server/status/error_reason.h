@@ -31,6 +31,7 @@ namespace posbias {
   X(kChecksumMismatch, "CHECKSUM_MISMATCH", 26)               \
   X(kModelBuiltin, "MODEL_BUILTIN", 27)                       \
   X(kPathNotFound, "PATH_NOT_FOUND", 28)                      \
+  X(kModelChanged, "MODEL_CHANGED", 29)                       \
   X(kJobNotFound, "JOB_NOT_FOUND", 30)                        \
   X(kQueueFull, "QUEUE_FULL", 31)                             \
   X(kInsufficientMemory, "INSUFFICIENT_MEMORY", 32)           \

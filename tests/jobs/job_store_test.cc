@@ -286,6 +286,34 @@ TEST_P(JobStoreContract, IdsAreTwentyFourHexDigitsOfTheOsRandomAndDoNotRepeat) {
   for (int count : digit_counts) EXPECT_GT(count, 0);
 }
 
+TEST_P(JobStoreContract, AnOwnersQueuedQuotaIsCountedInTheInsertAndConcurrentSubmissionsCannotPassIt) {
+  JobRecord mine = MakeJob();
+  mine.owner = "alice";
+  ASSERT_OK(store().Create(mine, 0, 2).status());
+  JobRecord other = MakeJob();
+  other.owner = "bob";
+  ASSERT_OK(store().Create(other, 0, 2).status());  // Another owner's jobs do not count.
+  // Eight submissions of alice's at once with one slot left: exactly one gets it.
+  std::atomic<int> accepted{0}, refused{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 8; ++i) {
+    threads.emplace_back([&] {
+      const auto created = store().Create(mine, 0, 2);
+      if (created.ok()) {
+        ++accepted;
+      } else if (ErrorReasonOf(created.status()) == "QUOTA_EXCEEDED") {
+        ++refused;
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  EXPECT_EQ(accepted.load(), 1);
+  EXPECT_EQ(refused.load(), 7);
+  const auto full = store().Create(mine, 0, 2).status();
+  EXPECT_EQ(full.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(full.message().find("principal alice has 2 queued jobs"), std::string::npos) << full;
+}
+
 TEST_P(JobStoreContract, CreateWithAKnownRequestIdReturnsTheSameJobWithoutASecond) {
   JobRecord job = MakeJob();
   job.request_id = "client-42";
@@ -806,6 +834,16 @@ TEST_P(JobStoreContract, CountActiveForModelCountsQueuedRunningAndCancellingJobs
   ASSERT_OK_AND_ASSIGN(active, store().CountActiveForModel("qwen2"));
   EXPECT_EQ(active, 1);
   ASSERT_OK_AND_ASSIGN(active, store().CountActiveForModel("none"));
+  EXPECT_EQ(active, 0);
+  // Per tenant: a tenant counts only its own jobs on a model.
+  JobRecord other = MakeJob("qwen2", 0, "f");
+  other.tenant = "lab-b";
+  Add(other);
+  ASSERT_OK_AND_ASSIGN(active, store().CountActiveForModel("qwen2"));
+  EXPECT_EQ(active, 2);
+  ASSERT_OK_AND_ASSIGN(active, store().CountActiveForModel("qwen2", std::string("lab-b")));
+  EXPECT_EQ(active, 1);
+  ASSERT_OK_AND_ASSIGN(active, store().CountActiveForModel("gpt2", std::string("lab-b")));
   EXPECT_EQ(active, 0);
 }
 

@@ -38,7 +38,9 @@ class FaultyStore final : public JobStore {
   std::atomic<int> renewals{0};
   int64_t lease = 0;
 
-  absl::StatusOr<Created> Create(JobRecord job, int64_t max_queued) override { return real_->Create(job, max_queued); }
+  absl::StatusOr<Created> Create(JobRecord job, int64_t max_queued, int64_t max_queued_for_owner = 0) override {
+    return real_->Create(job, max_queued, max_queued_for_owner);
+  }
   absl::StatusOr<JobRecord> Get(const std::string& id) override { return real_->Get(id); }
   absl::StatusOr<JobPage> List(const ListFilter& filter) override { return real_->List(filter); }
   absl::StatusOr<std::optional<JobRecord>> ClaimNext(const std::string& worker, const std::vector<std::string>& devices,
@@ -78,8 +80,9 @@ class FaultyStore final : public JobStore {
   absl::StatusOr<int64_t> ReapExpiredLeases() override { return real_->ReapExpiredLeases(); }
   int64_t lease_ms() const override { return lease; }
   absl::StatusOr<std::map<JobState, int64_t>> CountByState() override { return real_->CountByState(); }
-  absl::StatusOr<int64_t> CountActiveForModel(const std::string& model) override {
-    return real_->CountActiveForModel(model);
+  absl::StatusOr<int64_t> CountActiveForModel(const std::string& model,
+                                              const std::optional<std::string>& tenant) override {
+    return real_->CountActiveForModel(model, tenant);
   }
 
  private:

@@ -537,8 +537,9 @@ class ErrorTest(ClientTestCase):
             ("no points", self.continuum(self.model(3, 0.5), point_list=P(x=[])), "EMPTY_REQUEST", None),
             ("grid stop < start", self.continuum(self.model(3, 0.5), grid=pb.density.Grid(start=0.5, stop=0.1, count=3)),
              "INVALID_POINT", "grid.stop"),
+            # A number the enum does not define: refused once for every request, before the handler.
             ("unknown quantity", self.continuum(self.model(3, 0.5), point_list=P(x=[0.5]), quantities=[7]),
-             "INVALID_ARGUMENT", "quantities[0]"),
+             "INVALID_ENUM_VALUE", "quantities[0]"),
         ]
         for description, call, reason, field in cases:
             with self.subTest(description):

@@ -11,12 +11,14 @@
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <set>
 #include <thread>
 #include <vector>
 
 #include <torch/torch.h>
 
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 #include "server/models/weights.h"
 #include "server/status/error.h"
 
@@ -36,7 +38,9 @@ struct Registry {
   template <typename... Args> auto Delete(Args&&... args) { return catalog->Delete(std::forward<Args>(args)...); }
   template <typename... Args> auto Export(Args&&... args) { return catalog->Export(std::forward<Args>(args)...); }
   auto List() { return catalog->List(); }
-  auto ResolveUnderRoot(const std::string& path) const { return catalog->ResolveUnderRoot(path); }
+  auto ResolveUnderRoot(const std::string& path, const std::string& tenant = "") const {
+    return catalog->ResolveUnderRoot(path, tenant);
+  }
   auto Acquire(const std::string& name, jobs::ComputeDtype dtype = jobs::ComputeDtype::kFloat32) {
     return cache.Acquire(*catalog, name, dtype);
   }
@@ -83,6 +87,110 @@ TEST_F(RegistryTest, RefusesPathsThatLeaveTheModelRoot) {
   }
   EXPECT_EQ(ErrorReasonOf(registry->ResolveUnderRoot("missing").status()), "PATH_NOT_FOUND");
   EXPECT_TRUE(registry->ResolveUnderRoot("inside").ok());
+}
+
+TEST_F(RegistryTest, ATenantsCheckpointPathsStayInItsOwnFolderAndRefusalsSayNothingOfOthers) {
+  fs::create_directories(base_ / "root" / "lab-a" / "ckpt");
+  fs::create_directories(base_ / "root" / "lab-b" / "mine");
+  fs::create_symlink(base_ / "root" / "lab-a" / "ckpt", base_ / "root" / "lab-b" / "into-a");
+  fs::create_symlink(base_ / "root" / "lab-a" / "nothing-here", base_ / "root" / "lab-b" / "dangling");
+  auto registry = Open();
+  struct Row {
+    std::string path;
+    std::string reason;  // "" = resolves.
+  };
+  const Row rows[] = {
+      {"mine", ""},
+      {"missing", "PATH_NOT_FOUND"},
+      {"../lab-a/ckpt", "PATH_NOT_ALLOWED"},       // Another tenant's folder that exists...
+      {"../lab-a/no-such", "PATH_NOT_ALLOWED"},    // ...and a path there that does not: the same answer.
+      {"mine/../../lab-a/ckpt", "PATH_NOT_ALLOWED"},
+      {(base_ / "root" / "lab-a" / "ckpt").string(), "PATH_NOT_ALLOWED"},  // Absolute.
+      {"into-a", "PATH_NOT_ALLOWED"},              // A symlink into another tenant's folder.
+      {"dangling", "PATH_NOT_ALLOWED"},            // A symlink to nothing: no probing through it.
+  };
+  for (const Row& row : rows) {
+    const auto resolved = registry->ResolveUnderRoot(row.path, "lab-b");
+    if (row.reason.empty()) {
+      ASSERT_TRUE(resolved.ok()) << row.path << ": " << resolved.status();
+      EXPECT_EQ(*resolved, fs::canonical(base_ / "root" / "lab-b" / row.path).string());
+      continue;
+    }
+    EXPECT_EQ(ErrorReasonOf(resolved.status()), row.reason) << row.path;
+  }
+  // The two paths into lab-a differ only by the path the caller gave.
+  const auto exists = registry->ResolveUnderRoot("../lab-a/ckpt", "lab-b").status();
+  const auto missing = registry->ResolveUnderRoot("../lab-a/no-such", "lab-b").status();
+  std::string a(exists.message()), b(missing.message());
+  a.replace(a.find("../lab-a/ckpt"), std::string("../lab-a/ckpt").size(), "X");
+  b.replace(b.find("../lab-a/no-such"), std::string("../lab-a/no-such").size(), "X");
+  EXPECT_EQ(a, b);
+  EXPECT_EQ(exists.code(), missing.code());
+  // An admin's (public) scope is the whole root.
+  EXPECT_TRUE(registry->ResolveUnderRoot("lab-a/ckpt").ok());
+}
+
+TEST_F(RegistryTest, AReRegisteredNameIsAnotherRegistrationThatReplicasAndBoundJobsTellApart) {
+  auto api = Open();
+  auto worker = Open();
+  ASSERT_TRUE(api->Register("m", TinyPreset(3), {}, "").ok());
+  auto first = worker->Get("m");
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(first->uid.size(), 32u);
+  EXPECT_EQ(first->uid.find_first_not_of("0123456789abcdef"), std::string::npos) << first->uid;
+  EXPECT_GE(first->generation, 2);  // Reserved, then READY.
+  ASSERT_TRUE(worker->Acquire("m").ok());
+  EXPECT_TRUE(worker->catalog->GetBound("m", first->uid, first->weights_sha256).ok());
+
+  ASSERT_TRUE(api->Delete("m", /*force=*/true, 1).ok());
+  EXPECT_EQ(ErrorReasonOf(worker->catalog->GetBound("m", first->uid, "").status()), "MODEL_NOT_FOUND");
+  ASSERT_TRUE(api->Register("m", TinyPreset(9), {}, "").ok());
+  auto second = worker->Get("m");
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_NE(second->uid, first->uid);
+  EXPECT_EQ(second->source.seed, 9u) << "the replica replaced its stale entry";
+  const auto bound = worker->catalog->GetBound("m", first->uid, first->weights_sha256);
+  EXPECT_EQ(bound.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(ErrorReasonOf(bound.status()), "MODEL_CHANGED");
+  const int64_t loads = worker->loads();
+  ASSERT_TRUE(worker->Acquire("m").ok());
+  EXPECT_EQ(worker->loads(), loads + 1) << "the old registration's cached model was not reused";
+  // Uids are not reused: a third registration gets a third one.
+  ASSERT_TRUE(api->Delete("m", true, 0).ok());
+  ASSERT_TRUE(api->Register("m", TinyPreset(9), {}, "").ok());
+  EXPECT_NE(api->Get("m")->uid, second->uid);
+  EXPECT_EQ(api->Get("gpt2-tiny")->uid, "preset-gpt2-tiny");
+}
+
+TEST_F(RegistryTest, AnIndexFromBeforeUidsIsGivenThemOnceAndTenantPathsBecomeRelativeToTheirFolder) {
+  nlohmann::json legacy = nlohmann::json::array();
+  legacy.push_back({{"name", "old"},
+                    {"source", {{"kind", "preset"}, {"preset", "gpt2-tiny"}, {"overrides", nlohmann::json::object()}, {"seed", 2}}},
+                    {"state", "ready"},
+                    {"created_ms", 1}});
+  legacy.push_back({{"name", "ckpt"},
+                    {"tenant", "lab-a"},
+                    {"source", {{"kind", "checkpoint"}, {"overrides", nlohmann::json::object()}, {"path", "lab-a/run1"}}},
+                    {"state", "failed"},
+                    {"created_ms", 1}});
+  std::ofstream(base_ / "data" / "models.json") << legacy.dump();
+  std::string uid;
+  {
+    auto registry = Open();
+    auto old = registry->Get("old");
+    ASSERT_TRUE(old.ok()) << old.status();
+    uid = old->uid;
+    EXPECT_EQ(uid.size(), 32u);
+  }
+  auto reopened = Open();
+  EXPECT_EQ(reopened->Get("old")->uid, uid) << "the migration's uid is persisted, not drawn again";
+  std::ifstream in(base_ / "data" / "models.json");
+  const auto items = nlohmann::json::parse(in);
+  for (const auto& item : items) {
+    if (item["name"] == "ckpt") {
+      EXPECT_EQ(item["source"]["path"], "run1");
+    }
+  }
 }
 
 TEST_F(RegistryTest, ListsBuiltInPresetsAndRefusesToDeleteThem) {

@@ -576,3 +576,87 @@ TEST_F(ServerTest, DrainsAnInFlightCallBeforeShuttingDown) {
 
 }  // namespace
 }  // namespace posbias::service
+
+namespace posbias::service {
+namespace {
+
+// A server whose jobs wait: no CPU worker (and no GPU), so a submitted job stays QUEUED.
+class NoWorkerServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    metrics_ = std::make_unique<metrics::Metrics>(metrics::BuildInfo{"test", "grpc", "protobuf"});
+    Server::Options options;
+    options.listen_address = "127.0.0.1:0";
+    options.cpu_worker = false;
+    data_dir_ = std::filesystem::temp_directory_path() / ("posbias_noworker_test_" + std::to_string(::getpid()));
+    std::filesystem::remove_all(data_dir_);
+    options.data_dir = data_dir_.string();
+    server_ = std::make_unique<Server>(options, metrics_.get());
+    ASSERT_TRUE(server_->Start().ok());
+    client_ = std::make_unique<Client>(ClientOptions{.target = "127.0.0.1:" + std::to_string(server_->port())});
+  }
+  void TearDown() override {
+    server_->Shutdown(std::chrono::milliseconds(100));
+    server_.reset();
+    std::filesystem::remove_all(data_dir_);
+  }
+  absl::StatusOr<v1::Model> Register(const std::string& name, uint64_t seed) {
+    v1::RegisterModelRequest model;
+    model.set_name(name);
+    model.mutable_preset()->set_preset("gpt2-tiny");
+    model.mutable_preset()->set_init_seed(seed);
+    model.set_wait(true);
+    return client_->RegisterModel(model);
+  }
+  absl::StatusOr<v1::Job> Submit(const std::string& model) {
+    v1::SubmitJobRequest submit;
+    auto* spec = submit.mutable_spec()->mutable_jacobian_norm();
+    spec->set_model(model);
+    spec->set_sequence_length(6);
+    spec->set_samples(1);
+    return client_->SubmitJob(submit);
+  }
+
+  std::filesystem::path data_dir_;
+  std::unique_ptr<metrics::Metrics> metrics_;
+  std::unique_ptr<Server> server_;
+  std::unique_ptr<Client> client_;
+};
+
+TEST_F(NoWorkerServerTest, AJobIsBoundToTheModelsUidAndAForcedDeletionCancelsAndListsIt) {
+  auto first = Register("shared-m", 1);
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(first->uid().size(), 32u);
+  EXPECT_GE(first->generation(), 2);
+  auto job = Submit("shared-m");
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->model_uid(), first->uid());
+  EXPECT_EQ(job->model_weights_sha256(), first->weights_sha256());
+  EXPECT_EQ(job->state(), v1::JOB_STATE_QUEUED);
+
+  v1::DeleteModelRequest unforced;
+  unforced.set_name("shared-m");
+  EXPECT_EQ(ErrorReason(client_->DeleteModel(unforced).status()), "MODEL_IN_USE");
+  v1::DeleteModelRequest forced = unforced;
+  forced.set_force(true);
+  auto deleted = client_->DeleteModel(forced);
+  ASSERT_TRUE(deleted.ok()) << deleted.status();
+  ASSERT_EQ(deleted->cancelled_job_ids_size(), 1);
+  EXPECT_EQ(deleted->cancelled_job_ids(0), job->id());
+  v1::GetJobRequest get;
+  get.set_id(job->id());
+  EXPECT_EQ(client_->GetJob(get)->state(), v1::JOB_STATE_CANCELLED);
+
+  // The name registered again is another registration: a new uid, and the old job stays cancelled.
+  auto second = Register("shared-m", 2);
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_NE(second->uid(), first->uid());
+  EXPECT_NE(second->weights_sha256(), first->weights_sha256());
+  EXPECT_EQ(client_->GetJob(get)->state(), v1::JOB_STATE_CANCELLED);
+  auto next = Submit("shared-m");
+  ASSERT_TRUE(next.ok()) << next.status();
+  EXPECT_EQ(next->model_uid(), second->uid());
+}
+
+}  // namespace
+}  // namespace posbias::service

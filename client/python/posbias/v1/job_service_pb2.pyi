@@ -247,7 +247,7 @@ class JacobianNormStats(_message.Message):
     def __init__(self, sq_norm_mean: _Optional[_Iterable[float]] = ..., sq_norm_std: _Optional[_Iterable[float]] = ..., sq_norm_stderr: _Optional[_Iterable[float]] = ..., norm_mean: _Optional[_Iterable[float]] = ..., norm_std: _Optional[_Iterable[float]] = ..., norm_stderr: _Optional[_Iterable[float]] = ..., profile: _Optional[_Iterable[float]] = ..., estimator_stderr: _Optional[_Iterable[float]] = ..., sq_norm_total: _Optional[float] = ...) -> None: ...
 
 class Job(_message.Message):
-    __slots__ = ["attempt", "create_time", "device", "error", "estimated_memory_bytes", "finish_time", "id", "labels", "progress", "queue_position", "request_id", "spec", "start_time", "state", "status_message", "update_time"]
+    __slots__ = ["attempt", "create_time", "device", "error", "estimated_memory_bytes", "finish_time", "id", "labels", "model_uid", "model_weights_sha256", "progress", "queue_position", "request_id", "spec", "start_time", "state", "status_message", "update_time"]
     class LabelsEntry(_message.Message):
         __slots__ = ["key", "value"]
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -263,6 +263,8 @@ class Job(_message.Message):
     FINISH_TIME_FIELD_NUMBER: _ClassVar[int]
     ID_FIELD_NUMBER: _ClassVar[int]
     LABELS_FIELD_NUMBER: _ClassVar[int]
+    MODEL_UID_FIELD_NUMBER: _ClassVar[int]
+    MODEL_WEIGHTS_SHA256_FIELD_NUMBER: _ClassVar[int]
     PROGRESS_FIELD_NUMBER: _ClassVar[int]
     QUEUE_POSITION_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
@@ -279,6 +281,8 @@ class Job(_message.Message):
     finish_time: _timestamp_pb2.Timestamp
     id: str
     labels: _containers.ScalarMap[str, str]
+    model_uid: str
+    model_weights_sha256: str
     progress: JobProgress
     queue_position: int
     request_id: str
@@ -287,7 +291,7 @@ class Job(_message.Message):
     state: JobState
     status_message: str
     update_time: _timestamp_pb2.Timestamp
-    def __init__(self, id: _Optional[str] = ..., spec: _Optional[_Union[JobSpec, _Mapping]] = ..., state: _Optional[_Union[JobState, str]] = ..., progress: _Optional[_Union[JobProgress, _Mapping]] = ..., attempt: _Optional[int] = ..., create_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., start_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., finish_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., queue_position: _Optional[int] = ..., device: _Optional[str] = ..., error: _Optional[_Union[JobError, _Mapping]] = ..., labels: _Optional[_Mapping[str, str]] = ..., request_id: _Optional[str] = ..., status_message: _Optional[str] = ..., estimated_memory_bytes: _Optional[int] = ...) -> None: ...
+    def __init__(self, id: _Optional[str] = ..., spec: _Optional[_Union[JobSpec, _Mapping]] = ..., state: _Optional[_Union[JobState, str]] = ..., progress: _Optional[_Union[JobProgress, _Mapping]] = ..., attempt: _Optional[int] = ..., create_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., start_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., finish_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., queue_position: _Optional[int] = ..., device: _Optional[str] = ..., error: _Optional[_Union[JobError, _Mapping]] = ..., labels: _Optional[_Mapping[str, str]] = ..., request_id: _Optional[str] = ..., status_message: _Optional[str] = ..., estimated_memory_bytes: _Optional[int] = ..., model_uid: _Optional[str] = ..., model_weights_sha256: _Optional[str] = ...) -> None: ...
 
 class JobError(_message.Message):
     __slots__ = ["code", "message", "reason"]
@@ -399,7 +403,7 @@ class JobProgress(_message.Message):
     def __init__(self, fraction: _Optional[float] = ..., samples_done: _Optional[int] = ..., samples_total: _Optional[int] = ..., chunks_done: _Optional[int] = ..., chunks_total: _Optional[int] = ..., estimated_seconds_remaining: _Optional[float] = ...) -> None: ...
 
 class JobProvenance(_message.Message):
-    __slots__ = ["attempt", "cuda_version", "device_name", "dtype", "forward_passes", "input_seed", "intra_op_threads", "libtorch_version", "model_config", "model_init", "model_name", "probe_seed", "queue_wait", "run_time", "server_version", "vector_jacobian_products", "weights_sha256"]
+    __slots__ = ["attempt", "cuda_version", "device_name", "dtype", "forward_passes", "input_seed", "intra_op_threads", "libtorch_version", "model_config", "model_init", "model_name", "model_uid", "probe_seed", "queue_wait", "run_time", "server_version", "vector_jacobian_products", "weights_sha256"]
     ATTEMPT_FIELD_NUMBER: _ClassVar[int]
     CUDA_VERSION_FIELD_NUMBER: _ClassVar[int]
     DEVICE_NAME_FIELD_NUMBER: _ClassVar[int]
@@ -411,6 +415,7 @@ class JobProvenance(_message.Message):
     MODEL_CONFIG_FIELD_NUMBER: _ClassVar[int]
     MODEL_INIT_FIELD_NUMBER: _ClassVar[int]
     MODEL_NAME_FIELD_NUMBER: _ClassVar[int]
+    MODEL_UID_FIELD_NUMBER: _ClassVar[int]
     PROBE_SEED_FIELD_NUMBER: _ClassVar[int]
     QUEUE_WAIT_FIELD_NUMBER: _ClassVar[int]
     RUN_TIME_FIELD_NUMBER: _ClassVar[int]
@@ -428,13 +433,14 @@ class JobProvenance(_message.Message):
     model_config: _model_service_pb2.ModelConfig
     model_init: _model_service_pb2.ModelInitRecipe
     model_name: str
+    model_uid: str
     probe_seed: int
     queue_wait: _duration_pb2.Duration
     run_time: _duration_pb2.Duration
     server_version: str
     vector_jacobian_products: int
     weights_sha256: str
-    def __init__(self, input_seed: _Optional[int] = ..., probe_seed: _Optional[int] = ..., dtype: _Optional[_Union[_common_pb2.ComputeDtype, str]] = ..., device_name: _Optional[str] = ..., server_version: _Optional[str] = ..., libtorch_version: _Optional[str] = ..., cuda_version: _Optional[str] = ..., intra_op_threads: _Optional[int] = ..., model_name: _Optional[str] = ..., model_config: _Optional[_Union[_model_service_pb2.ModelConfig, _Mapping]] = ..., weights_sha256: _Optional[str] = ..., model_init: _Optional[_Union[_model_service_pb2.ModelInitRecipe, _Mapping]] = ..., queue_wait: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., run_time: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., vector_jacobian_products: _Optional[int] = ..., forward_passes: _Optional[int] = ..., attempt: _Optional[int] = ...) -> None: ...
+    def __init__(self, input_seed: _Optional[int] = ..., probe_seed: _Optional[int] = ..., dtype: _Optional[_Union[_common_pb2.ComputeDtype, str]] = ..., device_name: _Optional[str] = ..., server_version: _Optional[str] = ..., libtorch_version: _Optional[str] = ..., cuda_version: _Optional[str] = ..., intra_op_threads: _Optional[int] = ..., model_name: _Optional[str] = ..., model_config: _Optional[_Union[_model_service_pb2.ModelConfig, _Mapping]] = ..., weights_sha256: _Optional[str] = ..., model_init: _Optional[_Union[_model_service_pb2.ModelInitRecipe, _Mapping]] = ..., queue_wait: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., run_time: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., vector_jacobian_products: _Optional[int] = ..., forward_passes: _Optional[int] = ..., attempt: _Optional[int] = ..., model_uid: _Optional[str] = ...) -> None: ...
 
 class JobRawSample(_message.Message):
     __slots__ = ["layer", "log_prob", "sample", "sq_norm"]

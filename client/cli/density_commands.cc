@@ -16,11 +16,22 @@
 namespace posbias::cli {
 namespace {
 
-// The routing model as flags: --depth with --alpha or --alphas.
+// The routing model as flags: --depth with --alpha or --alphas, and --window or --windows.
 struct RoutingFlags {
   uint32_t depth = 0;
   double alpha = 0.5;
   std::vector<double> alphas;
+  uint32_t window = 0;
+  std::vector<uint32_t> windows;
+  void AddWindows(CLI::App& command) {
+    auto* w = command.add_option("--window", window,
+                                 "Sliding attention window w in every layer (0 = full causal; Hugging Face's "
+                                 "sliding_window)")
+                  ->capture_default_str();
+    command.add_option("--windows", windows, "Per-layer windows w_1..w_H, layer 1 first (comma separated)")
+        ->delimiter(',')
+        ->excludes(w);
+  }
   void Add(CLI::App& command) {
     command.add_option("--depth,-H", depth, "Number of layers H")->required();
     auto* a = command.add_option("--alpha,-a", alpha, "Attention-branch weight alpha in [0, 1]")
@@ -28,8 +39,11 @@ struct RoutingFlags {
     command.add_option("--alphas", alphas, "Per-layer alphas (comma separated; H = their count)")
         ->delimiter(',')
         ->excludes(a);
+    AddWindows(command);
   }
   void To(v1::RoutingModel* model) const {
+    model->set_attention_window(window);
+    model->mutable_layer_windows()->Add(windows.begin(), windows.end());
     model->set_depth(depth);
     if (alphas.empty()) {
       model->set_alpha(alpha);
@@ -315,6 +329,7 @@ struct FitFlags {
   uint32_t depth = 24;
   std::string depth_range;
   std::string models = "both";
+  uint32_t window = 0;
 };
 
 nlohmann::ordered_json FitJson(const v1::ModelFit& fit) {
@@ -361,6 +376,7 @@ bool SetFitOptions(const CliContext& context, const FitFlags& flags,
     request->mutable_depth()->set_fixed(flags.depth);
   }
   request->set_include_profiles(true);
+  request->set_attention_window(flags.window);
   return true;
 }
 
@@ -447,6 +463,7 @@ CommandRun DefineSummarize(CLI::App& command) {
   command.add_option("--depth,-H", routing.depth, "Number of layers H (theory)");
   command.add_option("--alpha,-a", routing.alpha, "alpha (theory)")->capture_default_str();
   command.add_option("--alphas", routing.alphas, "Per-layer alphas (theory)")->delimiter(',');
+  routing.AddWindows(command);
   command.add_option("--length,-L", flags->length, "L (theory; 0 = continuum)")
       ->capture_default_str();
   command.add_option("--profile", flags->profile, "coherent or incoherent (theory)")
@@ -478,6 +495,8 @@ CommandRun DefineFit(CLI::App& command) {
       ->excludes(depth);
   command.add_option("--models", flags->models, "coherent, incoherent or both")
       ->check(CLI::IsMember({"coherent", "incoherent", "both"}))
+      ->capture_default_str();
+  command.add_option("--window", flags->window, "Sliding attention window w of every layer (0 = full causal)")
       ->capture_default_str();
   return RunWith(flags, RunFit);
 }

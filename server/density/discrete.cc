@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "server/density/mixing.h"
+#include "server/density/windowed.h"
 
 namespace posbias::density {
 namespace {
@@ -98,6 +99,7 @@ POSBIAS_CLONES bool SweepIncoherent(uint64_t length, const double* c, const doub
 
 absl::StatusOr<DiscreteProfiles> ComputeDiscreteProfiles(const Routing& routing, uint64_t length,
                                                          const DiscreteOptions& options) {
+  if (routing.windowed()) return ComputeWindowedProfiles(routing, length, options);
   const auto coherent = CoherentCoefficients(routing);
   const auto incoherent = IncoherentCoefficients(routing);
   const std::vector<double> c = CoefficientsAsDoubles(coherent);

@@ -34,7 +34,8 @@ struct DiscreteProfiles {
   std::vector<double> incoherent;  // Index j - 1; empty when not requested.
 };
 
-// Requires 1 <= length (the caller enforces its own upper limit).
+// Requires 1 <= length (the caller enforces its own upper limit). A windowed routing goes through
+// windowed.h (same outputs; the incoherent profile only with one window for every layer).
 absl::StatusOr<DiscreteProfiles> ComputeDiscreteProfiles(const Routing& routing, uint64_t length,
                                                          const DiscreteOptions& options = {});
 

@@ -1,5 +1,7 @@
 #include "server/density/fit.h"
 
+#include "server/density/windowed.h"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -142,7 +144,10 @@ absl::StatusOr<std::vector<ModelFit>> FitProfile(std::span<const double> measure
                                                  const FitOptions& options) {
   if (auto status = CheckFitRequest(measured, options); !status.ok()) return status;
   const std::vector<double> normalized = Normalized(measured);
-  const auto rows = CesaroRowPowers(measured.size(), options.max_depth);
+  // The rows of the routing matrix's powers: M's, or M_w's for a sliding window of w.
+  const auto rows = options.attention_window == 0 ? CesaroRowPowers(measured.size(), options.max_depth)
+                                                  : WindowedCesaroRowPowers(measured.size(), options.max_depth,
+                                                                            options.attention_window);
   std::vector<ModelFit> fits;
   for (Model model : options.models) fits.push_back(FitModel(rows, normalized, model, options));
   return fits;

@@ -32,6 +32,9 @@ struct FitOptions {
   uint32_t min_depth = 24;
   uint32_t max_depth = 24;
   bool include_profiles = false;
+  // Sliding-window attention of w positions in every layer (0 = full causal): the fitted
+  // profiles are rows of ((1 - a) I + a M_w)^H (windowed.h).
+  uint32_t attention_window = 0;
 };
 
 struct RidgePoint {

@@ -56,4 +56,32 @@ absl::StatusOr<Routing> MakeScheduledRouting(uint32_t depth, const std::vector<d
   return routing;
 }
 
+std::optional<uint32_t> Routing::uniform_window() const {
+  if (windows_.empty()) return 0u;
+  for (uint32_t w : windows_) {
+    if (w != windows_.front()) return std::nullopt;
+  }
+  return windows_.front();
+}
+
+absl::StatusOr<Routing> WithAttentionWindows(Routing routing, uint32_t window, const std::vector<uint32_t>& layer_windows) {
+  if (!layer_windows.empty()) {
+    if (window != 0) {
+      return InvalidArgumentError({ErrorReason::kInvalidArgument, "attention_window", std::to_string(window),
+                                   "0 when layer_windows is given (one or the other)"});
+    }
+    if (layer_windows.size() != routing.depth_) {
+      return InvalidArgumentError({ErrorReason::kInvalidDepth, "layer_windows",
+                                   absl::StrCat(layer_windows.size(), " entries"),
+                                   absl::StrCat("one window per layer: ", routing.depth_, " entries")});
+    }
+    bool any = false;
+    for (uint32_t w : layer_windows) any = any || w != 0;
+    if (any) routing.windows_ = layer_windows;
+    return routing;
+  }
+  if (window != 0) routing.windows_.assign(routing.depth_, window);
+  return routing;
+}
+
 }  // namespace posbias::density

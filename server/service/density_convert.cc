@@ -7,7 +7,9 @@
 
 namespace posbias::service {
 
-absl::StatusOr<density::Routing> RoutingFromProto(const v1::RoutingModel& model) {
+namespace {
+
+absl::StatusOr<density::Routing> WeightsFromProto(const v1::RoutingModel& model) {
   switch (model.attention_weight_case()) {
     case v1::RoutingModel::kAlpha:
       return density::MakeRouting(model.depth(), model.alpha());
@@ -19,6 +21,15 @@ absl::StatusOr<density::Routing> RoutingFromProto(const v1::RoutingModel& model)
       return InvalidArgumentError({ErrorReason::kInvalidAlpha, "model.alpha", "not set",
                                    "alpha in [0, 1] or alpha_schedule"});
   }
+}
+
+}  // namespace
+
+absl::StatusOr<density::Routing> RoutingFromProto(const v1::RoutingModel& model) {
+  auto routing = WeightsFromProto(model);
+  if (!routing.ok()) return routing;
+  return density::WithAttentionWindows(*std::move(routing), model.attention_window(),
+                                       {model.layer_windows().begin(), model.layer_windows().end()});
 }
 
 absl::StatusOr<density::SummaryOptions> SummaryOptionsFromProto(const v1::SummaryOptions& options,
@@ -99,6 +110,7 @@ absl::StatusOr<density::FitOptions> FitOptionsFromProto(const v1::FitProfileRequ
     options.max_depth = request.depth().range().max();
   }
   options.include_profiles = request.include_profiles();
+  options.attention_window = request.attention_window();
   return options;
 }
 

@@ -149,6 +149,11 @@ absl::Status HandleEvaluateContinuum(const v1::EvaluateContinuumRequest& request
                                      v1::EvaluateContinuumResponse* response) {
   auto routing = RoutingFromProto(request.model());
   if (!routing.ok()) return routing.status();
+  if (routing->windowed()) {
+    return InvalidArgumentError({ErrorReason::kInvalidArgument, "model.attention_window", "set",
+                                 "0 and no layer_windows: a fixed window has no continuum limit (its influence "
+                                 "reaches back at most H * (w - 1) positions); use EvaluateDiscrete"});
+  }
   auto wanted = WantedQuantities(request);
   if (!wanted.ok()) return wanted.status();
   auto points = ContinuumPoints(request, limits.max_points);
@@ -246,6 +251,10 @@ absl::Status HandleSummarizeProfile(const v1::SummarizeProfileRequest& request,
   auto options = SummaryOptionsFromProto(request.options(), theory.length());
   if (!options.ok()) return options.status();
   if (theory.length() == 0) {
+    if (routing->windowed()) {
+      return InvalidArgumentError({ErrorReason::kInvalidArgument, "theory.length", "0 (the continuum)",
+                                   "a length >= 1 with attention windows: a fixed window has no continuum limit"});
+    }
     SummaryToProto(density::SummarizeContinuum(density::ContinuumProfile(*routing), *options),
                    response->mutable_summary());
     return absl::OkStatus();

@@ -475,6 +475,33 @@ TEST_F(ServerTest, AComparedJobReportsTheValuePathwaysShareOfTheJacobian) {
 
 // Found by reading the code: "team=a,sweep=b" was taken as one label "team" with the value
 // "a,sweep=b", so a selector of two terms matched nothing.
+TEST_F(ServerTest, EvaluatesTheDiscreteRowWithASlidingWindowAndRefusesItsContinuum) {
+  v1::EvaluateDiscreteRequest request;
+  request.mutable_model()->set_depth(3);
+  request.mutable_model()->set_alpha(0.5);
+  request.mutable_model()->set_attention_window(4);
+  request.set_length(40);
+  auto response = client_->EvaluateDiscrete(request);
+  ASSERT_TRUE(response.ok()) << response.status();
+  ASSERT_EQ(response->coherent_size(), 40);
+  // Influence reaches back at most H * (w - 1) = 9 positions from L = 40.
+  EXPECT_EQ(response->coherent(30 - 1), 0.0);
+  EXPECT_GT(response->coherent(31 - 1), 0.0);
+  v1::EvaluateDiscreteRequest mixed = request;
+  mixed.mutable_model()->set_attention_window(0);
+  for (uint32_t w : {2u, 0u, 5u}) mixed.mutable_model()->add_layer_windows(w);
+  EXPECT_EQ(client_->EvaluateDiscrete(mixed).status().code(), absl::StatusCode::kUnimplemented)
+      << "the incoherent profile needs one window for every layer";
+  mixed.clear_profiles();
+  mixed.add_profiles(v1::COHERENT);
+  EXPECT_TRUE(client_->EvaluateDiscrete(mixed).ok());
+  auto continuum = ContinuumRequest(3, 0.5, {0.5});
+  continuum.mutable_model()->set_attention_window(4);
+  const auto refused = client_->EvaluateContinuum(continuum);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("no continuum limit"), std::string::npos) << refused.status();
+}
+
 TEST_F(ServerTest, RefusesEnumNumbersTheProtoDoesNotDefineInsteadOfReadingThemAsDefaults) {
   v1::RegisterModelRequest model;
   model.set_name("tiny");

@@ -13,7 +13,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17posbias/v1/common.proto\x12\nposbias.v1\"e\n\x0b\x45rrorDetail\x12\'\n\x06reason\x18\x01 \x01(\x0e\x32\x17.posbias.v1.ErrorReason\x12\r\n\x05\x66ield\x18\x02 \x01(\t\x12\r\n\x05value\x18\x03 \x01(\t\x12\x0f\n\x07\x61llowed\x18\x04 \x01(\t\"w\n\x0cRoutingModel\x12\r\n\x05\x64\x65pth\x18\x01 \x01(\r\x12\x0f\n\x05\x61lpha\x18\x02 \x01(\x01H\x00\x12\x33\n\x0e\x61lpha_schedule\x18\x03 \x01(\x0b\x32\x19.posbias.v1.AlphaScheduleH\x00\x42\x12\n\x10\x61ttention_weight\"\x1e\n\rAlphaSchedule\x12\r\n\x05\x61lpha\x18\x01 \x03(\x01*\x8a\x07\n\x0b\x45rrorReason\x12\x1c\n\x18\x45RROR_REASON_UNSPECIFIED\x10\x00\x12\x11\n\rINVALID_DEPTH\x10\x01\x12\x11\n\rINVALID_ALPHA\x10\x02\x12\x11\n\rINVALID_POINT\x10\x03\x12\x12\n\x0eINVALID_LENGTH\x10\x04\x12\x14\n\x10INVALID_POSITION\x10\x05\x12\x11\n\rEMPTY_REQUEST\x10\x06\x12\x15\n\x11REQUEST_TOO_LARGE\x10\x07\x12\x13\n\x0fINVALID_PROFILE\x10\x08\x12\x11\n\rINVALID_BANDS\x10\t\x12\x14\n\x10INVALID_ARGUMENT\x10\n\x12\x0e\n\nFIT_FAILED\x10\x0b\x12\x16\n\x12INVALID_ENUM_VALUE\x10\x0c\x12\x13\n\x0fMODEL_NOT_FOUND\x10\x14\x12\x18\n\x14MODEL_ALREADY_EXISTS\x10\x15\x12\x13\n\x0fMODEL_NOT_READY\x10\x16\x12\x16\n\x12INVALID_MODEL_FILE\x10\x17\x12\x14\n\x10PATH_NOT_ALLOWED\x10\x18\x12\x10\n\x0cMODEL_IN_USE\x10\x19\x12\x15\n\x11\x43HECKSUM_MISMATCH\x10\x1a\x12\x11\n\rMODEL_BUILTIN\x10\x1b\x12\x12\n\x0ePATH_NOT_FOUND\x10\x1c\x12\x11\n\rMODEL_CHANGED\x10\x1d\x12\x11\n\rJOB_NOT_FOUND\x10\x1e\x12\x0e\n\nQUEUE_FULL\x10\x1f\x12\x17\n\x13INSUFFICIENT_MEMORY\x10 \x12\x14\n\x10JOB_NOT_FINISHED\x10!\x12\x16\n\x12\x44\x45VICE_UNAVAILABLE\x10\"\x12\x1b\n\x17JOB_TIME_LIMIT_EXCEEDED\x10#\x12\x1a\n\x16MEASUREMENT_NOT_FINITE\x10$\x12\x16\n\x12\x41TTEMPTS_EXHAUSTED\x10%\x12\x15\n\x11REQUEST_ID_REUSED\x10&\x12\x18\n\x14TORCHSCRIPT_DISABLED\x10\'\x12\x18\n\x14INSUFFICIENT_STORAGE\x10(\x12\x11\n\rROLE_REQUIRED\x10)\x12\x12\n\x0eQUOTA_EXCEEDED\x10*\x12\x1b\n\x17\x41UTHENTICATION_REQUIRED\x10+\x12\x13\n\x0fNOT_IMPLEMENTED\x10Z\x12\x11\n\rSHUTTING_DOWN\x10[\x12\x0f\n\x0bSERVER_BUSY\x10\\\x12\x12\n\x0eINTERNAL_ERROR\x10\x63*K\n\x0cProfileModel\x12\x1d\n\x19PROFILE_MODEL_UNSPECIFIED\x10\x00\x12\x0c\n\x08\x43OHERENT\x10\x01\x12\x0e\n\nINCOHERENT\x10\x02*[\n\x0fProfileQuantity\x12 \n\x1cPROFILE_QUANTITY_UNSPECIFIED\x10\x00\x12\x10\n\x0cSQUARED_NORM\x10\x01\x12\x08\n\x04NORM\x10\x02\x12\n\n\x06WEIGHT\x10\x03*V\n\x10\x44\x65vicePreference\x12!\n\x1d\x44\x45VICE_PREFERENCE_UNSPECIFIED\x10\x00\x12\x0e\n\nDEVICE_CPU\x10\x01\x12\x0f\n\x0b\x44\x45VICE_CUDA\x10\x02*b\n\x0c\x43omputeDtype\x12\x1d\n\x19\x43OMPUTE_DTYPE_UNSPECIFIED\x10\x00\x12\x0b\n\x07\x46LOAT32\x10\x01\x12\x0c\n\x08\x42\x46LOAT16\x10\x02\x12\x0b\n\x07\x46LOAT16\x10\x03\x12\x0b\n\x07\x46LOAT64\x10\x04\x42\x03\xf8\x01\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17posbias/v1/common.proto\x12\nposbias.v1\"e\n\x0b\x45rrorDetail\x12\'\n\x06reason\x18\x01 \x01(\x0e\x32\x17.posbias.v1.ErrorReason\x12\r\n\x05\x66ield\x18\x02 \x01(\t\x12\r\n\x05value\x18\x03 \x01(\t\x12\x0f\n\x07\x61llowed\x18\x04 \x01(\t\"\xa8\x01\n\x0cRoutingModel\x12\r\n\x05\x64\x65pth\x18\x01 \x01(\r\x12\x0f\n\x05\x61lpha\x18\x02 \x01(\x01H\x00\x12\x33\n\x0e\x61lpha_schedule\x18\x03 \x01(\x0b\x32\x19.posbias.v1.AlphaScheduleH\x00\x12\x18\n\x10\x61ttention_window\x18\x04 \x01(\r\x12\x15\n\rlayer_windows\x18\x05 \x03(\rB\x12\n\x10\x61ttention_weight\"\x1e\n\rAlphaSchedule\x12\r\n\x05\x61lpha\x18\x01 \x03(\x01*\x8a\x07\n\x0b\x45rrorReason\x12\x1c\n\x18\x45RROR_REASON_UNSPECIFIED\x10\x00\x12\x11\n\rINVALID_DEPTH\x10\x01\x12\x11\n\rINVALID_ALPHA\x10\x02\x12\x11\n\rINVALID_POINT\x10\x03\x12\x12\n\x0eINVALID_LENGTH\x10\x04\x12\x14\n\x10INVALID_POSITION\x10\x05\x12\x11\n\rEMPTY_REQUEST\x10\x06\x12\x15\n\x11REQUEST_TOO_LARGE\x10\x07\x12\x13\n\x0fINVALID_PROFILE\x10\x08\x12\x11\n\rINVALID_BANDS\x10\t\x12\x14\n\x10INVALID_ARGUMENT\x10\n\x12\x0e\n\nFIT_FAILED\x10\x0b\x12\x16\n\x12INVALID_ENUM_VALUE\x10\x0c\x12\x13\n\x0fMODEL_NOT_FOUND\x10\x14\x12\x18\n\x14MODEL_ALREADY_EXISTS\x10\x15\x12\x13\n\x0fMODEL_NOT_READY\x10\x16\x12\x16\n\x12INVALID_MODEL_FILE\x10\x17\x12\x14\n\x10PATH_NOT_ALLOWED\x10\x18\x12\x10\n\x0cMODEL_IN_USE\x10\x19\x12\x15\n\x11\x43HECKSUM_MISMATCH\x10\x1a\x12\x11\n\rMODEL_BUILTIN\x10\x1b\x12\x12\n\x0ePATH_NOT_FOUND\x10\x1c\x12\x11\n\rMODEL_CHANGED\x10\x1d\x12\x11\n\rJOB_NOT_FOUND\x10\x1e\x12\x0e\n\nQUEUE_FULL\x10\x1f\x12\x17\n\x13INSUFFICIENT_MEMORY\x10 \x12\x14\n\x10JOB_NOT_FINISHED\x10!\x12\x16\n\x12\x44\x45VICE_UNAVAILABLE\x10\"\x12\x1b\n\x17JOB_TIME_LIMIT_EXCEEDED\x10#\x12\x1a\n\x16MEASUREMENT_NOT_FINITE\x10$\x12\x16\n\x12\x41TTEMPTS_EXHAUSTED\x10%\x12\x15\n\x11REQUEST_ID_REUSED\x10&\x12\x18\n\x14TORCHSCRIPT_DISABLED\x10\'\x12\x18\n\x14INSUFFICIENT_STORAGE\x10(\x12\x11\n\rROLE_REQUIRED\x10)\x12\x12\n\x0eQUOTA_EXCEEDED\x10*\x12\x1b\n\x17\x41UTHENTICATION_REQUIRED\x10+\x12\x13\n\x0fNOT_IMPLEMENTED\x10Z\x12\x11\n\rSHUTTING_DOWN\x10[\x12\x0f\n\x0bSERVER_BUSY\x10\\\x12\x12\n\x0eINTERNAL_ERROR\x10\x63*K\n\x0cProfileModel\x12\x1d\n\x19PROFILE_MODEL_UNSPECIFIED\x10\x00\x12\x0c\n\x08\x43OHERENT\x10\x01\x12\x0e\n\nINCOHERENT\x10\x02*[\n\x0fProfileQuantity\x12 \n\x1cPROFILE_QUANTITY_UNSPECIFIED\x10\x00\x12\x10\n\x0cSQUARED_NORM\x10\x01\x12\x08\n\x04NORM\x10\x02\x12\n\n\x06WEIGHT\x10\x03*V\n\x10\x44\x65vicePreference\x12!\n\x1d\x44\x45VICE_PREFERENCE_UNSPECIFIED\x10\x00\x12\x0e\n\nDEVICE_CPU\x10\x01\x12\x0f\n\x0b\x44\x45VICE_CUDA\x10\x02*b\n\x0c\x43omputeDtype\x12\x1d\n\x19\x43OMPUTE_DTYPE_UNSPECIFIED\x10\x00\x12\x0b\n\x07\x46LOAT32\x10\x01\x12\x0c\n\x08\x42\x46LOAT16\x10\x02\x12\x0b\n\x07\x46LOAT16\x10\x03\x12\x0b\n\x07\x46LOAT64\x10\x04\x42\x03\xf8\x01\x01\x62\x06proto3')
 
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, globals())
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'posbias.v1.common_pb2', globals())
@@ -21,20 +21,20 @@ if _descriptor._USE_C_DESCRIPTORS == False:
 
   DESCRIPTOR._options = None
   DESCRIPTOR._serialized_options = b'\370\001\001'
-  _ERRORREASON._serialized_start=296
-  _ERRORREASON._serialized_end=1202
-  _PROFILEMODEL._serialized_start=1204
-  _PROFILEMODEL._serialized_end=1279
-  _PROFILEQUANTITY._serialized_start=1281
-  _PROFILEQUANTITY._serialized_end=1372
-  _DEVICEPREFERENCE._serialized_start=1374
-  _DEVICEPREFERENCE._serialized_end=1460
-  _COMPUTEDTYPE._serialized_start=1462
-  _COMPUTEDTYPE._serialized_end=1560
+  _ERRORREASON._serialized_start=346
+  _ERRORREASON._serialized_end=1252
+  _PROFILEMODEL._serialized_start=1254
+  _PROFILEMODEL._serialized_end=1329
+  _PROFILEQUANTITY._serialized_start=1331
+  _PROFILEQUANTITY._serialized_end=1422
+  _DEVICEPREFERENCE._serialized_start=1424
+  _DEVICEPREFERENCE._serialized_end=1510
+  _COMPUTEDTYPE._serialized_start=1512
+  _COMPUTEDTYPE._serialized_end=1610
   _ERRORDETAIL._serialized_start=39
   _ERRORDETAIL._serialized_end=140
-  _ROUTINGMODEL._serialized_start=142
-  _ROUTINGMODEL._serialized_end=261
-  _ALPHASCHEDULE._serialized_start=263
-  _ALPHASCHEDULE._serialized_end=293
+  _ROUTINGMODEL._serialized_start=143
+  _ROUTINGMODEL._serialized_end=311
+  _ALPHASCHEDULE._serialized_start=313
+  _ALPHASCHEDULE._serialized_end=343
 # @@protoc_insertion_point(module_scope)

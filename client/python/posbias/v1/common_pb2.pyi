@@ -81,14 +81,18 @@ class ErrorDetail(_message.Message):
     def __init__(self, reason: _Optional[_Union[ErrorReason, str]] = ..., field: _Optional[str] = ..., value: _Optional[str] = ..., allowed: _Optional[str] = ...) -> None: ...
 
 class RoutingModel(_message.Message):
-    __slots__ = ["alpha", "alpha_schedule", "depth"]
+    __slots__ = ["alpha", "alpha_schedule", "attention_window", "depth", "layer_windows"]
     ALPHA_FIELD_NUMBER: _ClassVar[int]
     ALPHA_SCHEDULE_FIELD_NUMBER: _ClassVar[int]
+    ATTENTION_WINDOW_FIELD_NUMBER: _ClassVar[int]
     DEPTH_FIELD_NUMBER: _ClassVar[int]
+    LAYER_WINDOWS_FIELD_NUMBER: _ClassVar[int]
     alpha: float
     alpha_schedule: AlphaSchedule
+    attention_window: int
     depth: int
-    def __init__(self, depth: _Optional[int] = ..., alpha: _Optional[float] = ..., alpha_schedule: _Optional[_Union[AlphaSchedule, _Mapping]] = ...) -> None: ...
+    layer_windows: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, depth: _Optional[int] = ..., alpha: _Optional[float] = ..., alpha_schedule: _Optional[_Union[AlphaSchedule, _Mapping]] = ..., attention_window: _Optional[int] = ..., layer_windows: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class ErrorReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []

@@ -132,7 +132,14 @@ std::vector<torch::Tensor> Outputs(DecoderModel& model, const torch::Tensor& e, 
 struct SampleSums {
   std::vector<torch::Tensor> sum;     // [L] float64 per output.
   std::vector<torch::Tensor> sum_sq;  // [L] float64 per output (Hutchinson).
+  // Both pathways at once (compare_pathways): for the same cotangent rows, the value pathway's
+  // sum_rows ||g_value||^2 and the score pathway's sum_rows ||g_full - g_value||^2, per output.
+  std::vector<torch::Tensor> value_sum;
+  std::vector<torch::Tensor> score_sum;
 };
+
+// Which Jacobians one pass over a sample computes.
+enum class PassKind { kFull, kValueOnly, kBoth };
 
 class Runner {
  public:
@@ -157,28 +164,41 @@ class Runner {
     return cot.to(device_, options_.dtype);
   }
 
-  // `value_only`: the value pathway (attention probabilities detached) instead of the full Jacobian.
+  // `kind`: the full Jacobian, the value pathway (attention probabilities detached), or both
+  // for the same cotangent rows (their difference is the score pathway's Jacobian).
   absl::StatusOr<SampleSums> RunSample(const Sample& sample, int64_t batch, int64_t rows_per_call,
-                                       const std::function<bool()>& tick, bool value_only) {
-    if (model_pass_) return RunSampleWithModelPass(sample, rows_per_call, batch, tick, value_only);
+                                       const std::function<bool()>& tick, PassKind kind) {
+    if (model_pass_) return RunSampleWithModelPass(sample, rows_per_call, batch, tick, kind);
     torch::AutoGradMode enable_grad(true);  // Whatever mode the caller is in.
     const int64_t width = OutputWidth(model_, options_.output);
     const int64_t total = options_.method == Method::kExact ? width : options_.probes;
     auto e = sample.embeds.to(device_, options_.dtype).expand({batch, -1, -1}).clone().set_requires_grad(true);
-    auto ys = Outputs(model_, e, options_, target_, sample.NextToken(target_), checkpoint_, value_only);
+    const bool both = kind == PassKind::kBoth;
+    auto ys = Outputs(model_, e, options_, target_, sample.NextToken(target_), checkpoint_, kind == PassKind::kValueOnly);
+    std::vector<torch::Tensor> value_ys;
+    if (both) value_ys = Outputs(model_, e, options_, target_, sample.NextToken(target_), checkpoint_, true);
     SampleSums sums;
     for (size_t o = 0; o < ys.size(); ++o) {
       auto sum = torch::zeros({options_.length}, torch::kDouble), sum_sq = torch::zeros_like(sum);
+      auto value_sum = torch::zeros_like(sum), score_sum = torch::zeros_like(sum);
       for (int64_t start = 0; start < total; start += batch) {
         const int64_t rows = std::min(batch, total - start);
         auto cot = Cotangents(start, rows, batch, width);
         const bool last = o + 1 == ys.size() && start + batch >= total;
         auto grad = torch::autograd::grad({ys[o]}, {e}, {cot}, /*retain_graph=*/!last)[0];
         Accumulate(grad.narrow(0, 0, rows), sum, sum_sq);
+        if (both) {
+          auto value = torch::autograd::grad({value_ys[o]}, {e}, {cot}, /*retain_graph=*/!last)[0];
+          AccumulatePathways(grad.narrow(0, 0, rows), value.narrow(0, 0, rows), value_sum, score_sum);
+        }
         if (!tick()) return absl::CancelledError("measurement cancelled");
       }
       sums.sum.push_back(sum);
       sums.sum_sq.push_back(sum_sq);
+      if (both) {
+        sums.value_sum.push_back(value_sum);
+        sums.score_sum.push_back(score_sum);
+      }
     }
     return sums;
   }
@@ -190,7 +210,7 @@ class Runner {
   // becomes c * d log p / d hidden_t (one autograd call through the output head per sample).
   absl::StatusOr<SampleSums> RunSampleWithModelPass(const Sample& sample, int64_t rows_per_call,
                                                     int64_t rows_per_product, const std::function<bool()>& tick,
-                                                    bool value_only) {
+                                                    PassKind kind) {
     models::ReversePassOptions pass_options;
     pass_options.keep_activations = !checkpoint_;
     auto pass = model_.PrepareReversePass(sample.embeds.to(device_, options_.dtype), target_, pass_options);
@@ -206,7 +226,10 @@ class Runner {
     }
     models::GradientOptions gradient_options;
     gradient_options.rows_per_product = rows_per_product;
-    gradient_options.detach_attention_probabilities = value_only;
+    gradient_options.detach_attention_probabilities = kind == PassKind::kValueOnly;
+    const bool both = kind == PassKind::kBoth;
+    models::GradientOptions value_options = gradient_options;
+    value_options.detach_attention_probabilities = true;
     bool cancelled = false;
     gradient_options.between_layers = [&] { return !(cancelled = !tick()); };
     const int64_t outputs = options_.output == Output::kLayerSweep ? model_.config().num_layers : 1;
@@ -214,6 +237,7 @@ class Runner {
     for (int64_t o = 0; o < outputs; ++o) {
       const int64_t layer = options_.output == Output::kLayerSweep ? o + 1 : models::InputReversePass::kFinalHidden;
       auto sum = torch::zeros({options_.length}, torch::kDouble), sum_sq = torch::zeros_like(sum);
+      auto value_sum = torch::zeros_like(sum), score_sum = torch::zeros_like(sum);
       for (int64_t start = 0; start < total; start += rows_per_call) {
         const int64_t rows = std::min(rows_per_call, total - start);
         auto cot = Cotangents(start, rows, rows, width);
@@ -221,9 +245,18 @@ class Runner {
         auto grad = pass->InputGradients(cot, layer, gradient_options);
         if (cancelled) return absl::CancelledError("measurement cancelled");
         Accumulate(grad, sum, sum_sq);
+        if (both) {
+          auto value = pass->InputGradients(cot, layer, value_options);
+          if (cancelled) return absl::CancelledError("measurement cancelled");
+          AccumulatePathways(grad, value, value_sum, score_sum);
+        }
       }
       sums.sum.push_back(sum);
       sums.sum_sq.push_back(sum_sq);
+      if (both) {
+        sums.value_sum.push_back(value_sum);
+        sums.score_sum.push_back(score_sum);
+      }
     }
     return sums;
   }
@@ -238,6 +271,18 @@ class Runner {
     sum += sq.sum(0);
     if (options_.method == Method::kHutchinson) sum_sq += sq.pow(2).sum(0);
     vjps_ += grads.size(0);
+  }
+
+  // The same rows' value-pathway gradients next to the full ones: ||g_value||^2 and the score
+  // pathway's ||g_full - g_value||^2 per position (the difference is taken before squaring, so
+  // the interference term 2 <J_value, J_score> is what is left of ||g_full||^2).
+  void AccumulatePathways(const torch::Tensor& full, const torch::Tensor& value, torch::Tensor& value_sum,
+                          torch::Tensor& score_sum) {
+    const auto dtype = NormDtype(options_.dtype);
+    auto value_wide = value.to(dtype);
+    value_sum += value_wide.pow(2).sum(-1).to(torch::kCPU, torch::kDouble).sum(0);
+    score_sum += (full.to(dtype) - value_wide).pow(2).sum(-1).to(torch::kCPU, torch::kDouble).sum(0);
+    vjps_ += value.size(0);
   }
 
   DecoderModel& model_;
@@ -287,13 +332,14 @@ std::vector<double> ToVector(const torch::Tensor& t) {
 // One computed sample as a record: per-output squared norms (probe means for Hutchinson), the
 // variance of the probe mean, and the branch ratios of its forward pass.
 SampleRecord Record(DecoderModel& model, const MeasureOptions& options, const Sample& sample,
-                    const SampleSums& sums, const SampleSums* value_sums, const torch::Device& device) {
+                    const SampleSums& sums, const torch::Device& device) {
   SampleRecord record;
   const double k = static_cast<double>(options.probes);
-  if (value_sums) {
-    for (const auto& sum : value_sums->sum) {
-      record.value_sq_norm.push_back(ToVector(options.method == Method::kExact ? sum : sum / k));
-    }
+  for (const auto& sum : sums.value_sum) {
+    record.value_sq_norm.push_back(ToVector(options.method == Method::kExact ? sum : sum / k));
+  }
+  for (const auto& sum : sums.score_sum) {
+    record.score_sq_norm.push_back(ToVector(options.method == Method::kExact ? sum : sum / k));
   }
   for (size_t o = 0; o < sums.sum.size(); ++o) {
     if (options.method == Method::kExact) {
@@ -315,20 +361,58 @@ SampleRecord Record(DecoderModel& model, const MeasureOptions& options, const Sa
   return record;
 }
 
-// compare_pathways: the value pathway's profile and its ratios to the full one, per output.
+}  // namespace
+
+PathwayShares SharesOfPathways(const torch::Tensor& full, const torch::Tensor& value, const torch::Tensor& score) {
+  // ||J_full||^2 = ||J_value||^2 + ||J_score||^2 + 2 <J_value, J_score>, per position.
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const auto defined = full > 0;
+  PathwayShares shares;
+  shares.ratio = torch::where(defined, value / full, nan);
+  shares.score_share = torch::where(defined, score / full, nan);
+  auto interference = full - value - score;  // 2 <J_value, J_score>.
+  shares.interference_share = torch::where(defined, interference / full, nan);
+  const auto norms = (value * score).sqrt();
+  shares.cosine = torch::where(norms > 0, (0.5 * interference / norms).clamp(-1.0, 1.0), nan);
+  return shares;
+}
+
+namespace {
+
+// compare_pathways, per output: the value pathway's profile, and per position and sample the
+// shares of ||J_full||^2 (THEORY.md section 9): ratio = ||J_value||^2 / ||J_full||^2, score_share =
+// ||J_full - J_value||^2 / ||J_full||^2, interference_share = 2 <J_value, J_score> / ||J_full||^2
+// (ratio + score_share + interference_share = 1), and the cosine of J_value and J_score; each with
+// mean, std and standard error over samples, and the same shares of the totals over positions.
 void SummarizePathways(const std::vector<SampleRecord>& records, int64_t outputs, MeasureResult& result) {
+  auto scalar = [](const std::vector<torch::Tensor>& per_sample) {
+    const PositionStats stats = Stats(per_sample);
+    return ScalarStats{stats.mean[0], stats.std[0], stats.stderr_mean[0]};
+  };
   for (int64_t o = 0; o < outputs; ++o) {
-    std::vector<torch::Tensor> value, ratio, total;
+    std::vector<torch::Tensor> value, ratio, score_share, interference_share, cosine, total, total_score, total_interference;
     for (const auto& record : records) {
       auto full = torch::tensor(record.sq_norm[o], torch::kDouble);
       value.push_back(torch::tensor(record.value_sq_norm[o], torch::kDouble));
-      ratio.push_back(torch::where(full > 0, value.back() / full, std::numeric_limits<double>::quiet_NaN()));
-      total.push_back((value.back().sum() / full.sum()).view({1}));
+      auto score = torch::tensor(record.score_sq_norm[o], torch::kDouble);
+      const PathwayShares shares = SharesOfPathways(full, value.back(), score);
+      ratio.push_back(shares.ratio);
+      score_share.push_back(shares.score_share);
+      interference_share.push_back(shares.interference_share);
+      cosine.push_back(shares.cosine);
+      const PathwayShares totals = SharesOfPathways(full.sum().view({1}), value.back().sum().view({1}), score.sum().view({1}));
+      total.push_back(totals.ratio);
+      total_score.push_back(totals.score_share);
+      total_interference.push_back(totals.interference_share);
     }
     result.value_sq_norm.push_back(Stats(value));
     result.pathway_ratio.push_back(Stats(ratio));
-    const PositionStats totals = Stats(total);
-    result.pathway_total_ratio.push_back({totals.mean[0], totals.std[0], totals.stderr_mean[0]});
+    result.pathway_score_share.push_back(Stats(score_share));
+    result.pathway_interference_share.push_back(Stats(interference_share));
+    result.pathway_cosine.push_back(Stats(cosine));
+    result.pathway_total_ratio.push_back(scalar(total));
+    result.pathway_total_score_share.push_back(scalar(total_score));
+    result.pathway_total_interference_share.push_back(scalar(total_interference));
   }
 }
 
@@ -465,9 +549,10 @@ absl::Status CheckMeasureOptions(const DecoderModel& model, const MeasureOptions
   }
   if (options.compare_pathways) {
     for (const auto& record : options.done_samples) {
-      if (record.value_sq_norm.size() != record.sq_norm.size()) {
-        return InvalidArgumentError({ErrorReason::kInvalidArgument, "done_samples", "records without value_sq_norm",
-                                     "records of a compare_pathways measurement (value_sq_norm per output)"});
+      if (record.value_sq_norm.size() != record.sq_norm.size() || record.score_sq_norm.size() != record.sq_norm.size()) {
+        return InvalidArgumentError({ErrorReason::kInvalidArgument, "done_samples",
+                                     "records without value_sq_norm and score_sq_norm",
+                                     "records of a compare_pathways measurement (both per output)"});
       }
     }
   }
@@ -504,6 +589,10 @@ absl::StatusOr<MeasureResult> Measure(DecoderModel& model, const MeasureOptions&
     plan_inputs.rows_total = rows_total;
     plan_inputs.budget_bytes = free_bytes > 0 ? std::min(options.memory_budget_bytes, free_bytes / 2)
                                               : options.memory_budget_bytes;
+    // compare_pathways through autograd keeps two forward graphs (full and value) per sample.
+    if (options.compare_pathways && !(options.reverse_pass != MeasureOptions::ReversePass::kAutograd && HasOwnReversePass(model))) {
+      plan_inputs.budget_bytes /= 2;
+    }
     plan_inputs.requested_batch = options.cotangent_batch;
     plan_inputs.checkpointing = options.checkpointing;
     plan_inputs.model_pass = options.reverse_pass != MeasureOptions::ReversePass::kAutograd && HasOwnReversePass(model);
@@ -520,7 +609,9 @@ absl::StatusOr<MeasureResult> Measure(DecoderModel& model, const MeasureOptions&
         model_pass ? ((rows_total + rows_per_call - 1) / rows_per_call) *
                          (options.output == Output::kLayerSweep ? layers * (layers + 1) / 2 : layers)
                    : outputs * ((rows_total + batch - 1) / batch);
-    const int64_t passes_per_sample = options.compare_pathways ? 2 : 1;  // Full, then value pathway.
+    // compare_pathways: the model's reverse pass ticks per layer for each pathway's call; autograd
+    // ticks once per batch of both.
+    const int64_t passes_per_sample = options.compare_pathways && model_pass ? 2 : 1;
     const int64_t first_sample = options.first_sample;
     const int64_t end_sample = options.end_sample > 0 ? options.end_sample : options.samples;
     Progress progress{0, (end_sample - first_sample) * chunks_per_sample * passes_per_sample, 0, 0.0};
@@ -542,11 +633,11 @@ absl::StatusOr<MeasureResult> Measure(DecoderModel& model, const MeasureOptions&
       if (s - first_sample < static_cast<int64_t>(records.size())) continue;  // Finished before a resume.
       // One pass over the sample (its probes restart from the sample's stream, so the value
       // pathway of compare_pathways sees the same probes as the full one).
-      auto run = [&](bool value_only) -> absl::StatusOr<SampleSums> {
+      auto run = [&](PassKind kind) -> absl::StatusOr<SampleSums> {
         while (true) {
           runner.StartSample(s);
           try {
-            return runner.RunSample(sample, batch, rows_per_call, tick, value_only);
+            return runner.RunSample(sample, batch, rows_per_call, tick, kind);
           } catch (const c10::Error& error) {
             if (!IsOutOfMemory(error) || (batch == 1 && rows_per_call == 1)) throw;
             batch = std::max<int64_t>(1, batch / 2);  // Halve and retry this sample.
@@ -554,14 +645,12 @@ absl::StatusOr<MeasureResult> Measure(DecoderModel& model, const MeasureOptions&
           }
         }
       };
-      absl::StatusOr<SampleSums> sums = run(options.pathway == Pathway::kValueOnly);
+      // compare_pathways: both pathways for the same cotangent rows in one pass.
+      absl::StatusOr<SampleSums> sums = run(options.compare_pathways                 ? PassKind::kBoth
+                                            : options.pathway == Pathway::kValueOnly ? PassKind::kValueOnly
+                                                                                     : PassKind::kFull);
       if (!sums.ok()) return sums.status();
-      absl::StatusOr<SampleSums> value_sums = absl::InternalError("not run");
-      if (options.compare_pathways) {
-        value_sums = run(/*value_only=*/true);
-        if (!value_sums.ok()) return value_sums.status();
-      }
-      records.push_back(Record(model, options, sample, *sums, options.compare_pathways ? &*value_sums : nullptr, device));
+      records.push_back(Record(model, options, sample, *sums, device));
       ++progress.samples_done;
       if (options.on_sample && !options.on_sample(s, records.back())) {
         return absl::CancelledError("measurement cancelled");

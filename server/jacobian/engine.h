@@ -51,6 +51,9 @@ struct SampleRecord {
   // compare_pathways: the value pathway's squared norms [output][position] (probe means for
   // Hutchinson, the same probes as sq_norm's); empty otherwise.
   std::vector<std::vector<double>> value_sq_norm;
+  // compare_pathways: the score pathway's ||J_full - J_value||^2 [output][position] for the same
+  // cotangent rows (the difference taken before squaring); empty otherwise.
+  std::vector<std::vector<double>> score_sq_norm;
 };
 
 struct MeasureOptions {
@@ -132,6 +135,14 @@ struct MeasureResult {
   std::vector<PositionStats> value_sq_norm;
   std::vector<PositionStats> pathway_ratio;
   std::vector<ScalarStats> pathway_total_ratio;
+  // ... and, per position over samples, score_share = ||J_full - J_value||^2 / ||J_full||^2,
+  // interference_share = 2 <J_value, J_score> / ||J_full||^2 (ratio + both = 1) and the cosine of
+  // J_value and J_score (NaN where either is 0); the shares of the totals over positions.
+  std::vector<PositionStats> pathway_score_share;
+  std::vector<PositionStats> pathway_interference_share;
+  std::vector<PositionStats> pathway_cosine;
+  std::vector<ScalarStats> pathway_total_score_share;
+  std::vector<ScalarStats> pathway_total_interference_share;
   int64_t vjp_count = 0;             // Vector-Jacobian products (backward rows) computed.
   int64_t cotangent_batch = 0;       // Rows per backward pass actually used.
   bool checkpointed = false;         // Whether activation checkpointing was used.
@@ -145,6 +156,15 @@ struct MeasureResult {
 absl::Status CheckMeasureOptions(const models::DecoderModel& model, const MeasureOptions& options);
 
 absl::StatusOr<MeasureResult> Measure(models::DecoderModel& model, const MeasureOptions& options);
+
+// The decomposition of ||J_full||^2 per position from ||J_full||^2, ||J_value||^2 and the score
+// pathway's ||J_full - J_value||^2 (float64 tensors of one shape): ratio, score_share,
+// interference_share (they sum to 1; NaN where ||J_full|| = 0) and the cosine of J_value and
+// J_score (NaN where either is 0).
+struct PathwayShares {
+  torch::Tensor ratio, score_share, interference_share, cosine;
+};
+PathwayShares SharesOfPathways(const torch::Tensor& full, const torch::Tensor& value, const torch::Tensor& score);
 
 // The torch dtype of a job's compute dtype, and the name of a torch dtype ("other" for others).
 torch::Dtype TorchDtype(jobs::ComputeDtype dtype);

@@ -227,6 +227,21 @@ void Read(const Json& j, const std::string& path, PathwayComparison& out) {
   Field(j, path, "total_ratio_mean", out.total_ratio_mean);
   Field(j, path, "total_ratio_std", out.total_ratio_std);
   Field(j, path, "total_ratio_stderr", out.total_ratio_stderr);
+  Field(j, path, "score_share_mean", out.score_share_mean);
+  Field(j, path, "score_share_std", out.score_share_std);
+  Field(j, path, "score_share_stderr", out.score_share_stderr);
+  Field(j, path, "interference_share_mean", out.interference_share_mean);
+  Field(j, path, "interference_share_std", out.interference_share_std);
+  Field(j, path, "interference_share_stderr", out.interference_share_stderr);
+  Field(j, path, "cosine_mean", out.cosine_mean);
+  Field(j, path, "cosine_std", out.cosine_std);
+  Field(j, path, "cosine_stderr", out.cosine_stderr);
+  Field(j, path, "total_score_share_mean", out.total_score_share_mean);
+  Field(j, path, "total_score_share_std", out.total_score_share_std);
+  Field(j, path, "total_score_share_stderr", out.total_score_share_stderr);
+  Field(j, path, "total_interference_share_mean", out.total_interference_share_mean);
+  Field(j, path, "total_interference_share_std", out.total_interference_share_std);
+  Field(j, path, "total_interference_share_stderr", out.total_interference_share_stderr);
 }
 
 void Read(const Json& j, const std::string& path, ReportJob& out) {
@@ -323,7 +338,7 @@ Ordered ToJson(const PathwayComparison& p) {
           {"value_sq_norm_stderr", p.value_sq_norm_stderr}, {"ratio_mean", p.ratio_mean},
           {"ratio_std", p.ratio_std}, {"ratio_stderr", p.ratio_stderr},
           {"total_ratio_mean", p.total_ratio_mean}, {"total_ratio_std", p.total_ratio_std},
-          {"total_ratio_stderr", p.total_ratio_stderr}};
+          {"total_ratio_stderr", p.total_ratio_stderr}, {"score_share_mean", p.score_share_mean}, {"score_share_std", p.score_share_std}, {"score_share_stderr", p.score_share_stderr}, {"interference_share_mean", p.interference_share_mean}, {"interference_share_std", p.interference_share_std}, {"interference_share_stderr", p.interference_share_stderr}, {"cosine_mean", p.cosine_mean}, {"cosine_std", p.cosine_std}, {"cosine_stderr", p.cosine_stderr}, {"total_score_share_mean", p.total_score_share_mean}, {"total_score_share_std", p.total_score_share_std}, {"total_score_share_stderr", p.total_score_share_stderr}, {"total_interference_share_mean", p.total_interference_share_mean}, {"total_interference_share_std", p.total_interference_share_std}, {"total_interference_share_stderr", p.total_interference_share_stderr}};
 }
 
 }  // namespace

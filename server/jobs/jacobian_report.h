@@ -113,8 +113,18 @@ struct PathwayComparison {
   std::vector<double> value_sq_norm_mean, value_sq_norm_std, value_sq_norm_stderr;
   // Per sample ||J_value,j||^2 / ||J_full,j||^2 (null where ||J_full,j|| = 0: after the target).
   std::vector<double> ratio_mean, ratio_std, ratio_stderr;
-  // Per sample sum_j ||J_value,j||^2 / sum_j ||J_full,j||^2; the score pathway's share is 1 - it.
+  // Per sample sum_j ||J_value,j||^2 / sum_j ||J_full,j||^2. 1 minus it is NOT the score
+  // pathway's share: it holds the interference term too (THEORY.md section 9).
   double total_ratio_mean = 0, total_ratio_std = 0, total_ratio_stderr = 0;
+  // Per sample ||J_full,j - J_value,j||^2 / ||J_full,j||^2 (the score pathway's share) and
+  // 2 <J_value,j, J_score,j> / ||J_full,j||^2 (the interference share; ratio + both = 1), and the
+  // cosine of J_value,j and J_score,j; null where undefined. Empty in reports written before them.
+  std::vector<double> score_share_mean, score_share_std, score_share_stderr;
+  std::vector<double> interference_share_mean, interference_share_std, interference_share_stderr;
+  std::vector<double> cosine_mean, cosine_std, cosine_stderr;
+  // The same shares of the totals over positions, per sample.
+  double total_score_share_mean = 0, total_score_share_std = 0, total_score_share_stderr = 0;
+  double total_interference_share_mean = 0, total_interference_share_std = 0, total_interference_share_stderr = 0;
 };
 
 struct ReportJob {

@@ -222,9 +222,23 @@ jobs::JacobianReport BuildReport(models::DecoderModel& model, const jacobian::Me
     const auto& value = result.value_sq_norm.back();
     const auto& ratio = result.pathway_ratio.back();
     const auto& total = result.pathway_total_ratio.back();
-    report.pathways = jobs::PathwayComparison{value.mean, value.std, value.stderr_mean,
-                                              ratio.mean, ratio.std, ratio.stderr_mean,
-                                              total.mean, total.std, total.stderr_mean};
+    auto& p = report.pathways.emplace();
+    p.value_sq_norm_mean = value.mean, p.value_sq_norm_std = value.std, p.value_sq_norm_stderr = value.stderr_mean;
+    p.ratio_mean = ratio.mean, p.ratio_std = ratio.std, p.ratio_stderr = ratio.stderr_mean;
+    p.total_ratio_mean = total.mean, p.total_ratio_std = total.std, p.total_ratio_stderr = total.stderr_mean;
+    const auto& score = result.pathway_score_share.back();
+    const auto& interference = result.pathway_interference_share.back();
+    const auto& cosine = result.pathway_cosine.back();
+    p.score_share_mean = score.mean, p.score_share_std = score.std, p.score_share_stderr = score.stderr_mean;
+    p.interference_share_mean = interference.mean, p.interference_share_std = interference.std;
+    p.interference_share_stderr = interference.stderr_mean;
+    p.cosine_mean = cosine.mean, p.cosine_std = cosine.std, p.cosine_stderr = cosine.stderr_mean;
+    const auto& total_score = result.pathway_total_score_share.back();
+    const auto& total_interference = result.pathway_total_interference_share.back();
+    p.total_score_share_mean = total_score.mean, p.total_score_share_std = total_score.std;
+    p.total_score_share_stderr = total_score.stderr_mean;
+    p.total_interference_share_mean = total_interference.mean, p.total_interference_share_std = total_interference.std;
+    p.total_interference_share_stderr = total_interference.stderr_mean;
   }
   report.branch_ratio = result.branch_ratio;
   std::vector<std::vector<double>> samples;

@@ -20,6 +20,7 @@ namespace {
 nlohmann::json RecordToJson(const jacobian::SampleRecord& record) {
   nlohmann::json json = {{"sq_norm", record.sq_norm}, {"probe_var", record.probe_var}, {"branch_ratio", record.branch_ratio}};
   if (!record.value_sq_norm.empty()) json["value_sq_norm"] = record.value_sq_norm;  // compare_pathways.
+  if (!record.score_sq_norm.empty()) json["score_sq_norm"] = record.score_sq_norm;
   return json;
 }
 
@@ -36,6 +37,9 @@ absl::StatusOr<std::vector<jacobian::SampleRecord>> RecordsFromCheckpoint(const 
       record.sq_norm = item.at("sq_norm").get<std::vector<std::vector<double>>>();
       record.probe_var = item.at("probe_var").get<std::vector<std::vector<double>>>();
       record.branch_ratio = item.at("branch_ratio").get<std::vector<double>>();
+      if (item.contains("score_sq_norm")) {
+        record.score_sq_norm = item.at("score_sq_norm").get<std::vector<std::vector<double>>>();
+      }
       if (item.contains("value_sq_norm")) {
         record.value_sq_norm = item.at("value_sq_norm").get<std::vector<std::vector<double>>>();
       }

@@ -463,9 +463,24 @@ absl::Status FillResultPage(const v1::GetJobResultRequest& request, const jobs::
       pathways->add_ratio_mean(At(comparison.ratio_mean, position));
       pathways->add_ratio_std(At(comparison.ratio_std, position));
       pathways->add_ratio_stderr(At(comparison.ratio_stderr, position));
+      if (!comparison.score_share_mean.empty()) {  // Reports written before the decomposition lack it.
+        pathways->add_score_share_mean(At(comparison.score_share_mean, position));
+        pathways->add_score_share_std(At(comparison.score_share_std, position));
+        pathways->add_score_share_stderr(At(comparison.score_share_stderr, position));
+        pathways->add_interference_share_mean(At(comparison.interference_share_mean, position));
+        pathways->add_interference_share_std(At(comparison.interference_share_std, position));
+        pathways->add_interference_share_stderr(At(comparison.interference_share_stderr, position));
+        pathways->add_cosine_mean(At(comparison.cosine_mean, position));
+        pathways->add_cosine_std(At(comparison.cosine_std, position));
+        pathways->add_cosine_stderr(At(comparison.cosine_stderr, position));
+      }
     }
     pathways->set_total_ratio_mean(comparison.total_ratio_mean);
     pathways->set_total_ratio_stderr(comparison.total_ratio_stderr);
+    pathways->set_total_score_share_mean(comparison.total_score_share_mean);
+    pathways->set_total_score_share_stderr(comparison.total_score_share_stderr);
+    pathways->set_total_interference_share_mean(comparison.total_interference_share_mean);
+    pathways->set_total_interference_share_stderr(comparison.total_interference_share_stderr);
   }
   FillSamples(request, report, positions, result);
   if (stop < selected) {

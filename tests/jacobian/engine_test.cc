@@ -484,6 +484,8 @@ TEST(Pathways, ValueOnlyEqualsTheFullJacobianExactlyUnderUniformAttention) {
       EXPECT_EQ(both->value_sq_norm[0].mean, both->sq_norm[0].mean);
       EXPECT_EQ(both->pathway_ratio[0].mean, std::vector<double>(options.length, 1.0));
       EXPECT_EQ(both->pathway_total_ratio[0].mean, 1.0);
+      EXPECT_EQ(both->pathway_score_share[0].mean, std::vector<double>(options.length, 0.0));
+      EXPECT_EQ(both->pathway_total_score_share[0].mean, 0.0);
     }
   }
 }
@@ -559,6 +561,124 @@ TEST(Pathways, AtInitializationTheScorePathwaysShareIsSmall) {
   }
 }
 
+// The decomposition on Jacobians whose answer is known, as squared norms of J_full = J_value +
+// J_score.
+TEST(PathwayShares, OrthogonalPathwaysOfEqualNormSplitTheJacobianInHalves) {
+  // J_value = (1, 0), J_score = (0, 1): ||J_full||^2 = 2.
+  const auto shares = SharesOfPathways(torch::tensor({2.0}, torch::kDouble), torch::tensor({1.0}, torch::kDouble),
+                                       torch::tensor({1.0}, torch::kDouble));
+  EXPECT_DOUBLE_EQ(shares.ratio.item<double>(), 0.5);
+  EXPECT_DOUBLE_EQ(shares.score_share.item<double>(), 0.5);
+  EXPECT_DOUBLE_EQ(shares.interference_share.item<double>(), 0.0);
+  EXPECT_DOUBLE_EQ(shares.cosine.item<double>(), 0.0);
+}
+
+TEST(PathwayShares, CancellingPathwaysGiveRatioOneAndALargeScoreShare) {
+  // J_value = (1, 0), J_score = (-2, 0): J_full = -J_value, so ||J_value||^2 / ||J_full||^2 = 1
+  // although the score pathway is twice the value pathway.
+  const auto shares = SharesOfPathways(torch::tensor({1.0}, torch::kDouble), torch::tensor({1.0}, torch::kDouble),
+                                       torch::tensor({4.0}, torch::kDouble));
+  EXPECT_DOUBLE_EQ(shares.ratio.item<double>(), 1.0);
+  EXPECT_DOUBLE_EQ(shares.score_share.item<double>(), 4.0);
+  EXPECT_DOUBLE_EQ(shares.interference_share.item<double>(), -4.0);
+  EXPECT_DOUBLE_EQ(shares.cosine.item<double>(), -1.0);
+  // Undefined where ||J_full|| = 0 (after the target), and the cosine where a pathway is 0.
+  const auto zero = SharesOfPathways(torch::tensor({0.0, 1.0}, torch::kDouble), torch::tensor({0.0, 1.0}, torch::kDouble),
+                                     torch::tensor({0.0, 0.0}, torch::kDouble));
+  EXPECT_TRUE(std::isnan(zero.ratio[0].item<double>()));
+  EXPECT_TRUE(std::isnan(zero.cosine[1].item<double>()));
+}
+
+// ||J_full,j - J_value,j||^2 and 2 <J_value,j, J_score,j> per position by brute force: one
+// autograd call per output coordinate through each pathway, in float64.
+struct BruteForcePathways {
+  std::vector<double> full, value, score, interference;
+};
+BruteForcePathways BruteForceBothPathways(models::DecoderModel& model, const std::vector<int64_t>& tokens) {
+  model.To(torch::kCPU, torch::kFloat64);
+  auto ids = torch::tensor(tokens, torch::kLong).unsqueeze(0);
+  auto e = model.Embed(ids).detach().clone().set_requires_grad(true);
+  models::ForwardOptions detached;
+  detached.detach_attention_probabilities = true;
+  auto y_full = model.Forward(e, {}).hidden.select(1, ids.size(1) - 1).squeeze(0);
+  auto y_value = model.Forward(e, detached).hidden.select(1, ids.size(1) - 1).squeeze(0);
+  const int64_t length = ids.size(1);
+  BruteForcePathways out{std::vector<double>(length), std::vector<double>(length), std::vector<double>(length),
+                         std::vector<double>(length)};
+  for (int64_t k = 0; k < y_full.size(0); ++k) {
+    auto gf = torch::autograd::grad({y_full[k]}, {e}, {}, true)[0].squeeze(0);
+    auto gv = torch::autograd::grad({y_value[k]}, {e}, {}, true)[0].squeeze(0);
+    auto gs = gf - gv;
+    for (int64_t j = 0; j < length; ++j) {
+      out.full[j] += gf[j].pow(2).sum().item<double>();
+      out.value[j] += gv[j].pow(2).sum().item<double>();
+      out.score[j] += gs[j].pow(2).sum().item<double>();
+      out.interference[j] += 2 * (gv[j] * gs[j]).sum().item<double>();
+    }
+  }
+  return out;
+}
+
+TEST(Pathways, TheScoreAndInterferenceSharesMatchBruteForceAndTheThreeSharesSumToOne) {
+  const std::vector<int64_t> tokens = {3, 14, 15, 9, 2, 6, 5};
+  for (const std::string family : {"gpt2", "qwen2"}) {
+    ModelConfig config = Tiny(family);
+    auto model = Build(config);
+    // Scale the query projections up so that attention is far from uniform and the score pathway
+    // is large (at initialization it is ~1e-4 of the total).
+    {
+      torch::NoGradGuard no_grad;
+      for (auto& [name, tensor] : model->NamedParameters()) {
+        if (name.find("q_proj.weight") != std::string::npos || name.find("c_attn.weight") != std::string::npos) {
+          tensor.mul_(30.0);
+        }
+      }
+    }
+    const auto expected = BruteForceBothPathways(*model, tokens);
+    for (auto route : {MeasureOptions::ReversePass::kModel, MeasureOptions::ReversePass::kAutograd}) {
+      SCOPED_TRACE(::testing::Message() << family << (route == MeasureOptions::ReversePass::kModel ? " model" : " autograd"));
+      MeasureOptions options = GivenTokens(tokens);
+      options.compare_pathways = true;
+      options.reverse_pass = route;
+      auto result = Measure(*model, options);
+      ASSERT_TRUE(result.ok()) << result.status();
+      const auto& score = result->pathway_score_share[0].mean;
+      const auto& interference = result->pathway_interference_share[0].mean;
+      const auto& ratio = result->pathway_ratio[0].mean;
+      double largest_score = 0;
+      for (size_t j = 0; j < tokens.size(); ++j) {
+        EXPECT_NEAR(score[j], expected.score[j] / expected.full[j], 1e-10) << "position " << j + 1;
+        EXPECT_NEAR(interference[j], expected.interference[j] / expected.full[j], 1e-10) << "position " << j + 1;
+        EXPECT_NEAR(ratio[j] + score[j] + interference[j], 1.0, 1e-12) << "position " << j + 1;
+        EXPECT_GE(score[j], 0.0);
+        const double cosine = result->pathway_cosine[0].mean[j];
+        EXPECT_GE(cosine, -1.0);
+        EXPECT_LE(cosine, 1.0);
+        largest_score = std::max(largest_score, score[j]);
+      }
+      EXPECT_GT(largest_score, 1e-3) << "the test must exercise a score pathway that is not negligible";
+      EXPECT_NEAR(result->pathway_total_ratio[0].mean + result->pathway_total_score_share[0].mean +
+                      result->pathway_total_interference_share[0].mean,
+                  1.0, 1e-12);
+    }
+  }
+}
+
+TEST(Pathways, WithHutchinsonProbesTheSharesStillSumToOnePerSample) {
+  auto model = Build(Tiny("qwen2"));
+  MeasureOptions options = PathwayOptions();
+  options.method = Method::kHutchinson;
+  options.compare_pathways = true;
+  auto result = Measure(*model, options);
+  ASSERT_TRUE(result.ok()) << result.status();
+  for (int64_t j = 0; j < options.length; ++j) {
+    EXPECT_NEAR(result->pathway_ratio[0].mean[j] + result->pathway_score_share[0].mean[j] +
+                    result->pathway_interference_share[0].mean[j],
+                1.0, 1e-12);
+    EXPECT_GE(result->pathway_score_share[0].mean[j], 0.0);
+  }
+}
+
 TEST(MeasureOptions, RejectsComparingPathwaysFromTheValuePathwayOrFromRecordsWithoutIt) {
   auto model = Build(Tiny("gpt2"));
   MeasureOptions options = PathwayOptions();
@@ -568,7 +688,7 @@ TEST(MeasureOptions, RejectsComparingPathwaysFromTheValuePathwayOrFromRecordsWit
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(status.message().find("pathway"), std::string::npos) << status;
   options.pathway = Pathway::kFull;
-  options.done_samples.push_back({{std::vector<double>(options.length, 1.0)}, {}, {}, {}});
+  options.done_samples.push_back({{std::vector<double>(options.length, 1.0)}, {}, {}, {}, {}});
   status = CheckMeasureOptions(*model, options);
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(status.message().find("done_samples"), std::string::npos) << status;

@@ -104,9 +104,19 @@ JacobianReport FullReport() {
   report.sq_norm_std = report.sq_norm_stderr = report.norm_mean = report.norm_std = report.norm_stderr = {1, 2, 3};
   report.sq_norm_estimator_stderr = std::vector<double>{0.1, 0.1, 0.1};
   report.layers = std::vector<LayerProfile>{{1, {1, 2, 3}, {0, 0, 0}}, {2, {3, 2, 1}, {0, 0, 0}}};
-  report.pathways = PathwayComparison{{0.4, 0.2, 0.25}, {0.1, 0.1, 0.1}, {0.05, 0.05, 0.05},
-                                      {0.8, 0.8, 1.0},  {0.1, 0.1, 0},   {0.05, 0.05, 0},
-                                      0.875,            0.01,            0.005};
+  auto& pathways = report.pathways.emplace();
+  pathways.value_sq_norm_mean = {0.4, 0.2, 0.25}, pathways.value_sq_norm_std = {0.1, 0.1, 0.1};
+  pathways.value_sq_norm_stderr = {0.05, 0.05, 0.05};
+  pathways.ratio_mean = {0.8, 0.8, 1.0}, pathways.ratio_std = {0.1, 0.1, 0}, pathways.ratio_stderr = {0.05, 0.05, 0};
+  pathways.total_ratio_mean = 0.875, pathways.total_ratio_std = 0.01, pathways.total_ratio_stderr = 0.005;
+  pathways.score_share_mean = {0.1, 0.3, 0.0}, pathways.score_share_std = {0.01, 0.01, 0};
+  pathways.score_share_stderr = {0.005, 0.005, 0};
+  pathways.interference_share_mean = {0.1, -0.1, 0.0}, pathways.interference_share_std = {0.02, 0.02, 0};
+  pathways.interference_share_stderr = {0.01, 0.01, 0};
+  pathways.cosine_mean = {0.2, -0.1, 0.0}, pathways.cosine_std = {0.1, 0.1, 0}, pathways.cosine_stderr = {0.05, 0.05, 0};
+  pathways.total_score_share_mean = 0.1, pathways.total_score_share_std = 0.01, pathways.total_score_share_stderr = 0.005;
+  pathways.total_interference_share_mean = 0.025, pathways.total_interference_share_std = 0.01;
+  pathways.total_interference_share_stderr = 0.005;
   report.branch_ratio = {0.5, 0.4};
   report.theory.depth = 2;
   FixedDepthFit fit;

@@ -369,22 +369,48 @@ class JobLayerBranchRatio(_message.Message):
     def __init__(self, layer: _Optional[int] = ..., attention_mean: _Optional[float] = ..., attention_std: _Optional[float] = ..., mlp_mean: _Optional[float] = ..., mlp_std: _Optional[float] = ...) -> None: ...
 
 class JobPathwayComparison(_message.Message):
-    __slots__ = ["ratio_mean", "ratio_std", "ratio_stderr", "total_ratio_mean", "total_ratio_stderr", "value_sq_norm_mean", "value_sq_norm_stderr"]
+    __slots__ = ["cosine_mean", "cosine_std", "cosine_stderr", "interference_share_mean", "interference_share_std", "interference_share_stderr", "ratio_mean", "ratio_std", "ratio_stderr", "score_share_mean", "score_share_std", "score_share_stderr", "total_interference_share_mean", "total_interference_share_stderr", "total_ratio_mean", "total_ratio_stderr", "total_score_share_mean", "total_score_share_stderr", "value_sq_norm_mean", "value_sq_norm_stderr"]
+    COSINE_MEAN_FIELD_NUMBER: _ClassVar[int]
+    COSINE_STDERR_FIELD_NUMBER: _ClassVar[int]
+    COSINE_STD_FIELD_NUMBER: _ClassVar[int]
+    INTERFERENCE_SHARE_MEAN_FIELD_NUMBER: _ClassVar[int]
+    INTERFERENCE_SHARE_STDERR_FIELD_NUMBER: _ClassVar[int]
+    INTERFERENCE_SHARE_STD_FIELD_NUMBER: _ClassVar[int]
     RATIO_MEAN_FIELD_NUMBER: _ClassVar[int]
     RATIO_STDERR_FIELD_NUMBER: _ClassVar[int]
     RATIO_STD_FIELD_NUMBER: _ClassVar[int]
+    SCORE_SHARE_MEAN_FIELD_NUMBER: _ClassVar[int]
+    SCORE_SHARE_STDERR_FIELD_NUMBER: _ClassVar[int]
+    SCORE_SHARE_STD_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_INTERFERENCE_SHARE_MEAN_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_INTERFERENCE_SHARE_STDERR_FIELD_NUMBER: _ClassVar[int]
     TOTAL_RATIO_MEAN_FIELD_NUMBER: _ClassVar[int]
     TOTAL_RATIO_STDERR_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_SCORE_SHARE_MEAN_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_SCORE_SHARE_STDERR_FIELD_NUMBER: _ClassVar[int]
     VALUE_SQ_NORM_MEAN_FIELD_NUMBER: _ClassVar[int]
     VALUE_SQ_NORM_STDERR_FIELD_NUMBER: _ClassVar[int]
+    cosine_mean: _containers.RepeatedScalarFieldContainer[float]
+    cosine_std: _containers.RepeatedScalarFieldContainer[float]
+    cosine_stderr: _containers.RepeatedScalarFieldContainer[float]
+    interference_share_mean: _containers.RepeatedScalarFieldContainer[float]
+    interference_share_std: _containers.RepeatedScalarFieldContainer[float]
+    interference_share_stderr: _containers.RepeatedScalarFieldContainer[float]
     ratio_mean: _containers.RepeatedScalarFieldContainer[float]
     ratio_std: _containers.RepeatedScalarFieldContainer[float]
     ratio_stderr: _containers.RepeatedScalarFieldContainer[float]
+    score_share_mean: _containers.RepeatedScalarFieldContainer[float]
+    score_share_std: _containers.RepeatedScalarFieldContainer[float]
+    score_share_stderr: _containers.RepeatedScalarFieldContainer[float]
+    total_interference_share_mean: float
+    total_interference_share_stderr: float
     total_ratio_mean: float
     total_ratio_stderr: float
+    total_score_share_mean: float
+    total_score_share_stderr: float
     value_sq_norm_mean: _containers.RepeatedScalarFieldContainer[float]
     value_sq_norm_stderr: _containers.RepeatedScalarFieldContainer[float]
-    def __init__(self, value_sq_norm_mean: _Optional[_Iterable[float]] = ..., value_sq_norm_stderr: _Optional[_Iterable[float]] = ..., ratio_mean: _Optional[_Iterable[float]] = ..., ratio_std: _Optional[_Iterable[float]] = ..., ratio_stderr: _Optional[_Iterable[float]] = ..., total_ratio_mean: _Optional[float] = ..., total_ratio_stderr: _Optional[float] = ...) -> None: ...
+    def __init__(self, value_sq_norm_mean: _Optional[_Iterable[float]] = ..., value_sq_norm_stderr: _Optional[_Iterable[float]] = ..., ratio_mean: _Optional[_Iterable[float]] = ..., ratio_std: _Optional[_Iterable[float]] = ..., ratio_stderr: _Optional[_Iterable[float]] = ..., total_ratio_mean: _Optional[float] = ..., total_ratio_stderr: _Optional[float] = ..., score_share_mean: _Optional[_Iterable[float]] = ..., score_share_std: _Optional[_Iterable[float]] = ..., score_share_stderr: _Optional[_Iterable[float]] = ..., interference_share_mean: _Optional[_Iterable[float]] = ..., interference_share_std: _Optional[_Iterable[float]] = ..., interference_share_stderr: _Optional[_Iterable[float]] = ..., cosine_mean: _Optional[_Iterable[float]] = ..., cosine_std: _Optional[_Iterable[float]] = ..., cosine_stderr: _Optional[_Iterable[float]] = ..., total_score_share_mean: _Optional[float] = ..., total_score_share_stderr: _Optional[float] = ..., total_interference_share_mean: _Optional[float] = ..., total_interference_share_stderr: _Optional[float] = ...) -> None: ...
 
 class JobProgress(_message.Message):
     __slots__ = ["chunks_done", "chunks_total", "estimated_seconds_remaining", "fraction", "samples_done", "samples_total"]

@@ -1,11 +1,8 @@
 #include "server/jobs/store_common.h"
 
-#include <sys/random.h>
-
-#include <cerrno>
-#include <cstdlib>
 
 #include "absl/strings/str_cat.h"
+#include "server/host/random.h"
 #include "nlohmann/json.hpp"
 #include "server/status/error.h"
 
@@ -120,22 +117,7 @@ absl::StatusOr<std::pair<int64_t, std::string>> DecodePageToken(const std::strin
   return std::make_pair(negative ? -created_ms : created_ms, plain.substr(slash + 1));
 }
 
-std::string RandomJobId() {
-  static constexpr char kDigits[] = "0123456789abcdef";
-  unsigned char bytes[kJobIdRandomBits / 8];
-  size_t filled = 0;
-  while (filled < sizeof(bytes)) {  // getrandom(2) blocks only until the kernel's pool is seeded.
-    const ssize_t got = getrandom(bytes + filled, sizeof(bytes) - filled, 0);
-    if (got > 0) filled += static_cast<size_t>(got);
-    else if (errno != EINTR) std::abort();  // No CSPRNG: refuse to mint guessable ids.
-  }
-  std::string id = "j-";
-  for (const unsigned char byte : bytes) {
-    id.push_back(kDigits[byte >> 4]);
-    id.push_back(kDigits[byte & 0xf]);
-  }
-  return id;
-}
+std::string RandomJobId() { return "j-" + host::RandomHex(kJobIdRandomBits / 8); }
 
 absl::StatusOr<JobRecord> RecordFromFields(const std::string& id, const std::string& spec_json,
                                            const std::string& labels_json, const std::string& state_name) {

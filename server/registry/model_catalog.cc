@@ -1,6 +1,5 @@
 #include "server/registry/model_catalog.h"
 
-#include <sys/random.h>
 
 #include <fcntl.h>
 #include <signal.h>
@@ -19,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "server/host/memory.h"
+#include "server/host/random.h"
 #include "server/registry/sha256.h"
 #include "server/status/error.h"
 
@@ -143,22 +143,7 @@ absl::StatusOr<SourceKind> ParseSourceKind(std::string_view name) {
       {ErrorReason::kInvalidArgument, "source.kind", std::string(name), "preset, checkpoint, torchscript or upload"});
 }
 
-std::string NewModelUid() {
-  static constexpr char kDigits[] = "0123456789abcdef";
-  unsigned char bytes[16];
-  size_t filled = 0;
-  while (filled < sizeof(bytes)) {
-    const ssize_t got = getrandom(bytes + filled, sizeof(bytes) - filled, 0);
-    if (got > 0) filled += static_cast<size_t>(got);
-    else if (errno != EINTR) std::abort();  // No CSPRNG: refuse to mint guessable identities.
-  }
-  std::string uid;
-  for (const unsigned char byte : bytes) {
-    uid.push_back(kDigits[byte >> 4]);
-    uid.push_back(kDigits[byte & 0xf]);
-  }
-  return uid;
-}
+std::string NewModelUid() { return host::RandomHex(16); }  // 128 bits.
 
 absl::Status CheckModelName(const std::string& name) {
   static const std::regex pattern("[a-z0-9][a-z0-9-]{0,62}");

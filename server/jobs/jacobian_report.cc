@@ -92,6 +92,12 @@ void Field(const Json& object, const std::string& path, const char* key, T& out)
   if (it == object.end()) Malformed(absl::StrCat(path, ".", key), "present");
   Read(*it, absl::StrCat(path, ".", key), out);
 }
+// A member added after reports were first stored, read when present (older reports keep the
+// default: a stored result stays readable).
+template <typename T>
+void FieldIfPresent(const Json& object, const std::string& path, const char* key, T& out) {
+  if (auto it = object.find(key); it != object.end()) Read(*it, absl::StrCat(path, ".", key), out);
+}
 // A member added after the first reports, or present only for some measurements.
 template <typename T>
 void Field(const Json& object, const std::string& path, const char* key, std::optional<T>& out) {
@@ -227,21 +233,21 @@ void Read(const Json& j, const std::string& path, PathwayComparison& out) {
   Field(j, path, "total_ratio_mean", out.total_ratio_mean);
   Field(j, path, "total_ratio_std", out.total_ratio_std);
   Field(j, path, "total_ratio_stderr", out.total_ratio_stderr);
-  Field(j, path, "score_share_mean", out.score_share_mean);
-  Field(j, path, "score_share_std", out.score_share_std);
-  Field(j, path, "score_share_stderr", out.score_share_stderr);
-  Field(j, path, "interference_share_mean", out.interference_share_mean);
-  Field(j, path, "interference_share_std", out.interference_share_std);
-  Field(j, path, "interference_share_stderr", out.interference_share_stderr);
-  Field(j, path, "cosine_mean", out.cosine_mean);
-  Field(j, path, "cosine_std", out.cosine_std);
-  Field(j, path, "cosine_stderr", out.cosine_stderr);
-  Field(j, path, "total_score_share_mean", out.total_score_share_mean);
-  Field(j, path, "total_score_share_std", out.total_score_share_std);
-  Field(j, path, "total_score_share_stderr", out.total_score_share_stderr);
-  Field(j, path, "total_interference_share_mean", out.total_interference_share_mean);
-  Field(j, path, "total_interference_share_std", out.total_interference_share_std);
-  Field(j, path, "total_interference_share_stderr", out.total_interference_share_stderr);
+  FieldIfPresent(j, path, "score_share_mean", out.score_share_mean);
+  FieldIfPresent(j, path, "score_share_std", out.score_share_std);
+  FieldIfPresent(j, path, "score_share_stderr", out.score_share_stderr);
+  FieldIfPresent(j, path, "interference_share_mean", out.interference_share_mean);
+  FieldIfPresent(j, path, "interference_share_std", out.interference_share_std);
+  FieldIfPresent(j, path, "interference_share_stderr", out.interference_share_stderr);
+  FieldIfPresent(j, path, "cosine_mean", out.cosine_mean);
+  FieldIfPresent(j, path, "cosine_std", out.cosine_std);
+  FieldIfPresent(j, path, "cosine_stderr", out.cosine_stderr);
+  FieldIfPresent(j, path, "total_score_share_mean", out.total_score_share_mean);
+  FieldIfPresent(j, path, "total_score_share_std", out.total_score_share_std);
+  FieldIfPresent(j, path, "total_score_share_stderr", out.total_score_share_stderr);
+  FieldIfPresent(j, path, "total_interference_share_mean", out.total_interference_share_mean);
+  FieldIfPresent(j, path, "total_interference_share_std", out.total_interference_share_std);
+  FieldIfPresent(j, path, "total_interference_share_stderr", out.total_interference_share_stderr);
 }
 
 void Read(const Json& j, const std::string& path, ReportJob& out) {

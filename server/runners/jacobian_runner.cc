@@ -125,6 +125,16 @@ absl::StatusOr<std::string> JacobianRunner::Run(const jobs::JobRecord& job,
     auto records = RecordsFromCheckpoint(job.checkpoint);
     if (!records.ok()) return records.status();
     options.done_samples = *std::move(records);
+    // A compare_pathways checkpoint written before the score pathway's norms were kept: its
+    // samples are measured again rather than the job failing.
+    if (job.spec.compare_pathways) {
+      for (const auto& record : options.done_samples) {
+        if (record.score_sq_norm.size() != record.sq_norm.size()) {
+          options.done_samples.clear();
+          break;
+        }
+      }
+    }
   }
   nlohmann::json checkpoint = {{"samples", nlohmann::json::array()}};
   for (const auto& record : options.done_samples) checkpoint["samples"].push_back(RecordToJson(record));

@@ -90,6 +90,7 @@ JacobianReport FullReport() {
   report.model.layers = 2;
   report.model.weights = "seeded initialization";
   report.model.weights_sha256 = "ab";
+  report.model.uid = "0123456789abcdef0123456789abcdef";
   report.model.source = "preset";
   report.measurement.length = 3;
   report.measurement.target = 3;
@@ -225,6 +226,25 @@ TEST(JacobianReportJson, AnOlderReportWithoutLaterMembersIsRead) {
   EXPECT_FALSE(back->job.has_value());
   EXPECT_FALSE(back->theory.effective_depth_fits.has_value());
   EXPECT_FALSE(back->theory.fits->at(0).lambda_sample_low.has_value());
+}
+
+TEST(JacobianReportJson, APathwayComparisonStoredBeforeTheDecompositionIsRead) {
+  auto json = nlohmann::json::parse(ReportToJson(FullReport()).dump());
+  for (const char* key : {"score_share_mean", "score_share_std", "score_share_stderr", "interference_share_mean",
+                          "interference_share_std", "interference_share_stderr", "cosine_mean", "cosine_std",
+                          "cosine_stderr", "total_score_share_mean", "total_score_share_std", "total_score_share_stderr",
+                          "total_interference_share_mean", "total_interference_share_std",
+                          "total_interference_share_stderr"}) {
+    ASSERT_TRUE(json["pathways"].contains(key)) << key;
+    json["pathways"].erase(key);
+  }
+  ASSERT_EQ(json["model"].erase("uid"), 1u);
+  auto back = ReportFromJson(json);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_FALSE(back->model.uid.has_value());
+  EXPECT_EQ(back->pathways->ratio_mean, (std::vector<double>{0.8, 0.8, 1.0}));
+  EXPECT_TRUE(back->pathways->score_share_mean.empty());
+  EXPECT_EQ(back->pathways->total_score_share_mean, 0.0);
 }
 
 }  // namespace

@@ -495,6 +495,16 @@ TEST_F(ServerTest, EvaluatesTheDiscreteRowWithASlidingWindowAndRefusesItsContinu
   mixed.clear_profiles();
   mixed.add_profiles(v1::COHERENT);
   EXPECT_TRUE(client_->EvaluateDiscrete(mixed).ok());
+  // A windowed layer costs more: its work counts 16 times against the H * L limit (default 4e9).
+  v1::EvaluateDiscreteRequest heavy;
+  heavy.mutable_model()->set_depth(1000);
+  heavy.mutable_model()->set_alpha(0.5);
+  heavy.mutable_model()->set_attention_window(64);
+  heavy.set_length(300000);
+  heavy.set_summaries_only(true);
+  const auto refused_work = client_->EvaluateDiscrete(heavy);
+  EXPECT_EQ(refused_work.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(refused_work.status().message().find("windowed"), std::string::npos) << refused_work.status();
   auto continuum = ContinuumRequest(3, 0.5, {0.5});
   continuum.mutable_model()->set_attention_window(4);
   const auto refused = client_->EvaluateContinuum(continuum);

@@ -1533,11 +1533,12 @@ def main():
             while True:
                 page = models.ListModels(pb.model.ListModelsRequest(page_size=1000, page_token=token), timeout=30, metadata=md)
                 names |= {x.name for x in page.models}
+                names |= {x.uid for x in page.models}  # Uploads are stored under the model's uid.
                 token = page.next_page_token
                 if not token:
                     break
             orphans = [n for n in left if not n.startswith(".") and
-                       n.split(".safetensors")[0] not in names]
+                       n.split(".safetensors")[0] not in names]  # Names: uploads stored before uids.
             if orphans:
                 failures.append("files in %s of no registered model: %s" % (uploads, orphans[:20]))
         for name in os.listdir(paths["data"]):

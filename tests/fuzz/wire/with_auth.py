@@ -23,7 +23,9 @@ def main():
                                        "token_sha256": hashlib.sha256(token.encode()).hexdigest()}]}, f)
         script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "wire_fuzz.py")
         command = [sys.executable, script, *rest, "--server-arg=--auth-tokens-file=" + tokens_file,
-                   "--setup-token", token, "--expect-only", "UNAUTHENTICATED"]
+                   # "=" joined: a token that begins with "-" (token_urlsafe draws from [A-Za-z0-9_-])
+                   # must not read as an option.
+                   "--setup-token=" + token, "--expect-only", "UNAUTHENTICATED"]
         sys.exit(subprocess.run(command).returncode)
 
 

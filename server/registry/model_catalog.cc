@@ -145,6 +145,13 @@ absl::StatusOr<SourceKind> ParseSourceKind(std::string_view name) {
 
 std::string NewModelUid() { return host::RandomHex(16); }  // 128 bits.
 
+absl::Status CheckUploadConfig(const std::string& config_json, const models::Ablations& ablations) {
+  auto config = models::ConfigFromHuggingFaceJson(config_json);
+  if (!config.ok()) return config.status();
+  config->ablations = ablations;
+  return models::ValidateConfig(*config);
+}
+
 absl::Status CheckModelName(const std::string& name) {
   static const std::regex pattern("[a-z0-9][a-z0-9-]{0,62}");
   if (std::regex_match(name, pattern)) return absl::OkStatus();
@@ -508,10 +515,10 @@ absl::StatusOr<ModelEntry> ModelCatalog::Register(const std::string& name, const
 
 absl::StatusOr<ModelEntry> ModelCatalog::RegisterUpload(const std::string& name, const std::string& staged_path,
                                                         const std::string& config_json,
+                                                        const models::Ablations& ablations,
                                                         const std::map<std::string, std::string>& labels,
                                                         const std::string& request_id, const std::string& tenant) {
-  auto config = models::ConfigFromHuggingFaceJson(config_json);
-  if (!config.ok()) return config.status();
+  if (auto status = CheckUploadConfig(config_json, ablations); !status.ok()) return status;
   ModelEntry entry;
   entry.tenant = tenant;
   auto existing = Reserve(name, entry, labels, request_id);
@@ -551,6 +558,7 @@ absl::StatusOr<ModelEntry> ModelCatalog::RegisterUpload(const std::string& name,
   }
   entry.source.kind = SourceKind::kUpload;
   entry.source.path = stored;
+  entry.source.ablations = ablations;
   auto sha = Sha256OfFile(stored);
   if (sha.ok()) entry.weights_sha256 = *sha;
   return Finish(entry);

@@ -51,9 +51,9 @@ class ModelCatalog {
                                       const std::map<std::string, std::string>& labels,
                                       const std::string& request_id, const std::string& tenant = "");
   // Registers an uploaded checkpoint: `staged_path` (a file the caller wrote under uploads_dir())
-  // becomes the model's weights; `config_json` is its Hugging Face config.
+  // becomes the model's weights; `config_json` is its Hugging Face config, `ablations` applied on top.
   absl::StatusOr<ModelEntry> RegisterUpload(const std::string& name, const std::string& staged_path,
-                                            const std::string& config_json,
+                                            const std::string& config_json, const models::Ablations& ablations,
                                             const std::map<std::string, std::string>& labels,
                                             const std::string& request_id, const std::string& tenant = "");
 

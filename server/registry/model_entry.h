@@ -78,4 +78,8 @@ std::string NewModelUid();
 // Checks a model name: [a-z0-9][a-z0-9-]{0,62}.
 absl::Status CheckModelName(const std::string& name);
 
+// Checks an uploaded checkpoint's Hugging Face config.json text: it parses and, with `ablations`,
+// describes a model this server builds (INVALID_ARGUMENT naming what is wrong).
+absl::Status CheckUploadConfig(const std::string& config_json, const models::Ablations& ablations);
+
 }  // namespace posbias::registry

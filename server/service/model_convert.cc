@@ -1,5 +1,6 @@
 #include "server/service/model_convert.h"
 
+#include "absl/strings/str_cat.h"
 #include "server/admission/labels.h"
 #include "server/status/error.h"
 
@@ -57,6 +58,39 @@ absl::StatusOr<ModelRegistration> RegistrationFromRequest(const v1::RegisterMode
   registration.name = request.name();
   registration.request_id = request.request_id();
   return registration;
+}
+
+absl::StatusOr<UploadRegistration> UploadFromMetadata(const v1::UploadModelMetadata& metadata) {
+  UploadRegistration upload;
+  upload.name = metadata.name();
+  upload.labels = {metadata.labels().begin(), metadata.labels().end()};
+  upload.request_id = metadata.request_id();
+  upload.config_json = metadata.config_json();
+  upload.ablations = AblationsFromProto(metadata.ablations());
+  for (const auto& status : {registry::CheckModelName(upload.name), admission::CheckLabels(upload.labels),
+                             admission::CheckRequestId(upload.request_id)}) {
+    if (!status.ok()) return status;
+  }
+  if (metadata.format() == v1::MODEL_FILE_FORMAT_TORCHSCRIPT) {
+    return ErrorWithReason(absl::StatusCode::kUnimplemented, ErrorReason::kNotImplemented,
+                           "uploading a TorchScript module is not supported: put the file under the server's "
+                           "--model-root and call RegisterModel with a torchscript source");
+  }
+  if (metadata.has_torchscript_shape()) {
+    return InvalidArgumentError({ErrorReason::kInvalidArgument, "torchscript_shape", "set",
+                                 "unset for a SAFETENSORS upload (its config_json gives the shape)"});
+  }
+  if (metadata.file_name().size() > kMaxUploadFileNameBytes) {
+    return InvalidArgumentError({ErrorReason::kInvalidArgument, "file_name",
+                                 absl::StrCat(metadata.file_name().size(), " bytes"),
+                                 absl::StrCat("at most ", kMaxUploadFileNameBytes, " bytes")});
+  }
+  if (upload.config_json.empty()) {
+    return InvalidArgumentError({ErrorReason::kEmptyRequest, "config_json", "empty",
+                                 "the Hugging Face config.json text of the uploaded checkpoint"});
+  }
+  if (auto status = registry::CheckUploadConfig(upload.config_json, upload.ablations); !status.ok()) return status;
+  return upload;
 }
 
 }  // namespace posbias::service

@@ -23,4 +23,20 @@ struct ModelRegistration {
 // admission/labels.h; the name, the source's path and its architecture are the catalog's to check.
 absl::StatusOr<ModelRegistration> RegistrationFromRequest(const v1::RegisterModelRequest& request);
 
+// UploadModel's first message as what the catalog registers once the bytes have arrived. Checked
+// here, before any chunk is read, so that a bad upload is refused before its weights are sent: the
+// name, labels and request_id (as above); the format (SAFETENSORS; TORCHSCRIPT uploads are
+// UNIMPLEMENTED: register the file from the model root instead); no torchscript_shape; a file_name
+// of at most 255 bytes; and config_json, which must parse and, with the ablations, describe a
+// model this server builds (INVALID_ARGUMENT naming what is wrong).
+inline constexpr size_t kMaxUploadFileNameBytes = 255;
+struct UploadRegistration {
+  std::string name;
+  std::string config_json;
+  models::Ablations ablations;
+  std::map<std::string, std::string> labels;
+  std::string request_id;
+};
+absl::StatusOr<UploadRegistration> UploadFromMetadata(const v1::UploadModelMetadata& metadata);
+
 }  // namespace posbias::service

@@ -11,10 +11,10 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "server/admission/labels.h"
 #include "server/host/disk.h"
 #include "server/registry/scratch_files.h"
 #include "server/registry/sha256.h"
+#include "server/service/model_convert.h"
 #include "server/service/model_service_impl.h"
 #include "server/service/rpc_scope.h"
 #include "server/service/unary_call.h"
@@ -103,11 +103,9 @@ class ModelTransfers::UploadReactor final : public grpc::ServerReadReactor<v1::U
     }
     metadata_ = message_.metadata();
     caller_.resource = metadata_.name();
-    labels_ = {metadata_.labels().begin(), metadata_.labels().end()};
-    for (const auto& status : {registry::CheckModelName(metadata_.name()), admission::CheckLabels(labels_),
-                               admission::CheckRequestId(metadata_.request_id())}) {
-      if (!status.ok()) return status;
-    }
+    auto upload = UploadFromMetadata(metadata_);  // Refused before any weights are sent.
+    if (!upload.ok()) return upload.status();
+    upload_ = *std::move(upload);
     const auto cap = static_cast<uint64_t>(hub_->options_.max_upload_bytes);
     if (metadata_.total_bytes() > cap) {
       return TooLargeError("total_bytes", std::to_string(metadata_.total_bytes()),
@@ -189,8 +187,8 @@ class ModelTransfers::UploadReactor final : public grpc::ServerReadReactor<v1::U
   }
 
   void Register() {
-    auto entry = hub_->catalog_->RegisterUpload(metadata_.name(), staged_, metadata_.config_json(), labels_,
-                                                metadata_.request_id(), ModelTenantOf(caller_));
+    auto entry = hub_->catalog_->RegisterUpload(upload_.name, staged_, upload_.config_json, upload_.ablations,
+                                                upload_.labels, upload_.request_id, ModelTenantOf(caller_));
     if (entry.ok()) ModelToProto(*entry, 0, response_);
     End(entry.status());
   }
@@ -205,7 +203,7 @@ class ModelTransfers::UploadReactor final : public grpc::ServerReadReactor<v1::U
   std::chrono::steady_clock::time_point last_activity_ = std::chrono::steady_clock::now();
   v1::UploadModelRequest message_;
   v1::UploadModelMetadata metadata_;
-  std::map<std::string, std::string> labels_;
+  UploadRegistration upload_;
   std::string staged_;
   std::ofstream out_;
   registry::Sha256 sha_;

@@ -16,6 +16,7 @@
 #include "posbias/client.h"
 #include "posbias/v1/model_service.grpc.pb.h"
 #include "server/metrics/metrics.h"
+#include "server/models/config.h"
 
 namespace posbias::service {
 namespace {
@@ -187,6 +188,7 @@ TEST_F(SharedServerTest, AnUploadThatGoesQuietIsEndedAndLeavesNoFile) {
   auto writer = stub->UploadModel(&context, &model);
   v1::UploadModelRequest metadata;
   metadata.mutable_metadata()->set_name("quiet");
+  metadata.mutable_metadata()->set_config_json(models::ConfigToHuggingFaceJson(*models::PresetConfig("gpt2-tiny")));
   metadata.mutable_metadata()->set_total_bytes(1000);
   ASSERT_TRUE(writer->Write(metadata));
   v1::UploadModelRequest chunk;
@@ -199,6 +201,86 @@ TEST_F(SharedServerTest, AnUploadThatGoesQuietIsEndedAndLeavesNoFile) {
   for (const auto& file : std::filesystem::directory_iterator(data_dir_ / "uploads")) {
     ADD_FAILURE() << "left behind: " << file.path();
   }
+}
+
+// What the first message says is checked before any weights are sent: the answer comes while the
+// stream is still open, naming the field (not the missing bytes it would name after them).
+v1::UploadModelRequest UploadMetadata(const std::string& config_json) {
+  v1::UploadModelRequest metadata;
+  metadata.mutable_metadata()->set_name("early");
+  metadata.mutable_metadata()->set_config_json(config_json);
+  metadata.mutable_metadata()->set_total_bytes(1 << 20);
+  return metadata;
+}
+
+grpc::Status UploadMetadataOnly(Client& client, const v1::UploadModelRequest& metadata) {
+  auto stub = v1::ModelService::NewStub(client.channel());
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + 20s);
+  v1::Model model;
+  auto writer = stub->UploadModel(&context, &model);
+  EXPECT_TRUE(writer->Write(metadata));
+  return writer->Finish();
+}
+
+TEST_F(SharedServerTest, AnUploadWithABadConfigIsRefusedBeforeItsWeightsAreSent) {
+  StartServer({});
+  const grpc::Status not_json = UploadMetadataOnly(*client_, UploadMetadata("{not json"));
+  EXPECT_EQ(not_json.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << not_json.error_message();
+  EXPECT_NE(not_json.error_message().find("config"), std::string::npos) << not_json.error_message();
+  const grpc::Status missing = UploadMetadataOnly(*client_, UploadMetadata(""));
+  EXPECT_EQ(missing.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << missing.error_message();
+  EXPECT_NE(missing.error_message().find("config_json"), std::string::npos) << missing.error_message();
+  auto unknown = UploadMetadata(R"({"model_type": "mamba"})");
+  const grpc::Status family = UploadMetadataOnly(*client_, unknown);
+  EXPECT_EQ(family.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << family.error_message();
+  EXPECT_NE(family.error_message().find("mamba"), std::string::npos) << family.error_message();
+}
+
+TEST_F(SharedServerTest, AnUploadOfATorchScriptModuleSaysToRegisterItFromTheModelRoot) {
+  StartServer({});
+  auto metadata = UploadMetadata("");
+  metadata.mutable_metadata()->set_format(v1::MODEL_FILE_FORMAT_TORCHSCRIPT);
+  const grpc::Status status = UploadMetadataOnly(*client_, metadata);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::UNIMPLEMENTED) << status.error_message();
+  EXPECT_NE(status.error_message().find("RegisterModel"), std::string::npos) << status.error_message();
+}
+
+TEST_F(SharedServerTest, AnUploadKeepsItsAblations) {
+  StartServer({});
+  // A real gpt2-tiny checkpoint: exported from the built-in preset, uploaded again with an ablation.
+  auto stub = v1::ModelService::NewStub(client_->channel());
+  std::string file, config_json;
+  {
+    grpc::ClientContext context;
+    v1::ExportModelRequest request;
+    request.set_name("gpt2-tiny");
+    auto reader = stub->ExportModel(&context, request);
+    v1::ExportModelResponse part;
+    while (reader->Read(&part)) {
+      if (part.has_header()) config_json = part.header().config_json();
+      file += part.chunk();
+    }
+    ASSERT_TRUE(reader->Finish().ok());
+  }
+  auto metadata = UploadMetadata(config_json);
+  metadata.mutable_metadata()->set_name("ablated");
+  metadata.mutable_metadata()->set_total_bytes(file.size());
+  metadata.mutable_metadata()->mutable_ablations()->set_uniform_attention(true);
+  grpc::ClientContext context;
+  v1::Model model;
+  auto writer = stub->UploadModel(&context, &model);
+  ASSERT_TRUE(writer->Write(metadata));
+  for (size_t offset = 0; offset < file.size(); offset += 1 << 20) {
+    v1::UploadModelRequest chunk;
+    chunk.set_chunk(file.substr(offset, 1 << 20));
+    ASSERT_TRUE(writer->Write(chunk));
+  }
+  ASSERT_TRUE(writer->WritesDone());
+  const grpc::Status status = writer->Finish();
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_TRUE(model.config().ablations().uniform_attention());
+  EXPECT_FALSE(model.config().ablations().no_mlp());
 }
 
 }  // namespace

@@ -444,9 +444,11 @@ class Client:
                      file: Optional[IO[str]] = None) -> Model:
         """Uploads a local model file (UploadModel) and returns the model once loaded.
 
-        path: a .safetensors file (or a TorchScript archive with format="torchscript" and
-        torchscript_shape). config: the Hugging Face config.json as a dict, as JSON text or as a
-        path; default: config.json next to the file (safetensors only). The SHA-256 is computed
+        path: a .safetensors file (format="torchscript" is refused by the server with
+        UNIMPLEMENTED: register a TorchScript module from the server's model root with
+        register_model instead). config: the Hugging Face config.json as a dict, as JSON text or
+        as a path; default: config.json next to the file. A bad config is refused before any
+        weights are sent. The SHA-256 is computed
         first and checked by the server. progress: a bar over the bytes sent (True, "tqdm",
         "plain" or False; to `file`, default stderr). timeout: deadline of the whole upload in
         seconds (default none). Ctrl-C cancels the upload; nothing is registered then."""

@@ -30,7 +30,6 @@
 #include <string>
 
 #include "posbias/v1/model_service.pb.h"
-#include "server/admission/labels.h"
 #include "server/models/config.h"
 #include "server/registry/model_catalog.h"
 #include "server/registry/model_loader.h"
@@ -158,17 +157,14 @@ void Upload(ModelCatalog& catalog, const std::string& bytes) {
   v1::UploadModelRequest request;
   if (!request.ParseFromString(bytes) || !request.has_metadata()) return;
   const v1::UploadModelMetadata& metadata = request.metadata();
-  const std::map<std::string, std::string> labels(metadata.labels().begin(), metadata.labels().end());
   // The checks the upload stream makes on its first message (service/model_transfers.cc).
-  for (const absl::Status& status : {posbias::registry::CheckModelName(metadata.name()),
-                                     posbias::admission::CheckLabels(labels),
-                                     posbias::admission::CheckRequestId(metadata.request_id())}) {
-    if (!status.ok()) return RequireCleanRefusal(status, "UploadModel metadata");
-  }
+  auto upload = posbias::service::UploadFromMetadata(metadata);
+  if (!upload.ok()) return RequireCleanRefusal(upload.status(), "UploadFromMetadata");
   const bool existed = catalog.Get(metadata.name()).ok();
   const std::string staged = catalog.uploads_dir() + "/.staging-" + metadata.name() + "-fuzz";
   WriteText(staged, "staged bytes");
-  auto entry = catalog.RegisterUpload(metadata.name(), staged, metadata.config_json(), labels, metadata.request_id());
+  auto entry = catalog.RegisterUpload(upload->name, staged, upload->config_json, upload->ablations, upload->labels,
+                                    upload->request_id);
   std::error_code ignored;
   fs::remove(staged, ignored);  // The stream removes its staging file when the call ends.
   if (!entry.ok()) RequireNothingLeft(catalog, metadata.name(), entry.status(), existed);

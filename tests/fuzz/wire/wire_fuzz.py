@@ -36,7 +36,8 @@ or hex, and the answer):
    do not parse as the request: a raw call, no posbias-error-reason trailer, the library's message
    (empty, "No payload" or "Couldn't initialize byte buffer reader"). DEADLINE_EXCEEDED only for
    calls given a short deadline on purpose (<= 2 s); CANCELLED only for calls this script
-   cancelled; UNIMPLEMENTED only for methods that do not exist; RESOURCE_EXHAUSTED without a reason
+   cancelled; UNIMPLEMENTED only for methods that do not exist or with the reason NOT_IMPLEMENTED
+   (a feature the server does not build, as a TorchScript upload); RESOURCE_EXHAUSTED without a reason
    only as gRPC's own message-size refusal. UNAUTHENTICATED / PERMISSION_DENIED / DATA_LOSS are
    unexpected in the default mode. With --expect-only CODE every answer of a posbias.v1 method must
    carry CODE instead (health, reflection and unknown methods keep the rules above).
@@ -877,7 +878,8 @@ def judge(case, rpc, kind, request_text, outcome, request_cls=None, rec=None):
             else:
                 rec.note("UNIMPLEMENTED '': gRPC's own answer to unparseable bytes (allowed)")
             return
-        return bad("UNIMPLEMENTED for an RPC the server serves (a structured request: the handler threw?)")
+        if reason != "NOT_IMPLEMENTED":  # The server's own word for a feature it does not build.
+            return bad("UNIMPLEMENTED for an RPC the server serves (a structured request: the handler threw?)")
     if not ours:
         if code in (SC.UNAUTHENTICATED, SC.PERMISSION_DENIED, SC.DATA_LOSS):
             bad("unexpected %s from %s" % (code.name, rpc.service))
@@ -897,7 +899,7 @@ def judge(case, rpc, kind, request_text, outcome, request_cls=None, rec=None):
     if code in (SC.UNAUTHENTICATED, SC.PERMISSION_DENIED, SC.DATA_LOSS):
         return bad("unexpected %s" % code.name)
     if code not in (SC.INVALID_ARGUMENT, SC.NOT_FOUND, SC.ALREADY_EXISTS, SC.RESOURCE_EXHAUSTED, SC.FAILED_PRECONDITION,
-                    SC.OUT_OF_RANGE, SC.ABORTED):
+                    SC.OUT_OF_RANGE, SC.ABORTED, SC.UNIMPLEMENTED):
         return bad("unexpected code %s" % code.name)
     if reason is None:
         return bad("error without the posbias-error-reason trailer")
@@ -1111,7 +1113,10 @@ class Fuzzer:
             if rng.random() < 0.3:
                 mutate_fields(rng, meta, self.ctx, 1)
         chunk = rng.choice([1, 7, 1000, 4096, 65536, 1 << 20])
-        chunks = [data[i:i + chunk] for i in range(0, len(data), chunk)][:2000]
+        # At most 300 chunks: this client, sharing Python's interpreter lock with the other fuzz
+        # threads, sends only ~100 small messages a second under load, so 2000 one-byte chunks
+        # took 20-29 s of the 30 s deadline on the client side alone (the server reads them in 0.4 s).
+        chunks = [data[i:i + chunk] for i in range(0, len(data), chunk)][:300]
         if rng.random() < 0.1:
             chunks.insert(rng.randrange(len(chunks) + 1), b"")
         messages = [m.UploadModelRequest(metadata=meta)] + [m.UploadModelRequest(chunk=c) for c in chunks]

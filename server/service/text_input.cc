@@ -98,9 +98,14 @@ absl::Status FixedBoundaries(const tokenizer::Tokenizer& tokenizer, const v1::Te
   std::vector<int64_t> starts = {1};
   for (int i = 0; i < input.boundaries_size(); ++i) {
     const int64_t b = input.boundaries(i);
-    if (b <= starts.back() || b > length) {
+    // A boundary's spike ratio compares it with two neighbours on each side (BoundarySpikes), so
+    // it lies in 3..L-2: nearer an end the ratio's no-spike value is not 1 (the profile's own
+    // U-shape there), and it would read as a spike that is not one.
+    if (b <= starts.back() || b < 1 + kSpikeNeighbours || b > length - kSpikeNeighbours) {
       return Invalid(absl::StrCat("input.text.boundaries[", i, "]"), std::to_string(b),
-                     absl::StrCat("strictly increasing positions in 2..L = ", length));
+                     absl::StrCat("strictly increasing positions in ", 1 + kSpikeNeighbours, "..L-",
+                                  kSpikeNeighbours, " = ", length - kSpikeNeighbours, " (each boundary has ",
+                                  kSpikeNeighbours, " neighbours on each side for its spike ratio)"));
     }
     starts.push_back(b);
   }
@@ -199,16 +204,13 @@ std::vector<std::pair<int64_t, double>> BoundarySpikes(const std::vector<std::ve
   }
   const auto length = static_cast<int64_t>(m.size());
   for (int64_t b : shared) {
-    if (b <= 1 || b > length) continue;
+    // Only with every neighbour inside 1..L (a boundary near an end has no comparable ratio).
+    if (b - kSpikeNeighbours < 1 || b + kSpikeNeighbours > length) continue;
     double sum = 0;
-    int count = 0;
-    for (int64_t j : {b - 2, b - 1, b + 1, b + 2}) {
-      if (j >= 1 && j <= length) {
-        sum += m[static_cast<size_t>(j - 1)];
-        ++count;
-      }
+    for (int64_t j = b - kSpikeNeighbours; j <= b + kSpikeNeighbours; ++j) {
+      if (j != b) sum += m[static_cast<size_t>(j - 1)];
     }
-    if (count > 0 && sum > 0) spikes.emplace_back(b, m[static_cast<size_t>(b - 1)] / (sum / count));
+    if (sum > 0) spikes.emplace_back(b, m[static_cast<size_t>(b - 1)] / (sum / (2 * kSpikeNeighbours)));
   }
   return spikes;
 }

@@ -33,8 +33,12 @@ struct TextLimits {
 absl::StatusOr<LaidOutText> LayOutText(const tokenizer::Tokenizer& tokenizer, const v1::TextInput& input,
                                        int64_t length, const TextLimits& limits = {});
 
-// The boundary spike ratio at each position every sample has a document start at (position 1
-// excluded): m_b over the mean of m at b-2, b-1, b+1, b+2 within 1..L. `m` is 0-based by position.
+// Neighbours on each side a boundary's spike ratio compares it with.
+inline constexpr int64_t kSpikeNeighbours = 2;
+
+// The boundary spike ratio at each position b every sample has a document start at, for b in
+// 3..L-2 (all neighbours inside the sequence): m_b over the mean of m at b-2, b-1, b+1, b+2.
+// `m` is 0-based by position.
 std::vector<std::pair<int64_t, double>> BoundarySpikes(const std::vector<std::vector<int64_t>>& document_starts,
                                                       const std::vector<double>& m);
 

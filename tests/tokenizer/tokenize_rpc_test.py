@@ -242,6 +242,13 @@ class TextInputs(unittest.TestCase):
             (pb.job.TextInput(samples=[pb.job.TextSample(documents=["a", "b", "c"])],
                               layout=pb.job.TEXT_LAYOUT_FIXED_BOUNDARIES, boundaries=[20, 10]), 32, "INVALID_ARGUMENT",
              "input.text.boundaries[1]"),
+            # A spike ratio needs two neighbours on each side: 3..L-2.
+            (pb.job.TextInput(samples=[pb.job.TextSample(documents=["a", "b"])],
+                              layout=pb.job.TEXT_LAYOUT_FIXED_BOUNDARIES, boundaries=[2]), 32, "INVALID_ARGUMENT",
+             "input.text.boundaries[0] = 2"),
+            (pb.job.TextInput(samples=[pb.job.TextSample(documents=["a", "b"])],
+                              layout=pb.job.TEXT_LAYOUT_FIXED_BOUNDARIES, boundaries=[31]), 32, "INVALID_ARGUMENT",
+             "input.text.boundaries[0] = 31"),
             (pb.job.TextInput(samples=[pb.job.TextSample(documents=["some filler text"])],
                               layout=pb.job.TEXT_LAYOUT_NEEDLE, needle="x", needle_depths=[1.5]), 16,
              "INVALID_ARGUMENT", "input.text.needle_depths[0]"),

@@ -42,6 +42,10 @@ nlohmann::ordered_json JobJson(const v1::Job& j) {
       {"priority", j.spec().priority()},
       {"request_id", j.request_id()},
       {"labels", std::map<std::string, std::string>(j.labels().begin(), j.labels().end())}};
+  // What the measurement keeps besides the full pathway's profile (shown when asked for).
+  if (spec.pathway() == v1::JACOBIAN_PATHWAY_VALUE_ONLY) json["pathway"] = "value_only";
+  if (spec.compare_pathways()) json["compare_pathways"] = true;
+  if (spec.return_raw_samples()) json["raw_samples"] = true;
   if (j.progress().has_estimated_seconds_remaining()) {
     json["eta_seconds"] = j.progress().estimated_seconds_remaining();
   }
@@ -98,7 +102,8 @@ absl::StatusOr<v1::Job> Watch(const CliContext& context, const std::string& id) 
 struct SubmitFlags {
   std::string model, method = "exact", output = "final", input = "random", dtype = "float32",
                      device = "any", tokens_file, request_id, text_file, layout = "concatenate", needle, separator;
-  bool truncate = false;
+  bool truncate = false, raw = false, compare_pathways = false;
+  std::string pathway = "full";
   uint32_t length = 0, samples = 0, probes = 64;
   std::optional<uint32_t> target;
   std::optional<uint64_t> seed;
@@ -206,6 +211,9 @@ absl::Status SetSpec(const SubmitFlags& flags, v1::JacobianNormSpec* spec) {
                   : flags.dtype == "float16" ? v1::FLOAT16
                   : flags.dtype == "float64" ? v1::FLOAT64
                                              : v1::FLOAT32);
+  if (flags.pathway == "value-only") spec->set_pathway(v1::JACOBIAN_PATHWAY_VALUE_ONLY);
+  spec->set_compare_pathways(flags.compare_pathways);
+  spec->set_return_raw_samples(flags.raw);
   return SetInput(flags, spec);
 }
 
@@ -269,6 +277,14 @@ CommandRun DefineSubmit(CLI::App& command) {
   command.add_flag("--truncate", f->truncate, "With --layout concatenate: cut texts longer than L tokens to L");
   command.add_option("--dtype", f->dtype, "float32, bfloat16, float16 or float64")
       ->capture_default_str();
+  command.add_option("--pathway", f->pathway,
+                     "full or value-only: the value pathway alone (no gradient through the attention probabilities)")
+      ->check(CLI::IsMember({"full", "value-only"}))
+      ->capture_default_str();
+  command.add_flag("--compare-pathways", f->compare_pathways,
+                   "Measure the value pathway beside the full one (same samples and probes): score and "
+                   "interference shares per position");
+  command.add_flag("--raw", f->raw, "Keep every sample's values (GetJobResult include_raw_samples)");
   command.add_option("--device", f->device, "any, cpu or cuda")
       ->check(CLI::IsMember({"any", "cpu", "cuda"}))
       ->capture_default_str();

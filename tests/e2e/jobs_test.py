@@ -556,6 +556,26 @@ class JobsTest(ServerTestCase):
         self.assertTrue(all(is_positive_finite(v) for v in result["sq_norm_mean"]))
         self.assertEqual(len(result["sq_norm_estimator_stderr"]), 12)
 
+    def test_submit_compares_the_pathways_and_keeps_raw_samples_when_asked(self):
+        length = 8
+        job = self.submit("--model", "tiny-gpt2", "--length", str(length), "--samples", "2", "--seed", "3",
+                          "--compare-pathways", "--raw", "--wait")
+        self.assertEqual((job["state"], job.get("compare_pathways"), job.get("raw_samples")), ("succeeded", True, True), job)
+        pathways = self.cli_json("jobs", "result", job["id"])["pathways"]
+        for key in ("ratio_mean", "score_share_mean", "interference_share_mean", "cosine_mean"):
+            self.assertEqual(len(pathways[key]), length, key)
+        for ratio, score, interference in zip(pathways["ratio_mean"], pathways["score_share_mean"],
+                                              pathways["interference_share_mean"]):
+            self.assertAlmostEqual(ratio + score + interference, 1.0, places=6)
+            self.assertGreaterEqual(score, 0)
+        value_only = self.submit("--model", "tiny-gpt2", "--length", str(length), "--samples", "1", "--seed", "3",
+                                 "--pathway", "value-only", "--wait")
+        self.assertEqual((value_only["state"], value_only.get("pathway")), ("succeeded", "value_only"), value_only)
+        self.assertNotIn("compare_pathways", value_only)
+        refused = self.cli("jobs", "submit", "--model", "tiny-gpt2", "--length", "8", "--pathway", "score")
+        self.assertExit(refused, 2)  # A usage error, naming the flag.
+        self.assertIn("--pathway", refused.stderr)
+
     def test_the_same_request_id_submitted_twice_returns_the_same_job(self):
         flags = ["--model", "tiny-gpt2", "--length", "8", "--samples", "1", "--seed", "4", "--request-id", "submit-once"]
         first = self.submit(*flags)

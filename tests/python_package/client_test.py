@@ -445,6 +445,24 @@ class JobTest(ClientTestCase):
         np.testing.assert_allclose(result.raw_sq_norm[:, 0, :].mean(axis=0), result.sq_norm_mean, rtol=1e-12)
         self.assertEqual(self.client.get_job(job.id, view="full").spec.jacobian_norm.input.given_tokens.sequence_count, 2)
 
+    def test_a_pathway_comparison_comes_back_as_arrays_joined_over_pages(self):
+        job = self.client.submit_jacobian("tiny", 8, samples=2, seed=5, compare_pathways=True).wait(progress=False)
+        whole = job.result()
+        self.assertIsNone(self.result.pathways)  # A job without compare_pathways has none.
+        pathways = whole.pathways
+        self.assertIsInstance(pathways, posbias.PathwayComparison)
+        cli = cli_json("jobs", "result", job.id)["pathways"]
+        for name in posbias.PathwayComparison.ARRAYS:
+            self.assertBitIdentical(getattr(pathways, name), cli[name], name)
+        for name in posbias.PathwayComparison.TOTALS:
+            self.assertEqual(bits(getattr(pathways, name)), bits(cli[name]), name)
+        np.testing.assert_allclose(pathways.ratio_mean + pathways.score_share_mean + pathways.interference_share_mean,
+                                   np.ones(8), atol=1e-9)
+        paged = self.client.get_job_result(job.id, page_size=3)
+        self.assertEqual(len(paged.pages), 3)
+        for name in posbias.PathwayComparison.ARRAYS:
+            np.testing.assert_array_equal(getattr(paged.pathways, name), getattr(pathways, name), name)
+
     def test_list_jobs_follows_every_page_and_matches_the_cli(self):
         for seed in range(3):
             self.client.submit_jacobian("tiny", 4, samples=1, seed=seed).wait(progress=False)

@@ -10,7 +10,7 @@ import numpy as np
 from google.protobuf import json_format
 
 from posbias._convert import enum_name, floats, ints, optional
-from posbias._types import BranchRatios, LayerProfile, Metrics, TheoryCurve, TheoryFit
+from posbias._types import BranchRatios, LayerProfile, Metrics, PathwayComparison, TheoryCurve, TheoryFit
 from posbias.v1 import common_pb2, job_service_pb2
 
 STATS = ["sq_norm_mean", "sq_norm_std", "sq_norm_stderr", "norm_mean", "norm_std", "norm_stderr", "profile",
@@ -70,6 +70,11 @@ class JobResult:
     With include_raw_samples, `raw_sq_norm` has shape (samples, layers, positions) for the samples
     `raw_samples` and layers `raw_layers` (layer 0 is the output y); with include_token_ids,
     `token_ids` has shape (samples, positions) and `next_token_ids` one id per sample (LOG_PROB).
+
+    compare_pathways jobs: `pathways` (PathwayComparison: the value pathway beside the full one,
+    with the score and interference shares); else None. Text inputs: `document_starts`, per sample
+    the 1-based positions where its documents (or its needle) begin, and `boundary_spikes`, the
+    spike ratio at each position every sample starts a document at (BoundarySpike in the proto).
     """
     job_id: str
     sequence_length: int
@@ -100,6 +105,9 @@ class JobResult:
     token_ids: Optional[np.ndarray]
     next_token_ids: Optional[np.ndarray]
     provenance: Dict[str, Any]
+    pathways: Optional[PathwayComparison]
+    document_starts: List[np.ndarray]
+    boundary_spikes: Dict[int, float]
     report: Dict[str, Any] = dataclasses.field(repr=False)
     pages: List[job_service_pb2.GetJobResultResponse] = dataclasses.field(default_factory=list, repr=False,
                                                                           compare=False)
@@ -159,6 +167,10 @@ class JobResult:
             raw_samples=raw_samples, raw_layers=raw_layers, raw_sq_norm=raw_sq_norm, token_ids=token_ids,
             next_token_ids=next_token_ids,
             provenance=json_format.MessageToDict(result.provenance, preserving_proto_field_name=True),
+            pathways=PathwayComparison.from_pages([p.jacobian_norm.pathways for p in pages])
+            if result.HasField("pathways") else None,
+            document_starts=[ints(marks.positions) for marks in result.document_starts],
+            boundary_spikes={spike.position: spike.ratio for spike in result.boundary_spikes},
             report=report, pages=list(pages))
 
     def fit(self, model: str = "coherent") -> TheoryFit:

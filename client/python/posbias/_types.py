@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Sequence
 
 import grpc
 import numpy as np
@@ -408,6 +408,50 @@ class BranchRatios:
     attention_std: np.ndarray
     mlp_mean: np.ndarray
     mlp_std: np.ndarray
+
+
+@dataclasses.dataclass
+class PathwayComparison:
+    """compare_pathways jobs: the value pathway measured beside the full one (same samples, same
+    probes). Arrays are parallel to JobResult.positions; per position and sample, with
+    J_full = J_value + J_score: `ratio` = ||J_value||^2 / ||J_full||^2, `score_share` =
+    ||J_full - J_value||^2 / ||J_full||^2 (the score pathway's own share, >= 0),
+    `interference_share` = 2 <J_value, J_score> / ||J_full||^2 (either sign; ratio + score_share +
+    interference_share = 1) and `cosine` = <J_value, J_score> / (||J_value|| ||J_score||), each as
+    mean / std / stderr over samples. The totals are over all positions, with their standard errors."""
+    value_sq_norm_mean: np.ndarray
+    value_sq_norm_stderr: np.ndarray
+    ratio_mean: np.ndarray
+    ratio_std: np.ndarray
+    ratio_stderr: np.ndarray
+    score_share_mean: np.ndarray
+    score_share_std: np.ndarray
+    score_share_stderr: np.ndarray
+    interference_share_mean: np.ndarray
+    interference_share_std: np.ndarray
+    interference_share_stderr: np.ndarray
+    cosine_mean: np.ndarray
+    cosine_std: np.ndarray
+    cosine_stderr: np.ndarray
+    total_ratio_mean: float
+    total_ratio_stderr: float
+    total_score_share_mean: float
+    total_score_share_stderr: float
+    total_interference_share_mean: float
+    total_interference_share_stderr: float
+
+    ARRAYS = ("value_sq_norm_mean", "value_sq_norm_stderr", "ratio_mean", "ratio_std", "ratio_stderr",
+              "score_share_mean", "score_share_std", "score_share_stderr", "interference_share_mean",
+              "interference_share_std", "interference_share_stderr", "cosine_mean", "cosine_std", "cosine_stderr")
+    TOTALS = ("total_ratio_mean", "total_ratio_stderr", "total_score_share_mean", "total_score_share_stderr",
+              "total_interference_share_mean", "total_interference_share_stderr")
+
+    @classmethod
+    def from_pages(cls, parts: Sequence[job_service_pb2.JobPathwayComparison]) -> "PathwayComparison":
+        """Joins one comparison over result pages (arrays concatenated, totals from page one)."""
+        arrays = {name: floats(v for part in parts for v in getattr(part, name)) for name in cls.ARRAYS}
+        totals = {name: getattr(parts[0], name) for name in cls.TOTALS}
+        return cls(**arrays, **totals)
 
 
 @dataclasses.dataclass

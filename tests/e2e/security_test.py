@@ -518,6 +518,9 @@ class MutualTls(unittest.TestCase):
         # The forger's CN is the reader's and its URI SAN the admin's: two principals, refused.
         code, who = self.whoami("forger", None)
         self.assertEqual((code, who), (grpc.StatusCode.UNAUTHENTICATED, None))
+        deadline = time.time() + 5  # The log reaches the test through a pipe, after the answer.
+        while time.time() < deadline and "matches 2 principals" not in self.server.log:
+            time.sleep(0.05)
         self.assertIn("matches 2 principals", self.server.log)
         # A SAN principal of another type does not match: "sans" has DNS, URI and email SANs but
         # none the tokens file names, and its CN names no principal.

@@ -95,9 +95,11 @@ class JobServiceServicer(object):
         raise NotImplementedError('Method not implemented!')
 
     def WatchJob(self, request, context):
-        """Streams the job: first its current state, then one message per change of state or progress,
-        and ends (status OK) right after the message carrying a terminal state. Every state transition
-        is delivered, in order; progress-only changes may be coalesced (at most one per 250 ms). If the
+        """Streams the job: first its current state, then one message per change of state or progress
+        seen, and ends (status OK) right after the message carrying a terminal state. The job is looked
+        up every 100 ms: states are delivered in the order the job took them, but a state the job
+        entered and left between two looks (a job running for less than 100 ms) is not; the terminal
+        state is always delivered. Progress-only changes may be coalesced (at most one per 250 ms). If the
         job is deleted meanwhile the stream ends with NOT_FOUND / JOB_NOT_FOUND; if the server drains,
         with UNAVAILABLE / SHUTTING_DOWN (call again after it restarts).
         """

@@ -680,19 +680,22 @@ class QueueLimitTest(ServerTestCase):
 
     def test_a_full_queue_refuses_submissions_with_queue_full(self):
         register_model(self.server, "slow-gpt2", SLOW_MODEL)
-        results = [self.cli("jobs", "submit", "--model", "slow-gpt2", *SLOW_JOB, "--format", "json") for _ in range(3)]
-        accepted = [json.loads(r.stdout) for r in results if r.returncode == 0]
-        for job in accepted:
-            self.addCleanup(self.cancel_and_wait, job["id"])
-        self.assertExit(results[0], 0)
-        refused = [r for r in results if r.returncode != 0]
-        self.assertGreaterEqual(len(refused), 1, [describe(r) for r in results])
-        for result in refused:
-            self.assertCliError(result, "RESOURCE_EXHAUSTED", "QUEUE_FULL")
+        # The first job is running before the others come, so exactly one queue slot is left:
+        # the second submission takes it and the third finds the queue full.
+        running = self.start_slow_job()
+        wait_for_job(self.server, running["id"], lambda j: j["state"] == "running", "running")
+        second = self.cli("jobs", "submit", "--model", "slow-gpt2", *SLOW_JOB, "--format", "json")
+        third = self.cli("jobs", "submit", "--model", "slow-gpt2", *SLOW_JOB, "--format", "json")
+        for result in (second, third):
+            if result.returncode == 0:
+                self.addCleanup(self.cancel_and_wait, json.loads(result.stdout)["id"])
+        self.assertExit(second, 0)
+        queued_id = json.loads(second.stdout)["id"]
+        self.assertCliError(third, "RESOURCE_EXHAUSTED", "QUEUE_FULL")
         # Cancelling the queued job makes room again.
-        queued = [j for j in self.cli_json("jobs", "list", "--state", "queued")]
-        self.assertEqual(len(queued), 1, queued)
-        self.assertEqual(self.cli_json("jobs", "cancel", queued[0]["id"])["state"], "cancelled")
+        queued = [j["id"] for j in self.cli_json("jobs", "list", "--state", "queued")]
+        self.assertEqual(queued, [queued_id])
+        self.assertEqual(self.cli_json("jobs", "cancel", queued_id)["state"], "cancelled")
         again = self.submit("--model", "slow-gpt2", *SLOW_JOB)
         self.addCleanup(self.cancel_and_wait, again["id"])
         self.assertEqual(again["state"], "queued")

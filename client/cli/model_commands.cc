@@ -21,6 +21,8 @@ nlohmann::ordered_json ModelJson(const v1::Model& m) {
                                              {"message", m.error().message()}}
                     : nlohmann::ordered_json(nullptr);
   return {{"name", m.name()},
+          {"tenant", m.tenant()},
+          {"uid", m.uid()},
           {"family", LowerEnum(v1::ModelFamily_Name(m.family()), "MODEL_FAMILY_")},
           {"state", LowerEnum(v1::ModelState_Name(m.state()), "MODEL_STATE_")},
           {"builtin", m.builtin()},
@@ -169,7 +171,12 @@ int RunRm(const CliContext& context, const NamedModelFlags& flags) {
   v1::DeleteModelRequest request;
   request.set_name(flags.name);
   request.set_force(flags.force);
-  return context.ReportDeleted(context.client.DeleteModel(request).status(), "model", flags.name);
+  auto deleted = context.client.DeleteModel(request);
+  if (deleted.ok()) {
+    // With --force: the jobs that were bound to the model end with it.
+    for (const std::string& id : deleted->cancelled_job_ids()) context.err << "cancelled job " << id << "\n";
+  }
+  return context.ReportDeleted(deleted.status(), "model", flags.name);
 }
 
 int RunExport(const CliContext& context, const NamedModelFlags& flags) {

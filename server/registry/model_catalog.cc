@@ -267,20 +267,21 @@ absl::Status ModelCatalog::MergeIndex(const nlohmann::json& items) {
     // What this process knows stays unless the index has newer word: another registration of the
     // name (another uid: the old one was deleted, and its cached model must go), a newer record of
     // the same one (a higher generation), or another replica's reservation resolved.
-    if (auto known = entries_.find(entry->name); known != entries_.end()) {
+    const std::string path = ModelPath(*entry);
+    if (auto known = entries_.find(path); known != entries_.end()) {
       const bool own_loading = known->second.state == ModelState::kLoading && known->second.reserved_by.empty();
       if (known->second.builtin || own_loading) continue;
       const bool other_uid = !entry->uid.empty() && entry->uid != known->second.uid;
       const bool newer = entry->uid == known->second.uid && entry->generation > known->second.generation;
       if (known->second.reserved_by.empty() && !other_uid && !newer) continue;
-      if (other_uid) loader_->Forget(entry->name);
+      if (other_uid) loader_->Forget(path);
     }
     const std::string weights = entry->source.kind == SourceKind::kPreset   ? ""
                                 : entry->source.kind == SourceKind::kUpload ? entry->source.path
                                                                              : ResolveUnderRoot(entry->source.path, entry->tenant).value_or("");
     if (auto config = ResolveConfig(entry->source, weights); config.ok()) entry->config = *config;
     if (entry->source.kind == SourceKind::kCheckpoint) entry->tokenizer_dir = TokenizerDirectoryOf(weights);
-    entries_[entry->name] = *std::move(entry);
+    entries_[path] = *std::move(entry);
   }
   return absl::OkStatus();
 }
@@ -288,9 +289,13 @@ absl::Status ModelCatalog::MergeIndex(const nlohmann::json& items) {
 void ModelCatalog::SyncIndexIfChanged(bool force) {
   const auto items = index_.ReadIfChanged(force);
   if (!items) return;
-  std::set<std::string> listed;
+  std::set<std::string> listed;  // Paths.
   for (const auto& item : *items) {
-    if (item.is_object() && item.contains("name") && item["name"].is_string()) listed.insert(item["name"].get<std::string>());
+    if (item.is_object() && item.contains("name") && item["name"].is_string()) {
+      const auto tenant = item.find("tenant");
+      listed.insert(ModelPath(tenant != item.end() && tenant->is_string() ? tenant->get<std::string>() : "",
+                              item["name"].get<std::string>()));
+    }
   }
   // Deleted by another replica: gone from the index (built-in presets and registrations still
   // loading here are not in it by design).
@@ -381,7 +386,7 @@ absl::Status ModelCatalog::CheckSourceAllowed(const ModelSource& source) const {
 absl::StatusOr<LoadRequest> ModelCatalog::RequestForEntry(const ModelEntry& entry) const {
   if (auto status = CheckSourceAllowed(entry.source); !status.ok()) return status;
   LoadRequest request;
-  request.name = entry.name;
+  request.name = ModelPath(entry);
   request.kind = entry.source.kind;
   request.seed = entry.source.seed;
   if (entry.source.kind == SourceKind::kCheckpoint || entry.source.kind == SourceKind::kTorchScript) {
@@ -405,7 +410,7 @@ void ModelCatalog::RemoveUploadedFiles(const std::string& weights_path) {
 
 absl::Status ModelCatalog::Refuse(const ModelEntry& entry, const absl::Status& why) {
   std::lock_guard lock(mutex_);
-  entries_.erase(entry.name);  // The reservation goes, from the index too.
+  entries_.erase(ModelPath(entry));  // The reservation goes, from the index too.
   (void)Persist();
   if (entry.source.kind == SourceKind::kUpload) RemoveUploadedFiles(entry.source.path);
   return why;
@@ -448,7 +453,7 @@ absl::StatusOr<ModelEntry> ModelCatalog::Finish(ModelEntry entry) {
   entry.init_recipe = entry.source.kind == SourceKind::kPreset ? loaded->init_recipe : "loaded from " + entry.source.path;
   entry.config = loaded->config;
   ++entry.generation;
-  entries_[entry.name] = entry;
+  entries_[ModelPath(entry)] = entry;
   if (auto status = Persist(); !status.ok()) return status;
   return entry;
 }
@@ -462,18 +467,31 @@ absl::StatusOr<std::optional<ModelEntry>> ModelCatalog::Reserve(const std::strin
   // of the index lock, so that of two replicas registering one name at once exactly one wins.
   auto index_lock = index_.Acquire();
   SyncIndexIfChanged(/*force=*/true);  // A name another replica registered or reserved is taken.
-  if (auto it = entries_.find(name); it != entries_.end()) {
-    if (!it->second.reserved_by.empty() &&
-        (it->second.reserved_until_ms <= NowMs() || ReservationOwnerGone(it->second.reserved_by))) {
-      entries_.erase(it);  // A lapsed reservation of a replica that died while registering.
-    } else {
-      if (!request_id.empty() && it->second.request_id == request_id && it->second.tenant == entry.tenant) {
-        return std::optional<ModelEntry>(it->second);
-      }
+  const std::string path = ModelPath(entry.tenant, name);
+  if (auto it = entries_.find(path); it != entries_.end() && !it->second.reserved_by.empty() &&
+      (it->second.reserved_until_ms <= NowMs() || ReservationOwnerGone(it->second.reserved_by))) {
+    entries_.erase(it);  // A lapsed reservation of a replica that died while registering.
+  }
+  if (auto it = entries_.find(path); it != entries_.end()) {
+    if (!request_id.empty() && it->second.request_id == request_id) return std::optional<ModelEntry>(it->second);
+    return ErrorWithReason(absl::StatusCode::kAlreadyExists, ErrorReason::kModelAlreadyExists,
+                           it->second.reserved_by.empty()
+                               ? absl::StrCat("a model named ", name, " exists")
+                               : absl::StrCat("a model named ", name, " is being registered by another replica"));
+  }
+  // Across namespaces: a tenant's name may not shadow a public one; a public name may not be
+  // one a tenant uses (only an admin registers public models, and an admin sees every tenant).
+  if (!entry.tenant.empty() && entries_.count(name) > 0) {
+    return ErrorWithReason(absl::StatusCode::kAlreadyExists, ErrorReason::kModelAlreadyExists,
+                           absl::StrCat("a public model named ", name,
+                                        " exists (a tenant's model names may not be public ones)"));
+  }
+  if (entry.tenant.empty()) {
+    for (const auto& [other_path, other] : entries_) {
+      if (other.name != name || other.tenant.empty()) continue;
       return ErrorWithReason(absl::StatusCode::kAlreadyExists, ErrorReason::kModelAlreadyExists,
-                             it->second.reserved_by.empty()
-                                 ? absl::StrCat("a model named ", name, " exists")
-                                 : absl::StrCat("a model named ", name, " is being registered by another replica"));
+                             absl::StrCat("tenant ", other.tenant, " has a model named ", name,
+                                          " (", other_path, "); a public model may not take a tenant's name"));
     }
   }
   entry.name = name;
@@ -484,9 +502,9 @@ absl::StatusOr<std::optional<ModelEntry>> ModelCatalog::Reserve(const std::strin
   entry.created_ms = NowMs();
   entry.state = ModelState::kLoading;
   entry.reserved_until_ms = entry.created_ms + kReservationMs;
-  entries_[name] = entry;  // Reserves the name while loading, here and in the shared index.
+  entries_[path] = entry;  // Reserves the name while loading, here and in the shared index.
   if (auto status = PersistUnderIndexLock(/*merge_from_disk=*/false); !status.ok()) {
-    entries_.erase(name);
+    entries_.erase(path);
     return status;
   }
   return std::optional<ModelEntry>();
@@ -505,7 +523,7 @@ absl::StatusOr<ModelEntry> ModelCatalog::Register(const std::string& name, const
   if (source.kind == SourceKind::kCheckpoint || source.kind == SourceKind::kTorchScript) {
     if (auto path = ResolveUnderRoot(source.path, tenant); !path.ok()) {
       std::lock_guard lock(mutex_);
-      entries_.erase(name);  // Refused requests leave nothing behind, in the index neither.
+      entries_.erase(ModelPath(entry));  // Refused requests leave nothing behind, in the index neither.
       (void)Persist();
       return path.status();
     }
@@ -549,7 +567,7 @@ absl::StatusOr<ModelEntry> ModelCatalog::RegisterUpload(const std::string& name,
     fs::remove(config_temporary, ignored);
     RemoveUploadedFiles(stored);
     std::lock_guard lock(mutex_);
-    entries_.erase(name);  // The reservation goes; nothing was registered.
+    entries_.erase(ModelPath(entry));  // The reservation goes; nothing was registered.
     (void)Persist();
     return ErrorWithReason(absl::StatusCode::kResourceExhausted, ErrorReason::kInsufficientStorage,
                            absl::StrCat("cannot store the upload in the data directory (",
@@ -564,27 +582,46 @@ absl::StatusOr<ModelEntry> ModelCatalog::RegisterUpload(const std::string& name,
   return Finish(entry);
 }
 
-absl::StatusOr<ModelEntry> ModelCatalog::Get(const std::string& name) {
+absl::StatusOr<ModelEntry> ModelCatalog::Get(const std::string& path) {
   std::lock_guard lock(mutex_);
   SyncIndexIfChanged();
-  auto it = entries_.find(name);
+  auto it = entries_.find(path);
+  if (it == entries_.end()) return NotFound(path);
+  return it->second;
+}
+
+absl::StatusOr<ModelEntry> ModelCatalog::Find(const std::string& name, const std::string& tenant) {
+  if (name.find('/') != std::string::npos || tenant.empty()) return Get(name);
+  std::lock_guard lock(mutex_);
+  SyncIndexIfChanged();
+  auto it = entries_.find(ModelPath(tenant, name));
+  if (it == entries_.end()) it = entries_.find(name);
   if (it == entries_.end()) return NotFound(name);
   return it->second;
 }
 
-absl::StatusOr<ModelEntry> ModelCatalog::GetBound(const std::string& name, const std::string& uid,
-                                                  const std::string& weights_sha256) {
-  auto entry = Get(name);
+absl::StatusOr<ModelEntry> ModelCatalog::GetBound(const std::string& uid, const std::string& weights_sha256,
+                                                  const std::string& name, const std::string& tenant) {
+  absl::StatusOr<ModelEntry> entry = NotFound(name);
+  if (uid.empty()) {
+    entry = Find(name, tenant);  // Recorded before uids: the name was all the job had.
+  } else {
+    std::lock_guard lock(mutex_);
+    SyncIndexIfChanged();
+    for (const auto& [path, known] : entries_) {
+      if (known.uid == uid) entry = known;
+    }
+  }
   if (!entry.ok()) {
     if (entry.status().code() != absl::StatusCode::kNotFound) return entry.status();
+    if (!uid.empty() && Find(name, tenant).ok()) {
+      return ErrorWithReason(absl::StatusCode::kFailedPrecondition, ErrorReason::kModelChanged,
+                             absl::StrCat("the model ", name, " this job was submitted for (uid ", uid,
+                                          ") was deleted and the name registered again; the job does not run on "
+                                          "another model: submit it again to measure the new one"));
+    }
     return ErrorWithReason(absl::StatusCode::kFailedPrecondition, ErrorReason::kModelNotFound,
                            absl::StrCat("the model ", name, " this job was submitted for was deleted"));
-  }
-  if (!uid.empty() && entry->uid != uid) {
-    return ErrorWithReason(absl::StatusCode::kFailedPrecondition, ErrorReason::kModelChanged,
-                           absl::StrCat("the model ", name, " this job was submitted for (uid ", uid,
-                                        ") was deleted and the name registered again; the job does not run on "
-                                        "another model: submit it again to measure the new one"));
   }
   if (!weights_sha256.empty() && !entry->weights_sha256.empty() && entry->weights_sha256 != weights_sha256) {
     return ErrorWithReason(absl::StatusCode::kFailedPrecondition, ErrorReason::kModelChanged,
@@ -601,10 +638,11 @@ std::vector<ModelEntry> ModelCatalog::List() {
   return all;
 }
 
-absl::Status ModelCatalog::Delete(const std::string& name, bool force, int64_t active_jobs) {
+absl::Status ModelCatalog::Delete(const std::string& path, bool force, int64_t active_jobs) {
   std::lock_guard lock(mutex_);
-  auto it = entries_.find(name);
-  if (it == entries_.end()) return NotFound(name);
+  auto it = entries_.find(path);
+  if (it == entries_.end()) return NotFound(path);
+  const std::string name = it->second.name;
   if (it->second.builtin) {
     return ErrorWithReason(absl::StatusCode::kFailedPrecondition, ErrorReason::kModelBuiltin,
                            absl::StrCat(name, " is a built-in preset and cannot be deleted"));
@@ -619,11 +657,11 @@ absl::Status ModelCatalog::Delete(const std::string& name, bool force, int64_t a
     fs::remove(it->second.source.path + ".config.json", error);
   }
   entries_.erase(it);
-  loader_->Forget(name);
+  loader_->Forget(path);
   // Keep other replicas' registrations; the merge reads this name back from the file, so drop it again.
   auto index_lock = index_.Acquire();
   (void)MergeIndexFromDisk();
-  entries_.erase(name);
+  entries_.erase(path);
   return PersistUnderIndexLock(/*merge_from_disk=*/false);
 }
 
@@ -662,18 +700,18 @@ void ModelCatalog::RecordLoaded(const std::string& name, const LoadedModel& load
   it->second.memory_bytes = loaded.parameters * 4;
 }
 
-absl::Status ModelCatalog::Export(const std::string& name, const std::string& path) {
-  auto request = RequestFor(name);
+absl::Status ModelCatalog::Export(const std::string& model_path, const std::string& file) {
+  auto request = RequestFor(model_path);
   if (!request.ok()) return request.status();
   if (request->kind == SourceKind::kTorchScript) {
     return ErrorWithReason(absl::StatusCode::kFailedPrecondition, ErrorReason::kInvalidArgument,
-                           absl::StrCat(name, " is a TorchScript model: export its file instead"));
+                           absl::StrCat(model_path, " is a TorchScript model: export its file instead"));
   }
-  if (auto status = loader_->Export(*request, path); !status.ok()) return status;
-  auto sha = Sha256OfFile(path);
+  if (auto status = loader_->Export(*request, file); !status.ok()) return status;
+  auto sha = Sha256OfFile(file);
   if (sha.ok()) {
     std::lock_guard lock(mutex_);
-    if (auto it = entries_.find(name); it != entries_.end() && !it->second.builtin && it->second.weights_sha256 != *sha) {
+    if (auto it = entries_.find(model_path); it != entries_.end() && !it->second.builtin && it->second.weights_sha256 != *sha) {
       it->second.weights_sha256 = *sha;
       ++it->second.generation;
       (void)Persist();

@@ -44,9 +44,16 @@ class ModelCatalog {
   // `loader` outlives the catalog.
   static absl::StatusOr<std::unique_ptr<ModelCatalog>> Open(const Options& options, ModelLoader* loader);
 
-  // Registers (and loads, to check it) a model. A name that exists is MODEL_ALREADY_EXISTS unless
-  // the same non-empty request_id registered it (then that entry is returned). A registration
-  // that fails leaves nothing: the name stays free and an uploaded file is removed.
+  // Namespaces: a model name is unique within its tenant's namespace (`tenant`, its models'
+  // ModelEntry::tenant) or the public one (tenant ""): built-in presets and what an admin or a
+  // server without authentication registers, visible to every tenant. A tenant may not take a
+  // public name, nor an admin a name some tenant uses, so the names one caller sees are unique.
+  // The catalog keys entries by ModelPath (model_entry.h): "name" or "tenant/name".
+  //
+  // Registers (and loads, to check it) a model in `tenant`'s namespace. A name taken there, or
+  // public, is MODEL_ALREADY_EXISTS unless the same non-empty request_id registered it in the same
+  // namespace (then that entry is returned). A registration that fails leaves nothing: the name
+  // stays free and an uploaded file is removed.
   absl::StatusOr<ModelEntry> Register(const std::string& name, const ModelSource& source,
                                       const std::map<std::string, std::string>& labels,
                                       const std::string& request_id, const std::string& tenant = "");
@@ -57,27 +64,33 @@ class ModelCatalog {
                                             const std::map<std::string, std::string>& labels,
                                             const std::string& request_id, const std::string& tenant = "");
 
-  absl::StatusOr<ModelEntry> Get(const std::string& name);
-  // The named entry if it is still the registration `uid` with weights `weights_sha256` (what a
-  // job recorded at submission; either "" = not recorded, not checked). Gone: FAILED_PRECONDITION
-  // with MODEL_NOT_FOUND; another registration of the name (deleted and registered again) or
-  // other weights: FAILED_PRECONDITION with MODEL_CHANGED. A job bound to a model never runs on
-  // another one.
-  absl::StatusOr<ModelEntry> GetBound(const std::string& name, const std::string& uid, const std::string& weights_sha256);
-  std::vector<ModelEntry> List();
+  // The model at `path` (ModelPath: "name" public, "tenant/name" a tenant's); MODEL_NOT_FOUND.
+  absl::StatusOr<ModelEntry> Get(const std::string& path);
+  // What `name` means to a caller whose own namespace is `tenant` ("" = public only, an admin's):
+  // a bare name is the tenant's model of that name, else the public one; "tenant/name" is that
+  // path (whether the caller may see it is the caller's check). MODEL_NOT_FOUND.
+  absl::StatusOr<ModelEntry> Find(const std::string& name, const std::string& tenant);
+  // The registration `uid` if it still has weights `weights_sha256` (what a job recorded at
+  // submission; "" = not recorded, not checked). A job recorded before uids is found by `name` as
+  // its `tenant` saw it. Gone: FAILED_PRECONDITION with MODEL_NOT_FOUND; the name registered
+  // again (another uid) or other weights: FAILED_PRECONDITION with MODEL_CHANGED. A job bound to
+  // a model never runs on another one, in another tenant's namespace neither.
+  absl::StatusOr<ModelEntry> GetBound(const std::string& uid, const std::string& weights_sha256,
+                                      const std::string& name, const std::string& tenant);
+  std::vector<ModelEntry> List();  // Sorted by path.
   // MODEL_BUILTIN for a preset; MODEL_IN_USE when active_jobs > 0 and not force.
-  absl::Status Delete(const std::string& name, bool force, int64_t active_jobs);
+  absl::Status Delete(const std::string& path, bool force, int64_t active_jobs);
 
-  // What the loader needs to build the named model: MODEL_NOT_FOUND, or MODEL_NOT_READY for a
-  // failed model or another replica's registration in progress.
-  absl::StatusOr<LoadRequest> RequestFor(const std::string& name);
+  // What the loader needs to build the model at `path`: MODEL_NOT_FOUND, or MODEL_NOT_READY for a
+  // failed model or another replica's registration in progress. LoadRequest::name is the path.
+  absl::StatusOr<LoadRequest> RequestFor(const std::string& path);
   // A load outside registration (a cache reload) failed: the model becomes FAILED with the reason.
-  void RecordLoadFailure(const std::string& name, const absl::Status& status);
+  void RecordLoadFailure(const std::string& path, const absl::Status& status);
   // A load outside registration learned the model's size (entries read from an older index).
-  void RecordLoaded(const std::string& name, const LoadedModel& loaded);
+  void RecordLoaded(const std::string& path, const LoadedModel& loaded);
 
   // Writes the model's weights (Hugging Face names, F32) to `path` and records their SHA-256.
-  absl::Status Export(const std::string& name, const std::string& path);
+  absl::Status Export(const std::string& model_path, const std::string& file);
 
   // Resolves `relative` under the scope of `tenant`: <model root>/<tenant>/ for a tenant's model,
   // the whole root for a public one (tenant ""). No absolute paths, no escaping through "..", no
@@ -103,8 +116,9 @@ class ModelCatalog {
   absl::Status CheckSourceAllowed(const ModelSource& source) const;
   // Registration's second half: loads the reserved entry and records READY or FAILED.
   absl::StatusOr<ModelEntry> Finish(ModelEntry entry);
-  // Reserves `name` for `entry` (LOADING); the existing entry when the same request_id made it;
-  // MODEL_ALREADY_EXISTS otherwise.
+  // Reserves `name` in entry.tenant's namespace for `entry` (LOADING); the existing entry when the
+  // same request_id made it; MODEL_ALREADY_EXISTS when the name is taken there or clashes across
+  // namespaces (see Register).
   absl::StatusOr<std::optional<ModelEntry>> Reserve(const std::string& name, ModelEntry& entry,
                                                     const std::map<std::string, std::string>& labels,
                                                     const std::string& request_id);
@@ -133,7 +147,7 @@ class ModelCatalog {
   ModelLoader* loader_;
   ModelIndex index_;
   std::mutex mutex_;
-  std::map<std::string, ModelEntry> entries_;
+  std::map<std::string, ModelEntry> entries_;  // By ModelPath.
   std::string owner_token_;  // host:pid:random, marks this process's reservations in the index.
   Leftovers leftovers_;
 };

@@ -72,6 +72,14 @@ struct ModelEntry {
   int64_t reserved_until_ms = 0;
 };
 
+// Where a model lives in the catalog, and how any caller who sees it may address it: its name for
+// a public model, "<tenant>/<name>" for a tenant's (tenant names have no '/', model names neither).
+// A tenant's principals also address their own models by the bare name.
+inline std::string ModelPath(const std::string& tenant, const std::string& name) {
+  return tenant.empty() ? name : tenant + "/" + name;
+}
+inline std::string ModelPath(const ModelEntry& entry) { return ModelPath(entry.tenant, entry.name); }
+
 // A new registration uid: 128 bits of getrandom(2), as 32 lowercase hex digits.
 std::string NewModelUid();
 

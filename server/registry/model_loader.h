@@ -14,7 +14,7 @@
 namespace posbias::registry {
 
 struct LoadRequest {
-  std::string name;
+  std::string name;  // The model's path in the catalog (ModelPath: "name" or "tenant/name").
   SourceKind kind = SourceKind::kPreset;
   models::ModelConfig config;  // Resolved (presets, overrides, config.json); kTorchScript: width only.
   uint64_t seed = 0;           // Of the initialization (weights, if any, replace it).
@@ -35,8 +35,8 @@ class ModelLoader {
   virtual absl::StatusOr<LoadedModel> Load(const LoadRequest& request) = 0;
   // Writes the model's weights (Hugging Face names, F32 safetensors) to `path`.
   virtual absl::Status Export(const LoadRequest& request, const std::string& path) = 0;
-  // The named model was deleted or replaced: drop anything kept of it.
-  virtual void Forget(const std::string& name) = 0;
+  // The model at `path` (LoadRequest::name) was deleted or replaced: drop anything kept of it.
+  virtual void Forget(const std::string& path) = 0;
 };
 
 }  // namespace posbias::registry

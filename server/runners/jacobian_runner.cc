@@ -93,17 +93,22 @@ jacobian::MeasureOptions OptionsFor(const jobs::JacobianJobSpec& spec, const std
 
 absl::StatusOr<std::string> JacobianRunner::Run(const jobs::JobRecord& job,
                                                 const std::function<bool(const jobs::ProgressUpdate&)>& report) {
+  // Bound to the registration it was submitted for (catalog's GetBound, by uid): never another
+  // model, another tenant's of the same name neither.
+  auto first = catalog_->GetBound(job.spec.model_uid, job.spec.model_weights_sha256, job.spec.model, job.tenant);
+  if (!first.ok()) return first.status();
+  const std::string path = registry::ModelPath(*first);
   // Jobs on the same model instance run one at a time, and exports wait for them (model_cache.h).
-  std::lock_guard model_lock(cache_->InstanceLock(job.spec.model, job.spec.dtype));
-  // Bound to the registration it was submitted for (catalog's GetBound): never another model.
-  if (auto bound = catalog_->GetBound(job.spec.model, job.spec.model_uid, job.spec.model_weights_sha256); !bound.ok()) {
-    return bound.status();
-  }
-  auto model = cache_->Acquire(*catalog_, job.spec.model, job.spec.dtype);
+  std::lock_guard model_lock(cache_->InstanceLock(path, job.spec.dtype));
+  auto model = cache_->Acquire(*catalog_, path, job.spec.dtype);
   if (!model.ok()) return model.status();
   // Still the same registration once loaded (a replacement in between evicts the cache's copy).
-  auto bound = catalog_->GetBound(job.spec.model, job.spec.model_uid, job.spec.model_weights_sha256);
+  auto bound = catalog_->GetBound(job.spec.model_uid, job.spec.model_weights_sha256, job.spec.model, job.tenant);
   if (!bound.ok()) return bound.status();
+  if (registry::ModelPath(*bound) != path) {
+    return ErrorWithReason(absl::StatusCode::kFailedPrecondition, ErrorReason::kModelChanged,
+                           absl::StrCat("the model ", job.spec.model, " this job was submitted for changed while it loaded"));
+  }
   const std::string device = job.device.empty() ? "cpu" : job.device;
   jacobian::MeasureOptions options = OptionsFor(job.spec, device);
   if (options_.cpu_threads > 0 && device == "cpu") torch::set_num_threads(options_.cpu_threads);

@@ -14,6 +14,7 @@
 #include "server/host/memory.h"
 #include "server/jobs/jacobian_report.h"
 #include "server/service/job_convert.h"
+#include "server/service/model_visibility.h"
 #include "server/service/text_input.h"
 #include "server/service/unary_call.h"
 #include "server/status/error.h"
@@ -46,10 +47,12 @@ absl::StatusOr<v1::Job> JobServiceImpl::Submit(Caller& caller, const v1::SubmitJ
   record->tenant = caller.tenant();
   record->owner = caller.principal.name;
   record->max_running = static_cast<int32_t>(caller.principal.max_running_jobs);
-  auto model = catalog_->Get(record->spec.model);
-  if (model.ok() && !caller.Sees(model->tenant) && !model->tenant.empty()) return HiddenModel(record->spec.model);
+  auto model = FindVisibleModel(*catalog_, caller, record->spec.model);
   if (!model.ok()) return model.status();
-  record->spec.model_uid = model->uid;  // The job is bound to this registration, not to the name.
+  // The job names the model as its tenant sees it (an admin's job on a tenant's model: by path),
+  // and is bound to this registration, not to the name.
+  record->spec.model = model->tenant.empty() || model->tenant == record->tenant ? model->name : registry::ModelPath(*model);
+  record->spec.model_uid = model->uid;
   record->spec.model_weights_sha256 = model->weights_sha256;
   if (request.spec().jacobian_norm().input().has_text()) {
     if (tokenizers_ == nullptr) {
@@ -210,7 +213,10 @@ grpc::ServerWriteReactor<v1::WatchJobResponse>* JobServiceImpl::WatchJob(grpc::C
   if (caller.ok()) {
     if (auto job = Visible(*caller, request->id()); !job.ok()) refusal = job.status();
   }
-  return watches_.Open(context, request->id(), std::string(auth_->MethodFor(request->GetDescriptor())), refusal);
+  std::optional<std::string> tenant;  // Whose jobs it may watch: the caller's tenant's, an admin's any.
+  if (caller.ok() && !caller->principal.admin()) tenant = caller->tenant();
+  return watches_.Open(context, request->id(), std::string(auth_->MethodFor(request->GetDescriptor())), refusal,
+                       std::move(tenant));
 }
 
 absl::Status JobServiceImpl::Result(const Caller& caller, const v1::GetJobResultRequest& request,

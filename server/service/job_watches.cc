@@ -5,6 +5,7 @@
 #include <utility>
 #include <vector>
 
+#include "server/service/call_auth.h"
 #include "server/service/job_convert.h"
 #include "server/service/rpc_scope.h"
 #include "server/status/error.h"
@@ -23,10 +24,12 @@ class JobWatches::Watch final : public grpc::ServerWriteReactor<v1::WatchJobResp
                                 public std::enable_shared_from_this<Watch> {
  public:
   Watch(JobWatches* hub, grpc::CallbackServerContext* context, std::string id, metrics::Metrics* metrics,
-        std::string method)
-      : hub_(hub), context_(context), id_(std::move(id)), scope_(metrics, std::move(method)) {}
+        std::string method, std::optional<std::string> tenant)
+      : hub_(hub), context_(context), id_(std::move(id)), tenant_(std::move(tenant)), scope_(metrics, std::move(method)) {}
 
   const std::string& id() const { return id_; }
+  // The watcher may see the job: its tenant's, or any for an admin.
+  bool Sees(const jobs::JobRecord& job) const { return !tenant_ || job.tenant == *tenant_; }
 
   // The job as the poller read it: written when it changed; the stream ends after a terminal state
   // or on an error (the job was deleted: NOT_FOUND).
@@ -92,6 +95,7 @@ class JobWatches::Watch final : public grpc::ServerWriteReactor<v1::WatchJobResp
   JobWatches* hub_;
   grpc::CallbackServerContext* context_;
   std::string id_;
+  std::optional<std::string> tenant_;
   RpcScope scope_;
   std::mutex mutex_;
   bool writing_ = false, finished_ = false, terminal_written_ = false;
@@ -108,8 +112,9 @@ JobWatches::~JobWatches() { Stop(); }
 
 grpc::ServerWriteReactor<v1::WatchJobResponse>* JobWatches::Open(grpc::CallbackServerContext* context,
                                                                  const std::string& id, std::string method,
-                                                                 const absl::Status& refusal) {
-  auto watch = std::make_shared<Watch>(this, context, id, metrics_, std::move(method));
+                                                                 const absl::Status& refusal,
+                                                                 std::optional<std::string> tenant) {
+  auto watch = std::make_shared<Watch>(this, context, id, metrics_, std::move(method), std::move(tenant));
   bool stopping;
   {
     std::lock_guard lock(mutex_);
@@ -144,6 +149,11 @@ void JobWatches::PollOnce() {
     if (it == jobs.end()) it = jobs.emplace(watch->id(), store_->Get(watch->id())).first;
     // The store out of reach for a moment: the stream waits for the next poll.
     if (!it->second.ok() && it->second.status().code() == absl::StatusCode::kUnavailable) continue;
+    // Checked again at every look, not only when the stream opened.
+    if (it->second.ok() && !watch->Sees(*it->second)) {
+      watch->Offer(HiddenJob(watch->id()));
+      continue;
+    }
     watch->Offer(it->second);
   }
 }

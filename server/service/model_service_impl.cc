@@ -7,6 +7,7 @@
 #include "server/admission/labels.h"
 #include "server/admission/page_token.h"
 #include "server/service/model_convert.h"
+#include "server/service/model_visibility.h"
 #include "server/service/unary_call.h"
 #include "server/status/error.h"
 
@@ -59,14 +60,9 @@ absl::StatusOr<v1::Model> Register(registry::ModelCatalog& catalog, Caller& call
 
 }  // namespace
 
-std::string ModelTenantOf(const Caller& caller) { return caller.principal.admin() ? "" : caller.tenant(); }
-
-bool SeesModel(const Caller& caller, const registry::ModelEntry& entry) {
-  return entry.tenant.empty() || caller.Sees(entry.tenant);
-}
-
 void ModelToProto(const registry::ModelEntry& entry, int64_t active_jobs, v1::Model* out) {
   out->set_name(entry.name);
+  out->set_tenant(entry.tenant);
   out->set_uid(entry.uid);
   out->set_generation(entry.generation);
   out->set_family(FamilyToProto(entry.config.family));
@@ -121,9 +117,8 @@ grpc::ServerReadReactor<v1::UploadModelRequest>* ModelServiceImpl::UploadModel(g
 grpc::ServerUnaryReactor* ModelServiceImpl::GetModel(grpc::CallbackServerContext* context,
                                                      const v1::GetModelRequest* request, v1::Model* response) {
   return RunUnary(context, executor_, metrics_, auth_, *request, [=, this](Caller& caller) {
-    auto entry = catalog_->Get(request->name());
-    if (entry.ok() && !SeesModel(caller, *entry)) return HiddenModel(request->name());
-    if (entry.ok()) ModelToProto(*entry, ActiveJobs(caller, entry->name), response);
+    auto entry = FindVisibleModel(*catalog_, caller, request->name());
+    if (entry.ok()) ModelToProto(*entry, ActiveJobs(caller, *entry), response);
     return entry.status();
   });
 }
@@ -138,18 +133,19 @@ absl::Status ModelServiceImpl::List(const Caller& caller, const v1::ListModelsRe
   auto after = admission::RedeemPageToken(request.page_token(), "ListModels", selection);
   if (!after.ok()) return after.status();
   std::vector<registry::ModelEntry> matching;
-  for (const auto& entry : catalog_->List()) {  // Sorted by name.
+  for (const auto& entry : catalog_->List()) {  // Sorted by path ("name", "tenant/name").
     if (request.family() != v1::MODEL_FAMILY_UNSPECIFIED && FamilyToProto(entry.config.family) != request.family()) continue;
     if (!admission::MatchesLabels(entry.labels, *terms)) continue;
     if (!SeesModel(caller, entry)) continue;
-    if (!after->empty() && entry.name <= *after) continue;
+    if (!after->empty() && registry::ModelPath(entry) <= *after) continue;
     matching.push_back(entry);
   }
   for (size_t i = 0; i < matching.size() && i < page_size; ++i) {
-    ModelToProto(matching[i], ActiveJobs(caller, matching[i].name), response->add_models());
+    ModelToProto(matching[i], ActiveJobs(caller, matching[i]), response->add_models());
   }
   if (matching.size() > page_size) {
-    response->set_next_page_token(admission::IssuePageToken("ListModels", selection, matching[page_size - 1].name));
+    response->set_next_page_token(
+        admission::IssuePageToken("ListModels", selection, registry::ModelPath(matching[page_size - 1])));
   }
   return absl::OkStatus();
 }
@@ -161,7 +157,7 @@ grpc::ServerUnaryReactor* ModelServiceImpl::ListModels(grpc::CallbackServerConte
                   [=, this](Caller& caller) { return List(caller, *request, response); });
 }
 
-int64_t ModelServiceImpl::ActiveJobs(const Caller& caller, const std::string& model) const {
+int64_t ModelServiceImpl::ActiveJobs(const Caller& caller, const registry::ModelEntry& model) const {
   return jobs_.active(model, caller.principal.admin() ? std::nullopt : std::optional<std::string>(caller.tenant()));
 }
 
@@ -170,15 +166,14 @@ grpc::ServerUnaryReactor* ModelServiceImpl::DeleteModel(grpc::CallbackServerCont
                                                         v1::DeleteModelResponse* response) {
   return RunUnary(context, executor_, metrics_, auth_, *request, [=, this](Caller& caller) {
     caller.resource = request->name();
-    auto entry = catalog_->Get(request->name());
+    auto entry = FindVisibleModel(*catalog_, caller, request->name());
     if (!entry.ok()) return entry.status();
-    if (!SeesModel(caller, *entry)) return HiddenModel(request->name());
     if (entry->tenant.empty() && !entry->builtin && !caller.principal.admin()) {
       return ErrorWithReason(absl::StatusCode::kPermissionDenied, ErrorReason::kRoleRequired,
                              absl::StrCat(request->name(), " is a public model: deleting it needs the role admin"));
     }
     // In use by anyone's jobs: a public model's users are every tenant.
-    if (auto deleted = catalog_->Delete(request->name(), request->force(), jobs_.active(request->name(), std::nullopt));
+    if (auto deleted = catalog_->Delete(registry::ModelPath(*entry), request->force(), jobs_.active(*entry, std::nullopt));
         !deleted.ok()) {
       return deleted;
     }
@@ -217,9 +212,8 @@ grpc::ServerUnaryReactor* ModelServiceImpl::ListPresets(grpc::CallbackServerCont
 grpc::ServerUnaryReactor* ModelServiceImpl::Tokenize(grpc::CallbackServerContext* context,
                                                      const v1::TokenizeRequest* request, v1::TokenizeResponse* response) {
   return RunUnary(context, executor_, metrics_, auth_, *request, [=, this](Caller& caller) {
-    auto entry = catalog_->Get(request->model());
+    auto entry = FindVisibleModel(*catalog_, caller, request->model());
     if (!entry.ok()) return entry.status();
-    if (!SeesModel(caller, *entry)) return HiddenModel(request->model());
     auto tokenizer = tokenizers_.For(*entry);
     if (!tokenizer.ok()) return tokenizer.status();
     return RunTokenize(**tokenizer, *request, response);

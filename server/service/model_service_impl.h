@@ -21,8 +21,8 @@ class ModelServiceImpl final : public v1::ModelService::CallbackService {
  public:
   // What the model service asks of the job store.
   struct Jobs {
-    // Queued, running and cancelling jobs using the named model (of the tenant when given).
-    std::function<int64_t(const std::string& model, const std::optional<std::string>& tenant)> active;
+    // Queued, running and cancelling jobs bound to the registration (of the tenant when given).
+    std::function<int64_t(const registry::ModelEntry& model, const std::optional<std::string>& tenant)> active;
     // Cancels the queued and running jobs bound to the registration (DeleteModel with force);
     // the ids cancelled.
     std::function<std::vector<std::string>(const registry::ModelEntry& model)> cancel;
@@ -61,7 +61,7 @@ class ModelServiceImpl final : public v1::ModelService::CallbackService {
 
   registry::ModelCatalog* catalog_;
   // Active jobs on a model as the caller may count them: its tenant's, or everyone's for an admin.
-  int64_t ActiveJobs(const Caller& caller, const std::string& model) const;
+  int64_t ActiveJobs(const Caller& caller, const registry::ModelEntry& model) const;
 
   Jobs jobs_;
   metrics::Metrics* metrics_;
@@ -73,10 +73,5 @@ class ModelServiceImpl final : public v1::ModelService::CallbackService {
 
 // Registry entry -> public Model message.
 void ModelToProto(const registry::ModelEntry& entry, int64_t active_jobs, v1::Model* out);
-
-// Tenancy of models: what an admin registers is public (tenant ""), anyone else's belongs to its
-// tenant; a caller sees public models and its own tenant's (an admin sees all).
-std::string ModelTenantOf(const Caller& caller);
-bool SeesModel(const Caller& caller, const registry::ModelEntry& entry);
 
 }  // namespace posbias::service

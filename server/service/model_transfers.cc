@@ -16,6 +16,7 @@
 #include "server/registry/sha256.h"
 #include "server/service/model_convert.h"
 #include "server/service/model_service_impl.h"
+#include "server/service/model_visibility.h"
 #include "server/service/rpc_scope.h"
 #include "server/service/unary_call.h"
 #include "server/status/error.h"
@@ -239,18 +240,17 @@ class ModelTransfers::ExportReactor final : public grpc::ServerWriteReactor<v1::
  private:
   // On the executor: the weights to a scratch file, then the header.
   void Prepare() {
-    if (auto entry = hub_->catalog_->Get(name_); entry.ok() && !SeesModel(caller_, *entry)) return End(HiddenModel(name_));
-    path_ = registry::ScratchPath(hub_->catalog_->uploads_dir(), "export", name_);
-    if (auto status = hub_->catalog_->Export(name_, path_); !status.ok()) return End(status);
+    auto entry = FindVisibleModel(*hub_->catalog_, caller_, name_);
+    if (!entry.ok()) return End(entry.status());
+    path_ = registry::ScratchPath(hub_->catalog_->uploads_dir(), "export", entry->name);
+    if (auto status = hub_->catalog_->Export(registry::ModelPath(*entry), path_); !status.ok()) return End(status);
     if (cancelled_) return End(absl::CancelledError("export cancelled"));
     auto* header = message_.mutable_header();
     header->set_format(v1::MODEL_FILE_FORMAT_SAFETENSORS);
     header->set_total_bytes(std::filesystem::file_size(path_));
     header->set_sha256(registry::Sha256OfFile(path_).value_or(""));
-    header->set_file_name(name_ + ".safetensors");
-    if (auto entry = hub_->catalog_->Get(name_); entry.ok()) {
-      header->set_config_json(models::ConfigToHuggingFaceJson(entry->config));
-    }
+    header->set_file_name(entry->name + ".safetensors");
+    header->set_config_json(models::ConfigToHuggingFaceJson(entry->config));
     in_.open(path_, std::ios::binary);
     buffer_.assign(kChunkBytes, '\0');
     StartWrite(&message_);

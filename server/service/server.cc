@@ -19,23 +19,41 @@
 
 namespace posbias::service {
 
+std::vector<jobs::JobRecord> JobsOf(jobs::JobStore& store, const registry::ModelEntry& model,
+                                    const std::vector<jobs::JobState>& states, const std::optional<std::string>& tenant) {
+  // A job names the model as its submitter saw it: the bare name (their tenant's or a public
+  // model), or "tenant/name" (an admin's job on a tenant's model). It belongs to this
+  // registration when it recorded its uid; one stored before uids when the name and namespace fit.
+  std::vector<std::string> names = {model.name};
+  if (!model.tenant.empty()) names.push_back(registry::ModelPath(model));
+  std::vector<jobs::JobRecord> found;
+  for (const std::string& name : names) {
+    jobs::ListFilter filter;
+    filter.model = name;
+    filter.states = states;
+    filter.tenant = tenant;
+    filter.page_size = 1000;
+    do {
+      auto page = store.List(filter);
+      if (!page.ok()) break;
+      for (auto& job : page->jobs) {
+        const bool bound = job.spec.model_uid.empty()
+                               ? model.tenant.empty() || job.tenant == model.tenant || name != model.name
+                               : job.spec.model_uid == model.uid;
+        if (bound) found.push_back(std::move(job));
+      }
+      filter.page_token = page->next_page_token;
+    } while (!filter.page_token.empty());
+  }
+  return found;
+}
+
 std::vector<std::string> CancelJobsOf(jobs::JobStore& store, const registry::ModelEntry& model) {
-  jobs::ListFilter filter;
-  filter.model = model.name;
-  filter.states = {jobs::JobState::kQueued, jobs::JobState::kRunning};
-  filter.page_size = 1000;
   std::vector<std::string> cancelled;
-  do {
-    auto page = store.List(filter);
-    if (!page.ok()) break;
-    for (const auto& job : page->jobs) {
-      // Bound to this registration (or stored before uids, when the name was all a job had).
-      if (!job.spec.model_uid.empty() && job.spec.model_uid != model.uid) continue;
-      const auto next = job.state == jobs::JobState::kQueued ? jobs::JobState::kCancelled : jobs::JobState::kCancelling;
-      if (store.Transition(job.id, next, {}).ok()) cancelled.push_back(job.id);
-    }
-    filter.page_token = page->next_page_token;
-  } while (!filter.page_token.empty());
+  for (const auto& job : JobsOf(store, model, {jobs::JobState::kQueued, jobs::JobState::kRunning}, std::nullopt)) {
+    const auto next = job.state == jobs::JobState::kQueued ? jobs::JobState::kCancelled : jobs::JobState::kCancelling;
+    if (store.Transition(job.id, next, {}).ok()) cancelled.push_back(job.id);
+  }
   return cancelled;
 }
 
@@ -305,8 +323,10 @@ absl::Status Server::Start() {
   // host) job is accepted and waits until a worker with a CUDA device claims it.
   options_.job_limits.cuda_available = runners::CudaDeviceCount() > 0 || store_->lease_ms() > 0;
   ModelServiceImpl::Jobs model_jobs;
-  model_jobs.active = [this](const std::string& model, const std::optional<std::string>& tenant) {
-    return store_->CountActiveForModel(model, tenant).value_or(0);
+  model_jobs.active = [this](const registry::ModelEntry& model, const std::optional<std::string>& tenant) {
+    return static_cast<int64_t>(
+        JobsOf(*store_, model, {jobs::JobState::kQueued, jobs::JobState::kRunning, jobs::JobState::kCancelling}, tenant)
+            .size());
   };
   model_jobs.cancel = [this](const registry::ModelEntry& model) { return CancelJobsOf(*store_, model); };
   ModelTransfers::Options transfers;

@@ -17,6 +17,7 @@ are idempotent across replicas; roles other than `both` refuse the embedded SQLi
 """
 
 import argparse
+import hashlib
 import os
 import shutil
 import signal
@@ -127,6 +128,38 @@ class SharedQueueTest(ReplicaTestCase):
         self.assertEqual(a["id"], b["id"])
         self.wait_succeeded(first, a["id"])
         self.assertEqual(len(self.cli(second).json("jobs", "list")), 1)
+
+
+class ReRegistrationTest(ReplicaTestCase):
+    LONG_JOB = ["--length", "64", "--samples", "400", "--method", "exact", "--seed", "7"]
+
+    def test_a_model_deleted_and_registered_again_on_one_replica_is_the_new_one_on_the_other(self):
+        first, second = self.replica(), self.replica()
+        old = self.cli(first).json("models", "register", "m", "--preset", "gpt2-tiny", "--seed", "3", timeout=60)
+        self.assertEqual(self.cli(second).json("models", "get", "m")["uid"], old["uid"])
+        # A long job bound to the old registration, then a force-delete through the other replica.
+        job = self.cli(second).json("jobs", "submit", "--model", "m", *self.LONG_JOB)
+        deleted = self.cli(first).run("models", "rm", "m", "--force")
+        self.assertEqual(deleted.returncode, 0, deleted.stderr)
+        self.assertIn("cancelled job %s" % job["id"], deleted.stderr)
+        new = self.cli(first).json("models", "register", "m", "--preset", "gpt2-tiny", "--seed", "4", timeout=60)
+        self.assertNotEqual(new["uid"], old["uid"])
+        self.assertNotEqual(new["weights_sha256"], old["weights_sha256"])
+        # The other replica replaced its entry: the new uid, and the new weights when exported.
+        seen = self.cli(second).json("models", "get", "m")
+        self.assertEqual((seen["uid"], seen["seed"], seen["weights_sha256"]), (new["uid"], 4, new["weights_sha256"]))
+        exported = os.path.join(self.data_dir, "exported.safetensors")
+        result = self.cli(second).run("models", "export", "m", exported)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        with open(exported, "rb") as file:
+            self.assertEqual(hashlib.sha256(file.read()).hexdigest(), new["weights_sha256"])
+        # The old job never ran on the new model; a new job measures the new one and says so.
+        final = self.wait_for(second, job["id"], lambda j: j["state"] in ("succeeded", "failed", "cancelled"), "finished")
+        self.assertEqual(final["state"], "cancelled", final)
+        fresh = self.cli(second).json("jobs", "submit", "--model", "m", *QUICK_JOB)
+        self.wait_succeeded(first, fresh["id"])
+        report = self.cli(first).json("jobs", "result", fresh["id"])
+        self.assertEqual((report["model"]["uid"], report["model"]["weights_sha256"]), (new["uid"], new["weights_sha256"]))
 
 
 class PartsTest(ReplicaTestCase):

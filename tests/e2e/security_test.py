@@ -17,6 +17,7 @@ import json
 import os
 import secrets
 import signal
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -309,6 +310,30 @@ class SecureServer(unittest.TestCase):
             time.sleep(0.1)
         return False
 
+    def test_an_open_watch_ends_not_found_when_its_job_stops_being_the_callers(self):
+        # Tenants of jobs do not change through the API; the store's row is changed behind the
+        # server's back to see that the poller checks the tenant at every look, not only at opening.
+        a = metadata(self.token("a", "reader"))
+        job = self.stubs.jobs.SubmitJob(tiny_job(samples=400, length=64), timeout=RPC_TIMEOUT_S,
+                                        metadata=metadata(self.token("a", "submitter")))
+        stream = self.stubs.jobs.WatchJob(pb.job.WatchJobRequest(id=job.id), timeout=60, metadata=a)
+        self.assertEqual(next(stream).job.id, job.id)
+        database = sqlite3.connect(os.path.join(self.server.data_dir.name, "jobs.sqlite"), timeout=30)
+        try:
+            with database:
+                database.execute("UPDATE jobs SET tenant = 'lab-b' WHERE id = ?", (job.id,))
+            with self.assertRaises(grpc.RpcError) as ended:
+                for _ in stream:
+                    pass
+            self.assertEqual((ended.exception.code(), reason_of(ended.exception)),
+                             (grpc.StatusCode.NOT_FOUND, "JOB_NOT_FOUND"))
+        finally:
+            with database:
+                database.execute("UPDATE jobs SET tenant = 'lab-a' WHERE id = ?", (job.id,))
+            database.close()
+            self.stubs.jobs.CancelJob(pb.job.CancelJobRequest(id=job.id), timeout=RPC_TIMEOUT_S,
+                                      metadata=metadata(self.token("a", "submitter")))
+
     def test_the_same_request_id_in_two_tenants_makes_two_jobs(self):
         first = self.stubs.jobs.SubmitJob(tiny_job("shared-id"), timeout=RPC_TIMEOUT_S,
                                           metadata=metadata(self.token("a", "submitter")))
@@ -347,6 +372,82 @@ class SecureServer(unittest.TestCase):
             self.stubs.jobs.SubmitJob(pb.job.SubmitJobRequest(spec=spec), timeout=RPC_TIMEOUT_S,
                                       metadata=metadata(self.token("b", "submitter")))
         self.assertEqual(reason_of(refused.exception), "MODEL_NOT_FOUND")
+
+    def register(self, tenant, name, seed, role="operator"):
+        request = pb.model.RegisterModelRequest(name=name, preset=pb.model.PresetSource(preset="gpt2-tiny", init_seed=seed),
+                                                wait=True)
+        return self.stubs.models.RegisterModel(request, timeout=60, metadata=metadata(self.token(tenant, role)))
+
+    def get_model(self, tenant, name, role="reader"):
+        return self.stubs.models.GetModel(pb.model.GetModelRequest(name=name), timeout=RPC_TIMEOUT_S,
+                                          metadata=metadata(self.token(tenant, role)))
+
+    def measured_uid_and_hash(self, tenant, model):
+        md = metadata(self.token(tenant, "submitter"))
+        spec = pb.job.JobSpec(jacobian_norm=pb.job.JacobianNormSpec(model=model, sequence_length=8, samples=1))
+        job = self.stubs.jobs.SubmitJob(pb.job.SubmitJobRequest(spec=spec), timeout=RPC_TIMEOUT_S, metadata=md)
+        self.assertTrue(self.wait_finished(job.id, md), job)
+        page = self.stubs.jobs.GetJobResult(pb.job.GetJobResultRequest(id=job.id), timeout=RPC_TIMEOUT_S, metadata=md)
+        report = json.loads(page.report_json)["model"]
+        return report["uid"], report["weights_sha256"]
+
+    def test_two_tenants_may_use_one_model_name_and_each_job_measures_its_own_tenants_model(self):
+        a, b = self.register("a", "same-name", 3), self.register("b", "same-name", 4)
+        self.assertEqual((a.tenant, b.tenant), ("lab-a", "lab-b"))
+        self.assertNotEqual(a.uid, b.uid)
+        self.assertNotEqual(a.weights_sha256, b.weights_sha256)
+        self.assertEqual(self.get_model("a", "same-name").uid, a.uid)
+        self.assertEqual(self.get_model("b", "same-name").uid, b.uid)
+        # The other tenant's path reads word for word like a path that names nothing.
+        with self.assertRaises(grpc.RpcError) as hidden:
+            self.get_model("a", "lab-b/same-name")
+        with self.assertRaises(grpc.RpcError) as absent:
+            self.get_model("a", "lab-b/no-such-name")
+        self.assertEqual((hidden.exception.code(), reason_of(hidden.exception)), (grpc.StatusCode.NOT_FOUND, "MODEL_NOT_FOUND"))
+        self.assertEqual(hidden.exception.details().replace("same-name", "no-such-name"), absent.exception.details())
+        # An admin sees both namespaces and names each by its path.
+        self.assertEqual(self.get_model("a", "lab-b/same-name", role="admin").uid, b.uid)
+        listed = self.stubs.models.ListModels(pb.model.ListModelsRequest(page_size=1000), timeout=RPC_TIMEOUT_S,
+                                              metadata=metadata(self.token("a", "admin")))
+        self.assertEqual(sorted((m.tenant, m.uid) for m in listed.models if m.name == "same-name"),
+                         [("lab-a", a.uid), ("lab-b", b.uid)])
+        mine = self.stubs.models.ListModels(pb.model.ListModelsRequest(page_size=1000), timeout=RPC_TIMEOUT_S,
+                                            metadata=metadata(self.token("a", "reader")))
+        self.assertEqual([m.uid for m in mine.models if m.name == "same-name"], [a.uid])
+        # Each tenant's job measures its own model, and says so in its provenance.
+        self.assertEqual(self.measured_uid_and_hash("a", "same-name"), (a.uid, a.weights_sha256))
+        self.assertEqual(self.measured_uid_and_hash("b", "same-name"), (b.uid, b.weights_sha256))
+
+    def test_a_tenant_cannot_take_a_public_name_nor_an_admin_a_tenants_name(self):
+        for tenant, role, name in (("a", "operator", "gpt2-tiny"), ("b", "admin", "lab-a-owned")):
+            if name == "lab-a-owned":
+                self.register("a", name, 5)
+            with self.subTest(name=name):
+                with self.assertRaises(grpc.RpcError) as taken:
+                    self.register(tenant, name, 6, role=role)
+                self.assertEqual((taken.exception.code(), reason_of(taken.exception)),
+                                 (grpc.StatusCode.ALREADY_EXISTS, "MODEL_ALREADY_EXISTS"))
+
+    def test_force_deleting_a_model_cancels_its_jobs_and_another_tenants_model_of_the_name_never_runs_them(self):
+        first = self.register("a", "moving-m", 7)
+        a = metadata(self.token("a", "submitter"))
+        spec = pb.job.JobSpec(jacobian_norm=pb.job.JacobianNormSpec(model="moving-m", sequence_length=64, samples=400))
+        jobs = [self.stubs.jobs.SubmitJob(pb.job.SubmitJobRequest(spec=spec), timeout=RPC_TIMEOUT_S, metadata=a)
+                for _ in range(2)]  # One runs, one waits (one worker).
+        self.assertEqual(self.get_model("a", "moving-m").active_job_count, 2)
+        deleted = self.stubs.models.DeleteModel(pb.model.DeleteModelRequest(name="moving-m", force=True),
+                                                timeout=RPC_TIMEOUT_S, metadata=metadata(self.token("a", "operator")))
+        self.assertEqual(sorted(deleted.cancelled_job_ids), sorted(j.id for j in jobs))
+        second = self.register("b", "moving-m", 8)
+        self.assertNotEqual(second.uid, first.uid)
+        for job in jobs:
+            self.assertFalse(self.wait_finished(job.id, a), "cancelled, never succeeded")
+            self.assertEqual(self.stubs.jobs.GetJob(pb.job.GetJobRequest(id=job.id), timeout=RPC_TIMEOUT_S,
+                                                    metadata=a).state, pb.job.JOB_STATE_CANCELLED)
+        # A's name is free again in A's namespace; B's model of the name stays B's.
+        again = self.register("a", "moving-m", 9)
+        self.assertNotIn(again.uid, (first.uid, second.uid))
+        self.assertEqual(self.get_model("b", "moving-m").uid, second.uid)
 
     def test_a_principal_over_its_queued_jobs_quota_is_refused(self):
         quota = metadata(self.tokens["quota"])

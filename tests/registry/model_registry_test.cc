@@ -140,16 +140,16 @@ TEST_F(RegistryTest, AReRegisteredNameIsAnotherRegistrationThatReplicasAndBoundJ
   EXPECT_EQ(first->uid.find_first_not_of("0123456789abcdef"), std::string::npos) << first->uid;
   EXPECT_GE(first->generation, 2);  // Reserved, then READY.
   ASSERT_TRUE(worker->Acquire("m").ok());
-  EXPECT_TRUE(worker->catalog->GetBound("m", first->uid, first->weights_sha256).ok());
+  EXPECT_TRUE(worker->catalog->GetBound(first->uid, first->weights_sha256, "m", "").ok());
 
   ASSERT_TRUE(api->Delete("m", /*force=*/true, 1).ok());
-  EXPECT_EQ(ErrorReasonOf(worker->catalog->GetBound("m", first->uid, "").status()), "MODEL_NOT_FOUND");
+  EXPECT_EQ(ErrorReasonOf(worker->catalog->GetBound(first->uid, "", "m", "").status()), "MODEL_NOT_FOUND");
   ASSERT_TRUE(api->Register("m", TinyPreset(9), {}, "").ok());
   auto second = worker->Get("m");
   ASSERT_TRUE(second.ok()) << second.status();
   EXPECT_NE(second->uid, first->uid);
   EXPECT_EQ(second->source.seed, 9u) << "the replica replaced its stale entry";
-  const auto bound = worker->catalog->GetBound("m", first->uid, first->weights_sha256);
+  const auto bound = worker->catalog->GetBound(first->uid, first->weights_sha256, "m", "");
   EXPECT_EQ(bound.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(ErrorReasonOf(bound.status()), "MODEL_CHANGED");
   const int64_t loads = worker->loads();
@@ -160,6 +160,54 @@ TEST_F(RegistryTest, AReRegisteredNameIsAnotherRegistrationThatReplicasAndBoundJ
   ASSERT_TRUE(api->Register("m", TinyPreset(9), {}, "").ok());
   EXPECT_NE(api->Get("m")->uid, second->uid);
   EXPECT_EQ(api->Get("gpt2-tiny")->uid, "preset-gpt2-tiny");
+}
+
+TEST_F(RegistryTest, TwoTenantsMayUseOneNameAndEachSeesItsOwnModelWhileReplicasKeepBoth) {
+  auto api = Open();
+  auto a = api->catalog->Register("shared-m", TinyPreset(3), {}, "", "lab-a");
+  auto b = api->catalog->Register("shared-m", TinyPreset(4), {}, "", "lab-b");
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_NE(a->uid, b->uid);
+  EXPECT_NE(a->weights_sha256, b->weights_sha256);
+  // Each tenant's bare name is its own model; the path names either, for whoever may see it.
+  EXPECT_EQ(api->catalog->Find("shared-m", "lab-a")->uid, a->uid);
+  EXPECT_EQ(api->catalog->Find("shared-m", "lab-b")->uid, b->uid);
+  EXPECT_EQ(api->catalog->Find("lab-b/shared-m", "lab-a")->uid, b->uid);
+  EXPECT_EQ(ErrorReasonOf(api->catalog->Find("shared-m", "lab-c").status()), "MODEL_NOT_FOUND");
+  EXPECT_EQ(ErrorReasonOf(api->catalog->Find("shared-m", "").status()), "MODEL_NOT_FOUND") << "not public";
+  EXPECT_EQ(api->catalog->Find("gpt2-tiny", "lab-a")->uid, "preset-gpt2-tiny") << "public models are every tenant's";
+  // Another replica reads both from the shared index, under their paths.
+  auto replica = Open();
+  EXPECT_EQ(replica->Get("lab-a/shared-m")->uid, a->uid);
+  EXPECT_EQ(replica->Get("lab-b/shared-m")->uid, b->uid);
+  // A job bound to A's model finds A's, by uid, whatever the name means elsewhere.
+  auto bound = replica->catalog->GetBound(a->uid, a->weights_sha256, "shared-m", "lab-a");
+  ASSERT_TRUE(bound.ok()) << bound.status();
+  EXPECT_EQ(bound->tenant, "lab-a");
+  // Deleting A's leaves B's, and A's job fails rather than run on B's.
+  ASSERT_TRUE(api->Delete("lab-a/shared-m", /*force=*/true, 1).ok());
+  EXPECT_EQ(ErrorReasonOf(replica->catalog->GetBound(a->uid, a->weights_sha256, "shared-m", "lab-a").status()),
+            "MODEL_NOT_FOUND");
+  EXPECT_EQ(replica->Get("lab-b/shared-m")->uid, b->uid);
+  // Models of two tenants load as two models.
+  ASSERT_TRUE(replica->Acquire("lab-b/shared-m").ok());
+  EXPECT_EQ(ErrorReasonOf(replica->Acquire("lab-a/shared-m").status()), "MODEL_NOT_FOUND");
+}
+
+TEST_F(RegistryTest, ATenantCannotTakeAPublicNameNorAPublicModelATenantsName) {
+  auto api = Open();
+  ASSERT_TRUE(api->Register("public-m", TinyPreset(1), {}, "").ok());
+  ASSERT_TRUE(api->catalog->Register("tenant-m", TinyPreset(2), {}, "", "lab-a").ok());
+  const auto shadow = api->catalog->Register("public-m", TinyPreset(3), {}, "", "lab-a").status();
+  EXPECT_EQ(shadow.code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_NE(std::string(shadow.message()).find("public model named public-m"), std::string::npos) << shadow;
+  const auto preset = api->catalog->Register("gpt2-tiny", TinyPreset(3), {}, "", "lab-a").status();
+  EXPECT_EQ(ErrorReasonOf(preset), "MODEL_ALREADY_EXISTS");
+  const auto taken = api->Register("tenant-m", TinyPreset(4), {}, "").status();
+  EXPECT_EQ(ErrorReasonOf(taken), "MODEL_ALREADY_EXISTS");
+  EXPECT_NE(std::string(taken.message()).find("lab-a/tenant-m"), std::string::npos) << taken;
+  EXPECT_TRUE(api->catalog->Register("tenant-m", TinyPreset(5), {}, "", "lab-b").ok()) << "another tenant may";
 }
 
 TEST_F(RegistryTest, AnIndexFromBeforeUidsIsGivenThemOnceAndTenantPathsBecomeRelativeToTheirFolder) {

@@ -281,8 +281,11 @@ class Preset:
 @dataclasses.dataclass
 class Model:
     """A registered model (model_service.proto Model). `source_kind` is "preset", "checkpoint",
-    "torchscript" or "upload"; `source` holds that source's fields as a dict (proto JSON names)."""
+    "torchscript" or "upload"; `source` holds that source's fields as a dict (proto JSON names).
+    `tenant` is the model's namespace ("" = public); `uid` the registration's identity."""
     name: str
+    tenant: str
+    uid: str
     family: str
     state: str  # "loading", "ready" or "failed"
     config: ModelConfig
@@ -308,7 +311,7 @@ class Model:
         kind = message.source.WhichOneof("kind") or ""
         source = json_format.MessageToDict(getattr(message.source, kind), preserving_proto_field_name=True) \
             if kind else {}
-        return cls(name=message.name, family=enum_name(model_service_pb2.ModelFamily, message.family),
+        return cls(name=message.name, tenant=message.tenant, uid=message.uid, family=enum_name(model_service_pb2.ModelFamily, message.family),
                    state=enum_name(model_service_pb2.ModelState, message.state),
                    config=ModelConfig.from_proto(message.config), source_kind=kind, source=source,
                    init_recipe=message.init.name, init_seed=message.init.seed,

@@ -126,7 +126,7 @@ class ListPresetsResponse(_message.Message):
     def __init__(self, presets: _Optional[_Iterable[_Union[ModelPreset, _Mapping]]] = ...) -> None: ...
 
 class Model(_message.Message):
-    __slots__ = ["active_job_count", "builtin", "config", "create_time", "error", "family", "generation", "has_tokenizer", "init", "labels", "memory_bytes", "name", "parameter_count", "ready_time", "source", "state", "uid", "weights_dtype", "weights_sha256"]
+    __slots__ = ["active_job_count", "builtin", "config", "create_time", "error", "family", "generation", "has_tokenizer", "init", "labels", "memory_bytes", "name", "parameter_count", "ready_time", "source", "state", "tenant", "uid", "weights_dtype", "weights_sha256"]
     class LabelsEntry(_message.Message):
         __slots__ = ["key", "value"]
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -150,6 +150,7 @@ class Model(_message.Message):
     READY_TIME_FIELD_NUMBER: _ClassVar[int]
     SOURCE_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
+    TENANT_FIELD_NUMBER: _ClassVar[int]
     UID_FIELD_NUMBER: _ClassVar[int]
     WEIGHTS_DTYPE_FIELD_NUMBER: _ClassVar[int]
     WEIGHTS_SHA256_FIELD_NUMBER: _ClassVar[int]
@@ -169,10 +170,11 @@ class Model(_message.Message):
     ready_time: _timestamp_pb2.Timestamp
     source: ModelSource
     state: ModelState
+    tenant: str
     uid: str
     weights_dtype: _common_pb2.ComputeDtype
     weights_sha256: str
-    def __init__(self, name: _Optional[str] = ..., family: _Optional[_Union[ModelFamily, str]] = ..., config: _Optional[_Union[ModelConfig, _Mapping]] = ..., source: _Optional[_Union[ModelSource, _Mapping]] = ..., init: _Optional[_Union[ModelInitRecipe, _Mapping]] = ..., state: _Optional[_Union[ModelState, str]] = ..., error: _Optional[_Union[ModelError, _Mapping]] = ..., weights_sha256: _Optional[str] = ..., parameter_count: _Optional[int] = ..., memory_bytes: _Optional[int] = ..., weights_dtype: _Optional[_Union[_common_pb2.ComputeDtype, str]] = ..., create_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., ready_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., labels: _Optional[_Mapping[str, str]] = ..., builtin: bool = ..., active_job_count: _Optional[int] = ..., has_tokenizer: bool = ..., uid: _Optional[str] = ..., generation: _Optional[int] = ...) -> None: ...
+    def __init__(self, name: _Optional[str] = ..., family: _Optional[_Union[ModelFamily, str]] = ..., config: _Optional[_Union[ModelConfig, _Mapping]] = ..., source: _Optional[_Union[ModelSource, _Mapping]] = ..., init: _Optional[_Union[ModelInitRecipe, _Mapping]] = ..., state: _Optional[_Union[ModelState, str]] = ..., error: _Optional[_Union[ModelError, _Mapping]] = ..., weights_sha256: _Optional[str] = ..., parameter_count: _Optional[int] = ..., memory_bytes: _Optional[int] = ..., weights_dtype: _Optional[_Union[_common_pb2.ComputeDtype, str]] = ..., create_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., ready_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., labels: _Optional[_Mapping[str, str]] = ..., builtin: bool = ..., active_job_count: _Optional[int] = ..., has_tokenizer: bool = ..., uid: _Optional[str] = ..., generation: _Optional[int] = ..., tenant: _Optional[str] = ...) -> None: ...
 
 class ModelAblations(_message.Message):
     __slots__ = ["no_mlp", "no_position_encoding", "uniform_attention"]

@@ -52,6 +52,10 @@ or hex, and the answer):
    of the temporary root are unchanged, no file with the run's marker appears in /tmp, the data
    directory's uploads/ holds no staging/export/hash scratch file and only files of registered
    models, and no RegisterModel through a symlink that escapes the model root succeeds.
+7. With --private-token (another tenant's principal, with_auth.py --tenants): setup registers a
+   model and runs a job as that tenant, and no answer to a fuzz call (message bytes, status
+   message, trailers) holds that job's id, the model's uid or weights digest, or a sentinel job's
+   id, unless the request itself carried it (an echo).
 Also, from the server's /metrics: no RPC was recorded with code UNKNOWN or INTERNAL.
 """
 
@@ -135,6 +139,8 @@ class Context:
         self.config_json = "{}"
         self.checkpoint = b""
         self.sentinel_ids = set()
+        # Another tenant's ids and digests (--private-token): no answer to a fuzz call may hold one.
+        self.secrets = []
 
     def add_job(self, job_id):
         with self.lock:
@@ -896,10 +902,12 @@ def judge(case, rpc, kind, request_text, outcome, request_cls=None, rec=None):
         if code.name != ARGS.expect_only:
             bad("--expect-only %s, got %s" % (ARGS.expect_only, code.name))
         return
-    if code in (SC.UNAUTHENTICATED, SC.PERMISSION_DENIED, SC.DATA_LOSS):
+    if code == SC.PERMISSION_DENIED and ARGS.allow_role_refusals and reason == "ROLE_REQUIRED":
+        pass  # A tenant's operator touching a public model: the role admin is needed.
+    elif code in (SC.UNAUTHENTICATED, SC.PERMISSION_DENIED, SC.DATA_LOSS):
         return bad("unexpected %s" % code.name)
     if code not in (SC.INVALID_ARGUMENT, SC.NOT_FOUND, SC.ALREADY_EXISTS, SC.RESOURCE_EXHAUSTED, SC.FAILED_PRECONDITION,
-                    SC.OUT_OF_RANGE, SC.ABORTED, SC.UNIMPLEMENTED):
+                    SC.OUT_OF_RANGE, SC.ABORTED, SC.UNIMPLEMENTED, SC.PERMISSION_DENIED):
         return bad("unexpected code %s" % code.name)
     if reason is None:
         return bad("error without the posbias-error-reason trailer")
@@ -934,6 +942,22 @@ class Fuzzer:
         self.metadata = [("authorization", "Bearer " + ARGS.token)] if ARGS.token else None
         self.escape_registered = []
         self.in_flight, self.in_flight_lock = {}, threading.Lock()
+
+    def check_secrets(self, index, rpc, kind, request_text, outcome, answers=()):
+        """No answer names another tenant's job, model uid or weights digest (unless the request
+        itself carried it: an echo is not a leak)."""
+        if not self.ctx.secrets or outcome is None:
+            return
+        blobs = [outcome.details.encode("utf-8", "replace")]
+        blobs += [v if isinstance(v, bytes) else str(v).encode() for v in outcome.trailers.values()]
+        blobs += list(answers)
+        sent = None
+        for secret in self.ctx.secrets:
+            if any(secret.encode() in blob for blob in blobs):
+                sent = request_text() if sent is None else sent
+                if secret not in sent and secret.encode().hex() not in sent:
+                    self.rec.violation(index, rpc, kind, "the answer holds another tenant's secret %s" % secret,
+                                       sent, outcome)
 
     def deadline(self, rng):
         if rng.random() < 0.08:
@@ -994,9 +1018,11 @@ class Fuzzer:
             call = self.channel.unary_unary(rpc.path, request_serializer=rpc.request_cls.SerializeToString,
                                             response_deserializer=rpc.response_cls.FromString)
             payload = request
+        answers = []
         try:
             response = call(payload, timeout=timeout, metadata=self.metadata)
             outcome = Outcome(grpc.StatusCode.OK, raw=raw, short=short)
+            answers.append(response if raw is not None else response.SerializeToString())
             if raw is not None:
                 try:
                     response = rpc.response_cls.FromString(response)
@@ -1010,6 +1036,7 @@ class Fuzzer:
             if raw is not None:
                 outcome.resend = lambda parsed: self.structured_outcome(rpc, parsed)
         judge(index, rpc, kind, lambda: describe_request(request, raw), outcome, rpc.request_cls, self.rec)
+        self.check_secrets(index, rpc, kind, lambda: describe_request(request, raw), outcome, answers)
         if rpc.method == "RegisterModel" and raw is None and request.name.startswith("fuzz-r") and \
                 outcome.code not in (grpc.StatusCode.OK, grpc.StatusCode.ALREADY_EXISTS, grpc.StatusCode.DEADLINE_EXCEEDED,
                                      grpc.StatusCode.CANCELLED) and outcome.trailers.get("posbias-error-reason") != "SERVER_BUSY":
@@ -1066,10 +1093,11 @@ class Fuzzer:
                                              response_deserializer=rpc.response_cls.FromString)
             stream = call(request, timeout=timeout, metadata=self.metadata)
         stop_after = rng.choice([1, 1, 2, None, None])
-        cancelled, count = False, 0
+        cancelled, count, answers = False, 0, []
         try:
             for message in stream:
                 count += 1
+                answers.append(message if raw is not None else message.SerializeToString())
                 if raw is not None:
                     rpc.response_cls.FromString(message)
                 if stop_after is not None and count >= stop_after:
@@ -1081,6 +1109,7 @@ class Fuzzer:
         except grpc.RpcError as error:
             outcome = outcome_of_error(error, raw=raw, cancelled=cancelled, short=short, messages=count)
         judge(index, rpc, kind, lambda: describe_request(request, raw), outcome, rpc.request_cls, self.rec)
+        self.check_secrets(index, rpc, kind, lambda: describe_request(request, raw), outcome, answers)
 
     # -- UploadModel -----------------------------------------------------------------------------
 
@@ -1185,10 +1214,12 @@ class Fuzzer:
             time.sleep(rng.choice([0.0, 0.01, 0.1]))
             future.cancel()
             release.set()
+        answers = []
         try:
             response = future.result()
             if raw_mode:
                 response = rpc.response_cls.FromString(response)
+            answers.append(response.SerializeToString())
             outcome = Outcome(grpc.StatusCode.OK, short=short)
         except grpc.FutureCancelledError:
             outcome = Outcome(grpc.StatusCode.CANCELLED, cancelled=True)
@@ -1198,6 +1229,8 @@ class Fuzzer:
                 outcome.raw = b"".join(payloads[:1])
         judge(index, rpc, "upload/" + scenario, lambda: "scenario %s:\n%s" % (scenario, describe_request(payloads, limit=4000)),
               outcome, None, self.rec)
+        self.check_secrets(index, rpc, "upload/" + scenario, lambda: describe_request(payloads, limit=100000), outcome,
+                           answers)
         release.set()
 
     # -- Health, reflection, unknown methods ----------------------------------------------------
@@ -1328,6 +1361,14 @@ def main():
     parser.add_argument("--concurrency", type=int, default=24)
     parser.add_argument("--token", default=None, help="send authorization: Bearer TOKEN on every fuzz call")
     parser.add_argument("--setup-token", default=None, help="token for setup and checks (default: --token)")
+    parser.add_argument("--private-token", default=None,
+                        help="a principal of another tenant than --token's: setup registers a model and runs a "
+                             "job with it, and no fuzz answer may hold that job's id, the model's uid or digest, "
+                             "or the sentinel jobs' ids")
+    parser.add_argument("--fuzz-tenant", default=None,
+                        help="--token's tenant: its checkpoint folder <model-root>/TENANT/ gets the tiny checkpoint")
+    parser.add_argument("--allow-role-refusals", action="store_true",
+                        help="PERMISSION_DENIED with reason ROLE_REQUIRED is allowed (a non-admin --token)")
     parser.add_argument("--expect-only", default=None, metavar="CODE",
                         help="every answer of a posbias.v1 method must have this code (e.g. UNAUTHENTICATED)")
     parser.add_argument("--case", type=int, default=None, help="run only this case index (a reproducer)")
@@ -1385,7 +1426,11 @@ def main():
             CTX.config_json = parts[0].header.config_json
             CTX.checkpoint = b"".join(p.chunk for p in parts[1:])
             os.makedirs(os.path.join(paths["models"], "tiny"))
-            for directory in (os.path.join(paths["models"], "tiny"), paths["outside"]):
+            checkpoint_dirs = [os.path.join(paths["models"], "tiny"), paths["outside"]]
+            if ARGS.fuzz_tenant:  # A tenant's checkpoint paths resolve under its own folder.
+                checkpoint_dirs.append(os.path.join(paths["models"], ARGS.fuzz_tenant, "tiny"))
+                os.makedirs(checkpoint_dirs[-1])
+            for directory in checkpoint_dirs:
                 with open(os.path.join(directory, "model.safetensors"), "wb") as f:
                     f.write(CTX.checkpoint)
                 with open(os.path.join(directory, "config.json"), "w") as f:
@@ -1401,6 +1446,17 @@ def main():
                 job = jobs.SubmitJob(j.SubmitJobRequest(spec=spec, labels={"sentinel": "1"}), timeout=SETUP_TIMEOUT_S, metadata=md)
                 sentinels.append(job.id)
             CTX.sentinel_ids = set(sentinels)
+            if ARGS.private_token:
+                private = [("authorization", "Bearer " + ARGS.private_token)]
+                # Named like a fuzz model: the fuzz tenant's own model of the name is another model.
+                model = models.RegisterModel(pb.model.RegisterModelRequest(name=FUZZ_MODEL_NAMES[1], wait=True,
+                    preset=pb.model.PresetSource(preset="gpt2", overrides=tiny_overrides(), init_seed=99)),
+                    timeout=SETUP_TIMEOUT_S, metadata=private)
+                spec = j.JobSpec(jacobian_norm=j.JacobianNormSpec(model=model.name, sequence_length=8, samples=1))
+                job = jobs.SubmitJob(j.SubmitJobRequest(spec=spec), timeout=SETUP_TIMEOUT_S, metadata=private)
+                CTX.secrets = [job.id, model.uid, model.weights_sha256] + sentinels
+                print("wire_fuzz: tenant %s's model %s (uid %s) and job %s must stay unseen" %
+                      (model.tenant, model.name, model.uid, job.id), flush=True)
             print("wire_fuzz: sentinel jobs %s on %s; checkpoint %d bytes" % (sentinels, SENTINEL_MODEL, len(CTX.checkpoint)),
                   flush=True)
         else:

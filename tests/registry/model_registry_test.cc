@@ -210,7 +210,7 @@ TEST_F(RegistryTest, ATenantCannotTakeAPublicNameNorAPublicModelATenantsName) {
   EXPECT_TRUE(api->catalog->Register("tenant-m", TinyPreset(5), {}, "", "lab-b").ok()) << "another tenant may";
 }
 
-TEST_F(RegistryTest, AnIndexFromBeforeUidsIsGivenThemOnceAndTenantPathsBecomeRelativeToTheirFolder) {
+TEST_F(RegistryTest, AnIndexFromBeforeUidsIsGivenThemOnceItsNamesKeepTheirNamespacesAndTenantPathsBecomeRelative) {
   nlohmann::json legacy = nlohmann::json::array();
   legacy.push_back({{"name", "old"},
                     {"source", {{"kind", "preset"}, {"preset", "gpt2-tiny"}, {"overrides", nlohmann::json::object()}, {"seed", 2}}},
@@ -232,6 +232,11 @@ TEST_F(RegistryTest, AnIndexFromBeforeUidsIsGivenThemOnceAndTenantPathsBecomeRel
   }
   auto reopened = Open();
   EXPECT_EQ(reopened->Get("old")->uid, uid) << "the migration's uid is persisted, not drawn again";
+  // Each old name lands in the namespace its record names: public, or its tenant's.
+  EXPECT_EQ(reopened->Get("old")->tenant, "");
+  EXPECT_EQ(reopened->Get("lab-a/ckpt")->tenant, "lab-a");
+  EXPECT_EQ(reopened->catalog->Find("ckpt", "lab-a")->tenant, "lab-a");
+  EXPECT_EQ(ErrorReasonOf(reopened->catalog->Find("ckpt", "lab-b").status()), "MODEL_NOT_FOUND");
   std::ifstream in(base_ / "data" / "models.json");
   const auto items = nlohmann::json::parse(in);
   for (const auto& item : items) {

@@ -55,7 +55,8 @@ absl::Status CheckSizes(const v1::TextInput& input, const TextLimits& limits) {
   return absl::OkStatus();
 }
 
-absl::Status Concatenate(const tokenizer::Tokenizer& tokenizer, const v1::TextInput& input, int64_t length,
+// `ids` below is L ids, plus the one that follows them in the text when `next` (LOG_PROB at T = L).
+absl::Status Concatenate(const tokenizer::Tokenizer& tokenizer, const v1::TextInput& input, int64_t length, bool next,
                          LaidOutText& out) {
   std::vector<int64_t> separator;
   if (!input.separator().empty()) {
@@ -78,14 +79,14 @@ absl::Status Concatenate(const tokenizer::Tokenizer& tokenizer, const v1::TextIn
     }
     const auto count = static_cast<int64_t>(ids.size());
     const std::string field = absl::StrCat("input.text.samples[", s, "]");
-    if (count < length) {
-      return Invalid(field, absl::StrCat(count, " tokens"), absl::StrCat("at least L = ", length, " tokens"));
+    const int64_t wanted = length + (next ? 1 : 0);
+    const std::string what = next ? absl::StrCat("L + 1 = ", wanted, " tokens (LOG_PROB at T = L scores the token after position L)")
+                                  : absl::StrCat("L = ", length, " tokens");
+    if (count < wanted) return Invalid(field, absl::StrCat(count, " tokens"), "at least " + what);
+    if (count > wanted && !input.truncate()) {
+      return Invalid(field, absl::StrCat(count, " tokens"), absl::StrCat("exactly ", what, ", or set truncate to cut them"));
     }
-    if (count > length && !input.truncate()) {
-      return Invalid(field, absl::StrCat(count, " tokens"),
-                     absl::StrCat("exactly L = ", length, " tokens, or set truncate to cut to L"));
-    }
-    ids.resize(static_cast<size_t>(length));
+    ids.resize(static_cast<size_t>(wanted));
     starts.erase(std::remove_if(starts.begin(), starts.end(), [&](int64_t b) { return b > length; }), starts.end());
     out.tokens.push_back(std::move(ids));
     out.document_starts.push_back(std::move(starts));
@@ -94,7 +95,7 @@ absl::Status Concatenate(const tokenizer::Tokenizer& tokenizer, const v1::TextIn
 }
 
 absl::Status FixedBoundaries(const tokenizer::Tokenizer& tokenizer, const v1::TextInput& input, int64_t length,
-                             LaidOutText& out) {
+                             bool next, LaidOutText& out) {
   std::vector<int64_t> starts = {1};
   for (int i = 0; i < input.boundaries_size(); ++i) {
     const int64_t b = input.boundaries(i);
@@ -117,7 +118,8 @@ absl::Status FixedBoundaries(const tokenizer::Tokenizer& tokenizer, const v1::Te
     }
     std::vector<int64_t> ids;
     for (size_t d = 0; d < starts.size(); ++d) {
-      const int64_t end = d + 1 < starts.size() ? starts[d + 1] : length + 1;
+      // The last document runs to L (to L + 1 with the next token: it goes on after position L).
+      const int64_t end = d + 1 < starts.size() ? starts[d + 1] : length + 1 + (next ? 1 : 0);
       auto document = Ids(tokenizer, documents[static_cast<int>(d)]);
       if (!document.ok()) return document.status();
       if (document->empty()) {
@@ -133,7 +135,7 @@ absl::Status FixedBoundaries(const tokenizer::Tokenizer& tokenizer, const v1::Te
   return absl::OkStatus();
 }
 
-absl::Status Needle(const tokenizer::Tokenizer& tokenizer, const v1::TextInput& input, int64_t length,
+absl::Status Needle(const tokenizer::Tokenizer& tokenizer, const v1::TextInput& input, int64_t length, bool next,
                     LaidOutText& out) {
   auto needle = Ids(tokenizer, input.needle());
   if (!needle.ok()) return needle.status();
@@ -159,7 +161,8 @@ absl::Status Needle(const tokenizer::Tokenizer& tokenizer, const v1::TextInput& 
       filler.insert(filler.end(), ids->begin(), ids->end());
     }
     if (filler.empty()) return Invalid(absl::StrCat("input.text.samples[", s, "]"), "no tokens", "filler text");
-    const auto hay = Fill(filler, length - size);
+    // With the next token the haystack goes on one token past position L.
+    const auto hay = Fill(filler, length - size + (next ? 1 : 0));
     for (double depth : input.needle_depths()) {
       const auto at = static_cast<int64_t>(std::llround(depth * static_cast<double>(length - size)));
       std::vector<int64_t> ids(hay.begin(), hay.begin() + at);
@@ -175,16 +178,16 @@ absl::Status Needle(const tokenizer::Tokenizer& tokenizer, const v1::TextInput& 
 }  // namespace
 
 absl::StatusOr<LaidOutText> LayOutText(const tokenizer::Tokenizer& tokenizer, const v1::TextInput& input,
-                                       int64_t length, const TextLimits& limits) {
+                                       int64_t length, bool with_next_token, const TextLimits& limits) {
   if (auto sizes = CheckSizes(input, limits); !sizes.ok()) return sizes;
   if (length < 2) return Invalid("sequence_length", std::to_string(length), "2 or more for a text input");
   LaidOutText out;
   absl::Status status;
   switch (input.layout()) {
     case v1::TEXT_LAYOUT_UNSPECIFIED:
-    case v1::TEXT_LAYOUT_CONCATENATE: status = Concatenate(tokenizer, input, length, out); break;
-    case v1::TEXT_LAYOUT_FIXED_BOUNDARIES: status = FixedBoundaries(tokenizer, input, length, out); break;
-    case v1::TEXT_LAYOUT_NEEDLE: status = Needle(tokenizer, input, length, out); break;
+    case v1::TEXT_LAYOUT_CONCATENATE: status = Concatenate(tokenizer, input, length, with_next_token, out); break;
+    case v1::TEXT_LAYOUT_FIXED_BOUNDARIES: status = FixedBoundaries(tokenizer, input, length, with_next_token, out); break;
+    case v1::TEXT_LAYOUT_NEEDLE: status = Needle(tokenizer, input, length, with_next_token, out); break;
     default:
       return Invalid("input.text.layout", std::to_string(input.layout()), "CONCATENATE, FIXED_BOUNDARIES or NEEDLE");
   }

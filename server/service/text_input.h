@@ -16,7 +16,8 @@
 namespace posbias::service {
 
 struct LaidOutText {
-  std::vector<std::vector<int64_t>> tokens;           // [sample][position], L ids each.
+  // [sample][position]: L ids each, L + 1 with the next token (the id after position L in the text).
+  std::vector<std::vector<int64_t>> tokens;
   std::vector<std::vector<int64_t>> document_starts;  // [sample], 1-based.
 };
 
@@ -30,8 +31,11 @@ struct TextLimits {
 // INVALID_ARGUMENT naming the field for a layout that cannot give L tokens (too few tokens, more
 // without `truncate`, boundaries out of order, depths outside [0, 1], an empty document to fill);
 // RESOURCE_EXHAUSTED / REQUEST_TOO_LARGE beyond the limits, checked before anything is tokenized.
+// `with_next_token`: LOG_PROB at T = L scores the token after position L, so each sample also gets
+// the id that follows its L ids in the text (CONCATENATE: L + 1 tokens are needed; FIXED_BOUNDARIES:
+// the last document runs one token further; NEEDLE: the haystack does). Document starts stay in 1..L.
 absl::StatusOr<LaidOutText> LayOutText(const tokenizer::Tokenizer& tokenizer, const v1::TextInput& input,
-                                       int64_t length, const TextLimits& limits = {});
+                                       int64_t length, bool with_next_token = false, const TextLimits& limits = {});
 
 // Neighbours on each side a boundary's spike ratio compares it with.
 inline constexpr int64_t kSpikeNeighbours = 2;

@@ -175,9 +175,9 @@ class TextInputs(unittest.TestCase):
         return list(self.rpc.models.Tokenize(pb.model.TokenizeRequest(model="with-tokenizer", text=text),
                                              timeout=RPC_TIMEOUT_S).token_ids)
 
-    def run_job(self, text_input, length):
+    def run_job(self, text_input, length, output=0):
         spec = pb.job.JobSpec(jacobian_norm=pb.job.JacobianNormSpec(
-            model="with-tokenizer", sequence_length=length, input=pb.job.JacobianInput(text=text_input)))
+            model="with-tokenizer", sequence_length=length, input=pb.job.JacobianInput(text=text_input), output=output))
         job = self.jobs.SubmitJob(pb.job.SubmitJobRequest(spec=spec), timeout=RPC_TIMEOUT_S)
         for _ in range(600):
             job = self.jobs.GetJob(pb.job.GetJobRequest(id=job.id), timeout=RPC_TIMEOUT_S)
@@ -187,7 +187,8 @@ class TextInputs(unittest.TestCase):
         self.assertEqual(job.state, pb.job.JOB_STATE_SUCCEEDED, job.error.message)
         result = self.jobs.GetJobResult(pb.job.GetJobResultRequest(id=job.id, include_token_ids=True),
                                         timeout=RPC_TIMEOUT_S).jacobian_norm
-        tokens = [list(sample.token_ids) for sample in result.sample_tokens]
+        tokens = [list(sample.token_ids) + ([sample.next_token_id] if sample.HasField("next_token_id") else [])
+                  for sample in result.sample_tokens]
         starts = [list(marks.positions) for marks in result.document_starts]
         return tokens, starts, result
 
@@ -234,6 +235,40 @@ class TextInputs(unittest.TestCase):
             self.assertEqual(sample, hay[:at] + needle_ids + hay[at:])
             expected_starts.append([at + 1])
         self.assertEqual(starts, expected_starts)
+
+    def test_log_prob_at_the_last_position_scores_the_token_that_follows_in_the_text(self):
+        log_prob = pb.job.JACOBIAN_OUTPUT_LOG_PROB
+        documents = ["Hello world", "Another document here, a little longer than the first one."]
+        joined = self.ids(documents[0]) + [50256] + self.ids(documents[1])
+        tokens, _, _ = self.run_job(pb.job.TextInput(samples=[pb.job.TextSample(documents=documents)], truncate=True),
+                                    8, log_prob)
+        self.assertEqual(tokens, [joined[:9]], "L ids and the ninth as the next token")
+        # Exactly L tokens are one too few: the next token is not in the text.
+        spec = pb.job.JobSpec(jacobian_norm=pb.job.JacobianNormSpec(
+            model="with-tokenizer", sequence_length=len(joined), output=log_prob,
+            input=pb.job.JacobianInput(text=pb.job.TextInput(samples=[pb.job.TextSample(documents=documents)]))))
+        with self.assertRaises(grpc.RpcError) as refused:
+            self.jobs.SubmitJob(pb.job.SubmitJobRequest(spec=spec), timeout=RPC_TIMEOUT_S)
+        self.assertEqual(refused.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
+        self.assertIn("L + 1 = %d tokens" % (len(joined) + 1), refused.exception.details())
+        # FIXED_BOUNDARIES: the last document runs on past position L.
+        parts = ["First part of the text.", "Second part, which goes on and on and on and on."]
+        tokens, starts, _ = self.run_job(pb.job.TextInput(samples=[pb.job.TextSample(documents=parts)],
+                                                          layout=pb.job.TEXT_LAYOUT_FIXED_BOUNDARIES, boundaries=[6]),
+                                         16, log_prob)
+        first, second = self.ids(parts[0]), self.ids(parts[1])
+        self.assertEqual(tokens, [[first[i % len(first)] for i in range(5)] + [second[i % len(second)] for i in range(12)]])
+        self.assertEqual(starts, [[1, 6]])
+        # NEEDLE at depth 1: the needle ends at L and the haystack's next token follows it.
+        filler = "Filler text that goes on and on about nothing in particular, again and again. " * 3
+        needle = "The secret number is 4242."
+        tokens, starts, _ = self.run_job(pb.job.TextInput(samples=[pb.job.TextSample(documents=[filler])],
+                                                          layout=pb.job.TEXT_LAYOUT_NEEDLE, needle=needle,
+                                                          needle_depths=[1]), 40, log_prob)
+        hay_ids, needle_ids = self.ids(filler), self.ids(needle)
+        at = 40 - len(needle_ids)
+        self.assertEqual(tokens, [[hay_ids[i % len(hay_ids)] for i in range(at)] + needle_ids + [hay_ids[at % len(hay_ids)]]])
+        self.assertEqual(starts, [[at + 1]])
 
     def test_layouts_that_cannot_give_l_tokens_are_refused_naming_the_field(self):
         cases = [

@@ -362,7 +362,7 @@ int PlotReport(const CliContext& context, const std::string& id,
   for (const auto& fit : theory.value("fits", nlohmann::ordered_json::array())) {
     if (auto curve = TheoryCurve(context, theory, fit, positions, total)) series.push_back(*curve);
   }
-  // Text inputs: the positions where every sample has a document (or its needle) begin.
+  // Text inputs: the positions where samples have a document (or its needle) begin.
   if (report.contains("boundary_spikes") && !report["boundary_spikes"].empty()) {
     PlotSeries starts{.label = "document starts", .x = {}, .y = {}, .markers = true, .dashed = false, .line = false};
     for (const auto& spike : report["boundary_spikes"]) {
@@ -435,14 +435,26 @@ int RunResult(const CliContext& context, const JobIdFlags& flags) {
       starts.push_back(std::vector<uint32_t>(marks.positions().begin(), marks.positions().end()));
     }
     auto& spikes = report["boundary_spikes"] = nlohmann::ordered_json::array();
-    for (const auto& spike : measured.boundary_spikes()) spikes.push_back({{"position", spike.position()}, {"ratio", spike.ratio()}});
+    for (const auto& spike : measured.boundary_spikes()) {
+      nlohmann::ordered_json item = {{"position", spike.position()}, {"ratio", spike.ratio()}};
+      if (spike.has_ratio_mean()) item["ratio_mean"] = spike.ratio_mean();
+      if (spike.has_ratio_std()) item["ratio_std"] = spike.ratio_std();
+      if (spike.has_ratio_stderr()) item["ratio_stderr"] = spike.ratio_stderr();
+      if (spike.has_samples()) item["samples"] = spike.samples();
+      spikes.push_back(std::move(item));
+    }
   }
   if (context.format == Format::kJson) {
     context.out << report.dump(2) << "\n";
   } else {
     PrintReportTable(context, report);
     for (const auto& spike : measured.boundary_spikes()) {
-      context.out << "boundary at " << spike.position() << ": spike ratio " << spike.ratio() << "\n";
+      context.out << "boundary at " << spike.position() << ": spike ratio " << spike.ratio();
+      if (spike.has_ratio_mean()) {
+        context.out << "; per sample " << spike.ratio_mean() << " +- " << spike.ratio_stderr() << " (n = " << spike.samples()
+                    << ")";
+      }
+      context.out << "\n";
     }
   }
   return context.plot.empty() ? 0 : PlotReport(context, result->id(), report);

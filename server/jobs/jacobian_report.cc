@@ -76,6 +76,7 @@ void Read(const Json& j, const std::string& path, ReportModel& out);
 void Read(const Json& j, const std::string& path, ReportMeasurement& out);
 void Read(const Json& j, const std::string& path, ReportJob& out);
 void Read(const Json& j, const std::string& path, PathwayComparison& out);
+void Read(const Json& j, const std::string& path, BoundarySpike& out);
 
 template <typename T>
 void Read(const Json& j, const std::string& path, std::vector<T>& out) {
@@ -221,6 +222,15 @@ void Read(const Json& j, const std::string& path, ReportMeasurement& out) {
   Field(j, path, "checkpointed", out.checkpointed);
   Field(j, path, "reverse_pass", out.reverse_pass);
   Field(j, path, "pathway", out.pathway);
+}
+
+void Read(const Json& j, const std::string& path, BoundarySpike& out) {
+  Field(j, path, "position", out.position);
+  Field(j, path, "ratio", out.ratio);
+  Field(j, path, "ratio_mean", out.ratio_mean);
+  Field(j, path, "ratio_std", out.ratio_std);
+  Field(j, path, "ratio_stderr", out.ratio_stderr);
+  Field(j, path, "samples", out.samples);
 }
 
 void Read(const Json& j, const std::string& path, PathwayComparison& out) {
@@ -374,6 +384,17 @@ nlohmann::ordered_json ReportToJson(const JacobianReport& report) {
     }
   }
   if (report.pathways) json["pathways"] = ToJson(*report.pathways);
+  if (report.boundary_spikes) {
+    json["boundary_spikes"] = Ordered::array();
+    for (const auto& spike : *report.boundary_spikes) {
+      Ordered item = {{"position", spike.position}, {"ratio", spike.ratio}};
+      if (spike.ratio_mean) item["ratio_mean"] = *spike.ratio_mean;
+      if (spike.ratio_std) item["ratio_std"] = *spike.ratio_std;
+      if (spike.ratio_stderr) item["ratio_stderr"] = *spike.ratio_stderr;
+      if (spike.samples) item["samples"] = *spike.samples;
+      json["boundary_spikes"].push_back(std::move(item));
+    }
+  }
   json["branch_ratio"] = report.branch_ratio;
   json["theory"] = ToJson(report.theory);
   PutOptional(json, "raw", report.raw);
@@ -401,6 +422,7 @@ absl::StatusOr<JacobianReport> ReportFromJson(const nlohmann::json& json) {
     Field(json, root, "sq_norm_estimator_stderr", report.sq_norm_estimator_stderr);
     Field(json, root, "layers", report.layers);
     Field(json, root, "pathways", report.pathways);
+    Field(json, root, "boundary_spikes", report.boundary_spikes);
     Field(json, root, "branch_ratio", report.branch_ratio);
     Field(json, root, "theory", report.theory);
     Field(json, root, "raw", report.raw);

@@ -127,6 +127,16 @@ struct PathwayComparison {
   double total_interference_share_mean = 0, total_interference_share_std = 0, total_interference_share_stderr = 0;
 };
 
+// Text inputs: the spike at a document start (boundary_spikes.h says how it is computed).
+struct BoundarySpike {
+  int64_t position = 0;  // b, 1-based.
+  double ratio = 0;      // r(b) of the mean profile over the samples starting a document at b.
+  // Each of those samples' own r(b): mean, standard deviation (n - 1) and standard error; unset in
+  // reports stored before them (then `ratio` is over every sample, at positions all samples share).
+  std::optional<double> ratio_mean, ratio_std, ratio_stderr;
+  std::optional<int64_t> samples;
+};
+
 struct ReportJob {
   std::string id;
   int64_t attempt = 0, resumed_samples = 0, parts = 0;
@@ -141,6 +151,7 @@ struct JacobianReport {
   std::optional<std::vector<double>> sq_norm_estimator_stderr;  // Hutchinson.
   std::optional<std::vector<LayerProfile>> layers;              // Layer sweeps.
   std::optional<PathwayComparison> pathways;                    // compare_pathways.
+  std::optional<std::vector<BoundarySpike>> boundary_spikes;    // Text inputs with document starts.
   std::vector<double> branch_ratio;                             // Per layer.
   TheoryComparison theory;
   std::optional<std::vector<std::vector<double>>> raw;          // [sample][position], kept samples.

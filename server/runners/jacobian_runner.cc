@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
 #include "server/jacobian/engine.h"
+#include "server/jobs/boundary_spikes.h"
 #include "server/measure/theory_report.h"
 #include "server/status/error.h"
 
@@ -188,6 +189,9 @@ absl::StatusOr<std::string> JacobianRunner::Run(const jobs::JobRecord& job,
   job_report.model.weights_sha256 = bound->weights_sha256;  // Provenance: the registration measured.
   job_report.model.source = std::string(registry::SourceKindName(bound->source.kind));
   job_report.model.uid = bound->uid;
+  if (!job.spec.document_starts.empty()) {  // Text inputs: each start's spike, over the samples starting there.
+    job_report.boundary_spikes = jobs::BoundarySpikes(job.spec.document_starts, result->sample_sq_norm);
+  }
   // GetJobResult reports the effective-depth fits when asked, or when the depth is unknown.
   job_report.theory.fit_effective_depth =
       job.spec.fit_effective_depth || (*model)->config().family == models::Family::kTorchScript;

@@ -12,6 +12,7 @@
 #include "server/admission/labels.h"
 #include "server/admission/page_token.h"
 #include "server/host/memory.h"
+#include "server/jobs/boundary_spikes.h"
 #include "server/jobs/jacobian_report.h"
 #include "server/service/job_convert.h"
 #include "server/service/model_visibility.h"
@@ -243,10 +244,17 @@ absl::Status JobServiceImpl::Result(const Caller& caller, const v1::GetJobResult
       auto* marks = result->add_document_starts();
       for (int64_t b : starts) marks->add_positions(static_cast<uint32_t>(b));
     }
-    for (const auto& [position, ratio] : BoundarySpikes(job->spec.document_starts, report->sq_norm_mean)) {
+    // Computed with the report from each sample's profile; older reports: from the mean profile.
+    const auto spikes = report->boundary_spikes ? *report->boundary_spikes
+                                                : jobs::BoundarySpikesOfMeans(job->spec.document_starts, report->sq_norm_mean);
+    for (const auto& measured : spikes) {
       auto* spike = result->add_boundary_spikes();
-      spike->set_position(static_cast<uint32_t>(position));
-      spike->set_ratio(ratio);
+      spike->set_position(static_cast<uint32_t>(measured.position));
+      spike->set_ratio(measured.ratio);
+      if (measured.ratio_mean) spike->set_ratio_mean(*measured.ratio_mean);
+      if (measured.ratio_std) spike->set_ratio_std(*measured.ratio_std);
+      if (measured.ratio_stderr) spike->set_ratio_stderr(*measured.ratio_stderr);
+      if (measured.samples) spike->set_samples(static_cast<uint32_t>(*measured.samples));
     }
   }
   return absl::OkStatus();

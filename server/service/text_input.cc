@@ -6,6 +6,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "server/jobs/boundary_spikes.h"
 #include "server/status/error.h"
 
 namespace posbias::service {
@@ -99,14 +100,14 @@ absl::Status FixedBoundaries(const tokenizer::Tokenizer& tokenizer, const v1::Te
   std::vector<int64_t> starts = {1};
   for (int i = 0; i < input.boundaries_size(); ++i) {
     const int64_t b = input.boundaries(i);
-    // A boundary's spike ratio compares it with two neighbours on each side (BoundarySpikes), so
+    // A boundary's spike ratio compares it with two neighbours on each side (jobs/boundary_spikes.h), so
     // it lies in 3..L-2: nearer an end the ratio's no-spike value is not 1 (the profile's own
     // U-shape there), and it would read as a spike that is not one.
-    if (b <= starts.back() || b < 1 + kSpikeNeighbours || b > length - kSpikeNeighbours) {
+    if (b <= starts.back() || b < 1 + jobs::kSpikeNeighbours || b > length - jobs::kSpikeNeighbours) {
       return Invalid(absl::StrCat("input.text.boundaries[", i, "]"), std::to_string(b),
-                     absl::StrCat("strictly increasing positions in ", 1 + kSpikeNeighbours, "..L-",
-                                  kSpikeNeighbours, " = ", length - kSpikeNeighbours, " (each boundary has ",
-                                  kSpikeNeighbours, " neighbours on each side for its spike ratio)"));
+                     absl::StrCat("strictly increasing positions in ", 1 + jobs::kSpikeNeighbours, "..L-",
+                                  jobs::kSpikeNeighbours, " = ", length - jobs::kSpikeNeighbours, " (each boundary has ",
+                                  jobs::kSpikeNeighbours, " neighbours on each side for its spike ratio)"));
     }
     starts.push_back(b);
   }
@@ -116,7 +117,7 @@ absl::Status FixedBoundaries(const tokenizer::Tokenizer& tokenizer, const v1::Te
       return Invalid(absl::StrCat("input.text.samples[", s, "].documents"), std::to_string(documents.size()),
                      absl::StrCat(starts.size(), " documents (one more than the boundaries)"));
     }
-    std::vector<int64_t> ids;
+    std::vector<int64_t> ids, sample_starts;
     for (size_t d = 0; d < starts.size(); ++d) {
       // The last document runs to L (to L + 1 with the next token: it goes on after position L).
       const int64_t end = d + 1 < starts.size() ? starts[d + 1] : length + 1 + (next ? 1 : 0);
@@ -128,9 +129,16 @@ absl::Status FixedBoundaries(const tokenizer::Tokenizer& tokenizer, const v1::Te
       }
       const auto span = Fill(*document, end - starts[d]);
       ids.insert(ids.end(), span.begin(), span.end());
+      // A short document repeated to fill its span begins again at each repetition: those are
+      // document starts too (up to L).
+      sample_starts.push_back(starts[d]);
+      for (int64_t again = starts[d] + static_cast<int64_t>(document->size()); again < end && again <= length;
+           again += static_cast<int64_t>(document->size())) {
+        sample_starts.push_back(again);
+      }
     }
     out.tokens.push_back(std::move(ids));
-    out.document_starts.push_back(starts);
+    out.document_starts.push_back(std::move(sample_starts));
   }
   return absl::OkStatus();
 }
@@ -193,29 +201,6 @@ absl::StatusOr<LaidOutText> LayOutText(const tokenizer::Tokenizer& tokenizer, co
   }
   if (!status.ok()) return status;
   return out;
-}
-
-std::vector<std::pair<int64_t, double>> BoundarySpikes(const std::vector<std::vector<int64_t>>& document_starts,
-                                                      const std::vector<double>& m) {
-  std::vector<std::pair<int64_t, double>> spikes;
-  if (document_starts.empty()) return spikes;
-  std::set<int64_t> shared(document_starts.front().begin(), document_starts.front().end());
-  for (const auto& starts : document_starts) {
-    std::set<int64_t> mine(starts.begin(), starts.end()), both;
-    std::set_intersection(shared.begin(), shared.end(), mine.begin(), mine.end(), std::inserter(both, both.end()));
-    shared = std::move(both);
-  }
-  const auto length = static_cast<int64_t>(m.size());
-  for (int64_t b : shared) {
-    // Only with every neighbour inside 1..L (a boundary near an end has no comparable ratio).
-    if (b - kSpikeNeighbours < 1 || b + kSpikeNeighbours > length) continue;
-    double sum = 0;
-    for (int64_t j = b - kSpikeNeighbours; j <= b + kSpikeNeighbours; ++j) {
-      if (j != b) sum += m[static_cast<size_t>(j - 1)];
-    }
-    if (sum > 0) spikes.emplace_back(b, m[static_cast<size_t>(b - 1)] / (sum / (2 * kSpikeNeighbours)));
-  }
-  return spikes;
 }
 
 }  // namespace posbias::service

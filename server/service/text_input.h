@@ -18,7 +18,9 @@ namespace posbias::service {
 struct LaidOutText {
   // [sample][position]: L ids each, L + 1 with the next token (the id after position L in the text).
   std::vector<std::vector<int64_t>> tokens;
-  std::vector<std::vector<int64_t>> document_starts;  // [sample], 1-based.
+  // [sample], 1-based: where each document begins, and where a short document repeated to fill
+  // its span (FIXED_BOUNDARIES) begins again.
+  std::vector<std::vector<int64_t>> document_starts;
 };
 
 struct TextLimits {
@@ -36,14 +38,5 @@ struct TextLimits {
 // the last document runs one token further; NEEDLE: the haystack does). Document starts stay in 1..L.
 absl::StatusOr<LaidOutText> LayOutText(const tokenizer::Tokenizer& tokenizer, const v1::TextInput& input,
                                        int64_t length, bool with_next_token = false, const TextLimits& limits = {});
-
-// Neighbours on each side a boundary's spike ratio compares it with.
-inline constexpr int64_t kSpikeNeighbours = 2;
-
-// The boundary spike ratio at each position b every sample has a document start at, for b in
-// 3..L-2 (all neighbours inside the sequence): m_b over the mean of m at b-2, b-1, b+1, b+2.
-// `m` is 0-based by position.
-std::vector<std::pair<int64_t, double>> BoundarySpikes(const std::vector<std::vector<int64_t>>& document_starts,
-                                                      const std::vector<double>& m);
 
 }  // namespace posbias::service

@@ -175,9 +175,18 @@ class TextInputs(unittest.TestCase):
         return list(self.rpc.models.Tokenize(pb.model.TokenizeRequest(model="with-tokenizer", text=text),
                                              timeout=RPC_TIMEOUT_S).token_ids)
 
-    def run_job(self, text_input, length, output=0):
+    def fixed_starts(self, documents, spans, length):
+        """Where FIXED_BOUNDARIES documents begin: each span's start, and again after every whole
+        repetition of a document shorter than its span (up to L)."""
+        starts = []
+        for document, (begin, end) in zip(documents, spans):
+            starts += list(range(begin, min(end, length + 1), len(self.ids(document))))
+        return starts
+
+    def run_job(self, text_input, length, output=0, raw=False):
         spec = pb.job.JobSpec(jacobian_norm=pb.job.JacobianNormSpec(
-            model="with-tokenizer", sequence_length=length, input=pb.job.JacobianInput(text=text_input), output=output))
+            model="with-tokenizer", sequence_length=length, input=pb.job.JacobianInput(text=text_input), output=output,
+            return_raw_samples=raw))
         job = self.jobs.SubmitJob(pb.job.SubmitJobRequest(spec=spec), timeout=RPC_TIMEOUT_S)
         for _ in range(600):
             job = self.jobs.GetJob(pb.job.GetJobRequest(id=job.id), timeout=RPC_TIMEOUT_S)
@@ -185,7 +194,8 @@ class TextInputs(unittest.TestCase):
                 break
             time.sleep(0.1)
         self.assertEqual(job.state, pb.job.JOB_STATE_SUCCEEDED, job.error.message)
-        result = self.jobs.GetJobResult(pb.job.GetJobResultRequest(id=job.id, include_token_ids=True),
+        result = self.jobs.GetJobResult(pb.job.GetJobResultRequest(id=job.id, include_token_ids=True,
+                                                                   include_raw_samples=raw),
                                         timeout=RPC_TIMEOUT_S).jacobian_norm
         tokens = [list(sample.token_ids) + ([sample.next_token_id] if sample.HasField("next_token_id") else [])
                   for sample in result.sample_tokens]
@@ -193,23 +203,46 @@ class TextInputs(unittest.TestCase):
         return tokens, starts, result
 
     def test_fixed_boundaries_cut_or_fill_each_document_to_its_span_and_report_the_spikes(self):
-        documents = ["The first document is about rivers and their long journey to the sea.",
-                     "A second one, shorter.", "Third: numbers 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16."]
-        text = pb.job.TextInput(samples=[pb.job.TextSample(documents=documents)] * 2,
+        samples = [["The first document is about rivers and their long journey to the sea.",
+                    "A second one, shorter.", "Third: numbers 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16."],
+                   ["Another opening document, about mountains and the weather up there.",
+                    "Short.", "And a last one that goes on with words for a while yet."]]
+        text = pb.job.TextInput(samples=[pb.job.TextSample(documents=d) for d in samples],
                                 layout=pb.job.TEXT_LAYOUT_FIXED_BOUNDARIES, boundaries=[11, 21])
-        tokens, starts, result = self.run_job(text, 32)
+        length = 32
+        tokens, starts, result = self.run_job(text, length, raw=True)
         spans = [(1, 11), (11, 21), (21, 33)]
-        expected = []
-        for document, (begin, end) in zip(documents, spans):
-            ids = self.ids(document)
-            expected += [ids[i % len(ids)] for i in range(end - begin)]
-        self.assertEqual(tokens, [expected, expected])
-        self.assertEqual(starts, [[1, 11, 21], [1, 11, 21]])
-        spikes = {spike.position: spike.ratio for spike in result.boundary_spikes}
-        self.assertEqual(set(spikes), {11, 21})
-        m = list(result.profile.stats.sq_norm_mean)
-        neighbours = [m[j - 1] for j in (9, 10, 12, 13)]
-        self.assertAlmostEqual(spikes[11], m[10] / (sum(neighbours) / 4), places=12)
+        expected_tokens, expected_starts = [], []
+        for documents in samples:
+            expected = []
+            for document, (begin, end) in zip(documents, spans):
+                ids = self.ids(document)
+                expected += [ids[i % len(ids)] for i in range(end - begin)]
+            expected_tokens.append(expected)
+            expected_starts.append(self.fixed_starts(documents, spans, length))
+        self.assertEqual(tokens, expected_tokens)
+        self.assertEqual(starts, expected_starts)
+        self.assertGreater(len(expected_starts[1]), 3, "the short second document starts again where it repeats")
+        # Each start with two neighbours on each side, over the samples starting a document there:
+        # the ratio of their mean profile, and the mean and standard error of their own ratios.
+        profiles = {raw.sample: list(raw.sq_norm) for raw in result.raw_samples if raw.layer == 0}
+
+        def ratio(x, b):
+            return x[b - 1] / (sum(x[j - 1] for j in (b - 2, b - 1, b + 1, b + 2)) / 4)
+        spikes = {spike.position: spike for spike in result.boundary_spikes}
+        positions = {b for sample_starts in expected_starts for b in sample_starts if 3 <= b <= length - 2}
+        self.assertEqual(set(spikes), positions)
+        for b in positions:
+            group = [s for s, sample_starts in enumerate(expected_starts) if b in sample_starts]
+            mean_profile = [sum(profiles[s][j] for s in group) / len(group) for j in range(length)]
+            own = [ratio(profiles[s], b) for s in group]
+            mean = sum(own) / len(own)
+            std = math.sqrt(sum((r - mean) ** 2 for r in own) / (len(own) - 1)) if len(own) > 1 else 0.0
+            with self.subTest(position=b):
+                self.assertEqual(spikes[b].samples, len(group))
+                self.assertAlmostEqual(spikes[b].ratio, ratio(mean_profile, b), places=10)
+                self.assertAlmostEqual(spikes[b].ratio_mean, mean, places=10)
+                self.assertAlmostEqual(spikes[b].ratio_stderr, std / math.sqrt(len(own)), places=10)
 
     def test_concatenated_documents_are_joined_by_the_end_of_sequence_token_and_cut_to_l(self):
         documents = ["Hello world", "Another document here, a little longer than the first one."]
@@ -258,7 +291,7 @@ class TextInputs(unittest.TestCase):
                                          16, log_prob)
         first, second = self.ids(parts[0]), self.ids(parts[1])
         self.assertEqual(tokens, [[first[i % len(first)] for i in range(5)] + [second[i % len(second)] for i in range(12)]])
-        self.assertEqual(starts, [[1, 6]])
+        self.assertEqual(starts, [self.fixed_starts(parts, [(1, 6), (6, 17)], 16)])
         # NEEDLE at depth 1: the needle ends at L and the haystack's next token follows it.
         filler = "Filler text that goes on and on about nothing in particular, again and again. " * 3
         needle = "The secret number is 4242."
@@ -329,8 +362,13 @@ class TextInputs(unittest.TestCase):
         self.assertEqual(plotted.returncode, 0, plotted.stderr)
         with open(plot, encoding="utf-8") as f:
             self.assertIn(">document starts<", f.read())
-        self.assertEqual(report["document_starts"], [[1, 9, 17], [1, 9, 17]])
-        self.assertEqual({s["position"] for s in report["boundary_spikes"]}, {9, 17})
+        spans = [(1, 9), (9, 17), (17, 25)]
+        starts = [self.fixed_starts(["Rivers run to the sea.", "Mountains rise.", "Clouds drift by."], spans, 24),
+                  self.fixed_starts(["One more sample here.", "And its second part.", "Third."], spans, 24)]
+        self.assertEqual(report["document_starts"], starts)
+        self.assertEqual({s["position"] for s in report["boundary_spikes"]},
+                         {b for sample_starts in starts for b in sample_starts if 3 <= b <= 22})
+        self.assertTrue(all("ratio_stderr" in s and s["samples"] >= 1 for s in report["boundary_spikes"]))
         # The Python package submits the same texts and gets the same token ids.
         script = ("import sys, json, posbias\n"
                   "with posbias.Client(sys.argv[1]) as client:\n"

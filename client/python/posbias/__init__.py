@@ -22,8 +22,8 @@ from posbias._errors import (AbortedError, AlreadyExistsError, CancelledError, D
                              UnknownError, error_class)
 from posbias._jobs import TERMINAL_STATES, Job
 from posbias._results import JobResult
-from posbias._types import (BranchRatios, ContinuumResult, DiscreteResult, ExportedModel, Failure, FitResult,
-                            JobProgress, LayerProfile, Metrics, Model, ModelConfig, ModelFit, PathwayComparison,
+from posbias._types import (BoundarySpike, BranchRatios, ContinuumResult, DiscreteResult, ExportedModel, Failure,
+                            FitResult, JobProgress, LayerProfile, Metrics, Model, ModelConfig, ModelFit, PathwayComparison,
                             Preset, ProfileSummary, Quantile, RidgePoint, TheoryCurve, TheoryFit, Tokenization)
 
 __version__ = "0.1.0"
@@ -35,7 +35,8 @@ __all__ = [
     "OutOfRangeError", "PermissionDeniedError", "ResourceExhaustedError", "UnauthenticatedError",
     "UnavailableError", "UnimplementedError", "UnknownError",
     "BranchRatios", "ContinuumResult", "DiscreteResult", "ExportedModel", "Failure", "FitResult", "JobProgress",
-    "LayerProfile", "Metrics", "Model", "ModelConfig", "ModelFit", "PathwayComparison", "Preset", "ProfileSummary",
+    "BoundarySpike", "LayerProfile", "Metrics", "Model", "ModelConfig", "ModelFit", "PathwayComparison", "Preset",
+    "ProfileSummary",
     "Quantile",
     "RidgePoint", "TheoryCurve", "TheoryFit",
     "Tokenization",

@@ -414,6 +414,26 @@ class BranchRatios:
 
 
 @dataclasses.dataclass
+class BoundarySpike:
+    """The spike at a document start (job_service.proto BoundarySpike): `ratio` of the mean
+    profile over the `samples` samples starting a document at `position`, and the mean, standard
+    deviation and standard error of each one's own ratio (None in results of older servers)."""
+    position: int
+    ratio: float
+    ratio_mean: Optional[float]
+    ratio_std: Optional[float]
+    ratio_stderr: Optional[float]
+    samples: Optional[int]
+
+    @classmethod
+    def from_proto(cls, spike) -> "BoundarySpike":
+        def field(name):
+            return getattr(spike, name) if spike.HasField(name) else None
+        return cls(position=spike.position, ratio=spike.ratio, ratio_mean=field("ratio_mean"),
+                   ratio_std=field("ratio_std"), ratio_stderr=field("ratio_stderr"), samples=field("samples"))
+
+
+@dataclasses.dataclass
 class PathwayComparison:
     """compare_pathways jobs: the value pathway measured beside the full one (same samples, same
     probes). Arrays are parallel to JobResult.positions; per position and sample, with

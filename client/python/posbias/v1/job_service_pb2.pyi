@@ -39,12 +39,20 @@ THEORY_ALPHA_SOURCE_MEASURED: TheoryAlphaSource
 THEORY_ALPHA_SOURCE_UNSPECIFIED: TheoryAlphaSource
 
 class BoundarySpike(_message.Message):
-    __slots__ = ["position", "ratio"]
+    __slots__ = ["position", "ratio", "ratio_mean", "ratio_std", "ratio_stderr", "samples"]
     POSITION_FIELD_NUMBER: _ClassVar[int]
     RATIO_FIELD_NUMBER: _ClassVar[int]
+    RATIO_MEAN_FIELD_NUMBER: _ClassVar[int]
+    RATIO_STDERR_FIELD_NUMBER: _ClassVar[int]
+    RATIO_STD_FIELD_NUMBER: _ClassVar[int]
+    SAMPLES_FIELD_NUMBER: _ClassVar[int]
     position: int
     ratio: float
-    def __init__(self, position: _Optional[int] = ..., ratio: _Optional[float] = ...) -> None: ...
+    ratio_mean: float
+    ratio_std: float
+    ratio_stderr: float
+    samples: int
+    def __init__(self, position: _Optional[int] = ..., ratio: _Optional[float] = ..., ratio_mean: _Optional[float] = ..., ratio_std: _Optional[float] = ..., ratio_stderr: _Optional[float] = ..., samples: _Optional[int] = ...) -> None: ...
 
 class CancelJobRequest(_message.Message):
     __slots__ = ["id", "reason"]

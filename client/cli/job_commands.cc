@@ -101,7 +101,8 @@ absl::StatusOr<v1::Job> Watch(const CliContext& context, const std::string& id) 
 
 struct SubmitFlags {
   std::string model, method = "exact", output = "final", input = "random", dtype = "float32",
-                     device = "any", tokens_file, request_id, text_file, layout = "concatenate", needle, separator;
+                     device = "any", tokens_file, request_id, text_file, layout = "concatenate", needle, separator,
+                     boundary_token = "none";
   bool truncate = false, raw = false, compare_pathways = false;
   std::string pathway = "full";
   uint32_t length = 0, samples = 0, probes = 64;
@@ -162,6 +163,13 @@ absl::Status SetTextInput(const SubmitFlags& flags, v1::TextInput* text) {
   text->set_needle(flags.needle);
   text->set_separator(flags.separator);
   text->set_truncate(flags.truncate);
+  if (flags.boundary_token == "eos") {
+    text->set_boundary_token(v1::TEXT_BOUNDARY_TOKEN_EOS);
+  } else if (flags.boundary_token == "bos") {
+    text->set_boundary_token(v1::TEXT_BOUNDARY_TOKEN_BOS);
+  } else if (flags.boundary_token != "none") {
+    return absl::InvalidArgumentError("--boundary-token " + flags.boundary_token + ": allowed eos, bos or none");
+  }
   return absl::OkStatus();
 }
 
@@ -275,6 +283,10 @@ CommandRun DefineSubmit(CLI::App& command) {
   command.add_option("--needle", f->needle, "With --layout needle: the needle text");
   command.add_option("--separator", f->separator, "With --layout concatenate: between documents (default: EOS)");
   command.add_flag("--truncate", f->truncate, "With --layout concatenate: cut texts longer than L tokens to L");
+  command.add_option("--boundary-token", f->boundary_token,
+                     "With --layout boundaries or needle: eos, bos or none, put at each document start (boundaries) "
+                     "or after each filler document (needle)")
+      ->capture_default_str();
   command.add_option("--dtype", f->dtype, "float32, bfloat16, float16 or float64")
       ->capture_default_str();
   command.add_option("--pathway", f->pathway,

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <set>
 #include <string>
 
@@ -28,6 +29,22 @@ std::vector<int64_t> Fill(const std::vector<int64_t>& ids, int64_t count) {
   out.reserve(static_cast<size_t>(count));
   for (int64_t i = 0; i < count; ++i) out.push_back(ids[static_cast<size_t>(i) % ids.size()]);
   return out;
+}
+
+// The boundary token's id, if any (INVALID_ARGUMENT when the tokenizer has no such token).
+absl::StatusOr<std::optional<int64_t>> BoundaryToken(const tokenizer::Tokenizer& tokenizer, const v1::TextInput& input) {
+  switch (input.boundary_token()) {
+    case v1::TEXT_BOUNDARY_TOKEN_UNSPECIFIED:
+    case v1::TEXT_BOUNDARY_TOKEN_NONE: return std::optional<int64_t>();
+    case v1::TEXT_BOUNDARY_TOKEN_EOS:
+      if (auto eos = tokenizer.eos_token_id()) return std::optional<int64_t>(*eos);
+      return Invalid("input.text.boundary_token", "EOS", "NONE or BOS: this tokenizer names no end-of-sequence token");
+    case v1::TEXT_BOUNDARY_TOKEN_BOS:
+      if (auto bos = tokenizer.bos_token_id()) return std::optional<int64_t>(*bos);
+      return Invalid("input.text.boundary_token", "BOS", "NONE or EOS: this tokenizer names no beginning-of-sequence token");
+    default:
+      return Invalid("input.text.boundary_token", std::to_string(input.boundary_token()), "NONE, EOS or BOS");
+  }
 }
 
 absl::Status CheckSizes(const v1::TextInput& input, const TextLimits& limits) {
@@ -96,7 +113,7 @@ absl::Status Concatenate(const tokenizer::Tokenizer& tokenizer, const v1::TextIn
 }
 
 absl::Status FixedBoundaries(const tokenizer::Tokenizer& tokenizer, const v1::TextInput& input, int64_t length,
-                             bool next, LaidOutText& out) {
+                             bool next, std::optional<int64_t> boundary, LaidOutText& out) {
   std::vector<int64_t> starts = {1};
   for (int i = 0; i < input.boundaries_size(); ++i) {
     const int64_t b = input.boundaries(i);
@@ -123,6 +140,7 @@ absl::Status FixedBoundaries(const tokenizer::Tokenizer& tokenizer, const v1::Te
       const int64_t end = d + 1 < starts.size() ? starts[d + 1] : length + 1 + (next ? 1 : 0);
       auto document = Ids(tokenizer, documents[static_cast<int>(d)]);
       if (!document.ok()) return document.status();
+      if (boundary && !document->empty()) document->insert(document->begin(), *boundary);
       if (document->empty()) {
         return Invalid(absl::StrCat("input.text.samples[", s, "].documents[", d, "]"), "\"\"",
                        "a document with at least one token to fill its span");
@@ -144,7 +162,7 @@ absl::Status FixedBoundaries(const tokenizer::Tokenizer& tokenizer, const v1::Te
 }
 
 absl::Status Needle(const tokenizer::Tokenizer& tokenizer, const v1::TextInput& input, int64_t length, bool next,
-                    LaidOutText& out) {
+                    std::optional<int64_t> boundary, LaidOutText& out) {
   auto needle = Ids(tokenizer, input.needle());
   if (!needle.ok()) return needle.status();
   const auto size = static_cast<int64_t>(needle->size());
@@ -167,6 +185,7 @@ absl::Status Needle(const tokenizer::Tokenizer& tokenizer, const v1::TextInput& 
       auto ids = Ids(tokenizer, document);
       if (!ids.ok()) return ids.status();
       filler.insert(filler.end(), ids->begin(), ids->end());
+      if (boundary) filler.push_back(*boundary);  // After each filler document (repeats included).
     }
     if (filler.empty()) return Invalid(absl::StrCat("input.text.samples[", s, "]"), "no tokens", "filler text");
     // With the next token the haystack goes on one token past position L.
@@ -189,13 +208,21 @@ absl::StatusOr<LaidOutText> LayOutText(const tokenizer::Tokenizer& tokenizer, co
                                        int64_t length, bool with_next_token, const TextLimits& limits) {
   if (auto sizes = CheckSizes(input, limits); !sizes.ok()) return sizes;
   if (length < 2) return Invalid("sequence_length", std::to_string(length), "2 or more for a text input");
+  auto boundary = BoundaryToken(tokenizer, input);
+  if (!boundary.ok()) return boundary.status();
+  if (*boundary && (input.layout() == v1::TEXT_LAYOUT_UNSPECIFIED || input.layout() == v1::TEXT_LAYOUT_CONCATENATE)) {
+    return Invalid("input.text.boundary_token", v1::TextBoundaryToken_Name(input.boundary_token()),
+                   "NONE with CONCATENATE (documents are joined by `separator` there)");
+  }
   LaidOutText out;
   absl::Status status;
   switch (input.layout()) {
     case v1::TEXT_LAYOUT_UNSPECIFIED:
     case v1::TEXT_LAYOUT_CONCATENATE: status = Concatenate(tokenizer, input, length, with_next_token, out); break;
-    case v1::TEXT_LAYOUT_FIXED_BOUNDARIES: status = FixedBoundaries(tokenizer, input, length, with_next_token, out); break;
-    case v1::TEXT_LAYOUT_NEEDLE: status = Needle(tokenizer, input, length, with_next_token, out); break;
+    case v1::TEXT_LAYOUT_FIXED_BOUNDARIES:
+      status = FixedBoundaries(tokenizer, input, length, with_next_token, *boundary, out);
+      break;
+    case v1::TEXT_LAYOUT_NEEDLE: status = Needle(tokenizer, input, length, with_next_token, *boundary, out); break;
     default:
       return Invalid("input.text.layout", std::to_string(input.layout()), "CONCATENATE, FIXED_BOUNDARIES or NEEDLE");
   }

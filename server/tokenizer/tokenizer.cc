@@ -150,7 +150,7 @@ class TokenizerPipeline {
   std::optional<int64_t> IdOf(const std::string& content) const;
 
   int64_t vocab_size = 0;
-  std::optional<int64_t> eos;
+  std::optional<int64_t> eos, bos;
   std::string description;
 
  private:
@@ -224,6 +224,10 @@ absl::StatusOr<std::unique_ptr<TokenizerPipeline>> TokenizerPipeline::Create(Tok
     if (pipeline->eos) break;
     const auto found = pipeline->bpe_.ids().find(candidate);
     if (found != pipeline->bpe_.ids().end()) pipeline->eos = found->second;
+  }
+  for (const char* candidate : {"<|begin_of_text|>", "<s>", "<|startoftext|>"}) {
+    if (pipeline->bos) break;
+    pipeline->bos = pipeline->IdOf(candidate);
   }
   return pipeline;
 }
@@ -389,11 +393,13 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromDirectory(const std::s
   if (std::filesystem::is_regular_file(root / "tokenizer_config.json", error)) {
     absl::StatusOr<std::string> config = ReadBounded(root / "tokenizer_config.json", options);
     if (!config.ok()) return config.status();
-    absl::StatusOr<std::string> eos = EosTokenOfConfig(*config, options);
-    if (!eos.ok()) return eos.status();
-    if (!eos->empty()) {
-      if (const std::optional<int64_t> id = (*tokenizer)->pipeline_->IdOf(*eos))
-        (*tokenizer)->pipeline_->eos = id;
+    for (auto [key, slot] : {std::pair{"eos_token", &(*tokenizer)->pipeline_->eos},
+                             std::pair{"bos_token", &(*tokenizer)->pipeline_->bos}}) {
+      absl::StatusOr<std::string> named = SpecialTokenOfConfig(*config, key, options);
+      if (!named.ok()) return named.status();
+      if (!named->empty()) {
+        if (const std::optional<int64_t> id = (*tokenizer)->pipeline_->IdOf(*named)) *slot = id;
+      }
     }
   }
   return tokenizer;
@@ -410,6 +416,7 @@ absl::StatusOr<std::string> Tokenizer::Decode(const std::vector<int64_t>& ids) c
 
 int64_t Tokenizer::vocab_size() const { return pipeline_->vocab_size; }
 std::optional<int64_t> Tokenizer::eos_token_id() const { return pipeline_->eos; }
+std::optional<int64_t> Tokenizer::bos_token_id() const { return pipeline_->bos; }
 const std::string& Tokenizer::description() const { return pipeline_->description; }
 
 }  // namespace posbias::tokenizer

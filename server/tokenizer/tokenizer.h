@@ -92,6 +92,10 @@ class Tokenizer {
   // names a token; else the first of <|endoftext|>, <|im_end|>, </s>, <|end_of_text|> that is an
   // added token; else the first of them in the vocabulary; else none.
   std::optional<int64_t> eos_token_id() const;
+  // The beginning-of-sequence token: tokenizer_config.json's `bos_token` (FromDirectory only) when
+  // it names a token; else the first of <|begin_of_text|>, <s>, <|startoftext|> that is a token
+  // (added first); else none (GPT-2's vocabulary has none).
+  std::optional<int64_t> bos_token_id() const;
 
   // What kind of tokenizer this is, e.g. "byte-level BPE from tokenizer.json (151643 tokens,
   // 151387 merges, 26 added tokens; normalizer NFC; pre-tokenizer Split+ByteLevel)".

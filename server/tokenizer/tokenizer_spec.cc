@@ -296,14 +296,14 @@ absl::StatusOr<TokenizerSpec> ParseVocabAndMerges(std::string_view vocab_json,
   return spec;
 }
 
-absl::StatusOr<std::string> EosTokenOfConfig(std::string_view config_json,
-                                             const LoadOptions& options) {
+absl::StatusOr<std::string> SpecialTokenOfConfig(std::string_view config_json, std::string_view key,
+                                                 const LoadOptions& options) {
   absl::StatusOr<json> config = ParseBounded("tokenizer_config.json", config_json, options);
   if (!config.ok()) return config.status();
-  const json eos = config->value("eos_token", json());
-  if (eos.is_string()) return eos.get<std::string>();
-  if (eos.is_object() && eos.contains("content") && eos["content"].is_string())
-    return eos["content"].get<std::string>();
+  const json token = config->value(std::string(key), json());
+  if (token.is_string()) return token.get<std::string>();
+  if (token.is_object() && token.contains("content") && token["content"].is_string())
+    return token["content"].get<std::string>();
   return std::string();
 }
 

@@ -50,8 +50,9 @@ absl::StatusOr<TokenizerSpec> ParseVocabAndMerges(std::string_view vocab_json,
                                                   std::string_view merges_text,
                                                   const LoadOptions& options);
 
-// The `eos_token` a tokenizer_config.json names (a string or {"content": ...}); empty when none.
-absl::StatusOr<std::string> EosTokenOfConfig(std::string_view config_json,
-                                             const LoadOptions& options);
+// The special token a tokenizer_config.json names under `key` ("eos_token", "bos_token"): a string
+// or {"content": ...}; empty when none.
+absl::StatusOr<std::string> SpecialTokenOfConfig(std::string_view config_json, std::string_view key,
+                                                 const LoadOptions& options);
 
 }  // namespace posbias::tokenizer

@@ -303,6 +303,39 @@ class TextInputs(unittest.TestCase):
         self.assertEqual(tokens, [[hay_ids[i % len(hay_ids)] for i in range(at)] + needle_ids + [hay_ids[at % len(hay_ids)]]])
         self.assertEqual(starts, [[at + 1]])
 
+    def test_a_boundary_token_begins_each_document_span_and_separates_needle_fillers(self):
+        eos = 50256
+        parts = ["First part of the text.", "Second, shorter."]
+        tokens, starts, _ = self.run_job(pb.job.TextInput(samples=[pb.job.TextSample(documents=parts)],
+                                                          layout=pb.job.TEXT_LAYOUT_FIXED_BOUNDARIES, boundaries=[9],
+                                                          boundary_token=pb.job.TEXT_BOUNDARY_TOKEN_EOS), 24)
+        first, second = [eos] + self.ids(parts[0]), [eos] + self.ids(parts[1])
+        self.assertEqual(tokens, [[first[i % len(first)] for i in range(8)] + [second[i % len(second)] for i in range(16)]])
+        self.assertEqual(starts, [list(range(1, 9, len(first))) + list(range(9, 25, len(second)))])
+        # NEEDLE: the token after each filler document, so that documents are not glued together.
+        fillers = ["One filler document.", "Another filler document, somewhat longer than the first."]
+        needle = "The code is 7."
+        tokens, _, _ = self.run_job(pb.job.TextInput(samples=[pb.job.TextSample(documents=fillers)],
+                                                     layout=pb.job.TEXT_LAYOUT_NEEDLE, needle=needle, needle_depths=[0],
+                                                     boundary_token=pb.job.TEXT_BOUNDARY_TOKEN_EOS), 48)
+        hay = self.ids(fillers[0]) + [eos] + self.ids(fillers[1]) + [eos]
+        needle_ids = self.ids(needle)
+        self.assertEqual(tokens, [needle_ids + [hay[i % len(hay)] for i in range(48 - len(needle_ids))]])
+        # GPT-2's vocabulary has no beginning-of-sequence token; CONCATENATE has its separator.
+        for layout, token, words in ((pb.job.TEXT_LAYOUT_FIXED_BOUNDARIES, pb.job.TEXT_BOUNDARY_TOKEN_BOS,
+                                      "no beginning-of-sequence token"),
+                                     (pb.job.TEXT_LAYOUT_CONCATENATE, pb.job.TEXT_BOUNDARY_TOKEN_EOS, "separator")):
+            spec = pb.job.JobSpec(jacobian_norm=pb.job.JacobianNormSpec(
+                model="with-tokenizer", sequence_length=24, input=pb.job.JacobianInput(text=pb.job.TextInput(
+                    samples=[pb.job.TextSample(documents=parts)], layout=layout, boundaries=[9] if layout == 2 else [],
+                    boundary_token=token, truncate=True))))
+            with self.subTest(layout=layout):
+                with self.assertRaises(grpc.RpcError) as refused:
+                    self.jobs.SubmitJob(pb.job.SubmitJobRequest(spec=spec), timeout=RPC_TIMEOUT_S)
+                self.assertEqual(refused.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
+                self.assertIn("input.text.boundary_token", refused.exception.details())
+                self.assertIn(words, refused.exception.details())
+
     def test_layouts_that_cannot_give_l_tokens_are_refused_naming_the_field(self):
         cases = [
             (pb.job.TextInput(samples=[pb.job.TextSample(documents=["too short"])]), 64, "INVALID_ARGUMENT",

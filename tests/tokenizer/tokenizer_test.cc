@@ -381,6 +381,28 @@ TEST(EndOfSequence, TokenizerConfigNamesIt) {
   EXPECT_EQ((*Tokenizer::FromDirectory(dir.path()))->eos_token_id(), 301);
 }
 
+TEST(BeginningOfSequence, IsNoneForGpt2AndTheBeginOfTextTokenWhereThereIsOne) {
+  EXPECT_EQ(HelloTokenizer()->bos_token_id(), std::nullopt);
+  json file = TokenizerJson({}, json::array());
+  file["added_tokens"] = {{{"id", 300}, {"content", "<s>"}, {"special", true}},
+                          {{"id", 301}, {"content", "<|begin_of_text|>"}, {"special", true}}};
+  EXPECT_EQ(FromJson(file)->bos_token_id(), 301) << "<|begin_of_text|> is looked for first";
+}
+
+TEST(BeginningOfSequence, TokenizerConfigNamesIt) {
+  TempDir dir;
+  json file = TokenizerJson({}, json::array());
+  file["added_tokens"] = {{{"id", 300}, {"content", "<s>"}, {"special", true}},
+                          {{"id", 301}, {"content", "<bos>"}, {"special", true}}};
+  dir.Write("tokenizer.json", file.dump());
+  EXPECT_EQ((*Tokenizer::FromDirectory(dir.path()))->bos_token_id(), 300);
+  dir.Write("tokenizer_config.json", R"({"bos_token": "<bos>", "eos_token": "<s>"})");
+  auto tokenizer = Tokenizer::FromDirectory(dir.path());
+  ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
+  EXPECT_EQ((*tokenizer)->bos_token_id(), 301);
+  EXPECT_EQ((*tokenizer)->eos_token_id(), 300);
+}
+
 TEST(Description, SaysWhatKindItIs) {
   EXPECT_THAT(HelloTokenizer()->description(), HasSubstr("vocab.json + merges.txt"));
   EXPECT_THAT(FromJson(TokenizerJson({}, json::array()))->description(),

@@ -608,7 +608,7 @@ class Client:
                         texts: Optional[Sequence[Union[str, Sequence[str]]]] = None, layout: EnumLike = "concatenate",
                         boundaries: Optional[Sequence[int]] = None, needle: Optional[str] = None,
                         needle_depths: Optional[Sequence[float]] = None, separator: str = "", truncate: bool = False,
-                        labels: Optional[Mapping[str, str]] = None,
+                        boundary_token: EnumLike = "none", labels: Optional[Mapping[str, str]] = None,
                         request_id: Optional[str] = None, timeout: Any = _DEFAULT) -> Job:
         """Submits a Jacobian-norm measurement (SubmitJob) and returns its Job (queued).
 
@@ -626,7 +626,9 @@ class Client:
         of documents), tokenized by the model's tokenizer and laid out by `layout`:
         "concatenate" (documents joined by `separator`, default the end-of-sequence token;
         `truncate` cuts to L), "fixed_boundaries" (documents begin at `boundaries`) or "needle"
-        (`needle` at each of `needle_depths` inside the documents). labels and request_id as in
+        (`needle` at each of `needle_depths` inside the documents); boundary_token "eos" or "bos"
+        puts that token at each document start (fixed_boundaries) or after each filler document
+        (needle), "none" (default) none. labels and request_id as in
         the API (a retry with the same request_id returns the same job)."""
         spec = job_service_pb2.JacobianNormSpec(
             model=model, sequence_length=int(length), samples=int(samples or 0),
@@ -652,6 +654,7 @@ class Client:
             text.needle_depths.extend(float(d) for d in needle_depths or ())
             text.separator = separator
             text.truncate = truncate
+            text.boundary_token = enum_value(job_service_pb2.TextBoundaryToken, boundary_token, "boundary_token")
         elif tokens is not None:
             if seed is not None or stddev is not None or input not in ("random", "tokens"):
                 raise ValueError("given tokens take no seed, stddev or input kind")

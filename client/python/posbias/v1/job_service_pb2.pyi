@@ -30,6 +30,10 @@ JOB_STATE_UNSPECIFIED: JobState
 JOB_VIEW_BASIC: JobView
 JOB_VIEW_FULL: JobView
 JOB_VIEW_UNSPECIFIED: JobView
+TEXT_BOUNDARY_TOKEN_BOS: TextBoundaryToken
+TEXT_BOUNDARY_TOKEN_EOS: TextBoundaryToken
+TEXT_BOUNDARY_TOKEN_NONE: TextBoundaryToken
+TEXT_BOUNDARY_TOKEN_UNSPECIFIED: TextBoundaryToken
 TEXT_LAYOUT_CONCATENATE: TextLayout
 TEXT_LAYOUT_FIXED_BOUNDARIES: TextLayout
 TEXT_LAYOUT_NEEDLE: TextLayout
@@ -606,8 +610,9 @@ class SubmitJobRequest(_message.Message):
     def __init__(self, spec: _Optional[_Union[JobSpec, _Mapping]] = ..., labels: _Optional[_Mapping[str, str]] = ..., request_id: _Optional[str] = ...) -> None: ...
 
 class TextInput(_message.Message):
-    __slots__ = ["boundaries", "layout", "needle", "needle_depths", "samples", "separator", "truncate"]
+    __slots__ = ["boundaries", "boundary_token", "layout", "needle", "needle_depths", "samples", "separator", "truncate"]
     BOUNDARIES_FIELD_NUMBER: _ClassVar[int]
+    BOUNDARY_TOKEN_FIELD_NUMBER: _ClassVar[int]
     LAYOUT_FIELD_NUMBER: _ClassVar[int]
     NEEDLE_DEPTHS_FIELD_NUMBER: _ClassVar[int]
     NEEDLE_FIELD_NUMBER: _ClassVar[int]
@@ -615,13 +620,14 @@ class TextInput(_message.Message):
     SEPARATOR_FIELD_NUMBER: _ClassVar[int]
     TRUNCATE_FIELD_NUMBER: _ClassVar[int]
     boundaries: _containers.RepeatedScalarFieldContainer[int]
+    boundary_token: TextBoundaryToken
     layout: TextLayout
     needle: str
     needle_depths: _containers.RepeatedScalarFieldContainer[float]
     samples: _containers.RepeatedCompositeFieldContainer[TextSample]
     separator: str
     truncate: bool
-    def __init__(self, samples: _Optional[_Iterable[_Union[TextSample, _Mapping]]] = ..., layout: _Optional[_Union[TextLayout, str]] = ..., separator: _Optional[str] = ..., boundaries: _Optional[_Iterable[int]] = ..., needle: _Optional[str] = ..., needle_depths: _Optional[_Iterable[float]] = ..., truncate: bool = ...) -> None: ...
+    def __init__(self, samples: _Optional[_Iterable[_Union[TextSample, _Mapping]]] = ..., layout: _Optional[_Union[TextLayout, str]] = ..., separator: _Optional[str] = ..., boundaries: _Optional[_Iterable[int]] = ..., needle: _Optional[str] = ..., needle_depths: _Optional[_Iterable[float]] = ..., truncate: bool = ..., boundary_token: _Optional[_Union[TextBoundaryToken, str]] = ...) -> None: ...
 
 class TextSample(_message.Message):
     __slots__ = ["documents"]
@@ -650,6 +656,9 @@ class JobView(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []
 
 class JacobianPathway(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []
+
+class TextBoundaryToken(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []
 
 class TextLayout(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):

@@ -16,6 +16,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "client/cli/output.h"
 #include "client/cli/svg_plot.h"
@@ -102,7 +103,7 @@ absl::StatusOr<v1::Job> Watch(const CliContext& context, const std::string& id) 
 struct SubmitFlags {
   std::string model, method = "exact", output = "final", input = "random", dtype = "float32",
                      device = "any", tokens_file, request_id, text_file, layout = "concatenate", needle, separator,
-                     boundary_token = "none";
+                     boundary_token = "none", question;
   bool truncate = false, raw = false, compare_pathways = false;
   std::string pathway = "full";
   uint32_t length = 0, samples = 0, probes = 64;
@@ -161,6 +162,7 @@ absl::Status SetTextInput(const SubmitFlags& flags, v1::TextInput* text) {
     return absl::InvalidArgumentError("--layout " + layout + ": allowed concatenate, boundaries:B1,B2,... or needle:D1,D2,...");
   }
   text->set_needle(flags.needle);
+  text->set_question(flags.question);
   text->set_separator(flags.separator);
   text->set_truncate(flags.truncate);
   if (flags.boundary_token == "eos") {
@@ -281,6 +283,8 @@ CommandRun DefineSubmit(CLI::App& command) {
   command.add_option("--layout", f->layout, "With --text-file: concatenate, boundaries:B1,B2,... or needle:D1,D2,...")
       ->capture_default_str();
   command.add_option("--needle", f->needle, "With --layout needle: the needle text");
+  command.add_option("--question", f->question,
+                     "With --layout needle: a text after the haystack, ending at position L (the output position)");
   command.add_option("--separator", f->separator, "With --layout concatenate: between documents (default: EOS)");
   command.add_flag("--truncate", f->truncate, "With --layout concatenate: cut texts longer than L tokens to L");
   command.add_option("--boundary-token", f->boundary_token,
@@ -467,6 +471,14 @@ int RunResult(const CliContext& context, const JobIdFlags& flags) {
                     << ")";
       }
       context.out << "\n";
+    }
+    if (measured.needle_sweep_size() > 0) {
+      context.out << "needle depth  start  share of sum ||J||^2 (+- se)  filler alone (+- se)  fillers\n";
+      for (const auto& d : measured.needle_sweep()) {
+        context.out << absl::StrFormat("%12.4g  %5u  %12.6g +- %-12.4g  %10.6g +- %-10.4g  %7u\n", d.depth(), d.start(),
+                                       d.share_mean(), d.share_stderr(), d.baseline_share_mean(),
+                                       d.baseline_share_stderr(), d.fillers());
+      }
     }
   }
   return context.plot.empty() ? 0 : PlotReport(context, result->id(), report);

@@ -77,6 +77,7 @@ void Read(const Json& j, const std::string& path, ReportMeasurement& out);
 void Read(const Json& j, const std::string& path, ReportJob& out);
 void Read(const Json& j, const std::string& path, PathwayComparison& out);
 void Read(const Json& j, const std::string& path, BoundarySpike& out);
+void Read(const Json& j, const std::string& path, NeedleDepth& out);
 
 template <typename T>
 void Read(const Json& j, const std::string& path, std::vector<T>& out) {
@@ -231,6 +232,19 @@ void Read(const Json& j, const std::string& path, BoundarySpike& out) {
   Field(j, path, "ratio_std", out.ratio_std);
   Field(j, path, "ratio_stderr", out.ratio_stderr);
   Field(j, path, "samples", out.samples);
+}
+
+void Read(const Json& j, const std::string& path, NeedleDepth& out) {
+  Field(j, path, "depth", out.depth);
+  Field(j, path, "start", out.start);
+  Field(j, path, "tokens", out.tokens);
+  Field(j, path, "fillers", out.fillers);
+  Field(j, path, "share_mean", out.share_mean);
+  Field(j, path, "share_std", out.share_std);
+  Field(j, path, "share_stderr", out.share_stderr);
+  Field(j, path, "baseline_share_mean", out.baseline_share_mean);
+  Field(j, path, "baseline_share_std", out.baseline_share_std);
+  Field(j, path, "baseline_share_stderr", out.baseline_share_stderr);
 }
 
 void Read(const Json& j, const std::string& path, PathwayComparison& out) {
@@ -395,6 +409,16 @@ nlohmann::ordered_json ReportToJson(const JacobianReport& report) {
       json["boundary_spikes"].push_back(std::move(item));
     }
   }
+  if (report.needle_sweep) {
+    json["needle_sweep"] = Ordered::array();
+    for (const auto& d : *report.needle_sweep) {
+      json["needle_sweep"].push_back({{"depth", d.depth}, {"start", d.start}, {"tokens", d.tokens}, {"fillers", d.fillers},
+                                      {"share_mean", d.share_mean}, {"share_std", d.share_std},
+                                      {"share_stderr", d.share_stderr}, {"baseline_share_mean", d.baseline_share_mean},
+                                      {"baseline_share_std", d.baseline_share_std},
+                                      {"baseline_share_stderr", d.baseline_share_stderr}});
+    }
+  }
   json["branch_ratio"] = report.branch_ratio;
   json["theory"] = ToJson(report.theory);
   PutOptional(json, "raw", report.raw);
@@ -423,6 +447,7 @@ absl::StatusOr<JacobianReport> ReportFromJson(const nlohmann::json& json) {
     Field(json, root, "layers", report.layers);
     Field(json, root, "pathways", report.pathways);
     Field(json, root, "boundary_spikes", report.boundary_spikes);
+    Field(json, root, "needle_sweep", report.needle_sweep);
     Field(json, root, "branch_ratio", report.branch_ratio);
     Field(json, root, "theory", report.theory);
     Field(json, root, "raw", report.raw);

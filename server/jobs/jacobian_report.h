@@ -137,6 +137,15 @@ struct BoundarySpike {
   std::optional<int64_t> samples;
 };
 
+// A needle sweep at one depth (needle_sweep.h says how the shares are computed).
+struct NeedleDepth {
+  double depth = 0;
+  int64_t start = 0, tokens = 0;  // The needle's first position (1-based) and its tokens.
+  int64_t fillers = 0;            // Fillers with both a needle and a baseline sample.
+  double share_mean = 0, share_std = 0, share_stderr = 0;
+  double baseline_share_mean = 0, baseline_share_std = 0, baseline_share_stderr = 0;
+};
+
 struct ReportJob {
   std::string id;
   int64_t attempt = 0, resumed_samples = 0, parts = 0;
@@ -152,6 +161,7 @@ struct JacobianReport {
   std::optional<std::vector<LayerProfile>> layers;              // Layer sweeps.
   std::optional<PathwayComparison> pathways;                    // compare_pathways.
   std::optional<std::vector<BoundarySpike>> boundary_spikes;    // Text inputs with document starts.
+  std::optional<std::vector<NeedleDepth>> needle_sweep;         // NEEDLE text inputs.
   std::vector<double> branch_ratio;                             // Per layer.
   TheoryComparison theory;
   std::optional<std::vector<std::vector<double>>> raw;          // [sample][position], kept samples.

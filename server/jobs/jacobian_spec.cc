@@ -187,6 +187,10 @@ nlohmann::json SpecToJson(const JacobianJobSpec& spec) {
   json["pathway"] = PathwayName(spec.pathway);
   json["compare_pathways"] = spec.compare_pathways;
   if (!spec.document_starts.empty()) json["document_starts"] = spec.document_starts;
+  if (const auto& sweep = spec.needle_sweep) {
+    json["needle_sweep"] = {{"depths", sweep->depths}, {"starts", sweep->starts},
+                            {"needle_tokens", sweep->needle_tokens}, {"samples", sweep->samples}};
+  }
   return json;
 }
 
@@ -216,6 +220,27 @@ absl::StatusOr<JacobianJobSpec> SpecFromJson(const nlohmann::json& json) {
            ReadIdLists(json, "document_starts", spec.document_starts),
        }) {
     if (!status.ok()) return status;
+  }
+  if (auto it = json.find("needle_sweep"); it != json.end() && !it->is_null()) {
+    JacobianJobSpec::NeedleSweep sweep;
+    std::vector<std::vector<int64_t>> starts;
+    if (!it->is_object()) return TypeError("spec.needle_sweep", *it, "an object");
+    const Json wrapped = {{"starts", Json::array({it->value("starts", Json::array())})}};
+    for (absl::Status status : {ReadIdLists(*it, "samples", sweep.samples), ReadInt64(*it, "needle_tokens", sweep.needle_tokens),
+                                ReadIdLists(wrapped, "starts", starts)}) {
+      if (!status.ok()) return status;
+    }
+    sweep.starts = starts.empty() ? std::vector<int64_t>() : starts.front();
+    const Json depths = it->value("depths", Json::array());
+    if (!depths.is_array()) return TypeError("spec.needle_sweep.depths", depths, "an array of numbers");
+    for (const Json& depth : depths) {
+      if (!depth.is_number()) return TypeError("spec.needle_sweep.depths", depth, "a number");
+      sweep.depths.push_back(depth.get<double>());
+    }
+    if (sweep.starts.size() != sweep.depths.size()) {
+      return TypeError("spec.needle_sweep.starts", it->value("starts", Json()), "one start per depth");
+    }
+    spec.needle_sweep = std::move(sweep);
   }
   return spec;
 }

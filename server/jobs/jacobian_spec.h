@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -81,6 +82,15 @@ struct JacobianJobSpec {
   // Text inputs (tokenized at submission into `tokens`): per sample, the 1-based positions where
   // its documents (or its needle) begin. Empty for every other input.
   std::vector<std::vector<int64_t>> document_starts;
+  // NEEDLE text inputs: the sweep's layout, so the result can answer per depth.
+  struct NeedleSweep {
+    std::vector<double> depths;   // As given, in [0, 1].
+    std::vector<int64_t> starts;  // Per depth: the needle's first position, 1-based.
+    int64_t needle_tokens = 0;
+    // Per sample: {depth index, filler index}; depth index -1 = the filler alone (the baseline).
+    std::vector<std::vector<int64_t>> samples;
+  };
+  std::optional<NeedleSweep> needle_sweep;
 };
 
 nlohmann::json SpecToJson(const JacobianJobSpec& spec);

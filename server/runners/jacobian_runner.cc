@@ -12,6 +12,7 @@
 #include "nlohmann/json.hpp"
 #include "server/jacobian/engine.h"
 #include "server/jobs/boundary_spikes.h"
+#include "server/jobs/needle_sweep.h"
 #include "server/measure/theory_report.h"
 #include "server/status/error.h"
 
@@ -192,6 +193,7 @@ absl::StatusOr<std::string> JacobianRunner::Run(const jobs::JobRecord& job,
   if (!job.spec.document_starts.empty()) {  // Text inputs: each start's spike, over the samples starting there.
     job_report.boundary_spikes = jobs::BoundarySpikes(job.spec.document_starts, result->sample_sq_norm);
   }
+  if (job.spec.needle_sweep) job_report.needle_sweep = jobs::NeedleSweepShares(*job.spec.needle_sweep, result->sample_sq_norm);
   // GetJobResult reports the effective-depth fits when asked, or when the depth is unknown.
   job_report.theory.fit_effective_depth =
       job.spec.fit_effective_depth || (*model)->config().family == models::Family::kTorchScript;

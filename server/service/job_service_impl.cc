@@ -69,6 +69,7 @@ absl::StatusOr<v1::Job> JobServiceImpl::Submit(Caller& caller, const v1::SubmitJ
     record->spec.input = jobs::JacobianInput::kGivenTokens;
     record->spec.tokens = std::move(laid_out->tokens);
     record->spec.document_starts = std::move(laid_out->document_starts);
+    record->spec.needle_sweep = std::move(laid_out->needle_sweep);
     record->spec.samples = static_cast<int64_t>(record->spec.tokens.size());
   }
   const auto host = host::ReadHostMemory();
@@ -255,6 +256,19 @@ absl::Status JobServiceImpl::Result(const Caller& caller, const v1::GetJobResult
       if (measured.ratio_std) spike->set_ratio_std(*measured.ratio_std);
       if (measured.ratio_stderr) spike->set_ratio_stderr(*measured.ratio_stderr);
       if (measured.samples) spike->set_samples(static_cast<uint32_t>(*measured.samples));
+    }
+    for (const auto& measured : report->needle_sweep.value_or(std::vector<jobs::NeedleDepth>{})) {
+      auto* depth = result->add_needle_sweep();
+      depth->set_depth(measured.depth);
+      depth->set_start(static_cast<uint32_t>(measured.start));
+      depth->set_tokens(static_cast<uint32_t>(measured.tokens));
+      depth->set_fillers(static_cast<uint32_t>(measured.fillers));
+      depth->set_share_mean(measured.share_mean);
+      depth->set_share_std(measured.share_std);
+      depth->set_share_stderr(measured.share_stderr);
+      depth->set_baseline_share_mean(measured.baseline_share_mean);
+      depth->set_baseline_share_std(measured.baseline_share_std);
+      depth->set_baseline_share_stderr(measured.baseline_share_stderr);
     }
   }
   return absl::OkStatus();

@@ -165,9 +165,22 @@ absl::Status Needle(const tokenizer::Tokenizer& tokenizer, const v1::TextInput& 
                     std::optional<int64_t> boundary, LaidOutText& out) {
   auto needle = Ids(tokenizer, input.needle());
   if (!needle.ok()) return needle.status();
+  std::vector<int64_t> question;
+  if (!input.question().empty()) {
+    auto ids = Ids(tokenizer, input.question());
+    if (!ids.ok()) return ids.status();
+    question = *std::move(ids);
+    if (next) {
+      return Invalid("input.text.question", "set", "no question with LOG_PROB at T = L (nothing follows the question to score)");
+    }
+  }
   const auto size = static_cast<int64_t>(needle->size());
-  if (size < 1 || size >= length) {
-    return Invalid("input.text.needle", absl::StrCat(size, " tokens"), absl::StrCat("1..L - 1 = ", length - 1, " tokens"));
+  const auto asked = static_cast<int64_t>(question.size());
+  // The haystack: what the needle and the question leave of L.
+  const int64_t hay_tokens = length - size - asked;
+  if (size < 1 || hay_tokens < 1) {
+    return Invalid("input.text.needle", absl::StrCat(size, " tokens (question ", asked, ")"),
+                   absl::StrCat("1 or more tokens, needle and question together below L = ", length));
   }
   if (input.needle_depths_size() < 1) return Invalid("input.text.needle_depths", "none", "1 or more depths in [0, 1]");
   for (int i = 0; i < input.needle_depths_size(); ++i) {
@@ -176,9 +189,16 @@ absl::Status Needle(const tokenizer::Tokenizer& tokenizer, const v1::TextInput& 
       return Invalid(absl::StrCat("input.text.needle_depths[", i, "]"), FormatValue(depth), "[0, 1]");
     }
   }
-  if (static_cast<int64_t>(input.samples_size()) * input.needle_depths_size() > 65536) {
-    return TooLargeError("input.text.needle_depths", "samples x depths above 65536", "65536 samples");
+  if (static_cast<int64_t>(input.samples_size()) * (input.needle_depths_size() + 1) > 65536) {
+    return TooLargeError("input.text.needle_depths", "samples x (depths + 1) above 65536", "65536 samples");
   }
+  jobs::JacobianJobSpec::NeedleSweep sweep;
+  sweep.needle_tokens = size;
+  for (double depth : input.needle_depths()) {
+    sweep.depths.push_back(depth);
+    sweep.starts.push_back(std::llround(depth * static_cast<double>(hay_tokens)) + 1);
+  }
+  const int64_t extra = next ? 1 : 0;  // The next token: the haystack goes on one past position L.
   for (int s = 0; s < input.samples_size(); ++s) {
     std::vector<int64_t> filler;
     for (const auto& document : input.samples(s).documents()) {
@@ -188,17 +208,25 @@ absl::Status Needle(const tokenizer::Tokenizer& tokenizer, const v1::TextInput& 
       if (boundary) filler.push_back(*boundary);  // After each filler document (repeats included).
     }
     if (filler.empty()) return Invalid(absl::StrCat("input.text.samples[", s, "]"), "no tokens", "filler text");
-    // With the next token the haystack goes on one token past position L.
-    const auto hay = Fill(filler, length - size + (next ? 1 : 0));
-    for (double depth : input.needle_depths()) {
-      const auto at = static_cast<int64_t>(std::llround(depth * static_cast<double>(length - size)));
+    const auto hay = Fill(filler, hay_tokens + extra);
+    for (size_t d = 0; d < sweep.depths.size(); ++d) {
+      const int64_t at = sweep.starts[d] - 1;
       std::vector<int64_t> ids(hay.begin(), hay.begin() + at);
       ids.insert(ids.end(), needle->begin(), needle->end());
       ids.insert(ids.end(), hay.begin() + at, hay.end());
+      ids.insert(ids.end(), question.begin(), question.end());
       out.tokens.push_back(std::move(ids));
       out.document_starts.push_back({at + 1});
+      sweep.samples.push_back({static_cast<int64_t>(d), s});
     }
+    // The filler alone, the needle-free baseline: the same positions hold the filler's own text.
+    auto alone = Fill(filler, length - asked + extra);
+    alone.insert(alone.end(), question.begin(), question.end());
+    out.tokens.push_back(std::move(alone));
+    out.document_starts.push_back({});
+    sweep.samples.push_back({-1, s});
   }
+  out.needle_sweep = std::move(sweep);
   return absl::OkStatus();
 }
 

@@ -7,10 +7,12 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "posbias/v1/job_service.pb.h"
+#include "server/jobs/jacobian_spec.h"
 #include "server/tokenizer/tokenizer.h"
 
 namespace posbias::service {
@@ -21,6 +23,8 @@ struct LaidOutText {
   // [sample], 1-based: where each document begins, and where a short document repeated to fill
   // its span (FIXED_BOUNDARIES) begins again.
   std::vector<std::vector<int64_t>> document_starts;
+  // NEEDLE: the sweep's layout (depths, the needle's start at each, and which sample is which).
+  std::optional<jobs::JacobianJobSpec::NeedleSweep> needle_sweep;
 };
 
 struct TextLimits {

@@ -263,11 +263,54 @@ class TextInputs(unittest.TestCase):
         hay_ids, needle_ids = self.ids(filler), self.ids(needle)
         hay = [hay_ids[i % len(hay_ids)] for i in range(length - len(needle_ids))]
         expected_starts = []
+        self.assertEqual(len(tokens), 4, "a sample per depth, then the filler alone")
         for depth, sample in zip((0, 0.5, 1), tokens):
             at = math.floor(depth * (length - len(needle_ids)) + 0.5)  # Half away from zero, as the server.
             self.assertEqual(sample, hay[:at] + needle_ids + hay[at:])
             expected_starts.append([at + 1])
-        self.assertEqual(starts, expected_starts)
+        self.assertEqual(tokens[3], [hay_ids[i % len(hay_ids)] for i in range(length)])
+        self.assertEqual(starts, expected_starts + [[]])
+
+    def test_a_needle_sweep_with_a_question_answers_per_depth_against_the_filler_alone(self):
+        fillers = ["Filler text that goes on and on about nothing in particular, again and again. " * 2,
+                   "Another haystack, with other words in it, about the weather, the sea and the hills. " * 2]
+        needle, question = "The secret number is 4242.", " What is the secret number?"
+        depths = [0, 0.5, 1]
+        length = 48
+        text = pb.job.TextInput(samples=[pb.job.TextSample(documents=[f]) for f in fillers],
+                                layout=pb.job.TEXT_LAYOUT_NEEDLE, needle=needle, needle_depths=depths, question=question)
+        tokens, starts, result = self.run_job(text, length, raw=True)
+        needle_ids, question_ids = self.ids(needle), self.ids(question)
+        hay_tokens = length - len(needle_ids) - len(question_ids)
+        expected = []
+        for filler in fillers:
+            ids = self.ids(filler)
+            hay = [ids[i % len(ids)] for i in range(hay_tokens)]
+            for depth in depths:
+                at = math.floor(depth * hay_tokens + 0.5)
+                expected.append(hay[:at] + needle_ids + hay[at:] + question_ids)
+            expected.append([ids[i % len(ids)] for i in range(length - len(question_ids))] + question_ids)
+        self.assertEqual(tokens, expected, "the question ends every sample at L")
+        # Per depth: the span's share of each profile, over fillers, and the same positions alone.
+        profiles = {raw.sample: list(raw.sq_norm) for raw in result.raw_samples if raw.layer == 0}
+        self.assertEqual(len(result.needle_sweep), len(depths))
+        for d, depth in enumerate(depths):
+            start = math.floor(depth * hay_tokens + 0.5) + 1
+            span = range(start - 1, start - 1 + len(needle_ids))
+
+            def share(x):
+                return sum(x[j] for j in span) / sum(x)
+            shares = [share(profiles[f * (len(depths) + 1) + d]) for f in range(len(fillers))]
+            alone = [share(profiles[f * (len(depths) + 1) + len(depths)]) for f in range(len(fillers))]
+            answer = result.needle_sweep[d]
+            with self.subTest(depth=depth):
+                self.assertEqual((answer.depth, answer.start, answer.tokens, answer.fillers),
+                                 (depth, start, len(needle_ids), len(fillers)))
+                self.assertAlmostEqual(answer.share_mean, sum(shares) / 2, places=12)
+                self.assertAlmostEqual(answer.share_stderr, abs(shares[0] - shares[1]) / 2, places=12)
+                self.assertAlmostEqual(answer.baseline_share_mean, sum(alone) / 2, places=12)
+                self.assertAlmostEqual(answer.baseline_share_stderr, abs(alone[0] - alone[1]) / 2, places=12)
+        self.assertTrue(all(0 < d.share_mean < 1 for d in result.needle_sweep))
 
     def test_log_prob_at_the_last_position_scores_the_token_that_follows_in_the_text(self):
         log_prob = pb.job.JACOBIAN_OUTPUT_LOG_PROB
@@ -300,8 +343,9 @@ class TextInputs(unittest.TestCase):
                                                           needle_depths=[1]), 40, log_prob)
         hay_ids, needle_ids = self.ids(filler), self.ids(needle)
         at = 40 - len(needle_ids)
-        self.assertEqual(tokens, [[hay_ids[i % len(hay_ids)] for i in range(at)] + needle_ids + [hay_ids[at % len(hay_ids)]]])
-        self.assertEqual(starts, [[at + 1]])
+        self.assertEqual(tokens, [[hay_ids[i % len(hay_ids)] for i in range(at)] + needle_ids + [hay_ids[at % len(hay_ids)]],
+                                  [hay_ids[i % len(hay_ids)] for i in range(41)]], "and the filler alone, L + 1 ids")
+        self.assertEqual(starts, [[at + 1], []])
 
     def test_a_boundary_token_begins_each_document_span_and_separates_needle_fillers(self):
         eos = 50256
@@ -320,7 +364,8 @@ class TextInputs(unittest.TestCase):
                                                      boundary_token=pb.job.TEXT_BOUNDARY_TOKEN_EOS), 48)
         hay = self.ids(fillers[0]) + [eos] + self.ids(fillers[1]) + [eos]
         needle_ids = self.ids(needle)
-        self.assertEqual(tokens, [needle_ids + [hay[i % len(hay)] for i in range(48 - len(needle_ids))]])
+        self.assertEqual(tokens[0], needle_ids + [hay[i % len(hay)] for i in range(48 - len(needle_ids))])
+        self.assertEqual(tokens[1], [hay[i % len(hay)] for i in range(48)], "the filler alone")
         # GPT-2's vocabulary has no beginning-of-sequence token; CONCATENATE has its separator.
         for layout, token, words in ((pb.job.TEXT_LAYOUT_FIXED_BOUNDARIES, pb.job.TEXT_BOUNDARY_TOKEN_BOS,
                                       "no beginning-of-sequence token"),

@@ -23,8 +23,9 @@ from posbias._errors import (AbortedError, AlreadyExistsError, CancelledError, D
 from posbias._jobs import TERMINAL_STATES, Job
 from posbias._results import JobResult
 from posbias._types import (BoundarySpike, BranchRatios, ContinuumResult, DiscreteResult, ExportedModel, Failure,
-                            FitResult, JobProgress, LayerProfile, Metrics, Model, ModelConfig, ModelFit, PathwayComparison,
-                            Preset, ProfileSummary, Quantile, RidgePoint, TheoryCurve, TheoryFit, Tokenization)
+                            FitResult, JobProgress, LayerProfile, Metrics, Model, ModelConfig, ModelFit, NeedleSweep,
+                            PathwayComparison, Preset, ProfileSummary, Quantile, RidgePoint, TheoryCurve, TheoryFit,
+                            Tokenization)
 
 __version__ = "0.1.0"
 
@@ -36,7 +37,7 @@ __all__ = [
     "UnavailableError", "UnimplementedError", "UnknownError",
     "BranchRatios", "ContinuumResult", "DiscreteResult", "ExportedModel", "Failure", "FitResult", "JobProgress",
     "BoundarySpike", "LayerProfile", "Metrics", "Model", "ModelConfig", "ModelFit", "PathwayComparison", "Preset",
-    "ProfileSummary",
+    "NeedleSweep", "ProfileSummary",
     "Quantile",
     "RidgePoint", "TheoryCurve", "TheoryFit",
     "Tokenization",

@@ -608,7 +608,8 @@ class Client:
                         texts: Optional[Sequence[Union[str, Sequence[str]]]] = None, layout: EnumLike = "concatenate",
                         boundaries: Optional[Sequence[int]] = None, needle: Optional[str] = None,
                         needle_depths: Optional[Sequence[float]] = None, separator: str = "", truncate: bool = False,
-                        boundary_token: EnumLike = "none", labels: Optional[Mapping[str, str]] = None,
+                        boundary_token: EnumLike = "none", question: str = "",
+                        labels: Optional[Mapping[str, str]] = None,
                         request_id: Optional[str] = None, timeout: Any = _DEFAULT) -> Job:
         """Submits a Jacobian-norm measurement (SubmitJob) and returns its Job (queued).
 
@@ -626,7 +627,8 @@ class Client:
         of documents), tokenized by the model's tokenizer and laid out by `layout`:
         "concatenate" (documents joined by `separator`, default the end-of-sequence token;
         `truncate` cuts to L), "fixed_boundaries" (documents begin at `boundaries`) or "needle"
-        (`needle` at each of `needle_depths` inside the documents); boundary_token "eos" or "bos"
+        (`needle` at each of `needle_depths` inside the documents, then `question`, each filler
+        also alone as the baseline: the result's `needle_sweep`); boundary_token "eos" or "bos"
         puts that token at each document start (fixed_boundaries) or after each filler document
         (needle), "none" (default) none. labels and request_id as in
         the API (a retry with the same request_id returns the same job)."""
@@ -651,6 +653,7 @@ class Client:
             text.layout = enum_value(job_service_pb2.TextLayout, layout, "layout")
             text.boundaries.extend(int(b) for b in boundaries or ())
             text.needle = needle or ""
+            text.question = question
             text.needle_depths.extend(float(d) for d in needle_depths or ())
             text.separator = separator
             text.truncate = truncate

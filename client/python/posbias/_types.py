@@ -434,6 +434,33 @@ class BoundarySpike:
 
 
 @dataclasses.dataclass
+class NeedleSweep:
+    """A needle-depth sweep, per depth (job_service.proto NeedleDepth), as arrays: the needle's
+    `start` and `tokens`, its span's share of sum_j ||J_j||^2 (mean, std and standard error over
+    the `fillers`) and the same positions' share with the filler alone (the baseline)."""
+    depth: np.ndarray
+    start: np.ndarray
+    tokens: np.ndarray
+    fillers: np.ndarray
+    share_mean: np.ndarray
+    share_std: np.ndarray
+    share_stderr: np.ndarray
+    baseline_share_mean: np.ndarray
+    baseline_share_std: np.ndarray
+    baseline_share_stderr: np.ndarray
+
+    @classmethod
+    def from_proto(cls, depths) -> "NeedleSweep":
+        def column(name, dtype):
+            return np.array([getattr(d, name) for d in depths], dtype=dtype)
+        return cls(depth=column("depth", np.float64), start=column("start", np.int64), tokens=column("tokens", np.int64),
+                   fillers=column("fillers", np.int64),
+                   **{name: column(name, np.float64) for name in (
+                       "share_mean", "share_std", "share_stderr", "baseline_share_mean", "baseline_share_std",
+                       "baseline_share_stderr")})
+
+
+@dataclasses.dataclass
 class PathwayComparison:
     """compare_pathways jobs: the value pathway measured beside the full one (same samples, same
     probes). Arrays are parallel to JobResult.positions; per position and sample, with

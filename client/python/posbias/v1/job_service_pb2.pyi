@@ -165,7 +165,7 @@ class JacobianNormProfile(_message.Message):
     def __init__(self, layer: _Optional[int] = ..., stats: _Optional[_Union[JacobianNormStats, _Mapping]] = ..., theory: _Optional[_Union[JobTheoryComparison, _Mapping]] = ...) -> None: ...
 
 class JacobianNormResult(_message.Message):
-    __slots__ = ["boundary_spikes", "branch_ratios", "document_starts", "layer_profiles", "log_prob_mean", "log_prob_std", "method", "num_layers", "output", "pathways", "positions", "profile", "provenance", "raw_samples", "sample_tokens", "samples", "sequence_length", "target_position"]
+    __slots__ = ["boundary_spikes", "branch_ratios", "document_starts", "layer_profiles", "log_prob_mean", "log_prob_std", "method", "needle_sweep", "num_layers", "output", "pathways", "positions", "profile", "provenance", "raw_samples", "sample_tokens", "samples", "sequence_length", "target_position"]
     BOUNDARY_SPIKES_FIELD_NUMBER: _ClassVar[int]
     BRANCH_RATIOS_FIELD_NUMBER: _ClassVar[int]
     DOCUMENT_STARTS_FIELD_NUMBER: _ClassVar[int]
@@ -173,6 +173,7 @@ class JacobianNormResult(_message.Message):
     LOG_PROB_MEAN_FIELD_NUMBER: _ClassVar[int]
     LOG_PROB_STD_FIELD_NUMBER: _ClassVar[int]
     METHOD_FIELD_NUMBER: _ClassVar[int]
+    NEEDLE_SWEEP_FIELD_NUMBER: _ClassVar[int]
     NUM_LAYERS_FIELD_NUMBER: _ClassVar[int]
     OUTPUT_FIELD_NUMBER: _ClassVar[int]
     PATHWAYS_FIELD_NUMBER: _ClassVar[int]
@@ -191,6 +192,7 @@ class JacobianNormResult(_message.Message):
     log_prob_mean: float
     log_prob_std: float
     method: JacobianMethod
+    needle_sweep: _containers.RepeatedCompositeFieldContainer[NeedleDepth]
     num_layers: int
     output: JacobianOutput
     pathways: JobPathwayComparison
@@ -202,7 +204,7 @@ class JacobianNormResult(_message.Message):
     samples: int
     sequence_length: int
     target_position: int
-    def __init__(self, sequence_length: _Optional[int] = ..., target_position: _Optional[int] = ..., samples: _Optional[int] = ..., output: _Optional[_Union[JacobianOutput, str]] = ..., method: _Optional[_Union[JacobianMethod, str]] = ..., num_layers: _Optional[int] = ..., positions: _Optional[_Iterable[int]] = ..., profile: _Optional[_Union[JacobianNormProfile, _Mapping]] = ..., layer_profiles: _Optional[_Iterable[_Union[JacobianNormProfile, _Mapping]]] = ..., branch_ratios: _Optional[_Iterable[_Union[JobLayerBranchRatio, _Mapping]]] = ..., log_prob_mean: _Optional[float] = ..., log_prob_std: _Optional[float] = ..., raw_samples: _Optional[_Iterable[_Union[JobRawSample, _Mapping]]] = ..., sample_tokens: _Optional[_Iterable[_Union[JobSampleTokens, _Mapping]]] = ..., provenance: _Optional[_Union[JobProvenance, _Mapping]] = ..., pathways: _Optional[_Union[JobPathwayComparison, _Mapping]] = ..., document_starts: _Optional[_Iterable[_Union[JobSampleMarks, _Mapping]]] = ..., boundary_spikes: _Optional[_Iterable[_Union[BoundarySpike, _Mapping]]] = ...) -> None: ...
+    def __init__(self, sequence_length: _Optional[int] = ..., target_position: _Optional[int] = ..., samples: _Optional[int] = ..., output: _Optional[_Union[JacobianOutput, str]] = ..., method: _Optional[_Union[JacobianMethod, str]] = ..., num_layers: _Optional[int] = ..., positions: _Optional[_Iterable[int]] = ..., profile: _Optional[_Union[JacobianNormProfile, _Mapping]] = ..., layer_profiles: _Optional[_Iterable[_Union[JacobianNormProfile, _Mapping]]] = ..., branch_ratios: _Optional[_Iterable[_Union[JobLayerBranchRatio, _Mapping]]] = ..., log_prob_mean: _Optional[float] = ..., log_prob_std: _Optional[float] = ..., raw_samples: _Optional[_Iterable[_Union[JobRawSample, _Mapping]]] = ..., sample_tokens: _Optional[_Iterable[_Union[JobSampleTokens, _Mapping]]] = ..., provenance: _Optional[_Union[JobProvenance, _Mapping]] = ..., pathways: _Optional[_Union[JobPathwayComparison, _Mapping]] = ..., document_starts: _Optional[_Iterable[_Union[JobSampleMarks, _Mapping]]] = ..., boundary_spikes: _Optional[_Iterable[_Union[BoundarySpike, _Mapping]]] = ..., needle_sweep: _Optional[_Iterable[_Union[NeedleDepth, _Mapping]]] = ...) -> None: ...
 
 class JacobianNormSpec(_message.Message):
     __slots__ = ["compare_pathways", "dtype", "fit_effective_depth", "input", "method", "model", "output", "pathway", "probe_seed", "probes", "return_raw_samples", "samples", "sequence_length", "target_position"]
@@ -586,6 +588,30 @@ class ListJobsResponse(_message.Message):
     next_page_token: str
     def __init__(self, jobs: _Optional[_Iterable[_Union[Job, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
+class NeedleDepth(_message.Message):
+    __slots__ = ["baseline_share_mean", "baseline_share_std", "baseline_share_stderr", "depth", "fillers", "share_mean", "share_std", "share_stderr", "start", "tokens"]
+    BASELINE_SHARE_MEAN_FIELD_NUMBER: _ClassVar[int]
+    BASELINE_SHARE_STDERR_FIELD_NUMBER: _ClassVar[int]
+    BASELINE_SHARE_STD_FIELD_NUMBER: _ClassVar[int]
+    DEPTH_FIELD_NUMBER: _ClassVar[int]
+    FILLERS_FIELD_NUMBER: _ClassVar[int]
+    SHARE_MEAN_FIELD_NUMBER: _ClassVar[int]
+    SHARE_STDERR_FIELD_NUMBER: _ClassVar[int]
+    SHARE_STD_FIELD_NUMBER: _ClassVar[int]
+    START_FIELD_NUMBER: _ClassVar[int]
+    TOKENS_FIELD_NUMBER: _ClassVar[int]
+    baseline_share_mean: float
+    baseline_share_std: float
+    baseline_share_stderr: float
+    depth: float
+    fillers: int
+    share_mean: float
+    share_std: float
+    share_stderr: float
+    start: int
+    tokens: int
+    def __init__(self, depth: _Optional[float] = ..., start: _Optional[int] = ..., tokens: _Optional[int] = ..., fillers: _Optional[int] = ..., share_mean: _Optional[float] = ..., share_std: _Optional[float] = ..., share_stderr: _Optional[float] = ..., baseline_share_mean: _Optional[float] = ..., baseline_share_std: _Optional[float] = ..., baseline_share_stderr: _Optional[float] = ...) -> None: ...
+
 class RandomTokensInput(_message.Message):
     __slots__ = ["seed"]
     SEED_FIELD_NUMBER: _ClassVar[int]
@@ -610,12 +636,13 @@ class SubmitJobRequest(_message.Message):
     def __init__(self, spec: _Optional[_Union[JobSpec, _Mapping]] = ..., labels: _Optional[_Mapping[str, str]] = ..., request_id: _Optional[str] = ...) -> None: ...
 
 class TextInput(_message.Message):
-    __slots__ = ["boundaries", "boundary_token", "layout", "needle", "needle_depths", "samples", "separator", "truncate"]
+    __slots__ = ["boundaries", "boundary_token", "layout", "needle", "needle_depths", "question", "samples", "separator", "truncate"]
     BOUNDARIES_FIELD_NUMBER: _ClassVar[int]
     BOUNDARY_TOKEN_FIELD_NUMBER: _ClassVar[int]
     LAYOUT_FIELD_NUMBER: _ClassVar[int]
     NEEDLE_DEPTHS_FIELD_NUMBER: _ClassVar[int]
     NEEDLE_FIELD_NUMBER: _ClassVar[int]
+    QUESTION_FIELD_NUMBER: _ClassVar[int]
     SAMPLES_FIELD_NUMBER: _ClassVar[int]
     SEPARATOR_FIELD_NUMBER: _ClassVar[int]
     TRUNCATE_FIELD_NUMBER: _ClassVar[int]
@@ -624,10 +651,11 @@ class TextInput(_message.Message):
     layout: TextLayout
     needle: str
     needle_depths: _containers.RepeatedScalarFieldContainer[float]
+    question: str
     samples: _containers.RepeatedCompositeFieldContainer[TextSample]
     separator: str
     truncate: bool
-    def __init__(self, samples: _Optional[_Iterable[_Union[TextSample, _Mapping]]] = ..., layout: _Optional[_Union[TextLayout, str]] = ..., separator: _Optional[str] = ..., boundaries: _Optional[_Iterable[int]] = ..., needle: _Optional[str] = ..., needle_depths: _Optional[_Iterable[float]] = ..., truncate: bool = ..., boundary_token: _Optional[_Union[TextBoundaryToken, str]] = ...) -> None: ...
+    def __init__(self, samples: _Optional[_Iterable[_Union[TextSample, _Mapping]]] = ..., layout: _Optional[_Union[TextLayout, str]] = ..., separator: _Optional[str] = ..., boundaries: _Optional[_Iterable[int]] = ..., needle: _Optional[str] = ..., needle_depths: _Optional[_Iterable[float]] = ..., truncate: bool = ..., boundary_token: _Optional[_Union[TextBoundaryToken, str]] = ..., question: _Optional[str] = ...) -> None: ...
 
 class TextSample(_message.Message):
     __slots__ = ["documents"]

@@ -1,0 +1,77 @@
+#include "server/jobs/needle_sweep.h"
+
+#include <cmath>
+#include <map>
+#include <optional>
+
+namespace posbias::jobs {
+namespace {
+
+// The share of positions begin..begin+count-1 (1-based) in x; none when x sums to 0.
+std::optional<double> SpanShare(const std::vector<double>& x, int64_t begin, int64_t count) {
+  double span = 0, total = 0;
+  for (size_t j = 0; j < x.size(); ++j) {
+    total += x[j];
+    const auto position = static_cast<int64_t>(j) + 1;
+    if (position >= begin && position < begin + count) span += x[j];
+  }
+  if (!(total > 0)) return std::nullopt;
+  return span / total;
+}
+
+struct Moments {
+  double mean = 0, std = 0, stderr_ = 0;
+};
+
+Moments MomentsOf(const std::vector<double>& values) {
+  Moments m;
+  if (values.empty()) return m;
+  const auto n = static_cast<double>(values.size());
+  for (double v : values) m.mean += v;
+  m.mean /= n;
+  double squares = 0;
+  for (double v : values) squares += (v - m.mean) * (v - m.mean);
+  m.std = values.size() > 1 ? std::sqrt(squares / (n - 1)) : 0.0;
+  m.stderr_ = m.std / std::sqrt(n);
+  return m;
+}
+
+}  // namespace
+
+std::vector<NeedleDepth> NeedleSweepShares(const JacobianJobSpec::NeedleSweep& sweep,
+                                           const std::vector<std::vector<double>>& sample_sq_norm) {
+  std::map<std::pair<int64_t, int64_t>, size_t> sample_of;  // {depth index, filler} -> sample.
+  for (size_t s = 0; s < sweep.samples.size() && s < sample_sq_norm.size(); ++s) {
+    if (sweep.samples[s].size() == 2) sample_of[{sweep.samples[s][0], sweep.samples[s][1]}] = s;
+  }
+  std::vector<NeedleDepth> depths;
+  for (size_t d = 0; d < sweep.depths.size(); ++d) {
+    std::vector<double> shares, baselines;
+    for (const auto& [key, s] : sample_of) {
+      if (key.first != static_cast<int64_t>(d)) continue;
+      auto alone = sample_of.find({-1, key.second});
+      if (alone == sample_of.end()) continue;
+      auto share = SpanShare(sample_sq_norm[s], sweep.starts[d], sweep.needle_tokens);
+      auto baseline = SpanShare(sample_sq_norm[alone->second], sweep.starts[d], sweep.needle_tokens);
+      if (!share || !baseline) continue;
+      shares.push_back(*share);
+      baselines.push_back(*baseline);
+    }
+    const Moments share = MomentsOf(shares), baseline = MomentsOf(baselines);
+    NeedleDepth depth;
+    depth.depth = sweep.depths[d];
+    depth.start = sweep.starts[d];
+    depth.tokens = sweep.needle_tokens;
+    depth.fillers = static_cast<int64_t>(shares.size());
+    depth.share_mean = share.mean;
+    depth.share_std = share.std;
+    depth.share_stderr = share.stderr_;
+    depth.baseline_share_mean = baseline.mean;
+    depth.baseline_share_std = baseline.std;
+    depth.baseline_share_stderr = baseline.stderr_;
+    depths.push_back(depth);
+  }
+  return depths;
+}
+
+}  // namespace posbias::jobs

@@ -366,12 +366,61 @@ std::optional<PlotSeries> TheoryCurve(const CliContext& context,
 }
 
 // Draws the measured means and the fitted theory curves to --plot.
+// A needle sweep: the needle span's share against depth, with its standard-error band, beside the
+// same positions' share with the filler alone; written next to the profile plot as
+// <plot>-needle.svg.
+int PlotNeedleSweep(const CliContext& context, const std::string& id, const nlohmann::ordered_json& report) {
+  if (!report.contains("needle_sweep") || !report["needle_sweep"].is_array() || report["needle_sweep"].empty()) return 0;
+  PlotSeries share{.label = "needle span's share", .x = {}, .y = {}, .markers = true};
+  PlotSeries high{.label = "share +- standard error", .x = {}, .y = {}, .markers = false, .dashed = true, .line = true,
+                  .color = 7};
+  PlotSeries low = high;
+  low.label = "";
+  PlotSeries alone{.label = "same positions, filler alone", .x = {}, .y = {}, .markers = true, .dashed = true};
+  for (const auto& d : report["needle_sweep"]) {
+    const double depth = d.value("depth", 0.0), mean = d.value("share_mean", 0.0), se = d.value("share_stderr", 0.0);
+    for (PlotSeries* s : {&share, &high, &low, &alone}) s->x.push_back(depth);
+    share.y.push_back(mean);
+    high.y.push_back(mean + se);
+    low.y.push_back(mean - se);
+    alone.y.push_back(d.value("baseline_share_mean", 0.0));
+  }
+  std::string path = context.plot;
+  if (path.size() > 4 && path.compare(path.size() - 4, 4, ".svg") == 0) path.resize(path.size() - 4);
+  path += "-needle.svg";
+  std::string error;
+  const std::string svg = RenderSvgPlot({share, high, low, alone},
+                                        {.title = "needle sweep " + id,
+                                         .x_label = "needle depth",
+                                         .y_label = "share of sum_j ||J_j||^2",
+                                         .log_y = false},
+                                        &error);
+  std::ofstream(path) << svg;
+  if (svg.empty()) return context.UsageError("cannot draw the needle plot: " + error);
+  context.err << "needle plot written to " << path << "\n";
+  return 0;
+}
+
 int PlotReport(const CliContext& context, const std::string& id,
                const nlohmann::ordered_json& report) {
   const std::vector<double> positions = Numbers(report["positions"]);
   const std::vector<double> mean = Numbers(report["sq_norm_mean"]);
   std::vector<PlotSeries> series = {
       {.label = "measured ||dy/de_j||^2", .x = positions, .y = mean, .markers = true}};
+  // The measured profile's standard-error band, drawn as its two edges (mean +- stderr).
+  const std::vector<double> stderr_of_mean = Numbers(report.value("sq_norm_stderr", nlohmann::ordered_json::array()));
+  if (stderr_of_mean.size() == mean.size()) {
+    PlotSeries upper{.label = "measured +- standard error", .x = positions, .y = mean, .markers = false, .dashed = true,
+                     .line = true, .color = 7};
+    PlotSeries lower = upper;
+    lower.label = "";  // One band, one legend entry.
+    for (size_t j = 0; j < mean.size(); ++j) {
+      upper.y[j] = mean[j] + stderr_of_mean[j];
+      lower.y[j] = mean[j] - stderr_of_mean[j];  // <= 0 is not drawn on the log axis.
+    }
+    series.push_back(std::move(upper));
+    series.push_back(std::move(lower));
+  }
   double total = 0;
   for (double v : mean) total += v;
   const auto& theory = report["theory"];
@@ -398,7 +447,7 @@ int PlotReport(const CliContext& context, const std::string& id,
   std::ofstream(context.plot) << svg;
   if (svg.empty()) return context.UsageError("cannot draw the plot: " + error);
   context.err << "plot written to " << context.plot << "\n";
-  return 0;
+  return PlotNeedleSweep(context, id, report);
 }
 
 // --------------------------------------------------------- get, watch, cancel, rm, result

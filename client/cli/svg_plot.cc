@@ -443,13 +443,25 @@ void AppendLegendEntry(std::string& out, const PlotSeries& s, const char* color,
   out += SvgText(x + 38.0, y + 4.0, s.label, "class=\"legend\"");
 }
 
+// A series' colour: its own palette index, else the next one in series order.
+const char* ColorOf(const std::vector<PlotSeries>& series, std::size_t i) {
+  if (series[i].color >= 0) return kPalette[static_cast<std::size_t>(series[i].color) % kPaletteSize];
+  std::size_t next = 0;
+  for (std::size_t k = 0; k < i; ++k) next += series[k].color < 0 ? 1 : 0;
+  return kPalette[next % kPaletteSize];
+}
+
 void AppendLegend(std::string& out, const std::vector<PlotSeries>& series, const Frame& f,
                   double legend_width) {
   const double x = f.right + 15.0, y = f.top;
+  std::size_t entries = 0;
+  for (const PlotSeries& s : series) entries += s.label.empty() ? 0 : 1;
   out += "<rect x=\"" + Num(x) + "\" y=\"" + Num(y) + "\" width=\"" + Num(legend_width) +
-         "\" height=\"" + Num(10.0 + 20.0 * series.size()) + "\" fill=\"#fff\" stroke=\"#999\"/>\n";
+         "\" height=\"" + Num(10.0 + 20.0 * static_cast<double>(entries)) + "\" fill=\"#fff\" stroke=\"#999\"/>\n";
+  std::size_t row = 0;
   for (std::size_t i = 0; i < series.size(); ++i) {
-    AppendLegendEntry(out, series[i], kPalette[i % kPaletteSize], x, y + 15.0 + 20.0 * i);
+    if (series[i].label.empty()) continue;  // Drawn, not listed (e.g. the second edge of a band).
+    AppendLegendEntry(out, series[i], ColorOf(series, i), x, y + 15.0 + 20.0 * static_cast<double>(row++));
   }
 }
 
@@ -472,8 +484,7 @@ std::string Compose(const std::vector<PlotSeries>& series, const PlotOptions& op
   std::string out = SvgHeader(width, height);
   AppendGrid(out, xa, ya, f);
   for (std::size_t i = 0; i < series.size(); ++i) {
-    AppendSeries(out, series[i], Decimate(Project(series[i], xa, ya), f),
-                 kPalette[i % kPaletteSize]);
+    AppendSeries(out, series[i], Decimate(Project(series[i], xa, ya), f), ColorOf(series, i));
   }
   AppendFrameBox(out, f);
   AppendXAxis(out, xa, f);

@@ -24,6 +24,9 @@ struct PlotSeries {
   bool markers = false;  // draw small circles at the points, in addition to the polyline
   bool dashed = false;
   bool line = true;      // false: points only (e.g. where documents begin), no polyline
+  // Palette index; -1 = the next colour in series order (series with their own index skipped).
+  // A series with an empty label is drawn but not listed in the legend.
+  int color = -1;
 };
 
 struct PlotOptions {

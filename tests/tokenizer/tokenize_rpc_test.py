@@ -194,6 +194,7 @@ class TextInputs(unittest.TestCase):
                 break
             time.sleep(0.1)
         self.assertEqual(job.state, pb.job.JOB_STATE_SUCCEEDED, job.error.message)
+        self.last_job_id = job.id
         result = self.jobs.GetJobResult(pb.job.GetJobResultRequest(id=job.id, include_token_ids=True,
                                                                    include_raw_samples=raw),
                                         timeout=RPC_TIMEOUT_S).jacobian_norm
@@ -311,6 +312,18 @@ class TextInputs(unittest.TestCase):
                 self.assertAlmostEqual(answer.baseline_share_mean, sum(alone) / 2, places=12)
                 self.assertAlmostEqual(answer.baseline_share_stderr, abs(alone[0] - alone[1]) / 2, places=12)
         self.assertTrue(all(0 < d.share_mean < 1 for d in result.needle_sweep))
+        # The CLI prints them as a table, one row per depth, and plots share against depth.
+        plot = os.path.join(WORK, "sweep.svg")
+        printed = subprocess.run([ARGS.cli_binary, "--server", Shared.server.address, "--plot", plot, "jobs", "result",
+                                  self.last_job_id], capture_output=True, text=True, timeout=60)
+        self.assertEqual(printed.returncode, 0, printed.stderr)
+        rows = printed.stdout[printed.stdout.index("needle depth"):].splitlines()[1:]
+        self.assertEqual([float(row.split()[0]) for row in rows], depths)
+        self.assertAlmostEqual(float(rows[1].split()[2]), result.needle_sweep[1].share_mean, places=5)
+        with open(os.path.join(WORK, "sweep-needle.svg"), encoding="utf-8") as f:
+            drawn = f.read()
+        self.assertIn(">needle span&apos;s share<", drawn)
+        self.assertIn(">same positions, filler alone<", drawn)
 
     def test_log_prob_at_the_last_position_scores_the_token_that_follows_in_the_text(self):
         log_prob = pb.job.JACOBIAN_OUTPUT_LOG_PROB

@@ -23,14 +23,20 @@ size_t RowCount(const Table& table) {
 }
 
 void PrintHuman(const Table& table, std::ostream& out) {
+  // Each column as wide as its widest cell or its header (at least 12), so values never overflow.
   std::vector<size_t> width;
-  for (const auto& column : table.columns) width.push_back(std::max<size_t>(column.name.size(), 12));
+  const size_t rows = RowCount(table);
+  for (const auto& column : table.columns) {
+    size_t widest = std::max<size_t>(column.name.size(), 12);
+    for (size_t row = 0; row < rows; ++row) widest = std::max(widest, Cell(column, row).size());
+    width.push_back(widest);
+  }
   for (size_t c = 0; c < table.columns.size(); ++c) {
     out << (c ? "  " : "") << std::string(width[c] - table.columns[c].name.size(), ' ')
         << table.columns[c].name;
   }
   out << "\n";
-  for (size_t row = 0; row < RowCount(table); ++row) {
+  for (size_t row = 0; row < rows; ++row) {
     for (size_t c = 0; c < table.columns.size(); ++c) {
       const std::string cell = Cell(table.columns[c], row);
       out << (c ? "  " : "") << std::string(width[c] > cell.size() ? width[c] - cell.size() : 0, ' ')

@@ -103,6 +103,24 @@ TEST(PrintResultAsTable, WidensAColumnToItsLongName) {
             "               1.5             2\n");
 }
 
+TEST(PrintResultAsTable, WidensAColumnToItsWidestValueSoNothingOverflowsItsHeader) {
+  Table table;
+  table.columns.push_back({"value", {1, -1.2345678901234567e-300}, /*integer=*/false});
+  table.columns.push_back({"next", {2, 3}, /*integer=*/true});
+  const std::string text = Print(table, Format::kTable);
+  std::istringstream lines(text);
+  std::string header, first, second;
+  std::getline(lines, header);
+  std::getline(lines, first);
+  std::getline(lines, second);
+  EXPECT_EQ(header.size(), second.size()) << text;
+  EXPECT_EQ(first.size(), second.size()) << text;
+  // The second column starts at the same place in every line.
+  EXPECT_EQ(header.find("next") + 4, header.size());
+  EXPECT_EQ(second.rfind(" 3") + 2, second.size());
+  EXPECT_EQ(second.find(FormatNumber(-1.2345678901234567e-300) + "  "), 0u) << text;
+}
+
 TEST(PrintResultAsTable, PrintsIntegerColumnsWithoutAFraction) {
   Table table;
   table.columns.push_back({"position", {1, 250, 100000}, true});

@@ -223,14 +223,16 @@ absl::StatusOr<JacobianJobSpec> SpecFromJson(const nlohmann::json& json) {
   }
   if (auto it = json.find("needle_sweep"); it != json.end() && !it->is_null()) {
     JacobianJobSpec::NeedleSweep sweep;
-    std::vector<std::vector<int64_t>> starts;
     if (!it->is_object()) return TypeError("spec.needle_sweep", *it, "an object");
-    const Json wrapped = {{"starts", Json::array({it->value("starts", Json::array())})}};
-    for (absl::Status status : {ReadIdLists(*it, "samples", sweep.samples), ReadInt64(*it, "needle_tokens", sweep.needle_tokens),
-                                ReadIdLists(wrapped, "starts", starts)}) {
+    for (absl::Status status : {ReadIdLists(*it, "samples", sweep.samples), ReadInt64(*it, "needle_tokens", sweep.needle_tokens)}) {
       if (!status.ok()) return status;
     }
-    sweep.starts = starts.empty() ? std::vector<int64_t>() : starts.front();
+    const Json starts = it->value("starts", Json::array());
+    if (!starts.is_array()) return TypeError("spec.needle_sweep.starts", starts, "an array of integers");
+    for (const Json& start : starts) {
+      if (!IsInt64(start)) return TypeError("spec.needle_sweep.starts", start, "a 64-bit integer");
+      sweep.starts.push_back(start.get<int64_t>());
+    }
     const Json depths = it->value("depths", Json::array());
     if (!depths.is_array()) return TypeError("spec.needle_sweep.depths", depths, "an array of numbers");
     for (const Json& depth : depths) {

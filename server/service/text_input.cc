@@ -52,7 +52,7 @@ absl::Status CheckSizes(const v1::TextInput& input, const TextLimits& limits) {
   if (input.samples_size() > limits.max_samples) {
     return TooLargeError("input.text.samples", std::to_string(input.samples_size()), std::to_string(limits.max_samples));
   }
-  size_t total = input.separator().size() + input.needle().size();
+  size_t total = input.separator().size() + input.needle().size() + input.question().size();
   for (int s = 0; s < input.samples_size(); ++s) {
     const auto& documents = input.samples(s).documents();
     const std::string field = absl::StrCat("input.text.samples[", s, "].documents");

@@ -420,6 +420,15 @@ class TextInputs(unittest.TestCase):
                     self.jobs.SubmitJob(pb.job.SubmitJobRequest(spec=spec), timeout=RPC_TIMEOUT_S)
                 self.assertEqual(refused.exception.code().name, code)
                 self.assertIn(field, refused.exception.details())
+        # A question counts toward the 16 MiB of text as the documents do.
+        long_question = pb.job.TextInput(samples=[pb.job.TextSample(documents=["filler"])], layout=pb.job.TEXT_LAYOUT_NEEDLE,
+                                         needle="x", needle_depths=[0.5], question="?" * ((16 << 20) + 1))
+        spec = pb.job.JobSpec(jacobian_norm=pb.job.JacobianNormSpec(
+            model="with-tokenizer", sequence_length=8, input=pb.job.JacobianInput(text=long_question)))
+        with self.assertRaises(grpc.RpcError) as too_long:
+            self.jobs.SubmitJob(pb.job.SubmitJobRequest(spec=spec), timeout=RPC_TIMEOUT_S)
+        self.assertEqual((too_long.exception.code(), reason_of(too_long.exception)),
+                         (grpc.StatusCode.RESOURCE_EXHAUSTED, "REQUEST_TOO_LARGE"))
         huge = pb.job.TextInput(samples=[pb.job.TextSample(documents=["x" * ((1 << 20) + 1)])])
         spec = pb.job.JobSpec(jacobian_norm=pb.job.JacobianNormSpec(
             model="with-tokenizer", sequence_length=8, input=pb.job.JacobianInput(text=huge)))

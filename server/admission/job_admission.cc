@@ -50,8 +50,7 @@ absl::Status CheckShape(const jobs::JacobianJobSpec& spec, const registry::Model
 // Given tokens: exactly L ids per sequence (plus the next token where LOG_PROB at T = L needs
 // one, and only there), each id within the vocabulary.
 absl::Status CheckTokens(const jobs::JacobianJobSpec& spec, const registry::ModelEntry& model) {
-  const int64_t target = spec.target == 0 ? spec.length : spec.target;
-  const bool needs_next = spec.output == jobs::JacobianOutput::kLogProb && target == spec.length;
+  const bool needs_next = jobs::NeedsNextToken(spec);
   const auto wanted = static_cast<size_t>(spec.length + (needs_next ? 1 : 0));
   const int64_t vocab = model.config.vocab_size;
   for (size_t s = 0; s < spec.tokens.size(); ++s) {

@@ -7,6 +7,8 @@
 #include <optional>
 #include <set>
 
+#include "server/jobs/sample_moments.h"
+
 namespace posbias::jobs {
 namespace {
 
@@ -48,15 +50,10 @@ std::vector<BoundarySpike> BoundarySpikes(const std::vector<std::vector<int64_t>
     BoundarySpike spike;
     spike.position = b;
     spike.ratio = SpikeRatio(mean_profile, b).value_or(std::nan(""));
-    double mean = 0;
-    for (double r : ratios) mean += r;
-    mean /= n;
-    double squares = 0;
-    for (double r : ratios) squares += (r - mean) * (r - mean);
-    const double std = ratios.size() > 1 ? std::sqrt(squares / (n - 1)) : 0.0;
-    spike.ratio_mean = mean;
-    spike.ratio_std = std;
-    spike.ratio_stderr = std / std::sqrt(n);
+    const SampleMoments own = MomentsOf(ratios);
+    spike.ratio_mean = own.mean;
+    spike.ratio_std = own.std;
+    spike.ratio_stderr = own.standard_error;
     spike.samples = static_cast<int64_t>(ratios.size());
     spikes.push_back(spike);
   }

@@ -93,6 +93,12 @@ struct JacobianJobSpec {
   std::optional<NeedleSweep> needle_sweep;
 };
 
+// Whether the job needs the token after position L: LOG_PROB at T = L scores it (given tokens then
+// carry L + 1 ids, text layouts take it from the text).
+inline bool NeedsNextToken(const JacobianJobSpec& spec) {
+  return spec.output == JacobianOutput::kLogProb && (spec.target == 0 ? spec.length : spec.target) == spec.length;
+}
+
 nlohmann::json SpecToJson(const JacobianJobSpec& spec);
 // Missing members keep their defaults (older records stay readable); unknown members are ignored
 // (newer ones too). A member of the wrong type or an unknown enum name is INVALID_ARGUMENT.

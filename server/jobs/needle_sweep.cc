@@ -1,8 +1,9 @@
 #include "server/jobs/needle_sweep.h"
 
-#include <cmath>
 #include <map>
 #include <optional>
+
+#include "server/jobs/sample_moments.h"
 
 namespace posbias::jobs {
 namespace {
@@ -17,23 +18,6 @@ std::optional<double> SpanShare(const std::vector<double>& x, int64_t begin, int
   }
   if (!(total > 0)) return std::nullopt;
   return span / total;
-}
-
-struct Moments {
-  double mean = 0, std = 0, stderr_ = 0;
-};
-
-Moments MomentsOf(const std::vector<double>& values) {
-  Moments m;
-  if (values.empty()) return m;
-  const auto n = static_cast<double>(values.size());
-  for (double v : values) m.mean += v;
-  m.mean /= n;
-  double squares = 0;
-  for (double v : values) squares += (v - m.mean) * (v - m.mean);
-  m.std = values.size() > 1 ? std::sqrt(squares / (n - 1)) : 0.0;
-  m.stderr_ = m.std / std::sqrt(n);
-  return m;
 }
 
 }  // namespace
@@ -57,7 +41,7 @@ std::vector<NeedleDepth> NeedleSweepShares(const JacobianJobSpec::NeedleSweep& s
       shares.push_back(*share);
       baselines.push_back(*baseline);
     }
-    const Moments share = MomentsOf(shares), baseline = MomentsOf(baselines);
+    const SampleMoments share = MomentsOf(shares), baseline = MomentsOf(baselines);
     NeedleDepth depth;
     depth.depth = sweep.depths[d];
     depth.start = sweep.starts[d];
@@ -65,10 +49,10 @@ std::vector<NeedleDepth> NeedleSweepShares(const JacobianJobSpec::NeedleSweep& s
     depth.fillers = static_cast<int64_t>(shares.size());
     depth.share_mean = share.mean;
     depth.share_std = share.std;
-    depth.share_stderr = share.stderr_;
+    depth.share_stderr = share.standard_error;
     depth.baseline_share_mean = baseline.mean;
     depth.baseline_share_std = baseline.std;
-    depth.baseline_share_stderr = baseline.stderr_;
+    depth.baseline_share_stderr = baseline.standard_error;
     depths.push_back(depth);
   }
   return depths;

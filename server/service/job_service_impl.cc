@@ -62,9 +62,8 @@ absl::StatusOr<v1::Job> JobServiceImpl::Submit(Caller& caller, const v1::SubmitJ
     auto tokenizer = tokenizers_->For(*model);
     if (!tokenizer.ok()) return tokenizer.status();
     // LOG_PROB at T = L scores the token after position L: the text gives that one too.
-    const int64_t target = record->spec.target == 0 ? record->spec.length : record->spec.target;
-    const bool next = record->spec.output == jobs::JacobianOutput::kLogProb && target == record->spec.length;
-    auto laid_out = LayOutText(**tokenizer, request.spec().jacobian_norm().input().text(), record->spec.length, next);
+    auto laid_out = LayOutText(**tokenizer, request.spec().jacobian_norm().input().text(), record->spec.length,
+                               jobs::NeedsNextToken(record->spec));
     if (!laid_out.ok()) return laid_out.status();
     record->spec.input = jobs::JacobianInput::kGivenTokens;
     record->spec.tokens = std::move(laid_out->tokens);

@@ -420,22 +420,21 @@ class TextInputs(unittest.TestCase):
                     self.jobs.SubmitJob(pb.job.SubmitJobRequest(spec=spec), timeout=RPC_TIMEOUT_S)
                 self.assertEqual(refused.exception.code().name, code)
                 self.assertIn(field, refused.exception.details())
-        # A question counts toward the 16 MiB of text as the documents do.
-        long_question = pb.job.TextInput(samples=[pb.job.TextSample(documents=["filler"])], layout=pb.job.TEXT_LAYOUT_NEEDLE,
-                                         needle="x", needle_depths=[0.5], question="?" * ((16 << 20) + 1))
-        spec = pb.job.JobSpec(jacobian_norm=pb.job.JacobianNormSpec(
-            model="with-tokenizer", sequence_length=8, input=pb.job.JacobianInput(text=long_question)))
-        with self.assertRaises(grpc.RpcError) as too_long:
-            self.jobs.SubmitJob(pb.job.SubmitJobRequest(spec=spec), timeout=RPC_TIMEOUT_S)
-        self.assertEqual((too_long.exception.code(), reason_of(too_long.exception)),
-                         (grpc.StatusCode.RESOURCE_EXHAUSTED, "REQUEST_TOO_LARGE"))
-        huge = pb.job.TextInput(samples=[pb.job.TextSample(documents=["x" * ((1 << 20) + 1)])])
-        spec = pb.job.JobSpec(jacobian_norm=pb.job.JacobianNormSpec(
-            model="with-tokenizer", sequence_length=8, input=pb.job.JacobianInput(text=huge)))
-        with self.assertRaises(grpc.RpcError) as too_large:
-            self.jobs.SubmitJob(pb.job.SubmitJobRequest(spec=spec), timeout=RPC_TIMEOUT_S)
-        self.assertEqual((too_large.exception.code(), reason_of(too_large.exception)),
-                         (grpc.StatusCode.RESOURCE_EXHAUSTED, "REQUEST_TOO_LARGE"))
+        too_large = {
+            "a document over 1 MiB": pb.job.TextInput(samples=[pb.job.TextSample(documents=["x" * ((1 << 20) + 1)])]),
+            # A question counts toward the 16 MiB of text as the documents do.
+            "a question over 16 MiB": pb.job.TextInput(
+                samples=[pb.job.TextSample(documents=["filler"])], layout=pb.job.TEXT_LAYOUT_NEEDLE, needle="x",
+                needle_depths=[0.5], question="?" * ((16 << 20) + 1)),
+        }
+        for what, text in too_large.items():
+            spec = pb.job.JobSpec(jacobian_norm=pb.job.JacobianNormSpec(
+                model="with-tokenizer", sequence_length=8, input=pb.job.JacobianInput(text=text)))
+            with self.subTest(what=what):
+                with self.assertRaises(grpc.RpcError) as refused:
+                    self.jobs.SubmitJob(pb.job.SubmitJobRequest(spec=spec), timeout=RPC_TIMEOUT_S)
+                self.assertEqual((refused.exception.code(), reason_of(refused.exception)),
+                                 (grpc.StatusCode.RESOURCE_EXHAUSTED, "REQUEST_TOO_LARGE"))
         spec = pb.job.JobSpec(jacobian_norm=pb.job.JacobianNormSpec(
             model="gpt2-tiny", sequence_length=8, input=pb.job.JacobianInput(text=cases[0][0])))
         with self.assertRaises(grpc.RpcError) as no_tokenizer:

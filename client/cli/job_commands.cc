@@ -47,6 +47,9 @@ nlohmann::ordered_json JobJson(const v1::Job& j) {
   if (spec.pathway() == v1::JACOBIAN_PATHWAY_VALUE_ONLY) json["pathway"] = "value_only";
   if (spec.compare_pathways()) json["compare_pathways"] = true;
   if (spec.return_raw_samples()) json["raw_samples"] = true;
+  if (spec.probe_distribution() != v1::PROBE_DISTRIBUTION_UNSPECIFIED) {
+    json["probe_distribution"] = LowerEnum(v1::ProbeDistribution_Name(spec.probe_distribution()), "PROBE_DISTRIBUTION_");
+  }
   if (j.progress().has_estimated_seconds_remaining()) {
     json["eta_seconds"] = j.progress().estimated_seconds_remaining();
   }
@@ -105,7 +108,7 @@ struct SubmitFlags {
                      device = "any", tokens_file, request_id, text_file, layout = "concatenate", needle, separator,
                      boundary_token = "none", question;
   bool truncate = false, raw = false, compare_pathways = false;
-  std::string pathway = "full";
+  std::string pathway = "full", probe_distribution;  // "" = the server's default.
   uint32_t length = 0, samples = 0, probes = 64;
   std::optional<uint32_t> target;
   std::optional<uint64_t> seed;
@@ -213,6 +216,12 @@ absl::Status SetSpec(const SubmitFlags& flags, v1::JacobianNormSpec* spec) {
   spec->set_samples(flags.samples);
   spec->set_method(hutchinson ? v1::JACOBIAN_METHOD_HUTCHINSON : v1::JACOBIAN_METHOD_EXACT);
   spec->set_probes(hutchinson ? flags.probes : 0);
+  if (hutchinson) {
+    spec->set_probe_distribution(flags.probe_distribution == "gaussian"     ? v1::PROBE_DISTRIBUTION_GAUSSIAN
+                                 : flags.probe_distribution == "rademacher" ? v1::PROBE_DISTRIBUTION_RADEMACHER
+                                 : flags.probe_distribution == "orthogonal" ? v1::PROBE_DISTRIBUTION_ORTHOGONAL
+                                                                            : v1::PROBE_DISTRIBUTION_UNSPECIFIED);
+  }
   if (flags.target) spec->set_target_position(*flags.target);
   spec->set_output(flags.output == "layers"    ? v1::JACOBIAN_OUTPUT_LAYER_SWEEP
                    : flags.output == "logprob" ? v1::JACOBIAN_OUTPUT_LOG_PROB
@@ -268,6 +277,9 @@ CommandRun DefineSubmit(CLI::App& command) {
       ->check(CLI::IsMember({"exact", "hutchinson"}))
       ->capture_default_str();
   command.add_option("--probes", f->probes, "Hutchinson probes K")->capture_default_str();
+  command.add_option("--probe-distribution", f->probe_distribution,
+                     "With --method hutchinson: gaussian, rademacher or orthogonal (default: the server's, orthogonal)")
+      ->check(CLI::IsMember({"gaussian", "rademacher", "orthogonal"}));
   command.add_option("--seed", f->seed, "Input seed (default: drawn by the server)");
   command.add_option("--target", f->target, "Output position t (default L)");
   command.add_option("--output", f->output, "final, layers or logprob")

@@ -44,9 +44,10 @@ nlohmann::ordered_json ModelJson(const v1::Model& m) {
 // ----------------------------------------------------------------------------------- register
 
 struct RegisterFlags {
-  std::string name, arch = "gpt2", preset, checkpoint, torchscript, request_id;
+  std::string name, arch = "gpt2", preset, checkpoint, torchscript, request_id, tokenizer;
   std::optional<uint32_t> layers, width, heads, kv_heads, mlp_width, vocab, max_positions;
   std::optional<double> rope_theta, alpha;
+  std::optional<uint32_t> sliding_window;
   uint64_t seed = 0;
   bool no_position_encoding = false, uniform_attention = false, no_mlp = false;
   std::vector<std::string> labels;
@@ -66,6 +67,7 @@ void SetSource(const RegisterFlags& flags, v1::RegisterModelRequest* request) {
   auto* preset = request->mutable_preset();
   preset->set_preset(flags.preset.empty() ? flags.arch : flags.preset);
   preset->set_init_seed(flags.seed);
+  preset->set_tokenizer_path(flags.tokenizer);
   auto* o = preset->mutable_overrides();
   if (flags.layers) o->set_num_layers(*flags.layers);
   if (flags.width) o->set_hidden_size(*flags.width);
@@ -76,6 +78,7 @@ void SetSource(const RegisterFlags& flags, v1::RegisterModelRequest* request) {
   if (flags.max_positions) o->set_max_positions(*flags.max_positions);
   if (flags.rope_theta) o->set_rope_theta(*flags.rope_theta);
   if (flags.alpha) o->set_cesaro_alpha(*flags.alpha);
+  if (flags.sliding_window) o->set_sliding_window(*flags.sliding_window);
 }
 
 int RunRegister(const CliContext& context, const RegisterFlags& flags) {
@@ -98,7 +101,7 @@ int RunRegister(const CliContext& context, const RegisterFlags& flags) {
 CommandRun DefineRegister(CLI::App& command) {
   auto f = std::make_shared<RegisterFlags>();
   command.add_option("name", f->name, "Model name ([a-z0-9-], up to 63 characters)")->required();
-  command.add_option("--arch", f->arch, "gpt2, qwen2 or cesaro (base shape)")
+  command.add_option("--arch", f->arch, "gpt2, qwen2, llama, mistral, gpt_neox or cesaro (base shape)")
       ->capture_default_str();
   command.add_option("--preset", f->preset, "Start from a preset instead of --arch");
   command.add_option("--layers", f->layers, "Number of layers H");
@@ -108,13 +111,16 @@ CommandRun DefineRegister(CLI::App& command) {
   command.add_option("--mlp-width", f->mlp_width, "MLP width");
   command.add_option("--vocab", f->vocab, "Vocabulary size");
   command.add_option("--max-positions", f->max_positions, "Maximum positions");
-  command.add_option("--rope-theta", f->rope_theta, "Rotary base (qwen2)");
+  command.add_option("--rope-theta", f->rope_theta, "Rotary base (qwen2, llama, mistral, gpt_neox)");
+  command.add_option("--sliding-window", f->sliding_window, "Attention window (mistral; 0 = full causal)");
   command.add_option("--alpha", f->alpha, "Attention weight of the cesaro architecture");
   command.add_flag("--no-position-encoding", f->no_position_encoding,
                    "No learned positions / no rotation");
   command.add_flag("--uniform-attention", f->uniform_attention, "Attention logits forced to zero");
   command.add_flag("--no-mlp", f->no_mlp, "MLP blocks off");
   command.add_option("--seed", f->seed, "Initialization seed")->capture_default_str();
+  command.add_option("--tokenizer", f->tokenizer,
+                     "With a preset: a directory under the server's model root with tokenizer files (text inputs)");
   command.add_option("--checkpoint", f->checkpoint,
                      "Hugging Face checkpoint under the server's model root");
   command.add_option("--torchscript", f->torchscript,

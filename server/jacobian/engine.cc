@@ -7,6 +7,7 @@
 #include <cmath>
 #include <fstream>
 #include <limits>
+#include <optional>
 #include <string>
 
 #include <torch/torch.h>
@@ -15,6 +16,7 @@
 #include "server/host/memory.h"
 #include "server/jacobian/allocator.h"
 #include "server/jacobian/batch_plan.h"
+#include "server/jacobian/probes.h"
 #include "server/status/error.h"
 
 namespace posbias::jacobian {
@@ -127,15 +129,51 @@ std::vector<torch::Tensor> Outputs(DecoderModel& model, const torch::Tensor& e, 
   return ys;
 }
 
-// Per-output, per-position sums of squared VJP norms over all cotangent rows (and of their squares,
-// for the probe variance), for one sample.
+// One sample's per-output, per-position results: the squared norms (sums over the one-hot rows
+// for exact, the probe means for Hutchinson) and, for Hutchinson, the variance of that mean.
 struct SampleSums {
-  std::vector<torch::Tensor> sum;     // [L] float64 per output.
-  std::vector<torch::Tensor> sum_sq;  // [L] float64 per output (Hutchinson).
+  std::vector<torch::Tensor> sq_norm;    // [L] float64 per output.
+  std::vector<torch::Tensor> probe_var;  // [L] float64 per output (Hutchinson).
   // Both pathways at once (compare_pathways): for the same cotangent rows, the value pathway's
-  // sum_rows ||g_value||^2 and the score pathway's sum_rows ||g_full - g_value||^2, per output.
-  std::vector<torch::Tensor> value_sum;
-  std::vector<torch::Tensor> score_sum;
+  // ||g_value||^2 and the score pathway's ||g_full - g_value||^2 (the same mean as sq_norm's).
+  std::vector<torch::Tensor> value_sq_norm;
+  std::vector<torch::Tensor> score_sq_norm;
+};
+
+// The running sums of one output over its cotangent rows.
+class OutputSums {
+ public:
+  OutputSums(const MeasureOptions& options, int64_t width)
+      : method_(options.method), rows_(options.method == Method::kExact ? width : options.probes) {
+    sum_ = torch::zeros({options.length}, torch::kDouble);
+    value_sum_ = torch::zeros_like(sum_);
+    score_sum_ = torch::zeros_like(sum_);
+    if (method_ == Method::kHutchinson) probes_.emplace(options.probe_distribution, options.probes, width, options.length);
+  }
+  // Squared norms [rows, L] (float64) of rows [first_row, first_row + rows).
+  void Add(int64_t first_row, const torch::Tensor& squares) {
+    sum_ += squares.sum(0);
+    if (probes_) probes_->Add(first_row, squares);
+  }
+  void AddPathways(const torch::Tensor& value_squares, const torch::Tensor& score_squares) {
+    value_sum_ += value_squares.sum(0);
+    score_sum_ += score_squares.sum(0);
+  }
+  void AppendTo(SampleSums& sums, bool both) const {
+    const double scale = method_ == Method::kExact ? 1.0 : 1.0 / static_cast<double>(rows_);
+    sums.sq_norm.push_back(sum_ * scale);
+    if (probes_) sums.probe_var.push_back(probes_->VarianceOfMean());
+    if (both) {
+      sums.value_sq_norm.push_back(value_sum_ * scale);
+      sums.score_sq_norm.push_back(score_sum_ * scale);
+    }
+  }
+
+ private:
+  Method method_;
+  int64_t rows_;
+  torch::Tensor sum_, value_sum_, score_sum_;
+  std::optional<ProbeEstimate> probes_;
 };
 
 // Which Jacobians one pass over a sample computes.
@@ -151,15 +189,17 @@ class Runner {
   // Probes of sample s come from their own seeded stream, so a resumed run draws the same ones.
   void StartSample(int64_t s) {
     probe_generator_ = at::detail::createCPUGenerator(options_.seed ^ (0x9E3779B97F4A7C15ULL * static_cast<uint64_t>(s + 1)));
+    probe_rows_.reset();
   }
 
   // Cotangent rows for chunk [start, start + rows) of `total`, padded to `batch` rows with zeros.
   torch::Tensor Cotangents(int64_t start, int64_t rows, int64_t batch, int64_t width) {
-    auto cot = torch::zeros({batch, width}, torch::kFloat32);
+    auto cot = torch::zeros({batch, width}, NormDtype(options_.dtype));
     if (options_.method == Method::kExact) {
       for (int64_t i = 0; i < rows; ++i) cot[i][start + i] = 1.0;
     } else {
-      cot.narrow(0, 0, rows).copy_(torch::randn({rows, width}, probe_generator_));
+      if (!probe_rows_) probe_rows_.emplace(options_.probe_distribution, options_.probes, width);
+      cot.narrow(0, 0, rows).copy_(probe_rows_->Next(start, rows, probe_generator_));
     }
     return cot.to(device_, options_.dtype);
   }
@@ -179,26 +219,20 @@ class Runner {
     if (both) value_ys = Outputs(model_, e, options_, target_, sample.NextToken(target_), checkpoint_, true);
     SampleSums sums;
     for (size_t o = 0; o < ys.size(); ++o) {
-      auto sum = torch::zeros({options_.length}, torch::kDouble), sum_sq = torch::zeros_like(sum);
-      auto value_sum = torch::zeros_like(sum), score_sum = torch::zeros_like(sum);
+      OutputSums output_sums(options_, width);
       for (int64_t start = 0; start < total; start += batch) {
         const int64_t rows = std::min(batch, total - start);
         auto cot = Cotangents(start, rows, batch, width);
         const bool last = o + 1 == ys.size() && start + batch >= total;
         auto grad = torch::autograd::grad({ys[o]}, {e}, {cot}, /*retain_graph=*/!last)[0];
-        Accumulate(grad.narrow(0, 0, rows), sum, sum_sq);
+        Accumulate(start, grad.narrow(0, 0, rows), output_sums);
         if (both) {
           auto value = torch::autograd::grad({value_ys[o]}, {e}, {cot}, /*retain_graph=*/!last)[0];
-          AccumulatePathways(grad.narrow(0, 0, rows), value.narrow(0, 0, rows), value_sum, score_sum);
+          AccumulatePathways(grad.narrow(0, 0, rows), value.narrow(0, 0, rows), output_sums);
         }
         if (!tick()) return absl::CancelledError("measurement cancelled");
       }
-      sums.sum.push_back(sum);
-      sums.sum_sq.push_back(sum_sq);
-      if (both) {
-        sums.value_sum.push_back(value_sum);
-        sums.score_sum.push_back(score_sum);
-      }
+      output_sums.AppendTo(sums, both);
     }
     return sums;
   }
@@ -236,27 +270,21 @@ class Runner {
     SampleSums sums;
     for (int64_t o = 0; o < outputs; ++o) {
       const int64_t layer = options_.output == Output::kLayerSweep ? o + 1 : models::InputReversePass::kFinalHidden;
-      auto sum = torch::zeros({options_.length}, torch::kDouble), sum_sq = torch::zeros_like(sum);
-      auto value_sum = torch::zeros_like(sum), score_sum = torch::zeros_like(sum);
+      OutputSums output_sums(options_, width);
       for (int64_t start = 0; start < total; start += rows_per_call) {
         const int64_t rows = std::min(rows_per_call, total - start);
         auto cot = Cotangents(start, rows, rows, width);
         if (head_gradient.defined()) cot = cot * head_gradient;  // [rows, 1] x [1, d].
         auto grad = pass->InputGradients(cot, layer, gradient_options);
         if (cancelled) return absl::CancelledError("measurement cancelled");
-        Accumulate(grad, sum, sum_sq);
+        Accumulate(start, grad, output_sums);
         if (both) {
           auto value = pass->InputGradients(cot, layer, value_options);
           if (cancelled) return absl::CancelledError("measurement cancelled");
-          AccumulatePathways(grad, value, value_sum, score_sum);
+          AccumulatePathways(grad, value, output_sums);
         }
       }
-      sums.sum.push_back(sum);
-      sums.sum_sq.push_back(sum_sq);
-      if (both) {
-        sums.value_sum.push_back(value_sum);
-        sums.score_sum.push_back(score_sum);
-      }
+      output_sums.AppendTo(sums, both);
     }
     return sums;
   }
@@ -264,24 +292,21 @@ class Runner {
   int64_t vjps() const { return vjps_; }
 
  private:
-  // Adds the squared norms per position of gradients [rows, L, d] (one VJP per row) to `sum`, and
-  // their squares to `sum_sq` for Hutchinson's probe variance.
-  void Accumulate(const torch::Tensor& grads, torch::Tensor& sum, torch::Tensor& sum_sq) {
-    auto sq = grads.to(NormDtype(options_.dtype)).pow(2).sum(-1).to(torch::kCPU, torch::kDouble);
-    sum += sq.sum(0);
-    if (options_.method == Method::kHutchinson) sum_sq += sq.pow(2).sum(0);
+  // Adds the squared norms per position of gradients [rows, L, d] (one VJP per row, rows
+  // first_row.. of the output's cotangents).
+  void Accumulate(int64_t first_row, const torch::Tensor& grads, OutputSums& sums) {
+    sums.Add(first_row, grads.to(NormDtype(options_.dtype)).pow(2).sum(-1).to(torch::kCPU, torch::kDouble));
     vjps_ += grads.size(0);
   }
 
   // The same rows' value-pathway gradients next to the full ones: ||g_value||^2 and the score
   // pathway's ||g_full - g_value||^2 per position (the difference is taken before squaring, so
   // the interference term 2 <J_value, J_score> is what is left of ||g_full||^2).
-  void AccumulatePathways(const torch::Tensor& full, const torch::Tensor& value, torch::Tensor& value_sum,
-                          torch::Tensor& score_sum) {
+  void AccumulatePathways(const torch::Tensor& full, const torch::Tensor& value, OutputSums& sums) {
     const auto dtype = NormDtype(options_.dtype);
     auto value_wide = value.to(dtype);
-    value_sum += value_wide.pow(2).sum(-1).to(torch::kCPU, torch::kDouble).sum(0);
-    score_sum += (full.to(dtype) - value_wide).pow(2).sum(-1).to(torch::kCPU, torch::kDouble).sum(0);
+    sums.AddPathways(value_wide.pow(2).sum(-1).to(torch::kCPU, torch::kDouble),
+                     (full.to(dtype) - value_wide).pow(2).sum(-1).to(torch::kCPU, torch::kDouble));
     vjps_ += value.size(0);
   }
 
@@ -292,6 +317,7 @@ class Runner {
   bool checkpoint_;
   bool model_pass_;
   at::Generator probe_generator_;
+  std::optional<ProbeRows> probe_rows_;  // Hutchinson's rows, made on first use (their width).
   int64_t vjps_ = 0;
 };
 
@@ -334,24 +360,10 @@ std::vector<double> ToVector(const torch::Tensor& t) {
 SampleRecord Record(DecoderModel& model, const MeasureOptions& options, const Sample& sample,
                     const SampleSums& sums, const torch::Device& device) {
   SampleRecord record;
-  const double k = static_cast<double>(options.probes);
-  for (const auto& sum : sums.value_sum) {
-    record.value_sq_norm.push_back(ToVector(options.method == Method::kExact ? sum : sum / k));
-  }
-  for (const auto& sum : sums.score_sum) {
-    record.score_sq_norm.push_back(ToVector(options.method == Method::kExact ? sum : sum / k));
-  }
-  for (size_t o = 0; o < sums.sum.size(); ++o) {
-    if (options.method == Method::kExact) {
-      record.sq_norm.push_back(ToVector(sums.sum[o]));
-      continue;
-    }
-    auto mean = sums.sum[o] / k;
-    record.sq_norm.push_back(ToVector(mean));
-    // Variance of the probe mean: (E[v^2] - E[v]^2) / (K - 1) per position.
-    record.probe_var.push_back(ToVector(k > 1 ? (sums.sum_sq[o] / k - mean.pow(2)).clamp_min(0) / (k - 1)
-                                              : torch::zeros_like(mean)));
-  }
+  for (const auto& t : sums.sq_norm) record.sq_norm.push_back(ToVector(t));
+  for (const auto& t : sums.probe_var) record.probe_var.push_back(ToVector(t));
+  for (const auto& t : sums.value_sq_norm) record.value_sq_norm.push_back(ToVector(t));
+  for (const auto& t : sums.score_sq_norm) record.score_sq_norm.push_back(ToVector(t));
   if (options.branch_ratios && model.config().family != models::Family::kTorchScript) {
     torch::NoGradGuard no_grad;
     models::ForwardOptions forward;
@@ -562,6 +574,102 @@ absl::Status CheckMeasureOptions(const DecoderModel& model, const MeasureOptions
   return absl::OkStatus();
 }
 
+namespace {
+
+// How a measurement runs: the reverse pass, the cotangent batches, and the progress units.
+struct MeasurePlan {
+  int64_t target = 0;             // 1-based output position.
+  int64_t outputs = 1;            // Outputs per sample (layers for a sweep).
+  bool model_pass = false;        // The model's own reverse pass, or autograd.
+  bool checkpoint = false;        // Layers recomputed in the backward pass.
+  int64_t batch = 1;              // Cotangent rows per backward pass (autograd).
+  int64_t rows_per_call = 1;      // Rows per InputGradients call (the model's pass).
+  int64_t chunks_per_sample = 0;  // Progress units of one pass over a sample.
+  int64_t passes_per_sample = 1;  // 2 for compare_pathways through the model's pass.
+  int64_t first_sample = 0, end_sample = 0;
+};
+
+MeasurePlan PlanMeasurement(const DecoderModel& model, const MeasureOptions& options, const torch::Device& device) {
+  MeasurePlan plan;
+  plan.target = options.target == 0 ? options.length : options.target;
+  const int64_t layers = model.config().num_layers;
+  plan.outputs = options.output == Output::kLayerSweep ? layers : 1;
+  const int64_t rows_total = options.method == Method::kExact ? OutputWidth(model, options.output) : options.probes;
+  // The budget: the caller's, but never more than half of what the device has free now.
+  const int64_t free_bytes = FreeMemoryBytes(device);
+  BatchPlanInputs inputs;
+  inputs.config = model.config();
+  inputs.length = options.length;
+  inputs.element_bytes = static_cast<int64_t>(torch::elementSize(options.dtype));
+  inputs.rows_total = rows_total;
+  inputs.budget_bytes = free_bytes > 0 ? std::min(options.memory_budget_bytes, free_bytes / 2) : options.memory_budget_bytes;
+  inputs.model_pass = options.reverse_pass != MeasureOptions::ReversePass::kAutograd && HasOwnReversePass(model);
+  // compare_pathways through autograd keeps two forward graphs (full and value) per sample.
+  if (options.compare_pathways && !inputs.model_pass) inputs.budget_bytes /= 2;
+  inputs.requested_batch = options.cotangent_batch;
+  inputs.checkpointing = options.checkpointing;
+  inputs.on_cuda = device.is_cuda();
+  const BatchPlan batches = PlanBatches(inputs);
+  plan.model_pass = inputs.model_pass;
+  plan.checkpoint = batches.checkpoint;
+  plan.batch = batches.batch;
+  plan.rows_per_call = batches.rows_per_call;
+  // Progress units: cotangent batches (autograd), or layers of one call (the model's pass).
+  plan.chunks_per_sample =
+      plan.model_pass ? ((rows_total + plan.rows_per_call - 1) / plan.rows_per_call) *
+                            (options.output == Output::kLayerSweep ? layers * (layers + 1) / 2 : layers)
+                      : plan.outputs * ((rows_total + plan.batch - 1) / plan.batch);
+  // compare_pathways: the model's reverse pass ticks per layer for each pathway's call; autograd
+  // ticks once per batch of both.
+  plan.passes_per_sample = options.compare_pathways && plan.model_pass ? 2 : 1;
+  plan.first_sample = options.first_sample;
+  plan.end_sample = options.end_sample > 0 ? options.end_sample : options.samples;
+  return plan;
+}
+
+// The per-sample loop: each sample of the plan's range not finished before (records holds the
+// earlier ones) through one pass, its record appended; the batch halves and the sample is retried
+// when memory runs out. Progress ticks per chunk; a false from it or from on_sample cancels.
+absl::Status MeasureSamples(DecoderModel& model, const MeasureOptions& options, const torch::Device& device,
+                            const std::vector<Sample>& samples, MeasurePlan& plan, Runner& runner,
+                            std::vector<SampleRecord>& records) {
+  Progress progress{0, (plan.end_sample - plan.first_sample) * plan.chunks_per_sample * plan.passes_per_sample, 0, 0.0};
+  progress.chunks_done = static_cast<int64_t>(records.size()) * plan.chunks_per_sample * plan.passes_per_sample;
+  progress.samples_done = static_cast<int64_t>(records.size());
+  auto tick = [&] {
+    ++progress.chunks_done;
+    progress.fraction = std::min(1.0, static_cast<double>(progress.chunks_done) / progress.chunks_total);
+    return !options.progress || options.progress(progress);
+  };
+  // compare_pathways: both pathways for the same cotangent rows in one pass.
+  const PassKind kind = options.compare_pathways                 ? PassKind::kBoth
+                        : options.pathway == Pathway::kValueOnly ? PassKind::kValueOnly
+                                                                 : PassKind::kFull;
+  for (int64_t s = plan.first_sample + static_cast<int64_t>(records.size()); s < plan.end_sample; ++s) {
+    // One pass over the sample (its probes restart from the sample's stream, so the value
+    // pathway of compare_pathways sees the same probes as the full one).
+    absl::StatusOr<SampleSums> sums;
+    while (true) {
+      runner.StartSample(s);
+      try {
+        sums = runner.RunSample(samples[s], plan.batch, plan.rows_per_call, tick, kind);
+        break;
+      } catch (const c10::Error& error) {
+        if (!IsOutOfMemory(error) || (plan.batch == 1 && plan.rows_per_call == 1)) throw;
+        plan.batch = std::max<int64_t>(1, plan.batch / 2);  // Halve and retry this sample.
+        plan.rows_per_call = std::max<int64_t>(1, plan.rows_per_call / 2);
+      }
+    }
+    if (!sums.ok()) return sums.status();
+    records.push_back(Record(model, options, samples[s], *sums, device));
+    ++progress.samples_done;
+    if (options.on_sample && !options.on_sample(s, records.back())) return absl::CancelledError("measurement cancelled");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<MeasureResult> Measure(DecoderModel& model, const MeasureOptions& options) {
   if (auto status = CheckMeasureOptions(model, options); !status.ok()) return status;
   struct ReturnMemoryAtEnd {
@@ -576,93 +684,23 @@ absl::StatusOr<MeasureResult> Measure(DecoderModel& model, const MeasureOptions&
     }
     model.To(device, options.dtype);
     FrozenParameters frozen(model);
-    const int64_t target = options.target == 0 ? options.length : options.target;
     const std::vector<Sample> samples = DrawSamples(model, options, device);
-    const int64_t width = OutputWidth(model, options.output);
-    const int64_t rows_total = options.method == Method::kExact ? width : options.probes;
-    // The budget: the caller's, but never more than half of what the device has free now.
-    const int64_t free_bytes = FreeMemoryBytes(device);
-    BatchPlanInputs plan_inputs;
-    plan_inputs.config = model.config();
-    plan_inputs.length = options.length;
-    plan_inputs.element_bytes = static_cast<int64_t>(torch::elementSize(options.dtype));
-    plan_inputs.rows_total = rows_total;
-    plan_inputs.budget_bytes = free_bytes > 0 ? std::min(options.memory_budget_bytes, free_bytes / 2)
-                                              : options.memory_budget_bytes;
-    // compare_pathways through autograd keeps two forward graphs (full and value) per sample.
-    if (options.compare_pathways && !(options.reverse_pass != MeasureOptions::ReversePass::kAutograd && HasOwnReversePass(model))) {
-      plan_inputs.budget_bytes /= 2;
-    }
-    plan_inputs.requested_batch = options.cotangent_batch;
-    plan_inputs.checkpointing = options.checkpointing;
-    plan_inputs.model_pass = options.reverse_pass != MeasureOptions::ReversePass::kAutograd && HasOwnReversePass(model);
-    plan_inputs.on_cuda = device.is_cuda();
-    const BatchPlan plan = PlanBatches(plan_inputs);
-    const bool model_pass = plan_inputs.model_pass;
-    const bool checkpoint = plan.checkpoint;
-    int64_t batch = plan.batch;
-    int64_t rows_per_call = plan.rows_per_call;
-    const int64_t outputs = options.output == Output::kLayerSweep ? model.config().num_layers : 1;
-    const int64_t layers = model.config().num_layers;
-    // Progress units: cotangent batches (autograd), or layers of one call (the model's pass).
-    const int64_t chunks_per_sample =
-        model_pass ? ((rows_total + rows_per_call - 1) / rows_per_call) *
-                         (options.output == Output::kLayerSweep ? layers * (layers + 1) / 2 : layers)
-                   : outputs * ((rows_total + batch - 1) / batch);
-    // compare_pathways: the model's reverse pass ticks per layer for each pathway's call; autograd
-    // ticks once per batch of both.
-    const int64_t passes_per_sample = options.compare_pathways && model_pass ? 2 : 1;
-    const int64_t first_sample = options.first_sample;
-    const int64_t end_sample = options.end_sample > 0 ? options.end_sample : options.samples;
-    Progress progress{0, (end_sample - first_sample) * chunks_per_sample * passes_per_sample, 0, 0.0};
-    auto tick = [&] {
-      ++progress.chunks_done;
-      progress.fraction = std::min(1.0, static_cast<double>(progress.chunks_done) / progress.chunks_total);
-      return !options.progress || options.progress(progress);
-    };
-
-    Runner runner(model, options, device, target, checkpoint, model_pass);
+    MeasurePlan plan = PlanMeasurement(model, options, device);
+    Runner runner(model, options, device, plan.target, plan.checkpoint, plan.model_pass);
     std::vector<SampleRecord> records(options.done_samples.begin(), options.done_samples.end());
-    progress.chunks_done = static_cast<int64_t>(records.size()) * chunks_per_sample * passes_per_sample;
-    progress.samples_done = static_cast<int64_t>(records.size());
+    if (auto status = MeasureSamples(model, options, device, samples, plan, runner, records); !status.ok()) return status;
+
     MeasureResult result;
-    for (int64_t s = 0; s < options.samples; ++s) {
-      const Sample& sample = samples[s];
+    for (const Sample& sample : samples) {
       if (!sample.tokens.empty()) result.tokens.push_back(sample.tokens);
-      if (s < first_sample || s >= end_sample) continue;  // Another part's sample.
-      if (s - first_sample < static_cast<int64_t>(records.size())) continue;  // Finished before a resume.
-      // One pass over the sample (its probes restart from the sample's stream, so the value
-      // pathway of compare_pathways sees the same probes as the full one).
-      auto run = [&](PassKind kind) -> absl::StatusOr<SampleSums> {
-        while (true) {
-          runner.StartSample(s);
-          try {
-            return runner.RunSample(sample, batch, rows_per_call, tick, kind);
-          } catch (const c10::Error& error) {
-            if (!IsOutOfMemory(error) || (batch == 1 && rows_per_call == 1)) throw;
-            batch = std::max<int64_t>(1, batch / 2);  // Halve and retry this sample.
-            rows_per_call = std::max<int64_t>(1, rows_per_call / 2);
-          }
-        }
-      };
-      // compare_pathways: both pathways for the same cotangent rows in one pass.
-      absl::StatusOr<SampleSums> sums = run(options.compare_pathways                 ? PassKind::kBoth
-                                            : options.pathway == Pathway::kValueOnly ? PassKind::kValueOnly
-                                                                                     : PassKind::kFull);
-      if (!sums.ok()) return sums.status();
-      records.push_back(Record(model, options, sample, *sums, device));
-      ++progress.samples_done;
-      if (options.on_sample && !options.on_sample(s, records.back())) {
-        return absl::CancelledError("measurement cancelled");
-      }
     }
     result.length = options.length;
-    result.target = target;
-    Summarize(records, options, outputs, result);
+    result.target = plan.target;
+    Summarize(records, options, plan.outputs, result);
     result.vjp_count = runner.vjps();
-    result.cotangent_batch = batch;
-    result.checkpointed = checkpoint;
-    result.reverse_pass = model_pass ? "model" : "autograd";
+    result.cotangent_batch = plan.batch;
+    result.checkpointed = plan.checkpoint;
+    result.reverse_pass = plan.model_pass ? "model" : "autograd";
     result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_time).count();
     result.device_name = device.str();
     result.dtype_name = TorchDtypeName(options.dtype);

@@ -1,8 +1,8 @@
 // The Jacobian-norm engine (THEORY.md section 6): per input position j, how strongly e_j can move
 // an output y, as the squared Frobenius norm ||dy / de_j||_F^2, averaged over input samples.
 //
-// Method: K_b cotangents at once (one-hot rows for the exact norm, Gaussian probes for Hutchinson's
-// estimate) go through one reverse pass: each row yields u^T J_j for every j. Two reverse passes:
+// Method: K_b cotangents at once (one-hot rows for the exact norm, random probes for Hutchinson's
+// estimate: Gaussian, Rademacher or orthogonal, jacobian/probes.h) go through one reverse pass: each row yields u^T J_j for every j. Two reverse passes:
 //  - the model's own (GPT-2, Qwen2; models::InputReversePass): one forward pass of the sample, its
 //    activations shared by all rows, every product one [K_b L, .] matrix product, the top layer on
 //    the target row only; the default where a model has one;
@@ -43,7 +43,7 @@ struct Progress {
 };
 
 // What one finished sample contributed, per output: the squared norms per position and, for
-// Hutchinson, the variance of their probe mean. Enough to resume a measurement exactly.
+// Hutchinson, the variance of their probe mean (from the spread of independent probe units). Enough to resume a measurement exactly.
 struct SampleRecord {
   std::vector<std::vector<double>> sq_norm;    // [output][position].
   std::vector<std::vector<double>> probe_var;  // [output][position]; empty for exact.
@@ -63,6 +63,8 @@ struct MeasureOptions {
   Output output = Output::kFinalHidden;
   Method method = Method::kExact;
   int64_t probes = 64;           // K, Hutchinson only.
+  // Hutchinson's probe rows (jacobian/probes.h): Gaussian, Rademacher or orthogonal blocks.
+  jobs::ProbeDistribution probe_distribution = jobs::kDefaultProbeDistribution;
   InputKind input = InputKind::kRandomTokens;
   // kGivenTokens: S lists of at least L ids (L + 1 for kLogProb when t = L: id t + 1 is scored).
   std::vector<std::vector<int64_t>> tokens;

@@ -64,6 +64,9 @@ void Read(const Json& j, const std::string& path, JacobianMethod& out) { ReadEnu
 void Read(const Json& j, const std::string& path, JacobianOutput& out) { ReadEnum(j, path, ParseOutput, out); }
 void Read(const Json& j, const std::string& path, JacobianInput& out) { ReadEnum(j, path, ParseInput, out); }
 void Read(const Json& j, const std::string& path, Pathway& out) { ReadEnum(j, path, ParsePathway, out); }
+void Read(const Json& j, const std::string& path, ProbeDistribution& out) {
+  ReadEnum(j, path, ParseProbeDistribution, out);
+}
 
 void Read(const Json& j, const std::string& path, ReportMetrics& out);
 void Read(const Json& j, const std::string& path, FixedDepthFit& out);
@@ -202,6 +205,7 @@ void Read(const Json& j, const std::string& path, ReportModel& out) {
   Field(j, path, "weights_sha256", out.weights_sha256);
   Field(j, path, "source", out.source);
   Field(j, path, "uid", out.uid);
+  Field(j, path, "sliding_window", out.sliding_window);
 }
 
 void Read(const Json& j, const std::string& path, ReportMeasurement& out) {
@@ -223,6 +227,7 @@ void Read(const Json& j, const std::string& path, ReportMeasurement& out) {
   Field(j, path, "checkpointed", out.checkpointed);
   Field(j, path, "reverse_pass", out.reverse_pass);
   Field(j, path, "pathway", out.pathway);
+  Field(j, path, "probe_distribution", out.probe_distribution);
 }
 
 void Read(const Json& j, const std::string& path, BoundarySpike& out) {
@@ -350,6 +355,7 @@ Ordered ToJson(const ReportModel& m) {
   PutOptional(json, "weights_sha256", m.weights_sha256);
   PutOptional(json, "source", m.source);
   PutOptional(json, "uid", m.uid);
+  PutOptional(json, "sliding_window", m.sliding_window);
   return json;
 }
 
@@ -360,6 +366,7 @@ Ordered ToJson(const ReportMeasurement& m) {
                   {"seconds", m.seconds}, {"vjp_count", m.vjp_count}, {"cotangent_batch", m.cotangent_batch},
                   {"checkpointed", m.checkpointed}, {"reverse_pass", m.reverse_pass}};
   if (m.pathway) json["pathway"] = PathwayName(*m.pathway);
+  if (m.probe_distribution) json["probe_distribution"] = ProbeDistributionName(*m.probe_distribution);
   return json;
 }
 

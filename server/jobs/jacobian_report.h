@@ -83,6 +83,7 @@ struct ReportModel {
   std::string weights, init_recipe;
   std::optional<std::string> weights_sha256, source;  // Jobs: the registered model's provenance.
   std::optional<std::string> uid;                     // Jobs: the registration measured (ModelEntry::uid).
+  std::optional<int64_t> sliding_window;              // Mistral's attention window (the theory's too).
 };
 
 struct ReportMeasurement {
@@ -100,6 +101,8 @@ struct ReportMeasurement {
   std::string reverse_pass;  // "model" | "autograd"
   // The profile's pathway (the full one under compare_pathways); absent in reports older than it.
   std::optional<Pathway> pathway;
+  // Hutchinson's probe rows; absent for exact, and in reports older than the choice (Gaussian).
+  std::optional<ProbeDistribution> probe_distribution;
 };
 
 struct LayerProfile {

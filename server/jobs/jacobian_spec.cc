@@ -127,6 +127,8 @@ constexpr EnumNames<JacobianInput, 3> kInputs{"spec.input", {"random_tokens", "g
 constexpr EnumNames<ComputeDtype, 4> kDtypes{"spec.dtype", {"float32", "bfloat16", "float16", "float64"}};
 constexpr EnumNames<DevicePreference, 3> kDevices{"spec.device", {"", "cpu", "cuda"}};
 constexpr EnumNames<Pathway, 2> kPathways{"spec.pathway", {"full", "value_only"}};
+constexpr EnumNames<ProbeDistribution, 3> kProbeDistributions{"spec.probe_distribution",
+                                                              {"gaussian", "rademacher", "orthogonal"}};
 
 // Reads the optional string member `key` as one of `names`; missing or null keeps the default.
 template <typename Enum, size_t N>
@@ -151,6 +153,8 @@ std::string_view DtypeName(ComputeDtype dtype) { return kDtypes.Name(dtype); }
 std::string_view DeviceName(DevicePreference device) { return kDevices.Name(device); }
 absl::StatusOr<DevicePreference> ParseDevice(std::string_view name) { return kDevices.Parse(name); }
 std::string_view PathwayName(Pathway pathway) { return kPathways.Name(pathway); }
+std::string_view ProbeDistributionName(ProbeDistribution distribution) { return kProbeDistributions.Name(distribution); }
+absl::StatusOr<ProbeDistribution> ParseProbeDistribution(std::string_view name) { return kProbeDistributions.Parse(name); }
 
 absl::StatusOr<Pathway> ParsePathway(std::string_view name) {
   if (name == "value-only") return Pathway::kValueOnly;
@@ -180,6 +184,7 @@ nlohmann::json SpecToJson(const JacobianJobSpec& spec) {
   json["output"] = OutputName(spec.output);
   json["method"] = MethodName(spec.method);
   json["probes"] = spec.probes;
+  json["probe_distribution"] = ProbeDistributionName(spec.probe_distribution);
   json["dtype"] = DtypeName(spec.dtype);
   json["device"] = DeviceName(spec.device);
   json["keep_samples"] = spec.keep_samples;
@@ -211,6 +216,7 @@ absl::StatusOr<JacobianJobSpec> SpecFromJson(const nlohmann::json& json) {
            ReadEnum(json, "output", kOutputs, spec.output),
            ReadEnum(json, "method", kMethods, spec.method),
            ReadInt64(json, "probes", spec.probes),
+           ReadEnum(json, "probe_distribution", kProbeDistributions, spec.probe_distribution),
            ReadEnum(json, "dtype", kDtypes, spec.dtype),
            ReadEnum(json, "device", kDevices, spec.device),
            ReadBool(json, "keep_samples", spec.keep_samples),

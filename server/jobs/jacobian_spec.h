@@ -17,7 +17,7 @@
 
 namespace posbias::jobs {
 
-// kExact: one cotangent row per output coordinate. kHutchinson: Gaussian probes (an estimate).
+// kExact: one cotangent row per output coordinate. kHutchinson: random probes (an estimate).
 enum class JacobianMethod { kExact, kHutchinson };
 // kFinalHidden: the hidden state after the final norm at the target position. kLayerSweep: the
 // residual stream after every layer l = 1..H there. kLogProb: the log-probability of the next token.
@@ -33,6 +33,16 @@ enum class DevicePreference { kAny, kCpu, kCuda };
 // the residual stream and the MLPs, not through the attention scores (the softmax pathway).
 // With uniform attention both are the same.
 enum class Pathway { kFull, kValueOnly };
+// Hutchinson's probe rows u (each with E[u u^T] = I, so every row's ||u^T J||^2 is unbiased).
+// kGaussian: u ~ N(0, I_d). kRademacher: independent +-1 entries. kOrthogonal: independent blocks
+// of orthonormal rows of a Haar-random d x d rotation, scaled by sqrt(d); a block of all d rows
+// gives ||J||_F^2 exactly, so K = d (or any multiple) is exact (ProbeBlockSizes in
+// jacobian/probes.h). Jobs stored before the choice existed read as kGaussian, as they ran.
+enum class ProbeDistribution { kGaussian, kRademacher, kOrthogonal };
+// What a new measurement uses when the request names none (bench/run_probes.sh: the smallest
+// relative error at equal VJPs at K = 64 and 256, exact at K = d; the README's "Probe
+// distributions" table).
+inline constexpr ProbeDistribution kDefaultProbeDistribution = ProbeDistribution::kOrthogonal;
 
 // "exact" | "hutchinson"
 std::string_view MethodName(JacobianMethod method);
@@ -52,6 +62,9 @@ absl::StatusOr<DevicePreference> ParseDevice(std::string_view name);
 // "full" | "value_only" (parsing also takes "value-only", posbias-measure's spelling)
 std::string_view PathwayName(Pathway pathway);
 absl::StatusOr<Pathway> ParsePathway(std::string_view name);
+// "gaussian" | "rademacher" | "orthogonal"
+std::string_view ProbeDistributionName(ProbeDistribution distribution);
+absl::StatusOr<ProbeDistribution> ParseProbeDistribution(std::string_view name);
 
 // What to measure (the typed form of posbias.v1.JacobianNormSpec; stored as JSON).
 struct JacobianJobSpec {
@@ -71,6 +84,8 @@ struct JacobianJobSpec {
   JacobianOutput output = JacobianOutput::kFinalHidden;
   JacobianMethod method = JacobianMethod::kExact;
   int64_t probes = 64;                        // kHutchinson.
+  // kHutchinson. Missing from a stored spec: kGaussian (what such jobs ran with).
+  ProbeDistribution probe_distribution = ProbeDistribution::kGaussian;
   ComputeDtype dtype = ComputeDtype::kFloat32;
   DevicePreference device = DevicePreference::kAny;
   bool keep_samples = false;

@@ -32,12 +32,16 @@ struct Flags {
   int threads = 0;
   int64_t memory_budget_mb = 2048;
   std::string checkpointing = "auto", reverse_pass = "auto", pathway = "full";
+  std::string probe_distribution{posbias::jobs::ProbeDistributionName(posbias::jobs::kDefaultProbeDistribution)};
   bool arch_given = false;
 };
 
 void DefineFlags(CLI::App& app, Flags& f) {
-  app.add_option("--arch", f.arch, "gpt2, qwen2 or cesaro")->check(CLI::IsMember({"gpt2", "qwen2", "cesaro"}))->capture_default_str();
-  app.add_option("--preset", f.preset, "A preset (gpt2, gpt2-medium, ..., qwen2-0.5b, qwen2-1.5b, gpt2-tiny, qwen2-tiny, cesaro)");
+  app.add_option("--arch", f.arch, "gpt2, qwen2, llama, mistral, gpt_neox or cesaro")
+      ->check(CLI::IsMember({"gpt2", "qwen2", "llama", "mistral", "gpt_neox", "cesaro"}))->capture_default_str();
+  app.add_option("--preset", f.preset,
+                 "A preset (gpt2, gpt2-medium, ..., qwen2-0.5b, qwen2-1.5b, llama3.2-1b, tinyllama-1.1b, mistral-7b, "
+                 "pythia-70m, ..., pythia-1b, gpt2-tiny, qwen2-tiny, llama-tiny, mistral-tiny, pythia-tiny, cesaro)");
   app.add_option("--layers", f.overrides.num_layers, "Number of layers H");
   app.add_option("--width", f.overrides.hidden_size, "Hidden size d");
   app.add_option("--heads", f.overrides.num_heads, "Attention heads");
@@ -45,7 +49,8 @@ void DefineFlags(CLI::App& app, Flags& f) {
   app.add_option("--mlp-width", f.overrides.intermediate_size, "MLP width");
   app.add_option("--vocab", f.overrides.vocab_size, "Vocabulary size");
   app.add_option("--max-positions", f.overrides.max_positions, "Maximum positions");
-  app.add_option("--rope-theta", f.overrides.rope_theta, "Rotary base theta (qwen2)");
+  app.add_option("--rope-theta", f.overrides.rope_theta, "Rotary base theta (qwen2, llama, mistral, gpt_neox)");
+  app.add_option("--sliding-window", f.overrides.sliding_window, "Attention window w (mistral; 0 = full causal)");
   app.add_option("--alpha", f.overrides.cesaro_alpha, "Attention weight of the cesaro architecture");
   app.add_flag("--no-position-encoding", f.ablations.no_position_encoding, "No learned positions / no rotary embedding");
   app.add_flag("--uniform-attention", f.ablations.uniform_attention, "Attention logits forced to zero");
@@ -57,6 +62,9 @@ void DefineFlags(CLI::App& app, Flags& f) {
   app.add_option("--target", f.options.target, "Output position t (1-based; 0 = L)")->capture_default_str();
   app.add_option("--method", f.method, "exact or hutchinson")->check(CLI::IsMember({"exact", "hutchinson"}))->capture_default_str();
   app.add_option("--probes", f.options.probes, "Hutchinson probes K")->capture_default_str();
+  app.add_option("--probe-distribution", f.probe_distribution,
+                 "gaussian, rademacher or orthogonal (blocks of d orthonormal rows scaled by sqrt(d): K = d is exact)")
+      ->check(CLI::IsMember({"gaussian", "rademacher", "orthogonal"}))->capture_default_str();
   app.add_option("--output", f.output, "final (hidden after final norm), layers (every layer) or logprob")
       ->check(CLI::IsMember({"final", "layers", "logprob"}))->capture_default_str();
   app.add_option("--input", f.input, "random (token ids) or gaussian (embeddings)")
@@ -158,6 +166,7 @@ int main(int argc, char** argv) {
   using posbias::jacobian::Output, posbias::jacobian::InputKind;
   f.options.method = *posbias::jobs::ParseMethod(f.method);  // The flag allows only the two names.
   f.options.pathway = *posbias::jobs::ParsePathway(f.pathway);  // Likewise.
+  f.options.probe_distribution = *posbias::jobs::ParseProbeDistribution(f.probe_distribution);  // Likewise.
   f.options.output = f.output == "layers" ? Output::kLayerSweep : f.output == "logprob" ? Output::kLogProb : Output::kFinalHidden;
   f.options.input = f.input == "gaussian" ? InputKind::kGaussianEmbeddings : InputKind::kRandomTokens;
   auto dtype = posbias::jobs::ParseDtype(f.dtype);

@@ -40,6 +40,7 @@ jobs::ReportModel ConfigReport(models::DecoderModel& model, const std::string& w
   out.rope_theta = c.rope_theta;
   out.tie_embeddings = c.tie_embeddings;
   out.cesaro_alpha = c.cesaro_alpha;
+  if (c.sliding_window > 0) out.sliding_window = c.sliding_window;
   out.no_position_encoding = c.ablations.no_position_encoding;
   out.uniform_attention = c.ablations.uniform_attention;
   out.no_mlp = c.ablations.no_mlp;
@@ -60,12 +61,13 @@ std::vector<double> Prefix(const std::vector<double>& values, int64_t target) {
 constexpr int kResamples = 200;
 
 std::map<density::Model, std::pair<double, double>> BootstrapLambda(
-    int64_t depth, const std::vector<std::vector<double>>& samples, int64_t target) {
+    int64_t depth, const std::vector<std::vector<double>>& samples, int64_t target, uint32_t window) {
   std::map<density::Model, std::vector<double>> lambdas;
   std::mt19937_64 generator(20260329);
   std::uniform_int_distribution<size_t> pick(0, samples.size() - 1);
   density::FitOptions options;
   options.min_depth = options.max_depth = static_cast<uint32_t>(depth);
+  options.attention_window = window;
   for (int r = 0; r < kResamples; ++r) {
     std::vector<double> mean(target, 0.0);
     for (size_t i = 0; i < samples.size(); ++i) {
@@ -86,10 +88,11 @@ std::map<density::Model, std::pair<double, double>> BootstrapLambda(
 }
 
 // `depth` is the model's layer count, 0 when unknown (TorchScript): the fixed-depth fits then use
-// depth 1 and the effective-depth ridge spans all depths 1..64.
+// depth 1 and the effective-depth ridge spans all depths 1..64. `window`: the model's attention
+// window (Mistral's sliding_window; 0 = full causal), the routing matrix of every fit.
 jobs::TheoryComparison Theory(int64_t depth, const std::vector<double>& measured,
                               const std::vector<double>& branch_ratio,
-                              const std::vector<std::vector<double>>& samples) {
+                              const std::vector<std::vector<double>>& samples, uint32_t window) {
   const bool unknown_depth = depth == 0;
   depth = std::max<int64_t>(depth, 1);
   jobs::TheoryComparison theory;
@@ -102,10 +105,11 @@ jobs::TheoryComparison Theory(int64_t depth, const std::vector<double>& measured
   density::FitOptions options;
   options.min_depth = options.max_depth = static_cast<uint32_t>(depth);
   options.include_profiles = true;
+  options.attention_window = window;
   auto fits = density::FitProfile(measured, options);
   theory.fits.emplace();
   if (fits.ok()) {
-    const auto intervals = samples.size() > 1 ? BootstrapLambda(depth, samples, static_cast<int64_t>(measured.size()))
+    const auto intervals = samples.size() > 1 ? BootstrapLambda(depth, samples, static_cast<int64_t>(measured.size()), window)
                                               : std::map<density::Model, std::pair<double, double>>{};
     for (const auto& fit : *fits) {
       const auto interval = intervals.count(fit.model) ? intervals.at(fit.model) : std::pair{fit.lambda, fit.lambda};
@@ -127,6 +131,7 @@ jobs::TheoryComparison Theory(int64_t depth, const std::vector<double>& measured
   // than H and alpha apart, so the ridge over depths 1..min(4H, 64) is reported with its interval.
   density::FitOptions ridge;
   ridge.include_profiles = true;
+  ridge.attention_window = window;
   ridge.min_depth = 1;
   ridge.max_depth = static_cast<uint32_t>(unknown_depth ? density::kMaxFitDepthCount
                                                         : std::min<int64_t>(4 * depth, density::kMaxFitDepthCount));
@@ -140,7 +145,7 @@ jobs::TheoryComparison Theory(int64_t depth, const std::vector<double>& measured
         // The sampling interval with alpha refitted at this fit's depth.
         auto interval = std::pair{fit.lambda, fit.lambda};
         if (samples.size() > 1) {
-          const auto intervals = BootstrapLambda(fit.depth, samples, static_cast<int64_t>(measured.size()));
+          const auto intervals = BootstrapLambda(fit.depth, samples, static_cast<int64_t>(measured.size()), window);
           if (intervals.count(fit.model)) interval = intervals.at(fit.model);
         }
         out.model = TheoryModelOf(fit.model);
@@ -159,6 +164,7 @@ jobs::TheoryComparison Theory(int64_t depth, const std::vector<double>& measured
   }
   if (!branch_ratio.empty()) {
     auto routing = density::MakeScheduledRouting(0, branch_ratio);
+    if (routing.ok() && window > 0) routing = density::WithAttentionWindows(*routing, window, {});
     if (routing.ok()) {
       auto profiles = density::ComputeDiscreteProfiles(*routing, measured.size());
       if (profiles.ok()) {
@@ -188,6 +194,7 @@ jobs::JacobianReport BuildReport(models::DecoderModel& model, const jacobian::Me
   m.samples = options.samples;
   m.method = options.method;
   m.probes = options.method == jacobian::Method::kHutchinson ? options.probes : 0;
+  if (options.method == jacobian::Method::kHutchinson) m.probe_distribution = options.probe_distribution;
   m.output = options.output;
   m.seed = options.seed;
   m.input = options.input;
@@ -245,7 +252,7 @@ jobs::JacobianReport BuildReport(models::DecoderModel& model, const jacobian::Me
   for (const auto& sample : result.sample_sq_norm) samples.push_back(Prefix(sample, result.target));
   const bool unknown_depth = model.config().family == models::Family::kTorchScript;
   report.theory = Theory(unknown_depth ? 0 : model.config().num_layers, Prefix(final_stats.mean, result.target),
-                         result.branch_ratio, samples);
+                         result.branch_ratio, samples, static_cast<uint32_t>(model.config().sliding_window));
   if (options.keep_samples) report.raw = result.raw.back();
   return report;
 }

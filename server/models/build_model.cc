@@ -17,6 +17,9 @@ absl::StatusOr<std::unique_ptr<DecoderModel>> BuildModel(const ModelConfig& conf
       case Family::kGpt2: return MakeGpt2Model(config, seed);
       case Family::kQwen2: return MakeQwen2Model(config, seed);
       case Family::kCesaro: return MakeCesaroModel(config, seed);
+      case Family::kLlama:
+      case Family::kMistral: return MakeLlamaModel(config, seed);
+      case Family::kGptNeoX: return MakeGptNeoXModel(config, seed);
       case Family::kTorchScript: break;
     }
   } catch (const c10::Error& error) {
@@ -24,7 +27,7 @@ absl::StatusOr<std::unique_ptr<DecoderModel>> BuildModel(const ModelConfig& conf
                            absl::StrCat("cannot build the model: ", error.what_without_backtrace()));
   }
   return InvalidArgumentError({ErrorReason::kInvalidArgument, "arch", "torchscript",
-                               "gpt2, qwen2 or cesaro (TorchScript models are loaded, not built)"});
+                               "gpt2, qwen2, llama, mistral, gpt_neox or cesaro (TorchScript models are loaded, not built)"});
 }
 
 int64_t ParameterCount(DecoderModel& model) {

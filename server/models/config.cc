@@ -44,6 +44,28 @@ ModelConfig Qwen2(int64_t layers, int64_t width, int64_t heads, int64_t kv_heads
   return config;
 }
 
+ModelConfig Llama(int64_t layers, int64_t width, int64_t heads, int64_t kv_heads, int64_t mlp, int64_t vocab) {
+  ModelConfig config = Qwen2(layers, width, heads, kv_heads, mlp);
+  config.family = Family::kLlama;
+  config.vocab_size = vocab;
+  config.norm_eps = 1e-5;
+  config.rope_theta = 10000;
+  config.tie_embeddings = false;
+  return config;
+}
+
+ModelConfig Pythia(int64_t layers, int64_t width, int64_t heads) {
+  ModelConfig config = Gpt2(layers, width, heads);
+  config.family = Family::kGptNeoX;
+  config.vocab_size = 50304;
+  config.max_positions = 2048;
+  config.rope_theta = 10000;  // rotary_emb_base.
+  config.rotary_pct = 0.25;
+  config.parallel_residual = true;
+  config.tie_embeddings = false;
+  return config;
+}
+
 const std::map<std::string, ModelConfig>& Presets() {
   static const auto* presets = [] {
     auto* map = new std::map<std::string, ModelConfig>{
@@ -63,6 +85,39 @@ const std::map<std::string, ModelConfig>& Presets() {
     qwen2_tiny.max_positions = 512;
     qwen2_tiny.rope_theta = 10000;
     (*map)["qwen2-tiny"] = qwen2_tiny;
+    // Llama 3.2 1B: head_dim 64, rope_scaling llama3 (factor 32, low 1, high 4, original 8192).
+    ModelConfig llama32 = Llama(16, 2048, 32, 8, 8192, 128256);
+    llama32.max_positions = 131072;
+    llama32.rope_theta = 500000;
+    llama32.tie_embeddings = true;
+    llama32.explicit_head_dim = 64;
+    llama32.rope_scaling = {RopeScaling::Type::kLlama3, 32.0, 1.0, 4.0, 8192};
+    (*map)["llama3.2-1b"] = llama32;
+    ModelConfig tinyllama = Llama(22, 2048, 32, 4, 5632, 32000);
+    tinyllama.max_positions = 2048;
+    (*map)["tinyllama-1.1b"] = tinyllama;
+    ModelConfig llama_tiny = Llama(2, 64, 4, 2, 128, 128);
+    llama_tiny.max_positions = 512;
+    (*map)["llama-tiny"] = llama_tiny;
+    // Mistral 7B v0.1: sliding_window 4096.
+    ModelConfig mistral = Llama(32, 4096, 32, 8, 14336, 32000);
+    mistral.family = Family::kMistral;
+    mistral.max_positions = 32768;
+    mistral.sliding_window = 4096;
+    (*map)["mistral-7b"] = mistral;
+    ModelConfig mistral_tiny = Llama(2, 64, 4, 2, 128, 128);
+    mistral_tiny.family = Family::kMistral;
+    mistral_tiny.max_positions = 512;
+    mistral_tiny.sliding_window = 8;
+    (*map)["mistral-tiny"] = mistral_tiny;
+    (*map)["pythia-70m"] = Pythia(6, 512, 8);
+    (*map)["pythia-160m"] = Pythia(12, 768, 12);
+    (*map)["pythia-410m"] = Pythia(24, 1024, 16);
+    (*map)["pythia-1b"] = Pythia(16, 2048, 8);
+    ModelConfig pythia_tiny = Pythia(2, 64, 4);
+    pythia_tiny.vocab_size = 128;
+    pythia_tiny.max_positions = 512;
+    (*map)["pythia-tiny"] = pythia_tiny;
     ModelConfig cesaro = Gpt2(24, 16, 1);
     cesaro.family = Family::kCesaro;
     cesaro.vocab_size = 128;
@@ -103,6 +158,51 @@ absl::Status Positive(int64_t value, const std::string& field) {
   return InvalidArgumentError({ErrorReason::kInvalidArgument, field, std::to_string(value), ">= 1"});
 }
 
+// A config.json key whose value changes the computation in a way that is not built.
+absl::Status NotBuilt(const std::string& key, const std::string& value, const std::string& supported) {
+  return ErrorWithReason(absl::StatusCode::kUnimplemented, ErrorReason::kNotImplemented,
+                         absl::StrCat("config.json ", key, " = ", value, " is not implemented: supported ", supported));
+}
+
+bool IsSet(const nlohmann::json& json, const char* key) {
+  const auto it = json.find(key);
+  return it != json.end() && !it->is_null() && !(it->is_boolean() && !it->get<bool>());
+}
+
+// rope_scaling: absent, null or type "default" = none; "linear" and "llama3" are built.
+absl::StatusOr<RopeScaling> ReadRopeScaling(const nlohmann::json& json) {
+  RopeScaling scaling;
+  const auto it = json.find("rope_scaling");
+  if (it == json.end() || it->is_null()) return scaling;
+  if (!it->is_object()) return NotBuilt("rope_scaling", it->dump(), "null or an object with rope_type linear or llama3");
+  const auto type_it = it->contains("rope_type") ? it->find("rope_type") : it->find("type");
+  const std::string type = type_it != it->end() && type_it->is_string() ? type_it->get<std::string>() : "";
+  if (type == "default") return scaling;
+  if (type != "linear" && type != "llama3") {
+    return NotBuilt("rope_scaling.rope_type", type.empty() ? "(missing)" : "'" + type + "'", "linear, llama3, default or null");
+  }
+  scaling.type = type == "linear" ? RopeScaling::Type::kLinear : RopeScaling::Type::kLlama3;
+  scaling.factor = it->value("factor", 1.0);
+  if (scaling.type == RopeScaling::Type::kLlama3) {
+    scaling.low_freq_factor = it->value("low_freq_factor", 1.0);
+    scaling.high_freq_factor = it->value("high_freq_factor", 4.0);
+    scaling.original_max_positions = IntegerMember(*it, "original_max_position_embeddings", 8192);
+  }
+  return scaling;
+}
+
+// What llama, mistral and gpt_neox share: no soft-capping, the activation they are built with.
+absl::Status RefuseUnbuilt(const nlohmann::json& json, const std::string& activation) {
+  for (const char* key : {"attn_logit_softcapping", "final_logit_softcapping"}) {
+    if (IsSet(json, key)) return NotBuilt(key, json.at(key).dump(), "null (no soft-capping)");
+  }
+  const auto act = json.find("hidden_act");
+  if (act != json.end() && !(act->is_string() && act->get<std::string>() == activation)) {
+    return NotBuilt("hidden_act", act->dump(), "\"" + activation + "\"");
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 std::string FamilyName(Family family) {
@@ -111,8 +211,15 @@ std::string FamilyName(Family family) {
     case Family::kQwen2: return "qwen2";
     case Family::kCesaro: return "cesaro";
     case Family::kTorchScript: return "torchscript";
+    case Family::kLlama: return "llama";
+    case Family::kMistral: return "mistral";
+    case Family::kGptNeoX: return "gpt_neox";
   }
   return "unknown";
+}
+
+bool HasRotary(Family family) {
+  return family == Family::kQwen2 || family == Family::kLlama || family == Family::kMistral || family == Family::kGptNeoX;
 }
 
 std::vector<std::string> PresetNames() {
@@ -135,7 +242,10 @@ absl::StatusOr<ModelConfig> FamilyConfig(const std::string& family) {
   if (family == "gpt2") return PresetConfig("gpt2");
   if (family == "qwen2") return PresetConfig("qwen2-0.5b");
   if (family == "cesaro") return PresetConfig("cesaro");
-  return InvalidArgumentError({ErrorReason::kInvalidArgument, "arch", family, "gpt2, qwen2 or cesaro"});
+  if (family == "llama") return PresetConfig("llama3.2-1b");
+  if (family == "mistral") return PresetConfig("mistral-7b");
+  if (family == "gpt_neox") return PresetConfig("pythia-160m");
+  return InvalidArgumentError({ErrorReason::kInvalidArgument, "arch", family, "gpt2, qwen2, llama, mistral, gpt_neox or cesaro"});
 }
 
 ModelConfig ApplyOverrides(ModelConfig config, const ConfigOverrides& overrides) {
@@ -151,7 +261,7 @@ ModelConfig ApplyOverrides(ModelConfig config, const ConfigOverrides& overrides)
   // GPT-2 has no grouped-query attention: its kv heads follow its heads.
   if (overrides.num_kv_heads) {
     config.num_kv_heads = *overrides.num_kv_heads;
-  } else if (same_kv || config.family == Family::kGpt2) {
+  } else if (same_kv || config.family == Family::kGpt2 || config.family == Family::kGptNeoX) {
     config.num_kv_heads = config.num_heads;
   }
   if (overrides.intermediate_size) config.intermediate_size = *overrides.intermediate_size;
@@ -161,6 +271,7 @@ ModelConfig ApplyOverrides(ModelConfig config, const ConfigOverrides& overrides)
   if (overrides.cesaro_alpha) config.cesaro_alpha = *overrides.cesaro_alpha;
   if (overrides.tie_embeddings) config.tie_embeddings = *overrides.tie_embeddings;
   if (overrides.initializer_range) config.initializer_range = *overrides.initializer_range;
+  if (overrides.sliding_window) config.sliding_window = *overrides.sliding_window;
   return config;
 }
 
@@ -185,7 +296,7 @@ absl::Status ValidateConfig(const ModelConfig& config) {
       return InvalidArgumentError({ErrorReason::kInvalidArgument, field, std::to_string(value), absl::StrCat("1..", most)});
     }
   }
-  if (config.hidden_size % config.num_heads != 0) {
+  if (config.explicit_head_dim == 0 && config.hidden_size % config.num_heads != 0) {
     return InvalidArgumentError({ErrorReason::kInvalidArgument, "heads", std::to_string(config.num_heads),
                                  absl::StrCat("a divisor of width ", config.hidden_size)});
   }
@@ -193,13 +304,49 @@ absl::Status ValidateConfig(const ModelConfig& config) {
     return InvalidArgumentError({ErrorReason::kInvalidArgument, "kv_heads", std::to_string(config.num_kv_heads),
                                  absl::StrCat("a divisor of heads ", config.num_heads)});
   }
-  if (config.family == Family::kGpt2 && config.num_kv_heads != config.num_heads) {
+  if ((config.family == Family::kGpt2 || config.family == Family::kGptNeoX) && config.num_kv_heads != config.num_heads) {
     return InvalidArgumentError({ErrorReason::kInvalidArgument, "kv_heads", std::to_string(config.num_kv_heads),
-                                 absl::StrCat("equal to heads (", config.num_heads, ") for gpt2")});
+                                 absl::StrCat("equal to heads (", config.num_heads, ") for ", FamilyName(config.family))});
   }
-  if (config.family == Family::kQwen2 && config.head_dim() % 2 != 0) {
-    return InvalidArgumentError({ErrorReason::kInvalidArgument, "width / heads", std::to_string(config.head_dim()),
-                                 "an even head dimension (rotary embedding)"});
+  if (HasRotary(config.family) && config.rotary_dims() % 2 != 0) {
+    return InvalidArgumentError({ErrorReason::kInvalidArgument,
+                                 config.family == Family::kGptNeoX ? "head_dim * rotary_pct" : "head_dim",
+                                 std::to_string(config.rotary_dims()), "an even number of rotating dimensions"});
+  }
+  if (config.explicit_head_dim < 0 || config.explicit_head_dim > 1024) {
+    return InvalidArgumentError({ErrorReason::kInvalidArgument, "head_dim", std::to_string(config.explicit_head_dim),
+                                 "0 (= width / heads) or 1..1024"});
+  }
+  if (config.explicit_head_dim > 0 && config.family != Family::kLlama && config.family != Family::kMistral) {
+    return InvalidArgumentError({ErrorReason::kInvalidArgument, "head_dim", std::to_string(config.explicit_head_dim),
+                                 "width / heads (an explicit head_dim is a llama or mistral setting)"});
+  }
+  if (config.sliding_window < 0 || (config.sliding_window > 0 && config.family != Family::kMistral)) {
+    return InvalidArgumentError({ErrorReason::kInvalidArgument, "sliding_window", std::to_string(config.sliding_window),
+                                 config.sliding_window < 0 ? ">= 0 (0 = full causal attention)" : "0 (a window is a mistral setting)"});
+  }
+  if (config.family == Family::kGptNeoX && !(config.rotary_pct > 0.0 && config.rotary_pct <= 1.0)) {
+    return InvalidArgumentError({ErrorReason::kInvalidArgument, "rotary_pct", FormatValue(config.rotary_pct), "(0, 1]"});
+  }
+  const auto& scaling = config.rope_scaling;
+  if (scaling.type != RopeScaling::Type::kNone && config.family != Family::kLlama &&
+      config.family != Family::kMistral && config.family != Family::kGptNeoX) {
+    return InvalidArgumentError({ErrorReason::kInvalidArgument, "rope_scaling", "set",
+                                 "none (rope_scaling is built for llama, mistral and gpt_neox)"});
+  }
+  if (scaling.type != RopeScaling::Type::kNone) {
+    if (!(scaling.factor >= 1.0 && std::isfinite(scaling.factor))) {
+      return InvalidArgumentError({ErrorReason::kInvalidArgument, "rope_scaling.factor", FormatValue(scaling.factor), ">= 1"});
+    }
+    if (scaling.type == RopeScaling::Type::kLlama3 &&
+        !(scaling.low_freq_factor > 0 && scaling.high_freq_factor > scaling.low_freq_factor &&
+          std::isfinite(scaling.high_freq_factor) && scaling.original_max_positions > 0)) {
+      return InvalidArgumentError({ErrorReason::kInvalidArgument, "rope_scaling",
+                                   absl::StrCat("low_freq_factor ", scaling.low_freq_factor, ", high_freq_factor ",
+                                                scaling.high_freq_factor, ", original_max_position_embeddings ",
+                                                scaling.original_max_positions),
+                                   "0 < low_freq_factor < high_freq_factor and original_max_position_embeddings >= 1"});
+    }
   }
   if (!(config.cesaro_alpha >= 0.0 && config.cesaro_alpha <= 1.0)) {
     return InvalidArgumentError({ErrorReason::kInvalidAlpha, "cesaro_alpha", FormatValue(config.cesaro_alpha), "[0, 1]"});
@@ -258,9 +405,63 @@ absl::StatusOr<ModelConfig> ConfigFromHuggingFaceJson(const std::string& json_te
       config.norm_eps = json.value("rms_norm_eps", 1e-6);
       config.rope_theta = json.value("rope_theta", 1e4);
       config.tie_embeddings = json.value("tie_word_embeddings", false);
+      if (IsSet(json, "use_sliding_window")) return NotBuilt("use_sliding_window", "true", "false (full causal attention)");
+      if (auto scaling = ReadRopeScaling(json); !scaling.ok() || scaling->type != RopeScaling::Type::kNone) {
+        return scaling.ok() ? NotBuilt("rope_scaling", json.at("rope_scaling").dump(), "null for qwen2") : scaling.status();
+      }
+    } else if (type == "llama" || type == "mistral") {
+      if (auto status = RefuseUnbuilt(json, "silu"); !status.ok()) return status;
+      const int64_t heads = RequiredInteger(json, "num_attention_heads");
+      config = Llama(RequiredInteger(json, "num_hidden_layers"), RequiredInteger(json, "hidden_size"), heads,
+                     IntegerMember(json, "num_key_value_heads", heads), RequiredInteger(json, "intermediate_size"),
+                     IntegerMember(json, "vocab_size", 32000));
+      config.family = type == "llama" ? Family::kLlama : Family::kMistral;
+      config.max_positions = IntegerMember(json, "max_position_embeddings", 2048);
+      config.norm_eps = json.value("rms_norm_eps", 1e-6);
+      config.rope_theta = json.value("rope_theta", 1e4);
+      config.tie_embeddings = json.value("tie_word_embeddings", false);
+      if (json.contains("head_dim") && !json["head_dim"].is_null()) {
+        const int64_t head_dim = IntegerMember(json, "head_dim", 0);
+        // The default spelled out stays the default (a width that heads divide).
+        const bool is_default = config.num_heads > 0 && config.hidden_size % config.num_heads == 0 &&
+                                head_dim == config.hidden_size / config.num_heads;
+        config.explicit_head_dim = is_default ? 0 : head_dim;
+      }
+      auto scaling = ReadRopeScaling(json);
+      if (!scaling.ok()) return scaling.status();
+      config.rope_scaling = *scaling;
+      if (type == "llama") {
+        config.attention_bias = json.value("attention_bias", false);
+        config.mlp_bias = json.value("mlp_bias", false);
+      } else {
+        for (const char* key : {"attention_bias", "mlp_bias"}) {
+          if (IsSet(json, key)) return NotBuilt(key, json.at(key).dump(), "false (mistral has no biases)");
+        }
+        config.sliding_window = json.contains("sliding_window") && !json["sliding_window"].is_null()
+                                    ? IntegerMember(json, "sliding_window", 0) : 0;
+      }
+    } else if (type == "gpt_neox") {
+      if (auto status = RefuseUnbuilt(json, "gelu"); !status.ok()) return status;
+      config = Pythia(RequiredInteger(json, "num_hidden_layers"), RequiredInteger(json, "hidden_size"),
+                      RequiredInteger(json, "num_attention_heads"));
+      config.intermediate_size = RequiredInteger(json, "intermediate_size");
+      config.vocab_size = IntegerMember(json, "vocab_size", 50432);
+      config.max_positions = IntegerMember(json, "max_position_embeddings", 2048);
+      config.norm_eps = json.value("layer_norm_eps", 1e-5);
+      config.rope_theta = json.contains("rotary_emb_base") ? json.value("rotary_emb_base", 1e4) : json.value("rope_theta", 1e4);
+      config.rotary_pct = json.contains("rotary_pct") ? json.value("rotary_pct", 0.25) : json.value("partial_rotary_factor", 0.25);
+      config.parallel_residual = json.value("use_parallel_residual", true);
+      config.tie_embeddings = json.value("tie_word_embeddings", false);
+      if (json.contains("attention_bias") && !json.value("attention_bias", true)) {
+        return NotBuilt("attention_bias", "false", "true (gpt_neox's query_key_value and dense have biases)");
+      }
+      auto scaling = ReadRopeScaling(json);
+      if (!scaling.ok()) return scaling.status();
+      config.rope_scaling = *scaling;
     } else {
       return ErrorWithReason(absl::StatusCode::kInvalidArgument, ErrorReason::kInvalidModelFile,
-                             absl::StrCat("config.json model_type '", type, "' is not supported: allowed gpt2 or qwen2"));
+                             absl::StrCat("config.json model_type '", type,
+                                          "' is not supported: allowed gpt2, qwen2, llama, mistral or gpt_neox"));
     }
     config.initializer_range = json.value("initializer_range", 0.02);
   } catch (const nlohmann::json::exception& error) {
@@ -271,9 +472,52 @@ absl::StatusOr<ModelConfig> ConfigFromHuggingFaceJson(const std::string& json_te
   return config;
 }
 
+namespace {
+
+nlohmann::ordered_json RopeScalingJson(const RopeScaling& scaling) {
+  switch (scaling.type) {
+    case RopeScaling::Type::kNone: return nullptr;
+    case RopeScaling::Type::kLinear: return {{"rope_type", "linear"}, {"factor", scaling.factor}};
+    case RopeScaling::Type::kLlama3:
+      return {{"rope_type", "llama3"}, {"factor", scaling.factor}, {"low_freq_factor", scaling.low_freq_factor},
+              {"high_freq_factor", scaling.high_freq_factor},
+              {"original_max_position_embeddings", scaling.original_max_positions}};
+  }
+  return nullptr;
+}
+
+}  // namespace
+
 std::string ConfigToHuggingFaceJson(const ModelConfig& config) {
   nlohmann::ordered_json json;
-  if (config.family == Family::kQwen2) {
+  if (config.family == Family::kLlama || config.family == Family::kMistral) {
+    const bool llama = config.family == Family::kLlama;
+    json = {{"architectures", {llama ? "LlamaForCausalLM" : "MistralForCausalLM"}},
+            {"model_type", llama ? "llama" : "mistral"},
+            {"hidden_size", config.hidden_size}, {"intermediate_size", config.intermediate_size},
+            {"num_hidden_layers", config.num_layers}, {"num_attention_heads", config.num_heads},
+            {"num_key_value_heads", config.num_kv_heads}, {"head_dim", config.head_dim()},
+            {"vocab_size", config.vocab_size}, {"max_position_embeddings", config.max_positions},
+            {"rms_norm_eps", config.norm_eps}, {"rope_theta", config.rope_theta},
+            {"rope_scaling", RopeScalingJson(config.rope_scaling)}, {"tie_word_embeddings", config.tie_embeddings},
+            {"hidden_act", "silu"}, {"initializer_range", config.initializer_range}, {"torch_dtype", "float32"}};
+    if (llama) {
+      json["attention_bias"] = config.attention_bias;
+      json["mlp_bias"] = config.mlp_bias;
+    } else {
+      json["sliding_window"] = config.sliding_window > 0 ? nlohmann::ordered_json(config.sliding_window) : nullptr;
+    }
+  } else if (config.family == Family::kGptNeoX) {
+    json = {{"architectures", {"GPTNeoXForCausalLM"}}, {"model_type", "gpt_neox"},
+            {"hidden_size", config.hidden_size}, {"intermediate_size", config.intermediate_size},
+            {"num_hidden_layers", config.num_layers}, {"num_attention_heads", config.num_heads},
+            {"vocab_size", config.vocab_size}, {"max_position_embeddings", config.max_positions},
+            {"layer_norm_eps", config.norm_eps}, {"rotary_emb_base", config.rope_theta},
+            {"rotary_pct", config.rotary_pct}, {"rope_scaling", RopeScalingJson(config.rope_scaling)},
+            {"use_parallel_residual", config.parallel_residual}, {"tie_word_embeddings", config.tie_embeddings},
+            {"hidden_act", "gelu"}, {"attention_bias", true}, {"initializer_range", config.initializer_range},
+            {"torch_dtype", "float32"}};
+  } else if (config.family == Family::kQwen2) {
     json = {{"architectures", {"Qwen2ForCausalLM"}}, {"model_type", "qwen2"},
             {"hidden_size", config.hidden_size}, {"intermediate_size", config.intermediate_size},
             {"num_hidden_layers", config.num_layers}, {"num_attention_heads", config.num_heads},
@@ -307,6 +551,19 @@ double EstimatedParameters(const ModelConfig& config) {
       const double layer = 2 * d * d + 2 * d * kv + 3 * d * m + 2 * d + d + 2 * kv;
       return layers * layer + vocab * d * (config.tie_embeddings ? 1 : 2) + d;
     }
+    case Family::kLlama:
+    case Family::kMistral: {
+      const double q = static_cast<double>(config.num_heads * config.head_dim());
+      const double kv = static_cast<double>(config.num_kv_heads * config.head_dim());
+      double layer = 2 * d * q + 2 * d * kv + 3 * d * m + 2 * d;
+      if (config.attention_bias) layer += q + 2 * kv + d;
+      if (config.mlp_bias) layer += 2 * m + d;
+      return layers * layer + vocab * d * (config.tie_embeddings ? 1 : 2) + d;
+    }
+    case Family::kGptNeoX:
+      // Per layer: two LayerNorms, query_key_value, dense, dense_h_to_4h, dense_4h_to_h; then the
+      // final LayerNorm.
+      return layers * (4 * d * d + 2 * d * m + 9 * d + m) + vocab * d * (config.tie_embeddings ? 1 : 2) + 2 * d;
     case Family::kCesaro: return vocab * d;
     case Family::kTorchScript: return 0;
   }

@@ -6,6 +6,14 @@
 //            stored as HF Conv1D ([in, out]), tanh-GELU, 4x MLP, final LayerNorm, tied output.
 //  - qwen2  (Qwen2ForCausalLM): RMSNorm (eps 1e-6), rotary positions (theta), grouped-query
 //            attention with q/k/v biases and no o-bias, SwiGLU MLP, final RMSNorm.
+//  - llama  (LlamaForCausalLM): as qwen2 with optional q/k/v/o biases (attention_bias) and MLP
+//            biases (mlp_bias), an explicit head_dim, and rope_scaling of type linear or llama3.
+//  - mistral (MistralForCausalLM): llama without biases, plus sliding-window attention
+//            (sliding_window = w: position i attends to i - w + 1 .. i, Hugging Face's mask).
+//  - gpt_neox (GPTNeoXForCausalLM, Pythia): LayerNorm with bias, fused query_key_value in the
+//            per-head layout [heads, 3, head_dim], rotary on the first rotary_pct of each head's
+//            dimensions, exact-erf GELU MLP with biases, parallel (x + attn(ln1 x) + mlp(ln2 x)) or
+//            sequential residual, untied embed_out.
 //  - cesaro : no weights; each layer is h <- (1 - alpha) h + alpha * causal-mean(h) (THEORY.md s1).
 //  - torchscript: a user's scripted module, forward(inputs_embeds [B, L, d]) -> hidden [B, L, d].
 #pragma once
@@ -19,9 +27,22 @@
 
 namespace posbias::models {
 
-enum class Family { kGpt2, kQwen2, kCesaro, kTorchScript };
+enum class Family { kGpt2, kQwen2, kCesaro, kTorchScript, kLlama, kMistral, kGptNeoX };
 
-std::string FamilyName(Family family);  // "gpt2", "qwen2", "cesaro", "torchscript"
+// "gpt2", "qwen2", "cesaro", "torchscript", "llama", "mistral", "gpt_neox" (Hugging Face's model_type).
+std::string FamilyName(Family family);
+// The rotary families (qwen2, llama, mistral, gpt_neox).
+bool HasRotary(Family family);
+
+// Hugging Face's rope_scaling of the rotary frequencies: none, linear (every frequency divided by
+// factor), or llama3 (low frequencies divided by factor, high ones kept, a smooth ramp between,
+// as transformers' _compute_llama3_parameters).
+struct RopeScaling {
+  enum class Type { kNone, kLinear, kLlama3 } type = Type::kNone;
+  double factor = 1.0;
+  double low_freq_factor = 1.0, high_freq_factor = 4.0;  // llama3.
+  int64_t original_max_positions = 8192;                  // llama3: original_max_position_embeddings.
+};
 
 // Switches that isolate one ingredient of the theory each.
 struct Ablations {
@@ -47,8 +68,19 @@ struct ModelConfig {
   double cesaro_alpha = 0.5;         // Cesaro family only.
   Ablations ablations;
   std::string torchscript_path;      // TorchScript family only.
+  int64_t explicit_head_dim = 0;     // llama head_dim; 0 = hidden_size / num_heads.
+  bool attention_bias = false;       // llama: q, k, v and o biases.
+  bool mlp_bias = false;             // llama: gate, up and down biases.
+  RopeScaling rope_scaling;          // llama, mistral, gpt_neox.
+  int64_t sliding_window = 0;        // mistral: attention window w; 0 = full causal attention.
+  double rotary_pct = 1.0;           // gpt_neox: share of each head's dimensions that rotate.
+  bool parallel_residual = true;     // gpt_neox: use_parallel_residual.
 
-  int64_t head_dim() const { return hidden_size / num_heads; }
+  int64_t head_dim() const { return explicit_head_dim > 0 ? explicit_head_dim : hidden_size / num_heads; }
+  // gpt_neox: the rotating dimensions of a head, int(head_dim * rotary_pct); others head_dim.
+  int64_t rotary_dims() const {
+    return family == Family::kGptNeoX ? static_cast<int64_t>(static_cast<double>(head_dim()) * rotary_pct) : head_dim();
+  }
 };
 
 // Field overrides on top of a preset (flags of posbias-measure, RegisterModel overrides).
@@ -57,12 +89,15 @@ struct ConfigOverrides {
       vocab_size, max_positions;
   std::optional<double> rope_theta, cesaro_alpha, initializer_range;
   std::optional<bool> tie_embeddings;
+  std::optional<int64_t> sliding_window;  // mistral.
 };
 
 std::vector<std::string> PresetNames();
-// gpt2, gpt2-medium, gpt2-large, gpt2-xl, qwen2-0.5b, qwen2-1.5b, gpt2-tiny, qwen2-tiny, cesaro.
+// gpt2, gpt2-medium, gpt2-large, gpt2-xl, qwen2-0.5b, qwen2-1.5b, llama3.2-1b, tinyllama-1.1b,
+// mistral-7b, pythia-70m, pythia-160m, pythia-410m, pythia-1b, the *-tiny test shapes, cesaro.
 absl::StatusOr<ModelConfig> PresetConfig(const std::string& name);
-// The family's published base shape: "gpt2" -> gpt2 preset, "qwen2" -> qwen2-0.5b, "cesaro".
+// The family's published base shape: "gpt2" -> gpt2 preset, "qwen2" -> qwen2-0.5b, "llama" ->
+// llama3.2-1b, "mistral" -> mistral-7b, "gpt_neox" -> pythia-160m, "cesaro".
 absl::StatusOr<ModelConfig> FamilyConfig(const std::string& family);
 
 ModelConfig ApplyOverrides(ModelConfig config, const ConfigOverrides& overrides);
@@ -81,7 +116,10 @@ double EstimatedParameters(const ModelConfig& config);
 // formula both job admission and the Jacobian engine's batch budget are built on.
 double ActivationElementsPerLayer(const ModelConfig& config, int64_t length);
 
-// Reads a Hugging Face config.json (model_type "gpt2" or "qwen2").
+// Reads a Hugging Face config.json (model_type gpt2, qwen2, llama, mistral or gpt_neox). A key
+// that changes the computation and is not built (rope_scaling yarn/dynamic/..., logit
+// soft-capping, another hidden_act, qwen2's use_sliding_window) is UNIMPLEMENTED naming the key and
+// the supported values; an unknown model_type is INVALID_MODEL_FILE listing the families.
 absl::StatusOr<ModelConfig> ConfigFromHuggingFaceJson(const std::string& json_text);
 // Writes the config as Hugging Face config.json text (so exported weights load in PyTorch).
 std::string ConfigToHuggingFaceJson(const ModelConfig& config);

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <limits>
 
+#include "server/models/config.h"
+
 #include "absl/strings/str_cat.h"
 
 namespace posbias::models::layers {
@@ -46,22 +48,66 @@ torch::Dtype AtLeastFloat32(torch::Dtype dtype) {
 }
 
 torch::Tensor CausalAttention(torch::Tensor q, torch::Tensor k, torch::Tensor v, bool uniform,
-                              bool detach_probabilities) {
+                              bool detach_probabilities, int64_t window) {
   const int64_t groups = q.size(1) / k.size(1);
   if (groups > 1) {
     k = k.repeat_interleave(groups, 1);
     v = v.repeat_interleave(groups, 1);
   }
   const int64_t length = q.size(2);
+  const bool windowed = window > 0 && window < length;
   if (uniform) {
     auto counts = torch::arange(1, length + 1, v.options()).view({1, 1, length, 1});
-    return torch::cumsum(v, 2) / counts;
+    auto sums = torch::cumsum(v, 2);
+    if (!windowed) return sums / counts;
+    // The window's sum: the running sum less the one `window` positions earlier.
+    auto earlier = torch::cat({torch::zeros_like(sums.narrow(2, 0, window)), sums.narrow(2, 0, length - window)}, 2);
+    return (sums - earlier) / counts.clamp_max(static_cast<double>(window));
   }
   auto scores = torch::matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(q.size(-1)));
   auto mask = torch::ones({length, length}, torch::dtype(torch::kBool).device(q.device())).triu(1);
+  if (windowed) mask = mask.logical_or(torch::ones_like(mask).tril(-window));
   scores = scores.masked_fill(mask, -std::numeric_limits<float>::infinity());
   auto probs = torch::softmax(scores.to(AtLeastFloat32(q.scalar_type())), -1).to(q.dtype());
   return torch::matmul(detach_probabilities ? probs.detach() : probs, v);
+}
+
+RmsNormImpl::RmsNormImpl(int64_t size, double epsilon)
+    : eps(epsilon), weight(register_parameter("weight", torch::ones({size}))) {}
+
+torch::Tensor RmsNormImpl::forward(const torch::Tensor& x) {
+  auto x32 = x.to(AtLeastFloat32(x.scalar_type()));
+  auto normed = x32 * torch::rsqrt(x32.pow(2).mean(-1, /*keepdim=*/true) + eps);
+  return weight * normed.to(x.dtype());
+}
+
+torch::Tensor RotaryInverseFrequencies(const ModelConfig& config, int64_t dim, const torch::TensorOptions& options) {
+  auto inv_freq = 1.0 / torch::pow(config.rope_theta, torch::arange(0, dim, 2, options) / static_cast<double>(dim));
+  const auto& scaling = config.rope_scaling;
+  switch (scaling.type) {
+    case RopeScaling::Type::kNone: return inv_freq;
+    case RopeScaling::Type::kLinear: return inv_freq / scaling.factor;
+    case RopeScaling::Type::kLlama3: break;
+  }
+  const double old_length = static_cast<double>(scaling.original_max_positions);
+  const double low_wavelength = old_length / scaling.low_freq_factor;
+  const double high_wavelength = old_length / scaling.high_freq_factor;
+  auto wavelength = 2.0 * M_PI / inv_freq;
+  auto scaled = torch::where(wavelength > low_wavelength, inv_freq / scaling.factor, inv_freq);
+  auto smooth = (old_length / wavelength - scaling.low_freq_factor) / (scaling.high_freq_factor - scaling.low_freq_factor);
+  auto smoothed = (1.0 - smooth) * scaled / scaling.factor + smooth * scaled;
+  auto medium = (wavelength >= high_wavelength).logical_and(wavelength <= low_wavelength);
+  return torch::where(medium, smoothed, scaled);
+}
+
+torch::Tensor ApplyRotary(const torch::Tensor& x, const torch::Tensor& inverse_frequencies) {
+  const int64_t length = x.size(2);
+  auto freqs = torch::outer(torch::arange(length, inverse_frequencies.options()), inverse_frequencies);
+  auto emb = torch::cat({freqs, freqs}, -1);
+  auto cos = emb.cos().to(x.dtype()), sin = emb.sin().to(x.dtype());
+  auto halves = x.chunk(2, -1);
+  auto rotated = torch::cat({-halves[1], halves[0]}, -1);
+  return x * cos + rotated * sin;
 }
 
 torch::Tensor SplitHeads(const torch::Tensor& x, int64_t heads) {

@@ -29,8 +29,28 @@ torch::Dtype AtLeastFloat32(torch::Dtype dtype);
 // Hq / Hkv query heads (grouped-query attention). With `uniform`, the logits are zero, so each
 // position averages its prefix: computed as a running mean, O(L) instead of O(L^2). With
 // `detach_probabilities` the probabilities are constants of the graph (the value pathway only).
+// `window` > 0: position i attends to i - window + 1 .. i only (Hugging Face's sliding_window mask:
+// keys j <= i - window are hidden); uniform attention then averages that window.
 torch::Tensor CausalAttention(torch::Tensor q, torch::Tensor k, torch::Tensor v, bool uniform,
-                              bool detach_probabilities = false);
+                              bool detach_probabilities = false, int64_t window = 0);
+
+// RMSNorm as Hugging Face's LlamaRMSNorm / Qwen2RMSNorm: weight * x / sqrt(mean(x^2) + eps), the
+// statistics in float32 or wider.
+struct RmsNormImpl : torch::nn::Module {
+  RmsNormImpl(int64_t size, double epsilon);
+  torch::Tensor forward(const torch::Tensor& x);
+  double eps;
+  torch::Tensor weight;
+};
+TORCH_MODULE(RmsNorm);
+
+// The rotary inverse frequencies theta^(-2i / dim), i = 0..dim/2-1, of `config`'s rope_theta and
+// rope_scaling (linear: divided by factor; llama3: transformers' _compute_llama3_parameters), in
+// `options`' dtype (at least float32) and device.
+torch::Tensor RotaryInverseFrequencies(const ModelConfig& config, int64_t dim, const torch::TensorOptions& options);
+// x * cos + rotate_half(x) * sin over the last dimension of x [B, H, L, dim], positions 0..L-1,
+// rotate_half = (-x2, x1), as Hugging Face applies it.
+torch::Tensor ApplyRotary(const torch::Tensor& x, const torch::Tensor& inverse_frequencies);
 
 // [B, L, H*hd] -> [B, H, L, hd] and back.
 torch::Tensor SplitHeads(const torch::Tensor& x, int64_t heads);
@@ -139,6 +159,7 @@ class HuggingFaceModel : public DecoderModel {
   std::string init_recipe() const override { return recipe_; }
   std::unique_ptr<InputReversePass> PrepareReversePass(const torch::Tensor& e, int64_t target,
                                                        const ReversePassOptions& options) override {
+    if (!HasReversePass()) return nullptr;  // Measured through autograd.
     return reverse::Prepare(ReverseStack(), e, target, options);
   }
   std::vector<std::pair<std::string, torch::Tensor>> NamedParameters() override {
@@ -148,8 +169,9 @@ class HuggingFaceModel : public DecoderModel {
 
  protected:
   Module& module() { return module_; }
-  // The module's weights for the hand-written reverse pass.
-  virtual reverse::Stack ReverseStack() = 0;
+  // The module's weights for the hand-written reverse pass, where the family has one.
+  virtual bool HasReversePass() const { return true; }
+  virtual reverse::Stack ReverseStack() { return {}; }
 
  private:
   ModelConfig config_;

@@ -18,30 +18,13 @@ using layers::MergeHeads;
 using layers::ReverseLinear;
 using layers::SplitHeads;
 
-struct RmsNormImpl : torch::nn::Module {
-  RmsNormImpl(int64_t size, double epsilon)
-      : eps(epsilon), weight(register_parameter("weight", torch::ones({size}))) {}
-  torch::Tensor forward(const torch::Tensor& x) {
-    auto x32 = x.to(AtLeastFloat32(x.scalar_type()));
-    auto normed = x32 * torch::rsqrt(x32.pow(2).mean(-1, /*keepdim=*/true) + eps);
-    return weight * normed.to(x.dtype());
-  }
-  double eps;
-  torch::Tensor weight;
-};
-TORCH_MODULE(RmsNorm);
+using layers::RmsNorm;
 
-// Rotary embedding as in Hugging Face: x * cos + rotate_half(x) * sin, rotate_half = (-x2, x1).
+// Rotary embedding with the base theta alone (Qwen2 has no rope_scaling).
 torch::Tensor ApplyRotary(const torch::Tensor& x, double theta) {
-  const int64_t length = x.size(2), dim = x.size(3);
+  const int64_t dim = x.size(3);
   auto options = torch::dtype(AtLeastFloat32(x.scalar_type())).device(x.device());
-  auto inv_freq = 1.0 / torch::pow(theta, torch::arange(0, dim, 2, options) / static_cast<double>(dim));
-  auto freqs = torch::outer(torch::arange(length, options), inv_freq);
-  auto emb = torch::cat({freqs, freqs}, -1);
-  auto cos = emb.cos().to(x.dtype()), sin = emb.sin().to(x.dtype());
-  auto halves = x.chunk(2, -1);
-  auto rotated = torch::cat({-halves[1], halves[0]}, -1);
-  return x * cos + rotated * sin;
+  return layers::ApplyRotary(x, 1.0 / torch::pow(theta, torch::arange(0, dim, 2, options) / static_cast<double>(dim)));
 }
 
 struct Qwen2AttentionImpl : torch::nn::Module {

@@ -18,8 +18,11 @@ bool EndsWith(const std::string& text, const std::string& suffix) {
 
 // Buffers and duplicates that transformers writes but no parameter corresponds to.
 bool IsIgnorable(const std::string& name, const ModelConfig& config) {
+  const bool neox = config.family == Family::kGptNeoX;
   return EndsWith(name, ".attn.bias") || EndsWith(name, ".attn.masked_bias") ||
-         EndsWith(name, "rotary_emb.inv_freq") || (config.tie_embeddings && name == "lm_head.weight");
+         (neox && (EndsWith(name, ".attention.bias") || EndsWith(name, ".attention.masked_bias"))) ||
+         EndsWith(name, "rotary_emb.inv_freq") ||
+         (config.tie_embeddings && name == (neox ? "embed_out.weight" : "lm_head.weight"));
 }
 
 // The checkpoint name holding parameter `name`, or "" when none does.

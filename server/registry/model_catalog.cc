@@ -85,6 +85,20 @@ std::string TokenizerDirectoryOf(const std::string& checkpoint_path) {
   return has ? dir.string() : "";
 }
 
+}  // namespace
+
+// Where an entry's tokenizer files are: a checkpoint's own directory, or a preset's
+// tokenizer_path; "" = none.
+std::string ModelCatalog::TokenizerDirOf(const ModelEntry& entry, const std::string& weights_path) const {
+  if (entry.source.kind == SourceKind::kCheckpoint) return TokenizerDirectoryOf(weights_path);
+  if (entry.source.kind == SourceKind::kPreset && !entry.source.tokenizer_path.empty()) {
+    return TokenizerDirectoryOf(ResolveUnderRoot(entry.source.tokenizer_path, entry.tenant).value_or(""));
+  }
+  return "";
+}
+
+namespace {
+
 // The architecture a source describes (before loading anything big).
 absl::StatusOr<models::ModelConfig> ResolveConfig(const ModelSource& source, const std::string& weights_path) {
   absl::StatusOr<models::ModelConfig> base;
@@ -280,7 +294,7 @@ absl::Status ModelCatalog::MergeIndex(const nlohmann::json& items) {
                                 : entry->source.kind == SourceKind::kUpload ? entry->source.path
                                                                              : ResolveUnderRoot(entry->source.path, entry->tenant).value_or("");
     if (auto config = ResolveConfig(entry->source, weights); config.ok()) entry->config = *config;
-    if (entry->source.kind == SourceKind::kCheckpoint) entry->tokenizer_dir = TokenizerDirectoryOf(weights);
+    entry->tokenizer_dir = TokenizerDirOf(*entry, weights);
     entries_[path] = *std::move(entry);
   }
   return absl::OkStatus();
@@ -445,9 +459,7 @@ absl::StatusOr<ModelEntry> ModelCatalog::Finish(ModelEntry entry) {
   if (!loaded.ok()) return Refuse(entry, loaded.status());
   std::lock_guard lock(mutex_);
   entry.state = ModelState::kReady;
-  if (entry.source.kind == SourceKind::kCheckpoint && request.ok()) {
-    entry.tokenizer_dir = TokenizerDirectoryOf(request->weights_path);
-  }
+  if (request.ok()) entry.tokenizer_dir = TokenizerDirOf(entry, request->weights_path);
   entry.parameters = loaded->parameters;
   entry.memory_bytes = entry.parameters * 4;
   entry.init_recipe = entry.source.kind == SourceKind::kPreset ? loaded->init_recipe : "loaded from " + entry.source.path;
@@ -520,12 +532,22 @@ absl::StatusOr<ModelEntry> ModelCatalog::Register(const std::string& name, const
   auto existing = Reserve(name, entry, labels, request_id);
   if (!existing.ok()) return existing.status();
   if (existing->has_value()) return **existing;  // A retried request.
+  auto refuse = [&](const absl::Status& status) {
+    std::lock_guard lock(mutex_);
+    entries_.erase(ModelPath(entry));  // Refused requests leave nothing behind, in the index neither.
+    (void)Persist();
+    return status;
+  };
   if (source.kind == SourceKind::kCheckpoint || source.kind == SourceKind::kTorchScript) {
-    if (auto path = ResolveUnderRoot(source.path, tenant); !path.ok()) {
-      std::lock_guard lock(mutex_);
-      entries_.erase(ModelPath(entry));  // Refused requests leave nothing behind, in the index neither.
-      (void)Persist();
-      return path.status();
+    if (auto path = ResolveUnderRoot(source.path, tenant); !path.ok()) return refuse(path.status());
+  }
+  if (!source.tokenizer_path.empty()) {
+    auto dir = ResolveUnderRoot(source.tokenizer_path, tenant);
+    if (!dir.ok()) return refuse(dir.status());
+    if (!fs::is_directory(*dir) || TokenizerDirectoryOf(*dir).empty()) {
+      return refuse(InvalidArgumentError({ErrorReason::kInvalidArgument, "preset.tokenizer_path", source.tokenizer_path,
+                                          "a directory under the model root holding tokenizer.json, or vocab.json "
+                                          "and merges.txt"}));
     }
   }
   return Finish(entry);

@@ -97,6 +97,8 @@ class ModelCatalog {
   // symlinks leading out and no dangling ones (PATH_NOT_ALLOWED, the same text whether or not
   // anything exists there); PATH_NOT_FOUND when it does not exist inside the scope.
   absl::StatusOr<std::string> ResolveUnderRoot(const std::string& relative, const std::string& tenant = "") const;
+  // The entry's tokenizer directory: a checkpoint's own, or a preset's tokenizer_path; "" = none.
+  std::string TokenizerDirOf(const ModelEntry& entry, const std::string& weights_path) const;
 
   std::string uploads_dir() const;
 

@@ -36,6 +36,9 @@ struct ModelSource {
   uint64_t seed = 0;
   std::string path;       // kCheckpoint / kTorchScript: relative to the model root; kUpload: the stored file.
   int64_t width = 0;      // kTorchScript: embedding width d.
+  // kPreset: a directory under the model root with tokenizer files, so that a seeded model takes
+  // real text ("" = none). Its ids must be below the preset's vocab_size (checked per job).
+  std::string tokenizer_path;
 };
 
 struct ModelEntry {

@@ -44,10 +44,12 @@ nlohmann::json SourceToJson(const ModelSource& source) {
   PutOptional(overrides, "cesaro_alpha", o.cesaro_alpha);
   PutOptional(overrides, "tie_embeddings", o.tie_embeddings);
   PutOptional(overrides, "initializer_range", o.initializer_range);
+  PutOptional(overrides, "sliding_window", o.sliding_window);
   return {{"kind", SourceKindName(source.kind)}, {"preset", source.preset}, {"overrides", overrides},
           {"no_position_encoding", source.ablations.no_position_encoding},
           {"uniform_attention", source.ablations.uniform_attention}, {"no_mlp", source.ablations.no_mlp},
-          {"seed", source.seed}, {"path", source.path}, {"width", source.width}};
+          {"seed", source.seed}, {"path", source.path}, {"width", source.width},
+          {"tokenizer_path", source.tokenizer_path}};
 }
 
 ModelSource SourceFromJson(const nlohmann::json& json) {
@@ -68,12 +70,14 @@ ModelSource SourceFromJson(const nlohmann::json& json) {
   GetOptional(o, "cesaro_alpha", source.overrides.cesaro_alpha);
   GetOptional(o, "tie_embeddings", source.overrides.tie_embeddings);
   GetOptional(o, "initializer_range", source.overrides.initializer_range);
+  GetOptional(o, "sliding_window", source.overrides.sliding_window);
   source.ablations.no_position_encoding = json.value("no_position_encoding", false);
   source.ablations.uniform_attention = json.value("uniform_attention", false);
   source.ablations.no_mlp = json.value("no_mlp", false);
   source.seed = json.value("seed", uint64_t{0});
   source.path = json.value("path", "");
   source.width = json.value("width", int64_t{0});
+  source.tokenizer_path = json.value("tokenizer_path", "");
   return source;
 }
 

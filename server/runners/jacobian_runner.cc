@@ -79,6 +79,7 @@ jacobian::MeasureOptions OptionsFor(const jobs::JacobianJobSpec& spec, const std
   options.seed = spec.seed;
   options.embedding_std = spec.embedding_std;
   options.probes = spec.probes;
+  options.probe_distribution = spec.probe_distribution;
   options.keep_samples = spec.keep_samples;
   options.device = device;
   options.method = spec.method;

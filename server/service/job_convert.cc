@@ -58,6 +58,25 @@ v1::JacobianMethod MethodToProto(jobs::JacobianMethod method) {
   return method == jobs::JacobianMethod::kHutchinson ? v1::JACOBIAN_METHOD_HUTCHINSON : v1::JACOBIAN_METHOD_EXACT;
 }
 
+// UNSPECIFIED: the default (jobs::kDefaultProbeDistribution). Undefined numbers never get here
+// (the request's enums are checked once, service/enum_check.h).
+jobs::ProbeDistribution ProbeDistributionFromProto(v1::ProbeDistribution distribution) {
+  switch (distribution) {
+    case v1::PROBE_DISTRIBUTION_GAUSSIAN: return jobs::ProbeDistribution::kGaussian;
+    case v1::PROBE_DISTRIBUTION_RADEMACHER: return jobs::ProbeDistribution::kRademacher;
+    case v1::PROBE_DISTRIBUTION_ORTHOGONAL: return jobs::ProbeDistribution::kOrthogonal;
+    default: return jobs::kDefaultProbeDistribution;
+  }
+}
+v1::ProbeDistribution ProbeDistributionToProto(jobs::ProbeDistribution distribution) {
+  switch (distribution) {
+    case jobs::ProbeDistribution::kGaussian: return v1::PROBE_DISTRIBUTION_GAUSSIAN;
+    case jobs::ProbeDistribution::kRademacher: return v1::PROBE_DISTRIBUTION_RADEMACHER;
+    case jobs::ProbeDistribution::kOrthogonal: return v1::PROBE_DISTRIBUTION_ORTHOGONAL;
+  }
+  return v1::PROBE_DISTRIBUTION_UNSPECIFIED;
+}
+
 jobs::DevicePreference DeviceFromProto(v1::DevicePreference device) {
   if (device == v1::DEVICE_CPU) return jobs::DevicePreference::kCpu;
   if (device == v1::DEVICE_CUDA) return jobs::DevicePreference::kCuda;
@@ -284,6 +303,7 @@ absl::StatusOr<jobs::JobRecord> RecordFromRequest(const v1::SubmitJobRequest& re
     return InvalidArgumentError({ErrorReason::kInvalidArgument, "spec.jacobian_norm.pathway", std::to_string(in.pathway()),
                                  "FULL or VALUE_ONLY"});
   }
+  spec.probe_distribution = ProbeDistributionFromProto(in.probe_distribution());
   spec.compare_pathways = in.compare_pathways();
   if (spec.compare_pathways && spec.pathway != jobs::Pathway::kFull) {
     return InvalidArgumentError({ErrorReason::kInvalidArgument, "spec.jacobian_norm.compare_pathways", "true",
@@ -333,6 +353,9 @@ void JobToProto(const jobs::JobRecord& job, v1::Job* out) {
   spec->set_pathway(job.spec.pathway == jobs::Pathway::kValueOnly ? v1::JACOBIAN_PATHWAY_VALUE_ONLY
                                                                   : v1::JACOBIAN_PATHWAY_FULL);
   spec->set_compare_pathways(job.spec.compare_pathways);
+  if (job.spec.method == jobs::JacobianMethod::kHutchinson) {
+    spec->set_probe_distribution(ProbeDistributionToProto(job.spec.probe_distribution));
+  }
   WriteInput(job.spec, spec->mutable_input());
   out->mutable_spec()->set_priority(job.priority);
   out->mutable_spec()->set_device(DeviceToProto(job.spec.device));

@@ -20,6 +20,7 @@ models::ConfigOverrides OverridesFromProto(const v1::ModelArchitectureOverrides&
   if (o.has_tie_embeddings()) overrides.tie_embeddings = o.tie_embeddings();
   if (o.has_cesaro_alpha()) overrides.cesaro_alpha = o.cesaro_alpha();
   if (o.has_initializer_range()) overrides.initializer_range = o.initializer_range();
+  if (o.has_sliding_window()) overrides.sliding_window = o.sliding_window();
   return overrides;
 }
 
@@ -41,6 +42,7 @@ absl::StatusOr<ModelRegistration> RegistrationFromRequest(const v1::RegisterMode
     source.preset = request.preset().preset();
     source.overrides = OverridesFromProto(request.preset().overrides());
     source.seed = request.preset().has_init_seed() ? request.preset().init_seed() : 0;
+    source.tokenizer_path = request.preset().tokenizer_path();
   } else if (request.has_checkpoint()) {
     source.kind = registry::SourceKind::kCheckpoint;
     source.path = request.checkpoint().path();

@@ -21,6 +21,9 @@ v1::ModelFamily FamilyToProto(models::Family family) {
     case models::Family::kQwen2: return v1::MODEL_FAMILY_QWEN2;
     case models::Family::kCesaro: return v1::MODEL_FAMILY_CESARO;
     case models::Family::kTorchScript: return v1::MODEL_FAMILY_TORCHSCRIPT;
+    case models::Family::kLlama: return v1::MODEL_FAMILY_LLAMA;
+    case models::Family::kMistral: return v1::MODEL_FAMILY_MISTRAL;
+    case models::Family::kGptNeoX: return v1::MODEL_FAMILY_GPT_NEOX;
   }
   return v1::MODEL_FAMILY_UNSPECIFIED;
 }
@@ -43,6 +46,34 @@ void ConfigToProto(const models::ModelConfig& c, v1::ModelConfig* out) {
   out->mutable_ablations()->set_no_position_encoding(c.ablations.no_position_encoding);
   out->mutable_ablations()->set_uniform_attention(c.ablations.uniform_attention);
   out->mutable_ablations()->set_no_mlp(c.ablations.no_mlp);
+  using models::Family;
+  const bool weightless = c.family == Family::kCesaro || c.family == Family::kTorchScript;
+  out->set_position_encoding(weightless                                ? v1::MODEL_POSITION_ENCODING_NONE
+                             : c.family == Family::kGpt2               ? v1::MODEL_POSITION_ENCODING_LEARNED
+                                                                       : v1::MODEL_POSITION_ENCODING_ROPE);
+  out->set_norm(weightless ? v1::MODEL_NORM_KIND_NONE
+                : c.family == Family::kGpt2 || c.family == Family::kGptNeoX ? v1::MODEL_NORM_KIND_LAYER_NORM
+                                                                            : v1::MODEL_NORM_KIND_RMS_NORM);
+  out->set_activation(weightless                      ? v1::MODEL_ACTIVATION_NONE
+                      : c.family == Family::kGpt2     ? v1::MODEL_ACTIVATION_GELU_TANH
+                      : c.family == Family::kGptNeoX  ? v1::MODEL_ACTIVATION_GELU
+                                                      : v1::MODEL_ACTIVATION_SWIGLU);
+  out->set_sliding_window(static_cast<uint32_t>(c.sliding_window));
+  out->set_attention_bias(c.attention_bias);
+  out->set_mlp_bias(c.mlp_bias);
+  if (c.rope_scaling.type != models::RopeScaling::Type::kNone) {
+    auto* scaling = out->mutable_rope_scaling();
+    const bool llama3 = c.rope_scaling.type == models::RopeScaling::Type::kLlama3;
+    scaling->set_rope_type(llama3 ? "llama3" : "linear");
+    scaling->set_factor(c.rope_scaling.factor);
+    if (llama3) {
+      scaling->set_low_freq_factor(c.rope_scaling.low_freq_factor);
+      scaling->set_high_freq_factor(c.rope_scaling.high_freq_factor);
+      scaling->set_original_max_position_embeddings(static_cast<uint32_t>(c.rope_scaling.original_max_positions));
+    }
+  }
+  out->set_rotary_pct(c.family == Family::kGptNeoX ? c.rotary_pct : 1.0);
+  out->set_parallel_residual(c.family == Family::kGptNeoX && c.parallel_residual);
 }
 
 absl::StatusOr<v1::Model> Register(registry::ModelCatalog& catalog, Caller& caller,
@@ -71,6 +102,7 @@ void ModelToProto(const registry::ModelEntry& entry, int64_t active_jobs, v1::Mo
     out->mutable_source()->mutable_preset()->set_preset(entry.source.preset);
     out->mutable_source()->mutable_preset()->set_init_seed(entry.source.seed);
     out->mutable_source()->mutable_preset()->set_init_recipe(entry.init_recipe);
+    out->mutable_source()->mutable_preset()->set_tokenizer_path(entry.source.tokenizer_path);
   } else if (entry.source.kind == registry::SourceKind::kCheckpoint) {
     out->mutable_source()->mutable_checkpoint()->set_path(entry.source.path);
   } else if (entry.source.kind == registry::SourceKind::kTorchScript) {

@@ -234,8 +234,18 @@ class HutchinsonTest(unittest.TestCase):
 
     def reports(self):
         exact = measure(*QWEN2, *RUN, "--seed", "3")
-        hutchinson = measure(*QWEN2, *RUN, "--seed", "3", "--method", "hutchinson", "--probes", str(self.PROBES))
+        hutchinson = measure(*QWEN2, *RUN, "--seed", "3", "--method", "hutchinson", "--probes", str(self.PROBES),
+                             "--probe-distribution", "gaussian")
         return exact, hutchinson
+
+    def test_orthogonal_probes_of_all_d_rows_give_the_exact_norms_and_say_so(self):
+        exact = measure(*QWEN2, *RUN, "--seed", "3")
+        width = exact["model"]["width"]
+        orthogonal = measure(*QWEN2, *RUN, "--seed", "3", "--method", "hutchinson", "--probes", str(width))
+        self.assertEqual(orthogonal["measurement"]["probe_distribution"], "orthogonal")  # The default.
+        for e, o in zip(exact["sq_norm_mean"], orthogonal["sq_norm_mean"]):
+            self.assertAlmostEqual(o / e, 1.0, delta=1e-5)  # float32 rounding.
+        self.assertNotIn("probe_distribution", exact["measurement"])
 
     def test_hutchinson_with_256_probes_agrees_with_exact_within_four_estimator_stderrs(self):
         exact, hutchinson = self.reports()

@@ -3,6 +3,7 @@
 // exact method (Hutchinson within its standard error).
 #include "server/jacobian/engine.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include <torch/torch.h>
@@ -145,6 +146,7 @@ TEST(HutchinsonEngine, AgreesWithTheExactNormWithinItsStandardError) {
   MeasureOptions options = GivenTokens({4, 8, 15, 16, 23, 42, 1, 2, 3, 5});
   auto exact = Measure(*model, options);
   options.method = Method::kHutchinson;
+  options.probe_distribution = jobs::ProbeDistribution::kGaussian;
   options.probes = 400;
   options.seed = 11;
   auto estimate = Measure(*model, options);
@@ -157,6 +159,46 @@ TEST(HutchinsonEngine, AgreesWithTheExactNormWithinItsStandardError) {
     EXPECT_LE(se[j], std::sqrt(2.0 / 400) * 1.5 * exact->sq_norm[0].mean[j]);  // sqrt(2/K) relative.
   }
   EXPECT_GE(within, 9);  // At 3 standard errors, at most one of ten positions may stray.
+}
+
+// d = 16 orthogonal rows are one full rotation: the estimate is the exact norm, with no spread,
+// through the model's own reverse pass and through autograd, for the hidden state and the
+// log-probability (width 1). Fewer rows are an estimate within its standard error.
+TEST(HutchinsonEngine, OrthogonalProbesOfAllDRowsAreTheExactNorm) {
+  auto model = Build(Tiny("gpt2"));
+  for (auto output : {Output::kFinalHidden, Output::kLogProb}) {
+    for (auto pass : {MeasureOptions::ReversePass::kModel, MeasureOptions::ReversePass::kAutograd}) {
+      MeasureOptions options = GivenTokens({4, 8, 15, 16, 23, 42, 1, 2, 3, 5, 7});
+      options.length = 10;
+      options.output = output;
+      options.reverse_pass = pass;
+      auto exact = Measure(*model, options);
+      options.method = Method::kHutchinson;
+      options.probe_distribution = jobs::ProbeDistribution::kOrthogonal;
+      options.probes = output == Output::kLogProb ? 1 : 16;
+      options.cotangent_batch = 5;  // Chunks that cut through the block.
+      auto estimate = Measure(*model, options);
+      ASSERT_TRUE(exact.ok() && estimate.ok()) << exact.status() << estimate.status();
+      ExpectRelativelyClose(estimate->sq_norm[0].mean, exact->sq_norm[0].mean, 1e-10);
+      for (double se : estimate->estimator_stderr[0]) EXPECT_LE(se, 1e-9 * exact->sq_norm[0].mean.back());
+    }
+  }
+  MeasureOptions options = GivenTokens({4, 8, 15, 16, 23, 42, 1, 2, 3, 5});
+  auto exact = Measure(*model, options);
+  for (auto distribution : {jobs::ProbeDistribution::kRademacher, jobs::ProbeDistribution::kOrthogonal}) {
+    options.method = Method::kHutchinson;
+    options.probe_distribution = distribution;
+    // Orthogonal: 6 blocks of 14-15 rows (5 degrees of freedom for the error bar).
+    options.probes = distribution == jobs::ProbeDistribution::kOrthogonal ? 88 : 12;
+    auto estimate = Measure(*model, options);
+    ASSERT_TRUE(exact.ok() && estimate.ok());
+    int within = 0;
+    for (size_t j = 0; j < 10; ++j) {
+      within += std::abs(estimate->sq_norm[0].mean[j] - exact->sq_norm[0].mean[j]) <=
+                4.0 * estimate->estimator_stderr[0][j];
+    }
+    EXPECT_GE(within, 8) << jobs::ProbeDistributionName(distribution);
+  }
 }
 
 TEST(CesaroModel, MeasuredProfileEqualsTheExactDiscreteRowOfTheDensityRoom) {
@@ -184,12 +226,16 @@ TEST(CesaroModel, MeasuredProfileEqualsTheExactDiscreteRowOfTheDensityRoom) {
 
 TEST(Measure, ResumedFromFinishedSamplesEqualsAnUninterruptedRun) {
   auto model = Build(Tiny("qwen2"));
-  for (Method method : {Method::kExact, Method::kHutchinson}) {
+  using jobs::ProbeDistribution;
+  for (auto [method, distribution] : std::vector<std::pair<Method, ProbeDistribution>>{
+           {Method::kExact, ProbeDistribution::kGaussian}, {Method::kHutchinson, ProbeDistribution::kGaussian},
+           {Method::kHutchinson, ProbeDistribution::kRademacher}, {Method::kHutchinson, ProbeDistribution::kOrthogonal}}) {
     MeasureOptions options;
     options.length = 6;
     options.samples = 4;
     options.seed = 21;
     options.method = method;
+    options.probe_distribution = distribution;
     options.probes = 8;
     std::vector<SampleRecord> records;
     options.on_sample = [&](int64_t index, const SampleRecord& record) {
@@ -358,12 +404,16 @@ TEST(Measure, ModelReversePassEqualsAutogradForEveryOutputAndMethod) {
   for (const std::string family : {"gpt2", "qwen2"}) {
     auto model = Build(Tiny(family));
     for (Output output : {Output::kFinalHidden, Output::kLayerSweep, Output::kLogProb}) {
-      for (Method method : {Method::kExact, Method::kHutchinson}) {
+      for (auto [method, distribution] : std::vector<std::pair<Method, jobs::ProbeDistribution>>{
+               {Method::kExact, jobs::ProbeDistribution::kGaussian},
+               {Method::kHutchinson, jobs::ProbeDistribution::kGaussian},
+               {Method::kHutchinson, jobs::ProbeDistribution::kOrthogonal}}) {
         for (int64_t target : {int64_t{0}, int64_t{4}}) {
           MeasureOptions options = GivenTokens({3, 1, 4, 1, 5, 9, 2, 6});
           options.length = 7;
           options.output = output;
           options.method = method;
+          options.probe_distribution = distribution;
           options.probes = 5;
           options.target = target;
           options.cotangent_batch = 3;
@@ -383,7 +433,13 @@ TEST(Measure, ModelReversePassEqualsAutogradForEveryOutputAndMethod) {
             const double bound = output == Output::kLogProb ? 1e-6 : 1e-10;
             ExpectRelativelyClose(own->sq_norm[o].mean, autograd->sq_norm[o].mean, bound);
             if (method == Method::kHutchinson) {
-              ExpectRelativelyClose(own->estimator_stderr[o], autograd->estimator_stderr[o], output == Output::kLogProb ? 1e-5 : 1e-8);
+              // Orthogonal rows of width 1 (the log-probability) are exact: both errors are rounding.
+              const double floor = 1e-12 * *std::max_element(own->sq_norm[o].mean.begin(), own->sq_norm[o].mean.end());
+              const double relative = output == Output::kLogProb ? 1e-5 : 1e-8;
+              for (size_t j = 0; j < own->estimator_stderr[o].size(); ++j) {
+                EXPECT_LE(std::abs(own->estimator_stderr[o][j] - autograd->estimator_stderr[o][j]),
+                          relative * autograd->estimator_stderr[o][j] + floor) << "position " << j + 1;
+              }
             }
           }
         }

@@ -34,6 +34,8 @@ TEST(JacobianSpecNames, EveryEnumValueParsesBackFromItsName) {
   ExpectNamesRoundTrip({DevicePreference::kAny, DevicePreference::kCpu, DevicePreference::kCuda}, DeviceName,
                        ParseDevice);
   ExpectNamesRoundTrip({Pathway::kFull, Pathway::kValueOnly}, PathwayName, ParsePathway);
+  ExpectNamesRoundTrip({ProbeDistribution::kGaussian, ProbeDistribution::kRademacher, ProbeDistribution::kOrthogonal},
+                       ProbeDistributionName, ParseProbeDistribution);
 }
 
 TEST(JacobianSpecNames, TheNamesAreTheStoredWords) {
@@ -84,6 +86,25 @@ TEST(JacobianSpecJson, ThePathwayRoundTripsAndAnOlderSpecMeasuresTheFullJacobian
             absl::StatusCode::kInvalidArgument);
 }
 
+TEST(JacobianSpecJson, TheProbeDistributionRoundTripsAndAnOlderSpecRanGaussianProbes) {
+  JacobianJobSpec spec;
+  spec.model = "m";
+  spec.method = JacobianMethod::kHutchinson;
+  spec.probe_distribution = ProbeDistribution::kRademacher;
+  const auto json = SpecToJson(spec);
+  EXPECT_EQ(json["probe_distribution"], "rademacher");
+  auto back = SpecFromJson(json);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->probe_distribution, ProbeDistribution::kRademacher);
+  auto older = SpecFromJson(nlohmann::json{{"model", "m"}, {"method", "hutchinson"}});
+  ASSERT_TRUE(older.ok()) << older.status();
+  EXPECT_EQ(older->probe_distribution, ProbeDistribution::kGaussian);  // What such jobs ran with.
+  const absl::Status status = SpecFromJson(nlohmann::json{{"model", "m"}, {"probe_distribution", "sobol"}}).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ErrorFieldOf(status), "spec.probe_distribution");
+  EXPECT_EQ(ErrorAllowedOf(status), "gaussian, rademacher, orthogonal");
+}
+
 JacobianReport FullReport() {
   JacobianReport report;
   report.model.family = "gpt2";
@@ -97,6 +118,7 @@ JacobianReport FullReport() {
   report.measurement.samples = 2;
   report.measurement.method = JacobianMethod::kHutchinson;
   report.measurement.output = JacobianOutput::kLayerSweep;
+  report.measurement.probe_distribution = ProbeDistribution::kOrthogonal;
   report.measurement.seed = ~uint64_t{0};
   report.measurement.pathway = Pathway::kFull;
   report.tokens = {{1, 2, 3, 4}, {5, 6, 7, 8}};
@@ -148,6 +170,7 @@ TEST(JacobianReportJson, AFullReportRoundTrips) {
   EXPECT_EQ(back->measurement.seed, ~uint64_t{0});
   EXPECT_EQ(back->theory.effective_depth_fits->at(0).model, TheoryModel::kIncoherent);
   EXPECT_EQ(back->measurement.pathway, Pathway::kFull);
+  EXPECT_EQ(back->measurement.probe_distribution, ProbeDistribution::kOrthogonal);
   ASSERT_TRUE(back->pathways.has_value());
   EXPECT_EQ(back->pathways->ratio_mean, (std::vector<double>{0.8, 0.8, 1.0}));
   EXPECT_EQ(back->pathways->total_ratio_mean, 0.875);

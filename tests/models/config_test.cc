@@ -111,5 +111,113 @@ TEST(HuggingFaceConfig, RejectsUnknownModelTypesAndMalformedJson) {
   EXPECT_EQ(ErrorReasonOf(ConfigFromHuggingFaceJson(R"({"model_type": "qwen2"})").status()), "INVALID_MODEL_FILE");
 }
 
+TEST(Presets, HaveTheNewFamiliesPublishedShapes) {
+  const ModelConfig llama = *PresetConfig("llama3.2-1b");
+  EXPECT_EQ(llama.family, Family::kLlama);
+  EXPECT_EQ(llama.num_layers, 16);
+  EXPECT_EQ(llama.hidden_size, 2048);
+  EXPECT_EQ(llama.num_kv_heads, 8);
+  EXPECT_EQ(llama.head_dim(), 64);
+  EXPECT_EQ(llama.vocab_size, 128256);
+  EXPECT_EQ(llama.rope_scaling.type, RopeScaling::Type::kLlama3);
+  EXPECT_DOUBLE_EQ(llama.rope_scaling.factor, 32.0);
+  EXPECT_EQ(PresetConfig("tinyllama-1.1b")->num_kv_heads, 4);
+  const ModelConfig mistral = *PresetConfig("mistral-7b");
+  EXPECT_EQ(mistral.family, Family::kMistral);
+  EXPECT_EQ(mistral.sliding_window, 4096);
+  EXPECT_EQ(mistral.intermediate_size, 14336);
+  const ModelConfig pythia = *PresetConfig("pythia-410m");
+  EXPECT_EQ(pythia.family, Family::kGptNeoX);
+  EXPECT_EQ(pythia.num_layers, 24);
+  EXPECT_EQ(pythia.hidden_size, 1024);
+  EXPECT_EQ(pythia.rotary_dims(), 16);  // 0.25 of head_dim 64.
+  EXPECT_TRUE(pythia.parallel_residual);
+  for (const auto& name : PresetNames()) EXPECT_TRUE(ValidateConfig(*PresetConfig(name)).ok()) << name;
+}
+
+// Each family's config.json as Hugging Face writes it reads back into the same architecture.
+TEST(HuggingFaceConfig, TheNewFamiliesRoundTrip) {
+  for (const std::string preset : {"llama3.2-1b", "tinyllama-1.1b", "mistral-7b", "pythia-160m", "llama-tiny"}) {
+    const ModelConfig config = *PresetConfig(preset);
+    auto back = ConfigFromHuggingFaceJson(ConfigToHuggingFaceJson(config));
+    ASSERT_TRUE(back.ok()) << preset << ": " << back.status();
+    EXPECT_EQ(back->family, config.family) << preset;
+    EXPECT_EQ(back->head_dim(), config.head_dim()) << preset;
+    EXPECT_EQ(back->num_kv_heads, config.num_kv_heads) << preset;
+    EXPECT_EQ(back->sliding_window, config.sliding_window) << preset;
+    EXPECT_EQ(back->rope_scaling.type, config.rope_scaling.type) << preset;
+    EXPECT_DOUBLE_EQ(back->rope_scaling.factor, config.rope_scaling.factor) << preset;
+    EXPECT_EQ(back->rope_scaling.original_max_positions, config.rope_scaling.original_max_positions) << preset;
+    EXPECT_DOUBLE_EQ(back->rotary_pct, config.rotary_pct) << preset;
+    EXPECT_EQ(back->parallel_residual, config.parallel_residual) << preset;
+    EXPECT_EQ(back->tie_embeddings, config.tie_embeddings) << preset;
+    EXPECT_DOUBLE_EQ(back->rope_theta, config.rope_theta) << preset;
+  }
+}
+
+// What is not built is refused, naming the key and what is supported: never silently ignored.
+TEST(HuggingFaceConfig, KeysThatChangeTheComputationAndAreNotBuiltAreRefused) {
+  const std::string llama =
+      R"("model_type": "llama", "num_hidden_layers": 2, "hidden_size": 32, "num_attention_heads": 4,
+         "intermediate_size": 48)";
+  const std::string neox =
+      R"("model_type": "gpt_neox", "num_hidden_layers": 2, "hidden_size": 32, "num_attention_heads": 4,
+         "intermediate_size": 64)";
+  const std::string qwen2 =
+      R"("model_type": "qwen2", "num_hidden_layers": 2, "hidden_size": 32, "num_attention_heads": 4,
+         "intermediate_size": 48)";
+  struct Case {
+    std::string json;
+    absl::StatusCode code;
+    std::string key, supported;
+  };
+  const std::vector<Case> cases = {
+      {llama + R"(, "rope_scaling": {"rope_type": "yarn", "factor": 4})", absl::StatusCode::kUnimplemented,
+       "rope_scaling.rope_type", "linear, llama3"},
+      {llama + R"(, "rope_scaling": {"type": "dynamic", "factor": 2})", absl::StatusCode::kUnimplemented,
+       "rope_scaling.rope_type", "linear, llama3"},
+      {llama + R"(, "hidden_act": "gelu")", absl::StatusCode::kUnimplemented, "hidden_act", "\"silu\""},
+      {llama + R"(, "attn_logit_softcapping": 50.0)", absl::StatusCode::kUnimplemented, "attn_logit_softcapping",
+       "null"},
+      {llama + R"(, "final_logit_softcapping": 30.0)", absl::StatusCode::kUnimplemented, "final_logit_softcapping",
+       "null"},
+      {neox + R"(, "hidden_act": "gelu_new")", absl::StatusCode::kUnimplemented, "hidden_act", "\"gelu\""},
+      {neox + R"(, "rope_scaling": {"rope_type": "yarn", "factor": 4})", absl::StatusCode::kUnimplemented,
+       "rope_scaling.rope_type", "linear, llama3"},
+      {neox + R"(, "attention_bias": false)", absl::StatusCode::kUnimplemented, "attention_bias", "true"},
+      {R"("model_type": "mistral", "num_hidden_layers": 2, "hidden_size": 32, "num_attention_heads": 4,
+          "intermediate_size": 48, "attention_bias": true)",
+       absl::StatusCode::kUnimplemented, "attention_bias", "false"},
+      {qwen2 + R"(, "use_sliding_window": true)", absl::StatusCode::kUnimplemented, "use_sliding_window", "false"},
+      {qwen2 + R"(, "rope_scaling": {"rope_type": "linear", "factor": 2})", absl::StatusCode::kUnimplemented,
+       "rope_scaling", "null"},
+      {R"("model_type": "gemma2", "num_hidden_layers": 2)", absl::StatusCode::kInvalidArgument, "model_type 'gemma2'",
+       "gpt2, qwen2, llama, mistral or gpt_neox"},
+      {llama + R"(, "rope_scaling": {"rope_type": "linear", "factor": 0.5})", absl::StatusCode::kInvalidArgument,
+       "rope_scaling.factor", ">= 1"},
+  };
+  for (const Case& c : cases) {
+    const absl::Status status = ConfigFromHuggingFaceJson("{" + c.json + "}").status();
+    EXPECT_EQ(status.code(), c.code) << c.json << ": " << status;
+    EXPECT_NE(status.message().find(c.key), std::string::npos) << status.message();
+    EXPECT_NE(status.message().find(c.supported), std::string::npos) << status.message();
+  }
+}
+
+TEST(HuggingFaceConfig, NullsAndDefaultsSpelledOutReadAsTheDefaults) {
+  auto mistral = ConfigFromHuggingFaceJson(
+      R"({"model_type": "mistral", "num_hidden_layers": 2, "hidden_size": 32, "num_attention_heads": 4,
+          "intermediate_size": 48, "sliding_window": null, "rope_scaling": null, "head_dim": 8})");
+  ASSERT_TRUE(mistral.ok()) << mistral.status();
+  EXPECT_EQ(mistral->sliding_window, 0);
+  EXPECT_EQ(mistral->explicit_head_dim, 0);  // 32 / 4.
+  auto llama = ConfigFromHuggingFaceJson(
+      R"({"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 32, "num_attention_heads": 4,
+          "intermediate_size": 48, "rope_scaling": {"rope_type": "default"}, "head_dim": 16})");
+  ASSERT_TRUE(llama.ok()) << llama.status();
+  EXPECT_EQ(llama->rope_scaling.type, RopeScaling::Type::kNone);
+  EXPECT_EQ(llama->head_dim(), 16);
+}
+
 }  // namespace
 }  // namespace posbias::models

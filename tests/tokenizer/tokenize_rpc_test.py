@@ -183,9 +183,9 @@ class TextInputs(unittest.TestCase):
             starts += list(range(begin, min(end, length + 1), len(self.ids(document))))
         return starts
 
-    def run_job(self, text_input, length, output=0, raw=False):
+    def run_job(self, text_input, length, output=0, raw=False, model="with-tokenizer"):
         spec = pb.job.JobSpec(jacobian_norm=pb.job.JacobianNormSpec(
-            model="with-tokenizer", sequence_length=length, input=pb.job.JacobianInput(text=text_input), output=output,
+            model=model, sequence_length=length, input=pb.job.JacobianInput(text=text_input), output=output,
             return_raw_samples=raw))
         job = self.jobs.SubmitJob(pb.job.SubmitJobRequest(spec=spec), timeout=RPC_TIMEOUT_S)
         for _ in range(600):
@@ -324,6 +324,61 @@ class TextInputs(unittest.TestCase):
             drawn = f.read()
         self.assertIn(">needle span&apos;s share<", drawn)
         self.assertIn(">same positions, filler alone<", drawn)
+
+    def test_on_the_linear_routing_preset_the_needle_share_is_the_exact_rows_share_at_every_depth(self):
+        # cesaro: h <- (1 - a) h + a causal-mean(h) per layer, so J_j = v_j I with v row L of N^H
+        # (N = (1 - a) I + a M, M the Cesaro matrix) whatever the tokens: the span's share of
+        # sum_j ||J_j||^2 is sum_span v_j^2 / sum_j v_j^2, the needle's and the filler's alike.
+        # The row here is exact, in fractions.
+        from fractions import Fraction
+        layers, alpha, length = 3, Fraction(1, 2), 48
+        model = self.rpc.models.RegisterModel(pb.model.RegisterModelRequest(
+            name="cesaro-text", preset=pb.model.PresetSource(
+                preset="cesaro", init_seed=2, tokenizer_path="gpt2-tok", overrides=pb.model.ModelArchitectureOverrides(
+                    num_layers=layers, hidden_size=4, vocab_size=50257, cesaro_alpha=float(alpha)))),
+            timeout=RPC_TIMEOUT_S)
+        self.assertTrue(model.has_tokenizer)
+        self.assertEqual(model.source.preset.tokenizer_path, "gpt2-tok")
+        v = [Fraction(0)] * (length - 1) + [Fraction(1)]
+        for _ in range(layers):  # v <- v N, (v N)_j = (1 - a) v_j + a sum_{i >= j} v_i / i.
+            tail, out = Fraction(0), [Fraction(0)] * length
+            for i in range(length, 0, -1):
+                tail += v[i - 1] / i
+                out[i - 1] = (1 - alpha) * v[i - 1] + alpha * tail
+            v = out
+        fillers = ["Filler text that goes on and on about nothing in particular, again and again. " * 2,
+                   "Another haystack, with other words in it, about the weather, the sea and the hills. " * 2]
+        needle, question = "The secret number is 4242.", " What is the secret number?"
+        depths = [0, 0.25, 0.5, 1]
+        text = pb.job.TextInput(samples=[pb.job.TextSample(documents=[f]) for f in fillers],
+                                layout=pb.job.TEXT_LAYOUT_NEEDLE, needle=needle, needle_depths=depths, question=question)
+        _, _, result = self.run_job(text, length, model="cesaro-text")
+        needle_tokens = len(self.ids(needle))
+        self.assertEqual(len(result.needle_sweep), len(depths))
+        total = sum(x * x for x in v)
+        for answer in result.needle_sweep:
+            span = range(answer.start - 1, answer.start - 1 + needle_tokens)
+            exact = float(sum(v[j] * v[j] for j in span) / total)
+            with self.subTest(depth=answer.depth):
+                self.assertAlmostEqual(answer.share_mean / exact, 1.0, delta=1e-5)  # float32 measurement.
+                self.assertAlmostEqual(answer.baseline_share_mean / exact, 1.0, delta=1e-5)
+                self.assertLess(answer.share_stderr, 1e-5 * exact)  # The same for every filler.
+        # Every power of M has a row decreasing in j, and only N's identity part weighs j = L (the
+        # question's last token): the earlier the needle, the larger its share.
+        shares = [a.share_mean for a in result.needle_sweep]
+        self.assertEqual(shares, sorted(shares, reverse=True))
+        # A tokenizer_path that does not exist, and a directory without tokenizer files.
+        os.makedirs(os.path.join(WORK, "models", "no-tokenizer-files"), exist_ok=True)
+        for path, code, named in (("nowhere", grpc.StatusCode.NOT_FOUND, "nowhere"),
+                                  ("no-tokenizer-files", grpc.StatusCode.INVALID_ARGUMENT, "tokenizer_path")):
+            with self.subTest(tokenizer_path=path), self.assertRaises(grpc.RpcError) as refused:
+                self.rpc.models.RegisterModel(pb.model.RegisterModelRequest(
+                    name="cesaro-no-tokenizer", preset=pb.model.PresetSource(preset="cesaro", tokenizer_path=path)),
+                    timeout=RPC_TIMEOUT_S)
+            self.assertEqual(refused.exception.code(), code)
+            self.assertIn(named, refused.exception.details())
+        self.assertNotIn("cesaro-no-tokenizer", [m.name for m in self.rpc.models.ListModels(
+            pb.model.ListModelsRequest(), timeout=RPC_TIMEOUT_S).models], "a refused registration leaves nothing")
 
     def test_log_prob_at_the_last_position_scores_the_token_that_follows_in_the_text(self):
         log_prob = pb.job.JACOBIAN_OUTPUT_LOG_PROB

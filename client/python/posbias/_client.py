@@ -393,7 +393,8 @@ class Client:
 
     def register_model(self, name: str, preset: Optional[str] = None, checkpoint: Optional[str] = None,
                        overrides: Optional[Mapping[str, Any]] = None, seed: Optional[int] = None, *,
-                       init_recipe: Optional[str] = None, config_json: Optional[Union[str, Mapping[str, Any]]] = None,
+                       init_recipe: Optional[str] = None, tokenizer_path: Optional[str] = None,
+                       config_json: Optional[Union[str, Mapping[str, Any]]] = None,
                        torchscript: Optional[str] = None, torchscript_shape: Optional[Mapping[str, int]] = None,
                        ablations: Optional[Union[Iterable[str], Mapping[str, bool]]] = None,
                        labels: Optional[Mapping[str, str]] = None, request_id: Optional[str] = None,
@@ -403,7 +404,8 @@ class Client:
         One source: preset (a ListPresets name) with architecture `overrides` (ModelConfig field
         names: num_layers, hidden_size, num_heads, num_kv_heads, mlp_width, vocab_size,
         max_positions, rope_theta, tie_embeddings, initializer_range, cesaro_alpha), `seed` and
-        `init_recipe` ("hf" or "normal"); or checkpoint (a path under the server's model root,
+        `init_recipe` ("hf" or "normal") and optionally `tokenizer_path` (a directory under the
+        server's model root with tokenizer files, for text inputs); or checkpoint (a path under the server's model root,
         optionally with `config_json` text or dict); or torchscript (a path) with
         torchscript_shape (hidden_size, max_positions, num_layers). ablations: names among
         "no_position_encoding", "uniform_attention", "no_mlp" (or a mapping to bools). labels
@@ -421,8 +423,10 @@ class Client:
                 request.preset.init_seed = int(seed)
             if init_recipe is not None:
                 request.preset.init_recipe = init_recipe
-        elif overrides is not None or seed is not None or init_recipe is not None:
-            raise ValueError("overrides, seed and init_recipe apply to presets only")
+            if tokenizer_path is not None:
+                request.preset.tokenizer_path = tokenizer_path
+        elif overrides is not None or seed is not None or init_recipe is not None or tokenizer_path is not None:
+            raise ValueError("overrides, seed, init_recipe and tokenizer_path apply to presets only")
         if checkpoint is not None:
             request.checkpoint.path = checkpoint
             if config_json is not None:
@@ -516,8 +520,8 @@ class Client:
 
     def list_models(self, *, family: Optional[EnumLike] = None, state: Optional[EnumLike] = None,
                     label_selector: str = "", page_size: int = 0, timeout: Any = _DEFAULT) -> Iterator[Model]:
-        """Every model (ListModels, all pages), ordered by name; family ("gpt2", "qwen2", "cesaro",
-        "torchscript"), state ("loading", "ready", "failed") and a label selector "k=v,k2=v2"
+        """Every model (ListModels, all pages), ordered by name; family ("gpt2", "qwen2", "llama",
+        "mistral", "gpt_neox", "cesaro", "torchscript"), state ("loading", "ready", "failed") and a label selector "k=v,k2=v2"
         filter. Pages are fetched as the iterator advances."""
         request = model_service_pb2.ListModelsRequest(page_size=page_size, label_selector=label_selector)
         if family is not None:
@@ -602,6 +606,7 @@ class Client:
                         *, seed: Optional[int] = None, input: str = "random", stddev: Optional[float] = None,
                         next_token_ids: Optional[Sequence[Optional[int]]] = None, target: Optional[int] = None,
                         output: EnumLike = "final_hidden", probe_seed: Optional[int] = None,
+                        probe_distribution: Optional[EnumLike] = None,
                         dtype: Optional[EnumLike] = None, device: Optional[EnumLike] = None, priority: int = 0,
                         time_limit: Optional[float] = None, return_raw_samples: bool = False,
                         fit_effective_depth: bool = False, pathway: EnumLike = "full", compare_pathways: bool = False,
@@ -614,7 +619,8 @@ class Client:
         """Submits a Jacobian-norm measurement (SubmitJob) and returns its Job (queued).
 
         model: a registered model's name; length: L. samples: S (server default 16). method:
-        "exact" or "hutchinson" (with `probes`, default 64, and `probe_seed`). Inputs: "random"
+        "exact" or "hutchinson" (with `probes`, default 64, `probe_seed`, and `probe_distribution`
+        "gaussian", "rademacher" or "orthogonal", default the server's: orthogonal). Inputs: "random"
         tokens (default) or "gaussian" embeddings (`stddev`), each from `seed` (default drawn by
         the server); or `tokens`, one list of L ids per sample (then samples may be None), with
         `next_token_ids` for the LOG_PROB output at T = L. target: T (default L). output:
@@ -642,6 +648,9 @@ class Client:
             spec.target_position = int(target)
         if probe_seed is not None:
             spec.probe_seed = int(probe_seed)
+        if probe_distribution is not None:
+            spec.probe_distribution = enum_value(job_service_pb2.ProbeDistribution, probe_distribution,
+                                                 "probe_distribution")
         if dtype is not None:
             spec.dtype = enum_value(common_pb2.ComputeDtype, dtype, "dtype")
         if texts is not None:

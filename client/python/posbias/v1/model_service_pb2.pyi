@@ -8,12 +8,16 @@ from google.protobuf import message as _message
 from typing import ClassVar as _ClassVar, Iterable as _Iterable, Mapping as _Mapping, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
+MODEL_ACTIVATION_GELU: ModelActivation
 MODEL_ACTIVATION_GELU_TANH: ModelActivation
 MODEL_ACTIVATION_NONE: ModelActivation
 MODEL_ACTIVATION_SWIGLU: ModelActivation
 MODEL_ACTIVATION_UNSPECIFIED: ModelActivation
 MODEL_FAMILY_CESARO: ModelFamily
 MODEL_FAMILY_GPT2: ModelFamily
+MODEL_FAMILY_GPT_NEOX: ModelFamily
+MODEL_FAMILY_LLAMA: ModelFamily
+MODEL_FAMILY_MISTRAL: ModelFamily
 MODEL_FAMILY_QWEN2: ModelFamily
 MODEL_FAMILY_TORCHSCRIPT: ModelFamily
 MODEL_FAMILY_UNSPECIFIED: ModelFamily
@@ -187,7 +191,7 @@ class ModelAblations(_message.Message):
     def __init__(self, no_position_encoding: bool = ..., uniform_attention: bool = ..., no_mlp: bool = ...) -> None: ...
 
 class ModelArchitectureOverrides(_message.Message):
-    __slots__ = ["cesaro_alpha", "hidden_size", "initializer_range", "max_positions", "mlp_width", "num_heads", "num_kv_heads", "num_layers", "rope_theta", "tie_embeddings", "vocab_size"]
+    __slots__ = ["cesaro_alpha", "hidden_size", "initializer_range", "max_positions", "mlp_width", "num_heads", "num_kv_heads", "num_layers", "rope_theta", "sliding_window", "tie_embeddings", "vocab_size"]
     CESARO_ALPHA_FIELD_NUMBER: _ClassVar[int]
     HIDDEN_SIZE_FIELD_NUMBER: _ClassVar[int]
     INITIALIZER_RANGE_FIELD_NUMBER: _ClassVar[int]
@@ -197,6 +201,7 @@ class ModelArchitectureOverrides(_message.Message):
     NUM_KV_HEADS_FIELD_NUMBER: _ClassVar[int]
     NUM_LAYERS_FIELD_NUMBER: _ClassVar[int]
     ROPE_THETA_FIELD_NUMBER: _ClassVar[int]
+    SLIDING_WINDOW_FIELD_NUMBER: _ClassVar[int]
     TIE_EMBEDDINGS_FIELD_NUMBER: _ClassVar[int]
     VOCAB_SIZE_FIELD_NUMBER: _ClassVar[int]
     cesaro_alpha: float
@@ -208,49 +213,62 @@ class ModelArchitectureOverrides(_message.Message):
     num_kv_heads: int
     num_layers: int
     rope_theta: float
+    sliding_window: int
     tie_embeddings: bool
     vocab_size: int
-    def __init__(self, num_layers: _Optional[int] = ..., hidden_size: _Optional[int] = ..., num_heads: _Optional[int] = ..., num_kv_heads: _Optional[int] = ..., mlp_width: _Optional[int] = ..., vocab_size: _Optional[int] = ..., max_positions: _Optional[int] = ..., rope_theta: _Optional[float] = ..., tie_embeddings: bool = ..., initializer_range: _Optional[float] = ..., cesaro_alpha: _Optional[float] = ...) -> None: ...
+    def __init__(self, num_layers: _Optional[int] = ..., hidden_size: _Optional[int] = ..., num_heads: _Optional[int] = ..., num_kv_heads: _Optional[int] = ..., mlp_width: _Optional[int] = ..., vocab_size: _Optional[int] = ..., max_positions: _Optional[int] = ..., rope_theta: _Optional[float] = ..., tie_embeddings: bool = ..., initializer_range: _Optional[float] = ..., cesaro_alpha: _Optional[float] = ..., sliding_window: _Optional[int] = ...) -> None: ...
 
 class ModelConfig(_message.Message):
-    __slots__ = ["ablations", "activation", "cesaro_alpha", "family", "head_dim", "hidden_size", "initializer_range", "max_positions", "mlp_width", "norm", "norm_eps", "num_heads", "num_kv_heads", "num_layers", "position_encoding", "rope_theta", "tie_embeddings", "vocab_size"]
+    __slots__ = ["ablations", "activation", "attention_bias", "cesaro_alpha", "family", "head_dim", "hidden_size", "initializer_range", "max_positions", "mlp_bias", "mlp_width", "norm", "norm_eps", "num_heads", "num_kv_heads", "num_layers", "parallel_residual", "position_encoding", "rope_scaling", "rope_theta", "rotary_pct", "sliding_window", "tie_embeddings", "vocab_size"]
     ABLATIONS_FIELD_NUMBER: _ClassVar[int]
     ACTIVATION_FIELD_NUMBER: _ClassVar[int]
+    ATTENTION_BIAS_FIELD_NUMBER: _ClassVar[int]
     CESARO_ALPHA_FIELD_NUMBER: _ClassVar[int]
     FAMILY_FIELD_NUMBER: _ClassVar[int]
     HEAD_DIM_FIELD_NUMBER: _ClassVar[int]
     HIDDEN_SIZE_FIELD_NUMBER: _ClassVar[int]
     INITIALIZER_RANGE_FIELD_NUMBER: _ClassVar[int]
     MAX_POSITIONS_FIELD_NUMBER: _ClassVar[int]
+    MLP_BIAS_FIELD_NUMBER: _ClassVar[int]
     MLP_WIDTH_FIELD_NUMBER: _ClassVar[int]
     NORM_EPS_FIELD_NUMBER: _ClassVar[int]
     NORM_FIELD_NUMBER: _ClassVar[int]
     NUM_HEADS_FIELD_NUMBER: _ClassVar[int]
     NUM_KV_HEADS_FIELD_NUMBER: _ClassVar[int]
     NUM_LAYERS_FIELD_NUMBER: _ClassVar[int]
+    PARALLEL_RESIDUAL_FIELD_NUMBER: _ClassVar[int]
     POSITION_ENCODING_FIELD_NUMBER: _ClassVar[int]
+    ROPE_SCALING_FIELD_NUMBER: _ClassVar[int]
     ROPE_THETA_FIELD_NUMBER: _ClassVar[int]
+    ROTARY_PCT_FIELD_NUMBER: _ClassVar[int]
+    SLIDING_WINDOW_FIELD_NUMBER: _ClassVar[int]
     TIE_EMBEDDINGS_FIELD_NUMBER: _ClassVar[int]
     VOCAB_SIZE_FIELD_NUMBER: _ClassVar[int]
     ablations: ModelAblations
     activation: ModelActivation
+    attention_bias: bool
     cesaro_alpha: float
     family: ModelFamily
     head_dim: int
     hidden_size: int
     initializer_range: float
     max_positions: int
+    mlp_bias: bool
     mlp_width: int
     norm: ModelNormKind
     norm_eps: float
     num_heads: int
     num_kv_heads: int
     num_layers: int
+    parallel_residual: bool
     position_encoding: ModelPositionEncoding
+    rope_scaling: RopeScaling
     rope_theta: float
+    rotary_pct: float
+    sliding_window: int
     tie_embeddings: bool
     vocab_size: int
-    def __init__(self, family: _Optional[_Union[ModelFamily, str]] = ..., num_layers: _Optional[int] = ..., hidden_size: _Optional[int] = ..., num_heads: _Optional[int] = ..., num_kv_heads: _Optional[int] = ..., head_dim: _Optional[int] = ..., mlp_width: _Optional[int] = ..., vocab_size: _Optional[int] = ..., max_positions: _Optional[int] = ..., rope_theta: _Optional[float] = ..., tie_embeddings: bool = ..., position_encoding: _Optional[_Union[ModelPositionEncoding, str]] = ..., norm: _Optional[_Union[ModelNormKind, str]] = ..., norm_eps: _Optional[float] = ..., activation: _Optional[_Union[ModelActivation, str]] = ..., initializer_range: _Optional[float] = ..., cesaro_alpha: _Optional[float] = ..., ablations: _Optional[_Union[ModelAblations, _Mapping]] = ...) -> None: ...
+    def __init__(self, family: _Optional[_Union[ModelFamily, str]] = ..., num_layers: _Optional[int] = ..., hidden_size: _Optional[int] = ..., num_heads: _Optional[int] = ..., num_kv_heads: _Optional[int] = ..., head_dim: _Optional[int] = ..., mlp_width: _Optional[int] = ..., vocab_size: _Optional[int] = ..., max_positions: _Optional[int] = ..., rope_theta: _Optional[float] = ..., tie_embeddings: bool = ..., position_encoding: _Optional[_Union[ModelPositionEncoding, str]] = ..., norm: _Optional[_Union[ModelNormKind, str]] = ..., norm_eps: _Optional[float] = ..., activation: _Optional[_Union[ModelActivation, str]] = ..., initializer_range: _Optional[float] = ..., cesaro_alpha: _Optional[float] = ..., ablations: _Optional[_Union[ModelAblations, _Mapping]] = ..., sliding_window: _Optional[int] = ..., attention_bias: bool = ..., mlp_bias: bool = ..., rope_scaling: _Optional[_Union[RopeScaling, _Mapping]] = ..., rotary_pct: _Optional[float] = ..., parallel_residual: bool = ...) -> None: ...
 
 class ModelError(_message.Message):
     __slots__ = ["message", "reason"]
@@ -297,16 +315,18 @@ class ModelSource(_message.Message):
     def __init__(self, preset: _Optional[_Union[PresetSource, _Mapping]] = ..., checkpoint: _Optional[_Union[CheckpointSource, _Mapping]] = ..., torchscript: _Optional[_Union[TorchScriptSource, _Mapping]] = ..., upload: _Optional[_Union[UploadSource, _Mapping]] = ...) -> None: ...
 
 class PresetSource(_message.Message):
-    __slots__ = ["init_recipe", "init_seed", "overrides", "preset"]
+    __slots__ = ["init_recipe", "init_seed", "overrides", "preset", "tokenizer_path"]
     INIT_RECIPE_FIELD_NUMBER: _ClassVar[int]
     INIT_SEED_FIELD_NUMBER: _ClassVar[int]
     OVERRIDES_FIELD_NUMBER: _ClassVar[int]
     PRESET_FIELD_NUMBER: _ClassVar[int]
+    TOKENIZER_PATH_FIELD_NUMBER: _ClassVar[int]
     init_recipe: str
     init_seed: int
     overrides: ModelArchitectureOverrides
     preset: str
-    def __init__(self, preset: _Optional[str] = ..., overrides: _Optional[_Union[ModelArchitectureOverrides, _Mapping]] = ..., init_seed: _Optional[int] = ..., init_recipe: _Optional[str] = ...) -> None: ...
+    tokenizer_path: str
+    def __init__(self, preset: _Optional[str] = ..., overrides: _Optional[_Union[ModelArchitectureOverrides, _Mapping]] = ..., init_seed: _Optional[int] = ..., init_recipe: _Optional[str] = ..., tokenizer_path: _Optional[str] = ...) -> None: ...
 
 class RegisterModelRequest(_message.Message):
     __slots__ = ["ablations", "checkpoint", "labels", "name", "preset", "request_id", "torchscript", "wait"]
@@ -334,6 +354,20 @@ class RegisterModelRequest(_message.Message):
     torchscript: TorchScriptSource
     wait: bool
     def __init__(self, name: _Optional[str] = ..., preset: _Optional[_Union[PresetSource, _Mapping]] = ..., checkpoint: _Optional[_Union[CheckpointSource, _Mapping]] = ..., torchscript: _Optional[_Union[TorchScriptSource, _Mapping]] = ..., ablations: _Optional[_Union[ModelAblations, _Mapping]] = ..., labels: _Optional[_Mapping[str, str]] = ..., request_id: _Optional[str] = ..., wait: bool = ...) -> None: ...
+
+class RopeScaling(_message.Message):
+    __slots__ = ["factor", "high_freq_factor", "low_freq_factor", "original_max_position_embeddings", "rope_type"]
+    FACTOR_FIELD_NUMBER: _ClassVar[int]
+    HIGH_FREQ_FACTOR_FIELD_NUMBER: _ClassVar[int]
+    LOW_FREQ_FACTOR_FIELD_NUMBER: _ClassVar[int]
+    ORIGINAL_MAX_POSITION_EMBEDDINGS_FIELD_NUMBER: _ClassVar[int]
+    ROPE_TYPE_FIELD_NUMBER: _ClassVar[int]
+    factor: float
+    high_freq_factor: float
+    low_freq_factor: float
+    original_max_position_embeddings: int
+    rope_type: str
+    def __init__(self, rope_type: _Optional[str] = ..., factor: _Optional[float] = ..., low_freq_factor: _Optional[float] = ..., high_freq_factor: _Optional[float] = ..., original_max_position_embeddings: _Optional[int] = ...) -> None: ...
 
 class TokenIds(_message.Message):
     __slots__ = ["ids"]

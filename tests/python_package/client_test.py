@@ -445,6 +445,21 @@ class JobTest(ClientTestCase):
         np.testing.assert_allclose(result.raw_sq_norm[:, 0, :].mean(axis=0), result.sq_norm_mean, rtol=1e-12)
         self.assertEqual(self.client.get_job(job.id, view="full").spec.jacobian_norm.input.given_tokens.sequence_count, 2)
 
+    def test_the_probe_distribution_is_sent_recorded_and_orthogonal_by_default(self):
+        width = TINY["hidden_size"]
+        exact = self.client.submit_jacobian("tiny", 8, samples=1, seed=5).wait(progress=False).result()
+        for asked, recorded in (("rademacher", "PROBE_DISTRIBUTION_RADEMACHER"),
+                                (None, "PROBE_DISTRIBUTION_ORTHOGONAL")):
+            job = self.client.submit_jacobian("tiny", 8, samples=1, seed=5, method="hutchinson", probes=width,
+                                              probe_distribution=asked).wait(progress=False)
+            spec = self.client.get_job(job.id, view="full").spec.jacobian_norm
+            names = spec.DESCRIPTOR.fields_by_name["probe_distribution"].enum_type.values_by_number
+            self.assertEqual(names[spec.probe_distribution].name, recorded)
+            if asked is None:  # d orthogonal rows: the exact norms, up to float32 rounding.
+                np.testing.assert_allclose(job.result().sq_norm_mean, exact.sq_norm_mean, rtol=1e-5)
+        with self.assertRaisesRegex(ValueError, "probe_distribution"):
+            self.client.submit_jacobian("tiny", 8, method="hutchinson", probe_distribution="sobol")
+
     def test_a_pathway_comparison_comes_back_as_arrays_joined_over_pages(self):
         job = self.client.submit_jacobian("tiny", 8, samples=2, seed=5, compare_pathways=True).wait(progress=False)
         whole = job.result()

@@ -119,7 +119,12 @@ absl::Status CheckDevice(const jobs::JacobianJobSpec& spec, const JobLimits& lim
 
 double MinimumJobBytes(const jobs::JacobianJobSpec& spec, const registry::ModelEntry& model) {
   const auto& c = model.config;
+  // A model not loaded yet (a built-in preset): its float32 parameters from the config, the
+  // embeddings included (a 128k vocabulary is a quarter of Llama 3.2 1B); TorchScript (no
+  // formula) by the blocks' 12 H d^2.
+  const double estimated = 4.0 * models::EstimatedParameters(c);
   const double parameters = model.memory_bytes > 0 ? static_cast<double>(model.memory_bytes)
+                            : estimated > 0        ? estimated
                                                    : 4.0 * 12 * c.num_layers * c.hidden_size * c.hidden_size;
   const double inputs = 4.0 * static_cast<double>(spec.length) * static_cast<double>(c.hidden_size) *
                         static_cast<double>(c.num_layers + 1);

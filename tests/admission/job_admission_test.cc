@@ -109,6 +109,23 @@ TEST(AdmitJob, TheMemoryEstimateGrowsWithTheSamples) {
   EXPECT_EQ(ErrorReasonOf(AdmitJob(many, TinyGpt2(), JobLimits{}, 1.0 * (1 << 30))), "INSUFFICIENT_MEMORY");
 }
 
+// A built-in preset is not loaded until a job needs it: its weights are estimated from the
+// config, embeddings included, and a 7B model is refused on a 24 GiB host before it is built.
+TEST(AdmitJob, AnUnloadedPresetIsWeighedByItsConfigEmbeddingsIncluded) {
+  registry::ModelEntry mistral = TinyGpt2();
+  mistral.name = "mistral-7b";
+  mistral.config = *models::PresetConfig("mistral-7b");
+  mistral.memory_bytes = 0;
+  jobs::JobRecord job = Job(8);
+  job.spec.model = mistral.name;
+  EXPECT_GE(MinimumJobBytes(job.spec, mistral), 4.0 * 7.2e9);
+  const absl::Status status = AdmitJob(job, mistral, JobLimits{}, 24.0 * (1 << 30));
+  EXPECT_EQ(ErrorReasonOf(status), "INSUFFICIENT_MEMORY") << status;
+  registry::ModelEntry llama = mistral;
+  llama.config = *models::PresetConfig("llama3.2-1b");  // 1.24e9 parameters, a fifth in its embedding.
+  EXPECT_GE(MinimumJobBytes(job.spec, llama), 4.0 * 1.2e9);
+}
+
 TEST(AdmitJob, RefusesMalformedLabelsAndRequestIds) {
   jobs::JobRecord job = Job();
   job.labels = {{"Team", "a"}};

@@ -140,7 +140,8 @@ struct SampleSums {
   std::vector<torch::Tensor> score_sq_norm;
 };
 
-// The running sums of one output over its cotangent rows.
+// The running sums of one output over its cotangent rows: the exact norm's sum over one-hot rows,
+// or Hutchinson's ProbeEstimate (which keeps its own sum, mean and variance).
 class OutputSums {
  public:
   OutputSums(const MeasureOptions& options, int64_t width)
@@ -152,8 +153,11 @@ class OutputSums {
   }
   // Squared norms [rows, L] (float64) of rows [first_row, first_row + rows).
   void Add(int64_t first_row, const torch::Tensor& squares) {
-    sum_ += squares.sum(0);
-    if (probes_) probes_->Add(first_row, squares);
+    if (probes_) {
+      probes_->Add(first_row, squares);
+    } else {
+      sum_ += squares.sum(0);
+    }
   }
   void AddPathways(const torch::Tensor& value_squares, const torch::Tensor& score_squares) {
     value_sum_ += value_squares.sum(0);
@@ -161,7 +165,7 @@ class OutputSums {
   }
   void AppendTo(SampleSums& sums, bool both) const {
     const double scale = method_ == Method::kExact ? 1.0 : 1.0 / static_cast<double>(rows_);
-    sums.sq_norm.push_back(sum_ * scale);
+    sums.sq_norm.push_back(probes_ ? probes_->Mean() : sum_);
     if (probes_) sums.probe_var.push_back(probes_->VarianceOfMean());
     if (both) {
       sums.value_sq_norm.push_back(value_sum_ * scale);

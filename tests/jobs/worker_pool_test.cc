@@ -135,6 +135,14 @@ class WorkerPoolTest : public ::testing::Test {
 
   // Runs a pool until the job leaves RUNNING (or `timeout`); returns the job as stored.
   JobRecord RunUntilSettled(JobRunner& runner, const std::string& id, std::chrono::milliseconds timeout = 10s) {
+    RunUntilAllSettled(runner, {id}, timeout);
+    return *store_->Get(id);
+  }
+
+  // Runs a pool until every job in `ids` is terminal (or `timeout`). Jobs created in the same
+  // millisecond are claimed in id order, which is random, so a test of several jobs waits for all.
+  void RunUntilAllSettled(JobRunner& runner, const std::vector<std::string>& ids,
+                          std::chrono::milliseconds timeout = 10s) {
     WorkerPool::Options options;
     options.workers = {{"cpu-0", "cpu", "cpu"}};
     options.idle_poll_ms = 20;
@@ -143,14 +151,13 @@ class WorkerPoolTest : public ::testing::Test {
     WorkerPool pool(store_.get(), &runner, options);
     pool.Start();
     const auto deadline = std::chrono::steady_clock::now() + timeout;
-    JobRecord job;
     while (std::chrono::steady_clock::now() < deadline) {
-      job = *store_->Get(id);
-      if (IsTerminal(job.state)) break;
+      bool all_terminal = true;
+      for (const std::string& id : ids) all_terminal = all_terminal && IsTerminal(store_->Get(id)->state);
+      if (all_terminal) break;
       std::this_thread::sleep_for(10ms);
     }
     pool.Stop();
-    return *store_->Get(id);
   }
 
   std::filesystem::path path_;
@@ -184,7 +191,7 @@ TEST_F(WorkerPoolTest, ARunnerThatThrowsFailsItsJobAndTheWorkerGoesOnWithTheNext
   const std::string poison = Submit();
   const std::string next = Submit();
   ThrowingRunner runner(poison);
-  RunUntilSettled(runner, next);
+  RunUntilAllSettled(runner, {poison, next});
   const JobRecord failed = *store_->Get(poison);
   EXPECT_EQ(failed.state, JobState::kFailed);
   EXPECT_EQ(failed.error_reason, "INTERNAL_ERROR");

@@ -8,7 +8,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "server/status/error.h"
-#include "server/tokenizer/byte_level_bpe.h"
+#include "server/tokenizer/bpe.h"
+#include "server/tokenizer/decoder.h"
 #include "server/tokenizer/mapped_text.h"
 #include "server/tokenizer/normalizer.h"
 #include "server/tokenizer/split_pattern.h"
@@ -154,7 +155,7 @@ class TokenizerPipeline {
   std::string description;
 
  private:
-  explicit TokenizerPipeline(ByteLevelBpe bpe) : bpe_(std::move(bpe)) {}
+  explicit TokenizerPipeline(Bpe bpe) : bpe_(std::move(bpe)) {}
 
   // Splits `sections` of `text` around the added tokens of `matcher`, then applies lstrip / rstrip.
   std::vector<Section> SplitAdded(std::string_view text, const AddedTokenMatcher& matcher,
@@ -164,23 +165,32 @@ class TokenizerPipeline {
                              Encoding* out) const;
   // Appends the tokens of normalized text: pre-tokenizer pieces, each BPE-merged.
   absl::Status EncodePieces(const MappedText& text, size_t begin, size_t end, Encoding* out) const;
+  // The Metaspace edit of a normalized piece: spaces as the replacement, which is prepended as the
+  // prepend scheme says (`first`: only to the piece that starts the input).
+  MappedText ApplyMetaspace(MappedText piece) const;
 
-  ByteLevelBpe bpe_;
+  Bpe bpe_;
+  std::optional<MetaspaceSpec> metaspace_;
+  std::vector<DecoderStep> decoder_;  // Empty: byte-level (bytes_of_id_ holds decoded bytes).
   std::vector<AddedTokenSpec> added_;
   AddedTokenMatcher raw_matcher_;         // Added tokens matched in the input.
   AddedTokenMatcher normalized_matcher_;  // ... in the normalized text.
   std::vector<std::unique_ptr<Normalizer>> normalizers_;
   std::vector<std::unique_ptr<SplitPattern>> splits_;
-  std::vector<std::optional<std::string>> bytes_of_id_;  // What each id decodes to; none: no token.
+  // Byte-level: the bytes each id decodes to; characters: its token string, for decoder_. None: no
+  // token.
+  std::vector<std::optional<std::string>> bytes_of_id_;
 };
 
 absl::StatusOr<std::unique_ptr<TokenizerPipeline>> TokenizerPipeline::Create(TokenizerSpec spec) {
-  absl::StatusOr<ByteLevelBpe> bpe = ByteLevelBpe::Create(spec.model);
+  absl::StatusOr<Bpe> bpe = Bpe::Create(spec.model);
   if (!bpe.ok()) return bpe.status();
   std::unique_ptr<TokenizerPipeline> pipeline(new TokenizerPipeline(*std::move(bpe)));
   pipeline->description = spec.description;
-  for (const NormalizationForm form : spec.normalizers) {
-    absl::StatusOr<std::unique_ptr<Normalizer>> normalizer = Normalizer::Create(form);
+  pipeline->metaspace_ = spec.metaspace;
+  pipeline->decoder_ = spec.decoder;
+  for (NormalizerSpec& step : spec.normalizers) {
+    absl::StatusOr<std::unique_ptr<Normalizer>> normalizer = Normalizer::Create(std::move(step));
     if (!normalizer.ok()) return normalizer.status();
     pipeline->normalizers_.push_back(*std::move(normalizer));
   }
@@ -197,7 +207,11 @@ absl::StatusOr<std::unique_ptr<TokenizerPipeline>> TokenizerPipeline::Create(Tok
   pipeline->bytes_of_id_.resize(static_cast<size_t>(size));
   for (const auto& [token, id] : spec.model.vocab) {
     std::string bytes;
-    ByteLevelDecode(token, &bytes);
+    if (spec.model.alphabet == BpeAlphabet::kBytes) {
+      ByteLevelDecode(token, &bytes);
+    } else {
+      bytes = token;
+    }
     pipeline->bytes_of_id_[static_cast<size_t>(id)] = std::move(bytes);
   }
   pipeline->added_ = std::move(spec.added_tokens);
@@ -296,12 +310,27 @@ absl::Status TokenizerPipeline::EncodeSection(const MappedText& section,
     if (part.added >= 0) {
       out->ids.push_back(added_[static_cast<size_t>(part.added)].id);
       out->byte_offsets.push_back(normalized.OriginOf(part.begin, part.end));
+    } else if (part.end > part.begin && metaspace_) {
+      const MappedText piece = ApplyMetaspace(normalized.Slice(part.begin, part.end));
+      if (absl::Status status = EncodePieces(piece, 0, piece.text.size(), out); !status.ok())
+        return status;
     } else if (part.end > part.begin) {
       if (absl::Status status = EncodePieces(normalized, part.begin, part.end, out); !status.ok())
         return status;
     }
   }
   return absl::OkStatus();
+}
+
+MappedText TokenizerPipeline::ApplyMetaspace(MappedText piece) const {
+  piece = ReplaceText(piece, " ", metaspace_->replacement);
+  const bool prepend =
+      metaspace_->prepend_scheme == MetaspaceSpec::PrependScheme::kAlways ||
+      (metaspace_->prepend_scheme == MetaspaceSpec::PrependScheme::kFirst &&
+       piece.origin_begin.front() == 0);  // Hugging Face: the piece's original offset is 0.
+  if (prepend && !piece.text.starts_with(metaspace_->replacement))
+    piece = PrependText(piece, metaspace_->replacement);
+  return piece;
 }
 
 absl::Status TokenizerPipeline::EncodePieces(const MappedText& text, size_t begin, size_t end,
@@ -331,6 +360,7 @@ absl::Status TokenizerPipeline::EncodePieces(const MappedText& text, size_t begi
 
 absl::StatusOr<std::string> TokenizerPipeline::Decode(const std::vector<int64_t>& ids) const {
   std::string bytes;
+  std::vector<std::string> tokens;
   for (size_t i = 0; i < ids.size(); ++i) {
     const int64_t id = ids[i];
     if (id < 0 || id >= vocab_size || !bytes_of_id_[static_cast<size_t>(id)].has_value()) {
@@ -338,8 +368,13 @@ absl::StatusOr<std::string> TokenizerPipeline::Decode(const std::vector<int64_t>
           {ErrorReason::kInvalidArgument, absl::StrCat("ids[", i, "]"), absl::StrCat(id),
            absl::StrCat("a token id of this tokenizer, in [0, ", vocab_size, ")")});
     }
-    bytes.append(*bytes_of_id_[static_cast<size_t>(id)]);
+    if (decoder_.empty()) {
+      bytes.append(*bytes_of_id_[static_cast<size_t>(id)]);
+    } else {
+      tokens.push_back(*bytes_of_id_[static_cast<size_t>(id)]);
+    }
   }
+  if (!decoder_.empty()) return DecodeTokens(std::move(tokens), decoder_);
   return RepairUtf8String(bytes);
 }
 

@@ -1,26 +1,36 @@
-// The tokenizer room's door: text ↔ token ids for the model families posbias measures (GPT-2 and
-// Qwen2), read from a registered checkpoint directory. Torch-free and gRPC-free.
+// The tokenizer room's door: text ↔ token ids for the model families posbias measures, read from a
+// registered checkpoint directory. Torch-free and gRPC-free.
 //
-// What is supported — byte-level BPE, the kind these families use:
-//  - Hugging Face `tokenizer.json`: model BPE (byte-level vocabulary, merges as "a b" strings or
-//    ["a", "b"] pairs, optional unk_token, ignore_merges); normalizer null, NFC, NFKC or a Sequence
-//    of them; pre-tokenizer ByteLevel (with its GPT-2 regex or without), Split with a Regex or
-//    String pattern and behavior Isolated, or a Sequence of those; decoder ByteLevel; added tokens
-//    (special or not, normalized or not, lstrip / rstrip). The post-processor only adds template
-//    tokens, which Encode never does (as `add_special_tokens=False`), so any is accepted.
-//  - GPT-2's `vocab.json` + `merges.txt`, with GPT-2's ByteLevel regex and `<|endoftext|>` (when in
-//    the vocabulary) as its one special token, as Hugging Face's GPT2Tokenizer sets it up.
-// Anything else (WordPiece, Unigram, WordLevel, a BPE without the byte-level pre-tokenizer, byte
-// fallback, dropout, other normalizers or pre-tokenizers, ByteLevel add_prefix_space, single_word
-// added tokens) is refused with UNIMPLEMENTED / NOT_IMPLEMENTED naming the kind found and what is
-// supported. Files are bounded (LoadOptions) and malformed ones are INVALID_MODEL_FILE.
+// What is supported — the two kinds of BPE these families use:
+//  - Byte-level BPE (GPT-2, Qwen2, Llama 3, Pythia): Hugging Face `tokenizer.json` with model BPE
+//    (byte-level vocabulary, merges as "a b" strings or ["a", "b"] pairs, optional unk_token,
+//    ignore_merges); normalizer null, NFC, NFKC or a Sequence of them; pre-tokenizer ByteLevel
+//    (with its GPT-2 regex or without), Split with a Regex or String pattern and behavior Isolated,
+//    or a Sequence of those; decoder ByteLevel. Or GPT-2's `vocab.json` + `merges.txt`, with
+//    GPT-2's ByteLevel regex and `<|endoftext|>` (when in the vocabulary) as its one special token,
+//    as Hugging Face's GPT2Tokenizer sets it up.
+//  - SentencePiece-style BPE (Llama 2, TinyLlama, Mistral): `tokenizer.json` with model BPE over
+//    characters (no ByteLevel pre-tokenizer), byte_fallback (<0xNN> tokens for characters not in
+//    the vocabulary) and fuse_unk; normalizers Prepend and Replace with a String pattern (the
+//    "legacy" layout: Prepend "▁", Replace " " → "▁", no pre-tokenizer, so each section between
+//    added tokens is one word) besides NFC / NFKC; pre-tokenizer Metaspace (replacement,
+//    prepend_scheme always / first / never or add_prefix_space, split) as the first step, then
+//    Split steps; decoder Metaspace or a Sequence of Replace, ByteFallback, Fuse and Strip.
+//  - Both: added tokens (special or not, normalized or not, lstrip / rstrip). The post-processor
+//    only adds template tokens (BOS), which Encode never does (as `add_special_tokens=False`), so
+//    any is accepted.
+// Anything else (WordPiece, Unigram, WordLevel, dropout, other normalizers, pre-tokenizers or
+// decoders, Regex Replace, ByteLevel add_prefix_space, single_word added tokens) is refused with
+// UNIMPLEMENTED / NOT_IMPLEMENTED naming the kind found and what is supported. Files are bounded
+// (LoadOptions) and malformed ones are INVALID_MODEL_FILE.
 //
 // Encoding follows Hugging Face's pipeline: invalid UTF-8 in the input is first repaired as the
 // WHATWG decoder does (each maximal ill-formed subpart becomes U+FFFD, which is what Node's
 // reference tokenizers see); added tokens then split the text (leftmost, longest first); each
-// remaining section is normalized, split by the pre-tokenizer's regex (PCRE2, Unicode properties)
-// and each piece's bytes are BPE-merged. Offsets are byte offsets into the caller's input, also
-// through NFC and the U+FFFD repair (see mapped_text.h and normalizer.h).
+// remaining section is normalized (Metaspace's edit follows), split by the pre-tokenizer's regexes
+// (PCRE2, Unicode properties) and each piece is BPE-merged. Offsets are byte offsets into the
+// caller's input, also through NFC and the U+FFFD repair (see mapped_text.h and normalizer.h); a
+// prepended "▁" belongs to the first byte of the text it precedes.
 #pragma once
 
 #include <cstdint>
@@ -98,7 +108,9 @@ class Tokenizer {
   std::optional<int64_t> bos_token_id() const;
 
   // What kind of tokenizer this is, e.g. "byte-level BPE from tokenizer.json (151643 tokens,
-  // 151387 merges, 26 added tokens; normalizer NFC; pre-tokenizer Split+ByteLevel)".
+  // 151387 merges, 26 added tokens; normalizer NFC; pre-tokenizer Split+ByteLevel)" or
+  // "SentencePiece-style BPE from tokenizer.json (32000 tokens, 58980 merges, 3 added tokens, byte
+  // fallback; normalizer Prepend+Replace; pre-tokenizer none; decoder Replace+ByteFallback+...)".
   const std::string& description() const;
 
  private:

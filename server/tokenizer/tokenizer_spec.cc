@@ -15,9 +15,14 @@ using nlohmann::json;
 
 constexpr const char* kSupported =
     "supported: byte-level BPE (tokenizer.json with model BPE, a ByteLevel pre-tokenizer "
-    "optionally "
-    "after Split steps, a ByteLevel decoder, normalizer NFC or NFKC; or GPT-2's vocab.json + "
-    "merges.txt)";
+    "optionally after Split steps, a ByteLevel decoder, normalizer NFC or NFKC; or GPT-2's "
+    "vocab.json + merges.txt) and SentencePiece-style BPE (tokenizer.json with model BPE over "
+    "characters, optionally with byte_fallback; normalizers Prepend, Replace with a String "
+    "pattern, NFC, NFKC; pre-tokenizer none, Metaspace or Split; decoder Metaspace or a Sequence "
+    "of Replace, ByteFallback, Fuse and Strip)";
+
+// U+2581 LOWER ONE EIGHTH BLOCK, SentencePiece's space.
+constexpr std::string_view kMetaspace = "\xE2\x96\x81";
 
 absl::Status FileError(const char* file, const std::string& message) {
   return ErrorWithReason(absl::StatusCode::kInvalidArgument, ErrorReason::kInvalidModelFile,
@@ -90,7 +95,6 @@ absl::Status ReadModel(const json& model, TokenizerSpec* spec) {
   const std::string type = TypeOf(model);
   if (type != "BPE") return Unsupported(file, absl::StrCat("model type '", type, "'"));
   if (!IsNullOr(model, "dropout", 0.0)) return Unsupported(file, "BPE dropout");
-  if (!IsNullOr(model, "byte_fallback", false)) return Unsupported(file, "BPE byte_fallback");
   if (!IsNullOr(model, "continuing_subword_prefix", ""))
     return Unsupported(file, "a continuing_subword_prefix");
   if (!IsNullOr(model, "end_of_word_suffix", "")) return Unsupported(file, "an end_of_word_suffix");
@@ -120,6 +124,10 @@ absl::Status ReadModel(const json& model, TokenizerSpec* spec) {
   const json unk = model.value("unk_token", json());
   if (unk.is_string()) spec->model.unk_token = unk.get<std::string>();
   spec->model.ignore_merges = model.value("ignore_merges", false);
+  spec->model.byte_fallback = model.value("byte_fallback", json(false)).is_boolean() &&
+                              model.value("byte_fallback", false);
+  spec->model.fuse_unk = model.value("fuse_unk", json(false)).is_boolean() &&
+                         model.value("fuse_unk", false);
   return absl::OkStatus();
 }
 
@@ -134,9 +142,26 @@ absl::Status ReadNormalizer(const json& normalizer, TokenizerSpec* spec,
     return absl::OkStatus();
   }
   if (type == "NFC") {
-    spec->normalizers.push_back(NormalizationForm::kNfc);
+    spec->normalizers.push_back({NormalizerSpec::Kind::kNfc, "", ""});
   } else if (type == "NFKC") {
-    spec->normalizers.push_back(NormalizationForm::kNfkc);
+    spec->normalizers.push_back({NormalizerSpec::Kind::kNfkc, "", ""});
+  } else if (type == "Prepend") {
+    const json prepend = normalizer.value("prepend", json());
+    if (!prepend.is_string() || prepend.get<std::string>().empty())
+      return FileError("tokenizer.json", "a Prepend normalizer has no `prepend` text");
+    spec->normalizers.push_back({NormalizerSpec::Kind::kPrepend, "", prepend.get<std::string>()});
+  } else if (type == "Replace") {
+    const json pattern = normalizer.value("pattern", json());
+    const json content = normalizer.value("content", json());
+    if (pattern.is_object() && pattern.contains("Regex"))
+      return Unsupported("tokenizer.json", "a Replace normalizer with a Regex pattern");
+    if (!pattern.is_object() || !pattern.contains("String") || !pattern["String"].is_string() ||
+        pattern["String"].get<std::string>().empty() || !content.is_string()) {
+      return FileError("tokenizer.json",
+                       "a Replace normalizer needs a non-empty String pattern and a content");
+    }
+    spec->normalizers.push_back({NormalizerSpec::Kind::kReplace,
+                                 pattern["String"].get<std::string>(), content.get<std::string>()});
   } else {
     return Unsupported("tokenizer.json", absl::StrCat("normalizer '", type, "'"));
   }
@@ -144,11 +169,111 @@ absl::Status ReadNormalizer(const json& normalizer, TokenizerSpec* spec,
   return absl::OkStatus();
 }
 
-// The pre-tokenizer must end in ByteLevel (which makes the BPE byte-level); Split steps may come
-// before it. `*byte_level` says whether it was found.
+// One UTF-8 character as a PCRE2 escape, \x{HEX}, usable inside a character class too.
+std::string RegexCharacter(std::string_view character) {
+  const auto lead = static_cast<uint8_t>(character[0]);
+  uint32_t code_point = character.size() == 1 ? lead : lead & (0x7F >> character.size());
+  for (size_t k = 1; k < character.size(); ++k)
+    code_point = (code_point << 6) | (static_cast<uint8_t>(character[k]) & 0x3F);
+  return absl::StrCat("\\x{", absl::Hex(code_point), "}");
+}
+
+// One character of UTF-8 (the Metaspace replacement).
+bool IsOneCharacter(const std::string& text) {
+  if (text.empty()) return false;
+  const auto lead = static_cast<uint8_t>(text[0]);
+  const size_t length = lead < 0x80 ? 1 : lead < 0xE0 ? 2 : lead < 0xF0 ? 3 : 4;
+  return text.size() == length;
+}
+
+// Metaspace's replacement and prepend scheme: `prepend_scheme` ("always", "first", "never"), or in
+// files written before it, `add_prefix_space` (true: always).
+absl::StatusOr<MetaspaceSpec> ReadMetaspace(const json& step) {
+  constexpr const char* file = "tokenizer.json";
+  MetaspaceSpec metaspace;
+  const json replacement = step.value("replacement", json(std::string(kMetaspace)));
+  if (!replacement.is_string() || !IsOneCharacter(replacement.get<std::string>()))
+    return FileError(file, "the Metaspace replacement is not one character");
+  metaspace.replacement = replacement.get<std::string>();
+  const json scheme = step.value("prepend_scheme", json());
+  if (scheme.is_null()) {
+    metaspace.prepend_scheme = step.value("add_prefix_space", true)
+                                   ? MetaspaceSpec::PrependScheme::kAlways
+                                   : MetaspaceSpec::PrependScheme::kNever;
+  } else if (scheme == "always") {
+    metaspace.prepend_scheme = MetaspaceSpec::PrependScheme::kAlways;
+  } else if (scheme == "first") {
+    metaspace.prepend_scheme = MetaspaceSpec::PrependScheme::kFirst;
+  } else if (scheme == "never") {
+    metaspace.prepend_scheme = MetaspaceSpec::PrependScheme::kNever;
+  } else {
+    return FileError(file, absl::StrCat("Metaspace prepend_scheme ", scheme.dump(),
+                                        " is none of \"always\", \"first\", \"never\""));
+  }
+  return metaspace;
+}
+
+// The decoder of SentencePiece-style BPE: one step or a Sequence of them.
+absl::Status ReadDecoder(const json& decoder, TokenizerSpec* spec, std::vector<std::string>* names) {
+  constexpr const char* file = "tokenizer.json";
+  const std::string type = TypeOf(decoder);
+  if (type == "Sequence") {
+    for (const json& step : decoder.value("decoders", json::array())) {
+      if (TypeOf(step) == "Sequence") return Unsupported(file, "a decoder Sequence inside a Sequence");
+      if (absl::Status status = ReadDecoder(step, spec, names); !status.ok()) return status;
+    }
+    return absl::OkStatus();
+  }
+  DecoderStep step;
+  if (type == "Replace") {
+    const json pattern = decoder.value("pattern", json());
+    const json content = decoder.value("content", json());
+    if (pattern.is_object() && pattern.contains("Regex"))
+      return Unsupported(file, "a Replace decoder with a Regex pattern");
+    if (!pattern.is_object() || !pattern.contains("String") || !pattern["String"].is_string() ||
+        pattern["String"].get<std::string>().empty() || !content.is_string()) {
+      return FileError(file, "a Replace decoder needs a non-empty String pattern and a content");
+    }
+    step.kind = DecoderStep::Kind::kReplace;
+    step.pattern = pattern["String"].get<std::string>();
+    step.content = content.get<std::string>();
+  } else if (type == "ByteFallback") {
+    step.kind = DecoderStep::Kind::kByteFallback;
+  } else if (type == "Fuse") {
+    step.kind = DecoderStep::Kind::kFuse;
+  } else if (type == "Strip") {
+    const json content = decoder.value("content", json());
+    const json start = decoder.value("start", json(0)), stop = decoder.value("stop", json(0));
+    if (!content.is_string() || !IsOneCharacter(content.get<std::string>()) ||
+        !start.is_number_unsigned() || !stop.is_number_unsigned()) {
+      return FileError(file, "a Strip decoder needs one character `content` and counts `start`, `stop`");
+    }
+    step.kind = DecoderStep::Kind::kStrip;
+    step.pattern = content.get<std::string>();
+    step.start = start.get<size_t>();
+    step.stop = stop.get<size_t>();
+  } else if (type == "Metaspace") {
+    absl::StatusOr<MetaspaceSpec> metaspace = ReadMetaspace(decoder);
+    if (!metaspace.ok()) return metaspace.status();
+    step.kind = DecoderStep::Kind::kMetaspace;
+    step.pattern = metaspace->replacement;
+    step.strip_first = metaspace->prepend_scheme != MetaspaceSpec::PrependScheme::kNever;
+  } else {
+    return Unsupported(file, absl::StrCat("decoder '", type.empty() ? "null" : type,
+                                          "' for a BPE without a ByteLevel pre-tokenizer"));
+  }
+  spec->decoder.push_back(std::move(step));
+  names->push_back(type);
+  return absl::OkStatus();
+}
+
+// The pre-tokenizer of byte-level BPE ends in ByteLevel; Split steps may come before it. Without
+// ByteLevel the BPE runs over characters: Metaspace (first) and Split steps, or none at all.
+// `*byte_level` says whether ByteLevel was found.
 absl::Status ReadPreTokenizer(const json& pre_tokenizer, TokenizerSpec* spec,
                               std::vector<std::string>* names, bool* byte_level) {
   constexpr const char* file = "tokenizer.json";
+  if (pre_tokenizer.is_null()) return absl::OkStatus();
   const std::string type = TypeOf(pre_tokenizer);
   if (*byte_level)
     return Unsupported(file, absl::StrCat("a pre-tokenizer step after ByteLevel ('", type, "')"));
@@ -160,11 +285,23 @@ absl::Status ReadPreTokenizer(const json& pre_tokenizer, TokenizerSpec* spec,
     return absl::OkStatus();
   }
   if (type == "ByteLevel") {
+    if (spec->metaspace) return Unsupported(file, "a ByteLevel pre-tokenizer after Metaspace");
     if (pre_tokenizer.value("add_prefix_space", false))
       return Unsupported(file, "ByteLevel add_prefix_space = true");
     if (pre_tokenizer.value("use_regex", true))
       spec->splits.push_back({std::string(kGpt2SplitRegex), false});
     *byte_level = true;
+  } else if (type == "Metaspace") {
+    if (spec->metaspace || !spec->splits.empty())
+      return Unsupported(file, "a Metaspace pre-tokenizer that is not the first step");
+    absl::StatusOr<MetaspaceSpec> metaspace = ReadMetaspace(pre_tokenizer);
+    if (!metaspace.ok()) return metaspace.status();
+    spec->metaspace = *metaspace;
+    // Its split (MergedWithNext on the replacement): each replacement starts a new piece.
+    if (pre_tokenizer.value("split", true)) {
+      const std::string r = RegexCharacter(metaspace->replacement);
+      spec->splits.push_back({absl::StrCat(r, "[^", r, "]*|[^", r, "]+"), false});
+    }
   } else if (type == "Split") {
     const std::string behavior = pre_tokenizer.value("behavior", "");
     if (behavior != "Isolated")
@@ -235,19 +372,32 @@ absl::StatusOr<TokenizerSpec> ParseTokenizerJson(std::string_view json_text,
         !status.ok()) {
       return status;
     }
-    if (!byte_level) return Unsupported(file, "a BPE without a ByteLevel pre-tokenizer");
-    const std::string decoder = TypeOf(root.value("decoder", json()));
-    if (decoder != "ByteLevel") {
-      return Unsupported(file, absl::StrCat("decoder '", decoder.empty() ? "null" : decoder, "'"));
+    std::vector<std::string> decoders;
+    if (byte_level) {
+      if (spec.model.byte_fallback)
+        return Unsupported(file, "BPE byte_fallback with a ByteLevel pre-tokenizer");
+      const std::string decoder = TypeOf(root.value("decoder", json()));
+      if (decoder != "ByteLevel") {
+        return Unsupported(file, absl::StrCat("decoder '", decoder.empty() ? "null" : decoder,
+                                              "' for byte-level BPE"));
+      }
+    } else {
+      spec.model.alphabet = BpeAlphabet::kCharacters;
+      if (absl::Status status = ReadDecoder(root.value("decoder", json()), &spec, &decoders);
+          !status.ok()) {
+        return status;
+      }
     }
     if (absl::Status status = ReadAddedTokens(root.value("added_tokens", json()), &spec);
         !status.ok())
       return status;
-    spec.description = absl::StrCat("byte-level BPE from tokenizer.json (", spec.model.vocab.size(),
-                                    " tokens, ", spec.model.merges.size(), " merges, ",
-                                    spec.added_tokens.size(), " added tokens; normalizer ",
-                                    normalizers.empty() ? "none" : absl::StrJoin(normalizers, "+"),
-                                    "; pre-tokenizer ", absl::StrJoin(pre_tokenizers, "+"), ")");
+    spec.description = absl::StrCat(
+        byte_level ? "byte-level" : "SentencePiece-style", " BPE from tokenizer.json (",
+        spec.model.vocab.size(), " tokens, ", spec.model.merges.size(), " merges, ",
+        spec.added_tokens.size(), " added tokens", spec.model.byte_fallback ? ", byte fallback" : "",
+        "; normalizer ", normalizers.empty() ? "none" : absl::StrJoin(normalizers, "+"),
+        "; pre-tokenizer ", pre_tokenizers.empty() ? "none" : absl::StrJoin(pre_tokenizers, "+"),
+        byte_level ? "" : absl::StrCat("; decoder ", absl::StrJoin(decoders, "+")), ")");
   } catch (const json::exception& error) {  // A field of the wrong JSON type.
     return FileError(file, error.what());
   }

@@ -1,14 +1,17 @@
 // What a tokenizer file says, checked and reduced to what the pipeline runs: the parsing of
-// tokenizer.json and of GPT-2's vocab.json + merges.txt, and every refusal of an unsupported kind.
+// tokenizer.json (byte-level and SentencePiece-style BPE) and of GPT-2's vocab.json + merges.txt,
+// and every refusal of an unsupported kind.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "server/tokenizer/byte_level_bpe.h"
+#include "server/tokenizer/bpe.h"
+#include "server/tokenizer/decoder.h"
 #include "server/tokenizer/normalizer.h"
 #include "server/tokenizer/tokenizer.h"
 
@@ -36,11 +39,23 @@ struct SplitSpec {
   bool literal = false;  // A String pattern rather than a Regex.
 };
 
+// The Metaspace pre-tokenizer's text edit: every " " becomes `replacement`, which is put in front
+// of a piece that does not start with it — of every piece (always), of the piece at the start of
+// the input (first), or of none (never). Its split on `replacement` is a SplitSpec after it.
+struct MetaspaceSpec {
+  enum class PrependScheme { kAlways, kFirst, kNever };
+  std::string replacement = "\xE2\x96\x81";  // U+2581 ▁
+  PrependScheme prepend_scheme = PrependScheme::kAlways;
+};
+
 struct TokenizerSpec {
   BpeModelSpec model;
   std::vector<AddedTokenSpec> added_tokens;
-  std::vector<NormalizationForm> normalizers;  // Applied in order.
-  std::vector<SplitSpec> splits;               // Applied in order, each to every piece so far.
+  std::vector<NormalizerSpec> normalizers;  // Applied in order.
+  std::optional<MetaspaceSpec> metaspace;   // The first pre-tokenizer step, when there is one.
+  std::vector<SplitSpec> splits;            // Applied in order, each to every piece so far.
+  // Token strings → text for the character alphabet; empty for byte-level BPE (ByteLevel).
+  std::vector<DecoderStep> decoder;
   std::string description;
 };
 

@@ -76,6 +76,14 @@ L("Document one.<|endoftext|>Document two.<|endoftext|> spaced <|endoftext|>")
 L("<|im_start|>system You are helpful.<|im_end|><|im_start|>user Hi!<|im_end|><|im_start|>assistant")
 L("partial <|endoftext| and <|im_end and |im_start|> and <|endoftext|><|endoftext|> doubled")
 L("<think>reasoning</think> <tool_call>{\"name\": \"f\"}</tool_call> <|fim_prefix|>a<|fim_suffix|>b<|fim_middle|>")
+# SentencePiece-style tokenizers (Llama 2, Mistral): their special tokens, characters outside a
+# 32k vocabulary (byte fallback, <0xNN>), control characters and carriage returns, and spaces
+# around special tokens (each section between special tokens gets its own "▁").
+L("<s>[INST] What is position bias? [/INST] How much each position can move the output.</s>")
+L("</s><s>  <unk> text after specials <s> </s>")
+L("byte fallback: 🦙 Ꙋ 𝔘𝔫𝔦𝔠𝔬𝔡𝔢 ☃ 𓀀 ꙮ ᚠᛇᚻ \x01\x02\x7f controls, NUL-free")
+L("carriage return\r in the middle and at the end\r")
+L("▁ already a metaspace ▁▁ twice, and <0x41> written out")
 # Markup.
 L("# Heading\t**bold** _italic_ `code` [link](http://a.b) ![img](x.png) > quote | table | row |")
 L("<html><body><p class=\"x\">Hello &amp; goodbye &lt;3 &#x1F600;</p></body></html>")

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 
@@ -412,6 +413,171 @@ TEST(Description, SaysWhatKindItIs) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// SentencePiece-style BPE (Llama 2, Mistral): characters, "▁" for spaces, <0xNN> byte fallback.
+
+// Ids: <unk> 0, <s> 1, </s> 2, <0x00>..<0xFF> 3..258, then the characters and merges below.
+constexpr int64_t kUnk = 0, kBos = 1, kEos = 2, kSpace = 259, kH = 260, kE = 261, kL = 262,
+                  kO = 263, kD = 264, kSpaceH = 265, kEl = 266, kSpaceHel = 267, kLo = 268,
+                  kSpaceHello = 269, kTwoSpaces = 270, kDSpace = 271;
+constexpr int64_t ByteToken(int b) { return 3 + b; }
+
+// Llama 2's "legacy" layout (and Mistral's): Prepend "▁", Replace " " → "▁", no pre-tokenizer.
+json SentencePieceJson() {
+  json vocab = {{"<unk>", kUnk}, {"<s>", kBos}, {"</s>", kEos}};
+  for (int b = 0; b < 256; ++b) {
+    char name[8];
+    std::snprintf(name, sizeof name, "<0x%02X>", b);
+    vocab[name] = ByteToken(b);
+  }
+  const std::vector<std::pair<std::string, int64_t>> tokens = {
+      {"▁", kSpace}, {"h", kH},         {"e", kE},          {"l", kL},
+      {"o", kO},     {"d", kD},         {"▁h", kSpaceH},    {"el", kEl},
+      {"▁hel", kSpaceHel}, {"lo", kLo}, {"▁hello", kSpaceHello}, {"▁▁", kTwoSpaces},
+      {"d▁", kDSpace}};
+  for (const auto& [token, id] : tokens) vocab[token] = id;
+  json file;
+  file["version"] = "1.0";
+  file["added_tokens"] = json::array();
+  for (const auto& [content, id] : {std::pair{"<unk>", kUnk}, {"<s>", kBos}, {"</s>", kEos}}) {
+    file["added_tokens"].push_back({{"id", id}, {"content", content}, {"special", true},
+                                    {"normalized", false}, {"lstrip", false}, {"rstrip", false}});
+  }
+  file["normalizer"] = {{"type", "Sequence"},
+                        {"normalizers",
+                         {{{"type", "Prepend"}, {"prepend", "▁"}},
+                          {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", "▁"}}}}};
+  file["pre_tokenizer"] = nullptr;
+  file["decoder"] = {{"type", "Sequence"},
+                     {"decoders",
+                      {{{"type", "Replace"}, {"pattern", {{"String", "▁"}}}, {"content", " "}},
+                       {{"type", "ByteFallback"}},
+                       {{"type", "Fuse"}},
+                       {{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}}}}};
+  file["model"] = {{"type", "BPE"},
+                   {"vocab", vocab},
+                   {"merges", {"▁ h", "e l", "▁h el", "l o", "▁hel lo", "▁ ▁", "d ▁"}},
+                   {"unk_token", "<unk>"},
+                   {"byte_fallback", true},
+                   {"fuse_unk", true}};
+  return file;
+}
+
+// The newer layout: no normalizer, a Metaspace pre-tokenizer with `scheme` and `split`.
+json MetaspaceJson(const std::string& scheme, bool split) {
+  json file = SentencePieceJson();
+  file["normalizer"] = nullptr;
+  file["pre_tokenizer"] = {
+      {"type", "Metaspace"}, {"replacement", "▁"}, {"prepend_scheme", scheme}, {"split", split}};
+  return file;
+}
+
+TEST(SentencePiece, AWordGetsASpaceInFrontAndMerges) {
+  const Encoding encoding = EncodeOk(*FromJson(SentencePieceJson()), "hello");
+  EXPECT_THAT(encoding.ids, ElementsAre(kSpaceHello));
+  EXPECT_THAT(encoding.byte_offsets, ElementsAre(std::pair<size_t, size_t>{0, 5}));
+}
+
+TEST(SentencePiece, ALeadingSpaceIsASecondSpaceAndThePrependedOneBelongsToTheFirstCharacter) {
+  const Encoding encoding = EncodeOk(*FromJson(SentencePieceJson()), " hello");
+  EXPECT_THAT(encoding.ids, ElementsAre(kSpace, kSpaceHello));
+  EXPECT_THAT(encoding.byte_offsets, ElementsAre(std::pair<size_t, size_t>{0, 1},
+                                                 std::pair<size_t, size_t>{0, 6}));
+}
+
+TEST(SentencePiece, RepeatedSpacesMergeIntoTheirTokenBeforeALaterRankedMerge) {
+  // "▁d▁▁d": "▁ ▁" (rank 5) goes before "d ▁" (rank 6).
+  EXPECT_THAT(EncodeOk(*FromJson(SentencePieceJson()), "d  d").ids,
+              ElementsAre(kSpace, kD, kTwoSpaces, kD));
+}
+
+TEST(SentencePiece, ACharacterOutsideTheVocabularyFallsBackToItsBytes) {
+  const Encoding encoding = EncodeOk(*FromJson(SentencePieceJson()), "h\xC3\xA9\nh");
+  EXPECT_THAT(encoding.ids, ElementsAre(kSpaceH, ByteToken(0xC3), ByteToken(0xA9),
+                                        ByteToken('\n'), kH));
+  EXPECT_THAT(encoding.byte_offsets,
+              ElementsAre(std::pair<size_t, size_t>{0, 1}, std::pair<size_t, size_t>{1, 2},
+                          std::pair<size_t, size_t>{2, 3}, std::pair<size_t, size_t>{3, 4},
+                          std::pair<size_t, size_t>{4, 5}));
+}
+
+TEST(SentencePiece, WithoutByteFallbackUnknownCharactersAreOneFusedUnknownToken) {
+  json file = SentencePieceJson();
+  file["model"]["byte_fallback"] = false;
+  EXPECT_THAT(EncodeOk(*FromJson(file), "h\xC3\xA9\xC3\xA9h").ids, ElementsAre(kSpaceH, kUnk, kH));
+  file["model"]["fuse_unk"] = false;
+  EXPECT_THAT(EncodeOk(*FromJson(file), "h\xC3\xA9\xC3\xA9h").ids,
+              ElementsAre(kSpaceH, kUnk, kUnk, kH));
+}
+
+TEST(SentencePiece, WithoutAnUnknownTokenAnUnknownCharacterIsLeftOutAndItsNeighboursMerge) {
+  json file = SentencePieceJson();
+  file["model"]["byte_fallback"] = false;
+  file["model"]["unk_token"] = nullptr;
+  const Encoding encoding = EncodeOk(*FromJson(file), "hel\xC3\xA9lo");
+  EXPECT_THAT(encoding.ids, ElementsAre(kSpaceHello));
+  EXPECT_THAT(encoding.byte_offsets, ElementsAre(std::pair<size_t, size_t>{0, 7}));
+}
+
+TEST(SentencePiece, EachSectionBetweenSpecialTokensGetsItsOwnSpaceInTheLegacyLayout) {
+  EXPECT_THAT(EncodeOk(*FromJson(SentencePieceJson()), "<s>hello</s>hello").ids,
+              ElementsAre(kBos, kSpaceHello, kEos, kSpaceHello));
+  EncodeOptions as_text;
+  as_text.special_tokens_as_text = true;
+  EXPECT_THAT(EncodeOk(*FromJson(SentencePieceJson()), "<s>", as_text).ids,
+              ElementsAre(kSpace, ByteToken('<'), ByteToken('s'), ByteToken('>')));
+}
+
+TEST(SentencePiece, MetaspaceFirstPrependsOnlyAtTheStartOfTheInputAndNeverTwice) {
+  const auto tokenizer = FromJson(MetaspaceJson("first", false));
+  EXPECT_THAT(EncodeOk(*tokenizer, "hello").ids, ElementsAre(kSpaceHello));
+  EXPECT_THAT(EncodeOk(*tokenizer, " hello").ids, ElementsAre(kSpaceHello));
+  EXPECT_THAT(EncodeOk(*tokenizer, "<s>hello").ids, ElementsAre(kBos, kH, kEl, kLo));
+  EXPECT_THAT(EncodeOk(*FromJson(MetaspaceJson("always", false)), "<s>hello").ids,
+              ElementsAre(kBos, kSpaceHello));
+  EXPECT_THAT(EncodeOk(*FromJson(MetaspaceJson("never", false)), "hello").ids,
+              ElementsAre(kH, kEl, kLo));
+}
+
+TEST(SentencePiece, MetaspaceSplitKeepsMergesFromCrossingASpace) {
+  EXPECT_THAT(EncodeOk(*FromJson(MetaspaceJson("always", false)), "d d").ids,
+              ElementsAre(kSpace, kDSpace, kD));
+  EXPECT_THAT(EncodeOk(*FromJson(MetaspaceJson("always", true)), "d d").ids,
+              ElementsAre(kSpace, kD, kSpace, kD));
+}
+
+TEST(SentencePiece, DecodesSpacesAndBytesAndStripsTheFirstSpace) {
+  const auto tokenizer = FromJson(SentencePieceJson());
+  EXPECT_EQ(*tokenizer->Decode({kSpaceHello, kSpace, ByteToken(0xC3), ByteToken(0xA9), kEos}),
+            "hello \xC3\xA9</s>");
+  EXPECT_EQ(*tokenizer->Decode({kSpace, kSpaceHello}), " hello");
+}
+
+TEST(SentencePiece, ABrokenByteRunDecodesToOneReplacementCharacterPerByte) {
+  const auto tokenizer = FromJson(SentencePieceJson());
+  EXPECT_EQ(*tokenizer->Decode({kH, ByteToken(0xC3), ByteToken(0xC3), kH}),
+            "h\xEF\xBF\xBD\xEF\xBF\xBDh");
+}
+
+TEST(SentencePiece, TheMetaspaceDecoderDropsTheFirstTokensReplacements) {
+  json file = MetaspaceJson("always", true);
+  file["decoder"] = {{"type", "Metaspace"}, {"replacement", "▁"}, {"prepend_scheme", "always"}};
+  const auto tokenizer = FromJson(file);
+  EXPECT_EQ(*tokenizer->Decode({kTwoSpaces, kSpaceHello}), " hello");
+  file["decoder"]["prepend_scheme"] = "never";
+  EXPECT_EQ(*FromJson(file)->Decode({kTwoSpaces, kSpaceHello}), "   hello");
+}
+
+TEST(SentencePiece, TheDescriptionSaysSentencePieceAndByteFallback) {
+  EXPECT_EQ(FromJson(SentencePieceJson())->description(),
+            "SentencePiece-style BPE from tokenizer.json (272 tokens, 7 merges, 3 added tokens, "
+            "byte fallback; normalizer Prepend+Replace; pre-tokenizer none; decoder "
+            "Replace+ByteFallback+Fuse+Strip)");
+  const auto tokenizer = FromJson(SentencePieceJson());
+  EXPECT_EQ(tokenizer->bos_token_id(), kBos);
+  EXPECT_EQ(tokenizer->eos_token_id(), kEos);
+}
+
+// ---------------------------------------------------------------------------------------------
 // Loading from a directory.
 
 TEST(FromDirectory, ReadsVocabAndMerges) {
@@ -460,16 +626,23 @@ TEST(Unsupported, WordPieceAndUnigramModelsAreRefusedNamingWhatIsSupported) {
   ExpectUnimplemented(unigram, "model type 'Unigram'");
 }
 
-TEST(Unsupported, ABpeThatIsNotByteLevelIsRefused) {
+TEST(Unsupported, ByteLevelPiecesOutOfPlaceAreRefused) {
   json metaspace = TokenizerJson({}, json::array());
   metaspace["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", "▁"}};
-  ExpectUnimplemented(metaspace, "pre-tokenizer 'Metaspace'");
+  ExpectUnimplemented(metaspace, "decoder 'ByteLevel' for a BPE without a ByteLevel pre-tokenizer");
   json no_pre_tokenizer = TokenizerJson({}, json::array());
   no_pre_tokenizer["pre_tokenizer"] = nullptr;
-  ExpectUnimplemented(no_pre_tokenizer, "pre-tokenizer 'null'");
+  ExpectUnimplemented(no_pre_tokenizer, "decoder 'ByteLevel' for a BPE without");
   json byte_fallback = TokenizerJson({}, json::array());
   byte_fallback["model"]["byte_fallback"] = true;
-  ExpectUnimplemented(byte_fallback, "byte_fallback");
+  ExpectUnimplemented(byte_fallback, "byte_fallback with a ByteLevel pre-tokenizer");
+  json after_split = SentencePieceJson();
+  after_split["pre_tokenizer"] = {
+      {"type", "Sequence"},
+      {"pretokenizers",
+       {{{"type", "Split"}, {"pattern", {{"String", "x"}}}, {"behavior", "Isolated"}},
+        {{"type", "Metaspace"}, {"replacement", "▁"}}}}};
+  ExpectUnimplemented(after_split, "a Metaspace pre-tokenizer that is not the first step");
 }
 
 TEST(Unsupported, OtherNormalizersAndDecodersAreRefused) {
@@ -478,7 +651,27 @@ TEST(Unsupported, OtherNormalizersAndDecodersAreRefused) {
   ExpectUnimplemented(lowercase, "normalizer 'Lowercase'");
   json metaspace_decoder = TokenizerJson({}, json::array());
   metaspace_decoder["decoder"] = {{"type", "Metaspace"}};
-  ExpectUnimplemented(metaspace_decoder, "decoder 'Metaspace'");
+  ExpectUnimplemented(metaspace_decoder, "decoder 'Metaspace' for byte-level BPE");
+  json regex_replace = SentencePieceJson();
+  regex_replace["normalizer"] = {
+      {"type", "Replace"}, {"pattern", {{"Regex", " +"}}}, {"content", "▁"}};
+  ExpectUnimplemented(regex_replace, "a Replace normalizer with a Regex pattern");
+  json word_piece_decoder = SentencePieceJson();
+  word_piece_decoder["decoder"] = {{"type", "WordPiece"}};
+  ExpectUnimplemented(word_piece_decoder, "decoder 'WordPiece' for a BPE without");
+  json byte_level_decoder = SentencePieceJson();
+  byte_level_decoder["decoder"] = {{"type", "ByteLevel"}};
+  ExpectUnimplemented(byte_level_decoder, "decoder 'ByteLevel'");
+}
+
+TEST(BadFiles, AMetaspaceWithABadSchemeOrReplacementIsNamed) {
+  json scheme = MetaspaceJson("sometimes", true);
+  EXPECT_THAT(Tokenizer::FromTokenizerJson(scheme.dump()).status().message(),
+              HasSubstr("prepend_scheme \"sometimes\" is none of"));
+  json replacement = MetaspaceJson("first", true);
+  replacement["pre_tokenizer"]["replacement"] = "__";
+  EXPECT_EQ(ErrorReasonOf(Tokenizer::FromTokenizerJson(replacement.dump()).status()),
+            "INVALID_MODEL_FILE");
 }
 
 TEST(BadFiles, AMergeOutsideTheVocabularyIsAnInvalidModelFile) {

@@ -1,10 +1,11 @@
-#include "server/tokenizer/byte_level_bpe.h"
+#include "server/tokenizer/bpe.h"
 
 #include <array>
 #include <queue>
 
 #include "absl/strings/str_cat.h"
 #include "server/status/error.h"
+#include "server/tokenizer/utf8.h"
 
 namespace posbias::tokenizer {
 namespace {
@@ -75,12 +76,34 @@ bool ByteLevelDecode(std::string_view token, std::string* bytes) {
   return all_known;
 }
 
-absl::StatusOr<ByteLevelBpe> ByteLevelBpe::Create(const BpeModelSpec& spec) {
-  ByteLevelBpe bpe;
+std::string ByteFallbackToken(uint8_t byte) {
+  constexpr char kHex[] = "0123456789ABCDEF";
+  return {'<', '0', 'x', kHex[byte >> 4], kHex[byte & 15], '>'};
+}
+
+bool ParseByteFallbackToken(std::string_view token, uint8_t* byte) {
+  if (token.size() != 6 || !token.starts_with("<0x") || token[5] != '>') return false;
+  int value = 0;
+  for (const char c : token.substr(3, 2)) {
+    const int digit = c >= '0' && c <= '9' ? c - '0' : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+    if (digit < 0) return false;
+    value = value * 16 + digit;
+  }
+  *byte = static_cast<uint8_t>(value);
+  return true;
+}
+
+absl::StatusOr<Bpe> Bpe::Create(const BpeModelSpec& spec) {
+  Bpe bpe;
+  bpe.alphabet_ = spec.alphabet;
+  bpe.byte_fallback_ = spec.byte_fallback;
+  bpe.fuse_unk_ = spec.fuse_unk;
   bpe.ids_.reserve(spec.vocab.size());
   for (const auto& [token, id] : spec.vocab) bpe.ids_[token] = id;
   for (int b = 0; b < 256; ++b) {
-    const auto found = bpe.ids_.find(ByteLevelChar(static_cast<uint8_t>(b)));
+    const auto byte = static_cast<uint8_t>(b);
+    const auto found = bpe.ids_.find(spec.alphabet == BpeAlphabet::kBytes ? ByteLevelChar(byte)
+                                                                           : ByteFallbackToken(byte));
     bpe.byte_ids_[b] = found == bpe.ids_.end() ? -1 : found->second;
   }
   if (!spec.unk_token.empty()) {
@@ -107,25 +130,53 @@ absl::StatusOr<ByteLevelBpe> ByteLevelBpe::Create(const BpeModelSpec& spec) {
   return bpe;
 }
 
-void ByteLevelBpe::Tokenize(std::string_view word, std::vector<WordToken>* out) const {
+void Bpe::InitialSymbols(std::string_view word, std::vector<Symbol>* symbols) const {
+  const auto add = [&](int64_t id, size_t begin, size_t end) {
+    symbols->push_back({id, static_cast<int64_t>(symbols->size()) - 1, -1, begin, end});
+  };
+  if (alphabet_ == BpeAlphabet::kBytes) {
+    for (size_t i = 0; i < word.size(); ++i) add(byte_ids_[static_cast<uint8_t>(word[i])], i, i + 1);
+  } else {
+    std::string character;
+    for (size_t i = 0; i < word.size();) {
+      const size_t length = Utf8CharLength(word, i);
+      character.assign(word.substr(i, length));
+      const auto found = ids_.find(character);
+      bool placed = found != ids_.end();
+      if (placed) {
+        add(found->second, i, i + length);
+      } else if (byte_fallback_) {
+        placed = true;
+        for (size_t k = i; k < i + length; ++k) placed = placed && byte_ids_[static_cast<uint8_t>(word[k])] >= 0;
+        for (size_t k = i; placed && k < i + length; ++k) add(byte_ids_[static_cast<uint8_t>(word[k])], k, k + 1);
+      }
+      if (!placed && unk_id_ >= 0) {
+        // Unknown: the unknown token, fused with an unknown just before it when fuse_unk. Without
+        // an unknown token the character is left out, its neighbours adjacent (Hugging Face's).
+        if (fuse_unk_ && !symbols->empty() && symbols->back().id == -1 && symbols->back().end == i) {
+          symbols->back().end = i + length;
+        } else {
+          add(-1, i, i + length);
+        }
+      }
+      i += length;
+    }
+  }
+  for (size_t i = 0; i + 1 < symbols->size(); ++i) (*symbols)[i].next = static_cast<int64_t>(i + 1);
+}
+
+void Bpe::Tokenize(std::string_view word, std::vector<WordToken>* out) const {
   if (word.empty()) return;
   if (ignore_merges_) {
-    const auto found = ids_.find(ByteLevelEncode(word));
+    const auto found = ids_.find(alphabet_ == BpeAlphabet::kBytes ? ByteLevelEncode(word) : std::string(word));
     if (found != ids_.end()) {
       out->push_back({found->second, 0, word.size()});
       return;
     }
   }
-  struct Symbol {
-    int64_t id;
-    int64_t prev, next;  // Neighbours' indices; -1 at the ends.
-    size_t begin, end;   // Bytes of the word; begin == end once merged into its left neighbour.
-  };
-  std::vector<Symbol> symbols(word.size());
-  for (size_t i = 0; i < word.size(); ++i) {
-    symbols[i] = {byte_ids_[static_cast<uint8_t>(word[i])], static_cast<int64_t>(i) - 1,
-                  i + 1 < word.size() ? static_cast<int64_t>(i + 1) : -1, i, i + 1};
-  }
+  std::vector<Symbol> symbols;
+  symbols.reserve(word.size());
+  InitialSymbols(word, &symbols);
   struct Candidate {
     int32_t rank;
     int64_t position;  // Index of the left symbol.
@@ -143,7 +194,7 @@ void ByteLevelBpe::Tokenize(std::string_view word, std::vector<WordToken>* out) 
     if (found != merges_.end())
       heap.push({found->second.rank, position, left, right, found->second.merged});
   };
-  for (size_t i = 0; i + 1 < word.size(); ++i) consider(static_cast<int64_t>(i));
+  for (size_t i = 0; i + 1 < symbols.size(); ++i) consider(static_cast<int64_t>(i));
   while (!heap.empty()) {
     const Candidate top = heap.top();
     heap.pop();

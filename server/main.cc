@@ -8,6 +8,7 @@
 #include <google/protobuf/stubs/common.h>
 
 #include "CLI/CLI.hpp"
+#include "server/limits/limits.h"
 #include "server/logging/logging.h"
 #include "server/metrics/metrics.h"
 #include "server/runners/runtime.h"
@@ -28,10 +29,36 @@ struct Flags {
   std::string log_level = "info";
   std::string log_format = "text";
   int drain_seconds = 10;
-  int64_t model_cache_mb = 8192;
-  int64_t min_free_disk_mib = 256;
+  int64_t model_cache_mb = 0;     // Limits: set from the table by AddLimitFlag.
+  int64_t min_free_disk_mib = 0;
   bool no_reflection = false;
 };
+
+using posbias::limits::Limit;
+
+// A configurable limit's flag, from the limits table: name, environment variable, help with the
+// unit, the default and the range an operator may set.
+template <typename T>
+void AddLimitFlag(CLI::App& app, Limit id, T& target) {
+  const auto& limit = posbias::limits::Spec(id);
+  target = posbias::limits::Default<T>(id);
+  app.add_option(std::string(limit.flag), target, std::string(limit.help) + ", " + std::string(limit.unit))
+      ->envname(posbias::limits::EnvironmentVariable(limit))
+      ->check(CLI::Range(static_cast<T>(limit.lowest), static_cast<T>(limit.highest)))
+      ->capture_default_str();
+}
+
+// Every configurable limit of the table has its flag (a row added without one fails at start).
+bool EveryLimitHasAFlag(CLI::App& app) {
+  for (const auto& limit : posbias::limits::kLimits) {
+    if (!limit.fixed() && app.get_option_no_throw(std::string(limit.flag)) == nullptr) {
+      std::fprintf(stderr, "posbias-server: the limit %s has no flag %s\n", std::string(limit.name).c_str(),
+                   std::string(limit.flag).c_str());
+      return false;
+    }
+  }
+  return true;
+}
 
 void DefineFlags(CLI::App& app, Flags& flags) {
   auto& limits = flags.server.density_limits;
@@ -45,24 +72,15 @@ void DefineFlags(CLI::App& app, Flags& flags) {
       ->envname("POSBIAS_LOG_FORMAT")->check(CLI::IsMember({"text", "json"}))->capture_default_str();
   app.add_option("--drain-seconds", flags.drain_seconds, "Grace period for in-flight calls on shutdown")
       ->envname("POSBIAS_DRAIN_SECONDS")->check(CLI::Range(0, 3600))->capture_default_str();
-  app.add_option("--max-points", limits.max_points, "Most continuum points per request")
-      ->envname("POSBIAS_MAX_POINTS")->check(CLI::Range(uint64_t{1}, uint64_t{100'000'000}))->capture_default_str();
-  app.add_option("--max-discrete-length", limits.max_discrete_length, "Largest L of a discrete profile")
-      ->envname("POSBIAS_MAX_DISCRETE_LENGTH")->check(CLI::Range(uint64_t{1}, uint64_t{1'000'000'000}))->capture_default_str();
-  app.add_option("--max-discrete-work", limits.max_discrete_work, "Largest H*L of a discrete profile")
-      ->envname("POSBIAS_MAX_DISCRETE_WORK")->check(CLI::PositiveNumber)->capture_default_str();
-  app.add_option("--max-returned-positions", limits.max_returned_positions, "Most positions in one response")
-      ->envname("POSBIAS_MAX_RETURNED_POSITIONS")->check(CLI::Range(uint64_t{1}, uint64_t{10'000'000}))->capture_default_str();
-  app.add_option("--max-message-bytes", flags.server.max_message_bytes, "Largest gRPC message, bytes")
-      ->envname("POSBIAS_MAX_MESSAGE_BYTES")->check(CLI::Range(1 << 20, 1 << 30))->capture_default_str();
-  app.add_option("--rpc-threads", flags.server.max_rpc_threads, "Threads working on calls at once")
-      ->envname("POSBIAS_RPC_THREADS")->check(CLI::Range(2, 1024))->capture_default_str();
-  app.add_option("--max-waiting-calls", flags.server.max_waiting_calls, "Calls waiting for a thread (beyond: SERVER_BUSY)")
-      ->envname("POSBIAS_MAX_WAITING_CALLS")->check(CLI::Range(int64_t{1}, int64_t{1} << 20))->capture_default_str();
-  app.add_option("--max-watch-streams", flags.server.max_watch_streams, "Open WatchJob streams (beyond: SERVER_BUSY)")
-      ->envname("POSBIAS_MAX_WATCH_STREAMS")->check(CLI::Range(int64_t{1}, int64_t{1} << 20))->capture_default_str();
-  app.add_option("--upload-idle-seconds", flags.server.upload_idle_seconds, "An upload that sends nothing this long is ended")
-      ->envname("POSBIAS_UPLOAD_IDLE_SECONDS")->check(CLI::Range(1, 3600))->capture_default_str();
+  AddLimitFlag(app, Limit::kMaxPoints, limits.max_points);
+  AddLimitFlag(app, Limit::kMaxDiscreteLength, limits.max_discrete_length);
+  AddLimitFlag(app, Limit::kMaxDiscreteWork, limits.max_discrete_work);
+  AddLimitFlag(app, Limit::kMaxReturnedPositions, limits.max_returned_positions);
+  AddLimitFlag(app, Limit::kMaxMessageBytes, flags.server.max_message_bytes);
+  AddLimitFlag(app, Limit::kRpcThreads, flags.server.max_rpc_threads);
+  AddLimitFlag(app, Limit::kMaxWaitingCalls, flags.server.max_waiting_calls);
+  AddLimitFlag(app, Limit::kMaxWatchStreams, flags.server.max_watch_streams);
+  AddLimitFlag(app, Limit::kUploadIdleSeconds, flags.server.upload_idle_seconds);
   auto& jobs = flags.server.job_limits;
   app.add_option("--role", flags.role, "api (serve the API, run no jobs), worker (run jobs; health only) or both")
       ->envname("POSBIAS_ROLE")->check(CLI::IsMember({"api", "worker", "both"}))->capture_default_str();
@@ -105,28 +123,16 @@ void DefineFlags(CLI::App& app, Flags& flags) {
   app.add_option("--cpu-threads", flags.server.cpu_threads, "LibTorch threads of the CPU worker (0: all cores)")
       ->envname("POSBIAS_CPU_THREADS")->check(CLI::Range(0, 1024))->capture_default_str();
   app.add_flag("!--no-cpu-worker", flags.server.cpu_worker, "Run jobs on CUDA devices only")->envname("POSBIAS_CPU_WORKER");
-  app.add_option("--max-queued", jobs.max_queued, "Most jobs waiting in the queue")
-      ->envname("POSBIAS_MAX_QUEUED")->check(CLI::Range(int64_t{1}, int64_t{1'000'000}))->capture_default_str();
-  app.add_option("--max-sequence-length", jobs.max_sequence_length, "Largest L of a job")
-      ->envname("POSBIAS_MAX_SEQUENCE_LENGTH")->check(CLI::Range(int64_t{1}, int64_t{1} << 20))->capture_default_str();
-  app.add_option("--job-time-limit", jobs.default_time_limit_seconds, "Time limit of a job that names none, seconds")
-      ->envname("POSBIAS_JOB_TIME_LIMIT")->check(CLI::Range(1.0, 30 * 86400.0))->capture_default_str();
-  app.add_option("--max-job-time-limit", jobs.max_time_limit_seconds, "Largest time limit a job may name, seconds")
-      ->envname("POSBIAS_MAX_JOB_TIME_LIMIT")->check(CLI::Range(1.0, 30 * 86400.0))->capture_default_str();
-  app.add_option("--max-lost-attempts", flags.server.max_lost_attempts,
-                 "Attempts of a job its worker may lose (crash, kill, lost lease) before it fails with ATTEMPTS_EXHAUSTED")
-      ->envname("POSBIAS_MAX_LOST_ATTEMPTS")->check(CLI::Range(1, 100))->capture_default_str();
-  app.add_option("--max-raw-values", jobs.max_raw_values, "Most per-sample values a job may keep (return_raw_samples)")
-      ->envname("POSBIAS_MAX_RAW_VALUES")->check(CLI::Range(int64_t{1}, int64_t{1} << 40))->capture_default_str();
-  app.add_option("--max-upload-bytes", flags.server.max_upload_bytes, "Largest model upload, bytes")
-      ->envname("POSBIAS_MAX_UPLOAD_BYTES")->check(CLI::Range(int64_t{1} << 20, int64_t{1} << 42))->capture_default_str();
-  app.add_option("--min-free-disk-mib", flags.min_free_disk_mib,
-                 "Free disk an upload leaves in the data directory, MiB (refused or ended otherwise)")
-      ->envname("POSBIAS_MIN_FREE_DISK_MIB")->check(CLI::Range(int64_t{0}, int64_t{1} << 30))->capture_default_str();
-  app.add_option("--retention-hours", flags.server.retention_hours, "Finished jobs are deleted after this")
-      ->envname("POSBIAS_RETENTION_HOURS")->check(CLI::PositiveNumber)->capture_default_str();
-  app.add_option("--model-cache-mb", flags.model_cache_mb, "Memory for loaded models, MiB (least recently used evicted)")
-      ->envname("POSBIAS_MODEL_CACHE_MB")->check(CLI::Range(int64_t{1}, int64_t{1} << 30))->capture_default_str();
+  AddLimitFlag(app, Limit::kMaxQueued, jobs.max_queued);
+  AddLimitFlag(app, Limit::kMaxSequenceLength, jobs.max_sequence_length);
+  AddLimitFlag(app, Limit::kJobTimeLimit, jobs.default_time_limit_seconds);
+  AddLimitFlag(app, Limit::kMaxJobTimeLimit, jobs.max_time_limit_seconds);
+  AddLimitFlag(app, Limit::kMaxLostAttempts, flags.server.max_lost_attempts);
+  AddLimitFlag(app, Limit::kMaxRawValues, jobs.max_raw_values);
+  AddLimitFlag(app, Limit::kMaxUploadBytes, flags.server.max_upload_bytes);
+  AddLimitFlag(app, Limit::kMinFreeDiskMib, flags.min_free_disk_mib);
+  AddLimitFlag(app, Limit::kRetentionHours, flags.server.retention_hours);
+  AddLimitFlag(app, Limit::kModelCacheMb, flags.model_cache_mb);
 }
 
 // Splits "host:port" (IPv6 as "[::1]:port") into its parts; false when malformed.
@@ -188,6 +194,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("posbias-server ") + POSBIAS_VERSION);
   Flags flags;
   DefineFlags(app, flags);
+  if (!EveryLimitHasAFlag(app)) return 70;
   CLI11_PARSE(app, argc, argv);
   flags.server.cache_budget_bytes = flags.model_cache_mb << 20;
   flags.server.min_free_disk_bytes = flags.min_free_disk_mib << 20;

@@ -146,7 +146,8 @@ absl::Status AdmitJob(jobs::JobRecord& job, const registry::ModelEntry& model, c
   if (auto status = CheckInput(spec, model); !status.ok()) return status;
   if (spec.keep_samples && RecordValues(spec, model) > static_cast<double>(limits.max_raw_values)) {
     return TooLargeError(absl::StrCat(kSpec, "return_raw_samples"), FormatValue(RecordValues(spec, model)) + " values",
-                         absl::StrCat("at most ", limits.max_raw_values, " kept values (samples x T x outputs)"));
+                         absl::StrCat(limits::Allowed(limits::Limit::kMaxRawValues, static_cast<double>(limits.max_raw_values)),
+                                      " kept (samples x T x outputs)"));
   }
   const double needed = MinimumJobBytes(spec, model);
   if (!limits.cuda_available && host_memory_bytes > 0 && needed > host_memory_bytes) {

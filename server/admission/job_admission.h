@@ -7,19 +7,24 @@
 #include <cstdint>
 
 #include "absl/status/status.h"
+#include "server/limits/limits.h"
 #include "server/jobs/job.h"
 #include "server/registry/model_entry.h"
 
 namespace posbias::admission {
 
 struct JobLimits {
-  int64_t max_queued = 1000;             // Jobs waiting in QUEUED.
-  int64_t max_sequence_length = 131072;  // Largest L (also at most the model's positions).
-  int64_t max_samples = 65536;
-  int64_t max_probes = 4096;
-  double default_time_limit_seconds = 3600;   // A job that names no time limit gets this.
-  double max_time_limit_seconds = 86400;      // The largest a job may name.
-  int64_t max_raw_values = int64_t{1} << 27;  // Kept per-sample values (return_raw_samples).
+  // Defaults from the limits table (limits/limits.h).
+  int64_t max_queued = limits::Default<int64_t>(limits::Limit::kMaxQueued);  // Jobs waiting in QUEUED.
+  // Largest L (also at most the model's positions).
+  int64_t max_sequence_length = limits::Default<int64_t>(limits::Limit::kMaxSequenceLength);
+  int64_t max_samples = limits::Default<int64_t>(limits::Limit::kMaxSamples);
+  int64_t max_probes = limits::Default<int64_t>(limits::Limit::kMaxProbes);
+  // A job that names no time limit gets this; the largest a job may name.
+  double default_time_limit_seconds = limits::Default<double>(limits::Limit::kJobTimeLimit);
+  double max_time_limit_seconds = limits::Default<double>(limits::Limit::kMaxJobTimeLimit);
+  // Kept per-sample values (return_raw_samples).
+  int64_t max_raw_values = limits::Default<int64_t>(limits::Limit::kMaxRawValues);
   // Whether a CUDA worker can take the job (a local CUDA device, or a shared store whose workers
   // are other processes).
   bool cuda_available = false;

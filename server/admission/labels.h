@@ -6,10 +6,11 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "server/limits/limits.h"
 
 namespace posbias::admission {
 
-inline constexpr size_t kMaxLabels = 32;
+inline constexpr size_t kMaxLabels = limits::Default<size_t>(limits::Limit::kMaxLabels);
 
 // At most 32 entries; keys 1..63 characters of [a-z0-9][a-z0-9._/-]*, values 0..63 characters of
 // [A-Za-z0-9._:/-]*. INVALID_ARGUMENT naming labels["key"] otherwise.

@@ -15,16 +15,18 @@
 
 #include "absl/status/statusor.h"
 #include "server/density/comparison.h"
+#include "server/limits/limits.h"
 
 namespace posbias::density {
 
 enum class Quantity { kSquaredNorm, kNorm, kWeight };
 enum class Model { kCoherent, kIncoherent };
 
-inline constexpr uint64_t kMaxFitLength = 65536;
-inline constexpr uint32_t kMaxFitDepth = 4096;
-inline constexpr uint32_t kMaxFitDepthCount = 64;
-inline constexpr uint64_t kMaxFitWork = uint64_t{1} << 24;  // max_depth * L.
+// The fit's limits, from the limits table.
+inline constexpr uint64_t kMaxFitLength = limits::Default<uint64_t>(limits::Limit::kMaxFitValues);
+inline constexpr uint32_t kMaxFitDepth = limits::Default<uint32_t>(limits::Limit::kMaxFitDepth);
+inline constexpr uint32_t kMaxFitDepthCount = limits::Default<uint32_t>(limits::Limit::kMaxFitDepths);
+inline constexpr uint64_t kMaxFitWork = limits::Default<uint64_t>(limits::Limit::kMaxFitWork);  // max_depth * L.
 
 struct FitOptions {
   Quantity quantity = Quantity::kSquaredNorm;

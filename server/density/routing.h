@@ -9,12 +9,14 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "server/limits/limits.h"
 
 namespace posbias::density {
 
-// Documented limits of the density room (also the API's limits).
-inline constexpr uint32_t kMaxDepth = 100000;          // Constant alpha.
-inline constexpr uint32_t kMaxScheduleDepth = 4096;    // Per-layer schedule (O(H^2) coefficients).
+// Documented limits of the density room (also the API's limits), from the limits table.
+inline constexpr uint32_t kMaxDepth = limits::Default<uint32_t>(limits::Limit::kMaxDepth);  // Constant alpha.
+// Per-layer schedule (O(H^2) coefficients).
+inline constexpr uint32_t kMaxScheduleDepth = limits::Default<uint32_t>(limits::Limit::kMaxScheduleDepth);
 
 class Routing {
  public:

@@ -86,19 +86,26 @@ absl::Status LoadWeightsFromPath(DecoderModel& model, const std::string& path) {
   return LoadWeights(model, *checkpoint);
 }
 
-absl::Status ExportWeights(DecoderModel& model, const std::string& path, safetensors::DType dtype) {
-  std::vector<torch::Tensor> keep;  // Owns the float32 copies while writing.
-  std::vector<std::vector<std::byte>> converted;
+absl::Status ExportWeights(DecoderModel& model, const std::string& path, safetensors::DType dtype,
+                           const std::function<bool()>& cancelled) {
+  const auto parameters = model.NamedParameters();
   std::vector<safetensors::TensorToWrite> tensors;
-  for (auto& [name, parameter] : model.NamedParameters()) {
-    keep.push_back(parameter.detach().to(torch::kCPU, torch::kFloat32).contiguous());
-    const auto& values = keep.back();
-    const size_t count = static_cast<size_t>(values.numel());
-    converted.emplace_back(count * safetensors::DTypeSize(dtype));
-    safetensors::ConvertFromFloat32(values.data_ptr<float>(), count, dtype, converted.back().data());
-    tensors.push_back({name, dtype, values.sizes().vec(), converted.back().data(), converted.back().size()});
+  for (const auto& [name, parameter] : parameters) {
+    const size_t bytes = static_cast<size_t>(parameter.numel()) * safetensors::DTypeSize(dtype);
+    tensors.push_back({name, dtype, parameter.sizes().vec(), nullptr, bytes});
   }
-  return safetensors::WriteFile(path, tensors, {{"format", "pt"}});
+  torch::Tensor values;             // The tensor being written, float32 on the CPU (often the parameter itself).
+  std::vector<std::byte> converted;  // Its bytes in `dtype`, when that is not float32.
+  auto data = [&](size_t i) -> absl::StatusOr<const void*> {
+    if (cancelled && cancelled()) return absl::CancelledError("the export was cancelled");
+    values = parameters[i].second.detach().to(torch::kCPU, torch::kFloat32).contiguous();
+    if (dtype == safetensors::DType::kF32) return static_cast<const void*>(values.data_ptr<float>());
+    converted.resize(tensors[i].size_bytes);
+    safetensors::ConvertFromFloat32(values.data_ptr<float>(), static_cast<size_t>(values.numel()), dtype,
+                                    converted.data());
+    return static_cast<const void*>(converted.data());
+  };
+  return safetensors::WriteFile(path, tensors, {{"format", "pt"}}, data);
 }
 
 }  // namespace posbias::models

@@ -2,6 +2,7 @@
 // checked, F32/F16/BF16/F64 converted), and exporting a model's parameters with the same names.
 #pragma once
 
+#include <functional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -18,8 +19,12 @@ namespace posbias::models {
 absl::Status LoadWeights(DecoderModel& model, const safetensors::Checkpoint& checkpoint);
 absl::Status LoadWeightsFromPath(DecoderModel& model, const std::string& path);
 
-// Writes every parameter (Hugging Face names, the given dtype: F32, F16 or BF16) to one file.
+// Writes every parameter (Hugging Face names, the given dtype: F32, F16 or BF16) to one file,
+// one tensor at a time: beyond the model, the export holds at most one converted tensor (none
+// for float32 parameters on the CPU). Once `cancelled` says so (checked between tensors), it
+// stops with CANCELLED and leaves nothing at `path`.
 absl::Status ExportWeights(DecoderModel& model, const std::string& path,
-                           safetensors::DType dtype = safetensors::DType::kF32);
+                           safetensors::DType dtype = safetensors::DType::kF32,
+                           const std::function<bool()>& cancelled = nullptr);
 
 }  // namespace posbias::models

@@ -1,6 +1,8 @@
 #include "server/registry/model_cache.h"
 
 #include <chrono>
+#include <filesystem>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "server/models/weights.h"
@@ -19,6 +21,15 @@ LoadedModel Facts(models::DecoderModel& model) {
 
 }  // namespace
 
+ModelCache::Reservation::~Reservation() {
+  if (cache_ == nullptr) return;
+  {
+    std::lock_guard lock(cache_->mutex_);
+    cache_->building_bytes_ -= bytes_;
+  }
+  cache_->room_.notify_all();
+}
+
 std::shared_ptr<models::DecoderModel> ModelCache::Find(const std::string& name, jobs::ComputeDtype dtype) {
   std::lock_guard lock(mutex_);
   for (auto it = cache_.begin(); it != cache_.end(); ++it) {
@@ -30,29 +41,102 @@ std::shared_ptr<models::DecoderModel> ModelCache::Find(const std::string& name, 
   return nullptr;
 }
 
-void ModelCache::Keep(const std::string& name, jobs::ComputeDtype dtype, std::shared_ptr<models::DecoderModel> model) {
+int64_t ModelCache::KeptBytesLocked() const {
+  int64_t bytes = 0;
+  for (const Cached& item : cache_) bytes += item.bytes;
+  return bytes;
+}
+
+int64_t ModelCache::used_bytes() {
   std::lock_guard lock(mutex_);
-  cache_.remove_if([&](const Cached& item) { return item.name == name && item.dtype == dtype; });
-  const int64_t bytes = models::ParameterCount(*model) * 4;
-  cache_.push_front({name, dtype, std::move(model), bytes});
-  int64_t used = 0;
-  for (auto it = cache_.begin(); it != cache_.end();) {
-    // Evict least recently used models beyond the budget unless a job holds them.
-    if (used + it->bytes > options_.budget_bytes && it != cache_.begin() && it->model.use_count() == 1) {
-      it = cache_.erase(it);
-    } else {
-      used += it->bytes;
-      ++it;
+  return KeptBytesLocked() + building_bytes_;
+}
+
+std::shared_ptr<models::DecoderModel> ModelCache::Keep(const std::string& name, jobs::ComputeDtype dtype, Built built) {
+  if (!options_.keep_models) return std::move(built.model);  // Its reservation goes when it is freed.
+  {
+    std::lock_guard lock(mutex_);
+    cache_.remove_if([&](const Cached& item) { return item.name == name && item.dtype == dtype; });
+    // The reservation becomes the entry's bytes, under the same lock: never counted twice or not at all.
+    building_bytes_ -= built.reservation.bytes();
+    cache_.push_front({name, dtype, built.model, built.reservation.bytes()});
+    built.reservation.Release();
+    int64_t used = building_bytes_;
+    for (auto it = cache_.begin(); it != cache_.end();) {
+      // Evict least recently used models beyond the budget unless a job holds them.
+      if (used + it->bytes > options_.budget_bytes && it != cache_.begin() && it->model.use_count() == 1) {
+        it = cache_.erase(it);
+      } else {
+        used += it->bytes;
+        ++it;
+      }
     }
   }
+  room_.notify_all();
+  return std::move(built.model);
 }
 
 void ModelCache::Forget(const std::string& name) {
-  std::lock_guard lock(mutex_);
-  cache_.remove_if([&](const Cached& item) { return item.name == name; });
+  {
+    std::lock_guard lock(mutex_);
+    cache_.remove_if([&](const Cached& item) { return item.name == name; });
+  }
+  room_.notify_all();
 }
 
-absl::StatusOr<std::shared_ptr<models::DecoderModel>> ModelCache::Build(const LoadRequest& request) {
+int64_t ModelCache::EstimatedBytes(const LoadRequest& request) {
+  if (request.kind != SourceKind::kTorchScript) {
+    return static_cast<int64_t>(4.0 * models::EstimatedParameters(request.config));
+  }
+  std::error_code ignored;  // A TorchScript file's size is what loading it holds, about.
+  const auto size = std::filesystem::file_size(request.weights_path, ignored);
+  return ignored ? 0 : static_cast<int64_t>(size);
+}
+
+ModelCache::Wait ModelCache::CallWait(Cancelled cancelled) const {
+  return {std::chrono::steady_clock::now() + options_.call_wait, std::move(cancelled)};
+}
+
+absl::StatusOr<ModelCache::Reservation> ModelCache::Reserve(const std::string& name, int64_t bytes, const Wait& wait) {
+  const int64_t budget = options_.budget_bytes;
+  if (bytes > budget) {
+    return ErrorWithReason(absl::StatusCode::kResourceExhausted, ErrorReason::kInsufficientMemory,
+                           absl::StrCat("the model ", name, "'s float32 parameters need ", bytes >> 20,
+                                        " MiB, more than the model cache's ", budget >> 20, " MiB (--model-cache-mb)"));
+  }
+  std::unique_lock lock(mutex_);
+  while (true) {
+    // Models nobody holds make room first, least recently used first.
+    int64_t used = building_bytes_ + KeptBytesLocked();
+    for (auto it = cache_.end(); used + bytes > budget && it != cache_.begin();) {
+      --it;
+      if (it->model.use_count() != 1) continue;
+      used -= it->bytes;
+      it = cache_.erase(it);
+    }
+    if (used + bytes <= budget) {
+      building_bytes_ += bytes;
+      return Reservation(this, bytes);
+    }
+    if (wait.cancelled && wait.cancelled()) {
+      return absl::CancelledError(absl::StrCat("the caller went away while ", name, " waited for room in the model cache"));
+    }
+    if (wait.deadline && std::chrono::steady_clock::now() >= *wait.deadline) {
+      return ErrorWithReason(absl::StatusCode::kResourceExhausted, ErrorReason::kInsufficientMemory,
+                             absl::StrCat("the model cache's ", budget >> 20, " MiB (--model-cache-mb) are held by ",
+                                          used >> 20, " MiB of models in use or being built; ", name, " needs ",
+                                          bytes >> 20, " MiB: try again when running jobs have finished"));
+    }
+    // Holders give models back without a signal: look again every 100 ms.
+    room_.wait_for(lock, std::chrono::milliseconds(100));
+  }
+}
+
+absl::StatusOr<ModelCache::Built> ModelCache::Build(const LoadRequest& request, const Wait& wait, bool* admitted) {
+  if (admitted != nullptr) *admitted = false;
+  auto reservation = Reserve(request.name, EstimatedBytes(request), wait);
+  if (!reservation.ok()) return reservation.status();
+  if (admitted != nullptr) *admitted = true;
   ++loads_;
   const auto start = std::chrono::steady_clock::now();
   absl::StatusOr<std::unique_ptr<models::DecoderModel>> model;
@@ -66,29 +150,46 @@ absl::StatusOr<std::shared_ptr<models::DecoderModel>> ModelCache::Build(const Lo
   }
   if (!model.ok()) return model.status();
   if (options_.on_load) options_.on_load(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-  return std::shared_ptr<models::DecoderModel>(std::move(*model));
+  return Built{std::shared_ptr<models::DecoderModel>(std::move(*model)), *std::move(reservation)};
 }
 
-absl::StatusOr<std::shared_ptr<models::DecoderModel>> ModelCache::FindOrBuild(const LoadRequest& request) {
-  if (auto cached = Find(request.name, kFloat32)) return cached;
-  auto model = Build(request);
-  if (model.ok()) Keep(request.name, kFloat32, *model);
-  return model;
-}
-
-absl::StatusOr<LoadedModel> ModelCache::Load(const LoadRequest& request) {
+absl::StatusOr<LoadedModel> ModelCache::Load(const LoadRequest& request, const std::string& export_path) {
   Forget(request.name);  // A registration: whatever was kept under this name is not this model.
-  auto model = Build(request);
-  if (!model.ok()) return model.status();
-  Keep(request.name, kFloat32, *model);
-  return Facts(**model);
+  auto built = Build(request, CallWait(nullptr));
+  if (!built.ok()) return built.status();
+  std::optional<Reservation> held;  // Not kept: the model's room is taken until it is freed here.
+  std::shared_ptr<models::DecoderModel> model = built->model;
+  if (options_.keep_models) {
+    Keep(request.name, kFloat32, *std::move(built));
+  } else {
+    held.emplace(std::move(built->reservation));
+  }
+  if (!export_path.empty()) {
+    std::lock_guard instance(InstanceLock(request.name, kFloat32));
+    if (!models::ExportWeights(*model, export_path).ok()) {  // The weights hash stays empty.
+      std::error_code ignored;
+      std::filesystem::remove(export_path, ignored);
+    }
+  }
+  return Facts(*model);
 }
 
-absl::Status ModelCache::Export(const LoadRequest& request, const std::string& path) {
+absl::Status ModelCache::Export(const LoadRequest& request, const std::string& path, const Cancelled& cancelled) {
   std::lock_guard instance(InstanceLock(request.name, kFloat32));
-  auto model = FindOrBuild(request);
-  if (!model.ok()) return model.status();
-  return models::ExportWeights(**model, path);
+  std::optional<Reservation> held;
+  std::shared_ptr<models::DecoderModel> model = Find(request.name, kFloat32);
+  if (!model) {
+    auto built = Build(request, CallWait(cancelled));
+    if (!built.ok()) return built.status();
+    model = built->model;
+    if (options_.keep_models) {
+      Keep(request.name, kFloat32, *std::move(built));
+    } else {
+      held.emplace(std::move(built->reservation));
+    }
+  }
+  if (cancelled && cancelled()) return absl::CancelledError("the client went away before the export was written");
+  return models::ExportWeights(*model, path, safetensors::DType::kF32, cancelled);
 }
 
 std::mutex& ModelCache::InstanceLock(const std::string& name, jobs::ComputeDtype dtype) {
@@ -104,14 +205,14 @@ absl::StatusOr<std::shared_ptr<models::DecoderModel>> ModelCache::Acquire(ModelC
   auto request = catalog.RequestFor(name);  // Not found, failed, or another replica's still loading.
   if (!request.ok()) return request.status();
   if (auto cached = Find(name, dtype)) return cached;
-  auto model = Build(*request);
-  if (!model.ok()) {
-    catalog.RecordLoadFailure(name, model.status());
-    return model.status();
+  bool admitted = false;
+  auto built = Build(*request, Wait{}, &admitted);  // A worker waits for room as long as it takes.
+  if (!built.ok()) {
+    if (admitted) catalog.RecordLoadFailure(name, built.status());
+    return built.status();
   }
-  catalog.RecordLoaded(name, Facts(**model));
-  Keep(name, dtype, *model);
-  return model;
+  catalog.RecordLoaded(name, Facts(*built->model));
+  return Keep(name, dtype, *std::move(built));
 }
 
 }  // namespace posbias::registry

@@ -3,6 +3,14 @@
 // keeps loaded models within a memory budget, least recently used first out, reloaded on demand.
 // A model a job holds (its shared_ptr) is never evicted.
 //
+// The budget (--model-cache-mb) bounds every model a client can make this process build, not only
+// the ones it keeps: a build is admitted only when the float32 parameters of the models kept, of
+// the builds in flight and of the new one fit in it. Admission first evicts models nobody holds,
+// then waits for holders and other builds to finish: a job's worker waits as long as that takes
+// (jobs end), a call (an export, a registration) waits at most Options::call_wait and is then
+// refused, and a call whose client went away stops waiting. A model larger than the whole budget
+// is never built: RESOURCE_EXHAUSTED / INSUFFICIENT_MEMORY naming the flag.
+//
 // One instance per compute dtype: a measurement converts the model it measures to its dtype, so a
 // bfloat16 job gets a bfloat16 instance of its own and the float32 instance (which float32 jobs,
 // exports and the weights hash use) never holds rounded weights.
@@ -12,12 +20,15 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <list>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -32,18 +43,25 @@ namespace posbias::registry {
 class ModelCache final : public ModelLoader {
  public:
   struct Options {
-    int64_t budget_bytes = int64_t{8} << 30;        // Loaded float32 parameters kept in memory.
+    // Float32 parameter bytes of the models kept and being built, at most (--model-cache-mb).
+    int64_t budget_bytes = int64_t{8} << 30;
+    // Keep built models for the calls that follow. An API-only process, which builds a model only
+    // to export or hash it, keeps none: each is freed once written.
+    bool keep_models = true;
+    // The longest a call (not a job) waits for room in the budget before it is refused.
+    std::chrono::milliseconds call_wait{std::chrono::seconds(30)};
     std::function<void(double)> on_load = nullptr;  // Seconds each build/load took (metrics).
   };
   explicit ModelCache(Options options) : options_(std::move(options)) {}
 
-  // The named model, loaded on demand (a failed load marks it FAILED in the catalog). Callers hold
-  // the shared_ptr while measuring.
+  // The named model, loaded on demand (a failed load marks it FAILED in the catalog; a build that
+  // the budget refuses does not). Callers hold the shared_ptr while measuring. A job's worker
+  // calls this: it waits for room in the budget as long as that takes.
   absl::StatusOr<std::shared_ptr<models::DecoderModel>> Acquire(
       ModelCatalog& catalog, const std::string& name, jobs::ComputeDtype dtype = jobs::ComputeDtype::kFloat32);
 
-  absl::StatusOr<LoadedModel> Load(const LoadRequest& request) override;
-  absl::Status Export(const LoadRequest& request, const std::string& path) override;
+  absl::StatusOr<LoadedModel> Load(const LoadRequest& request, const std::string& export_path) override;
+  absl::Status Export(const LoadRequest& request, const std::string& path, const Cancelled& cancelled) override;
   void Forget(const std::string& name) override;
 
   // The lock of the named model's `dtype` instance. A measurement holds it while it moves the model
@@ -54,6 +72,8 @@ class ModelCache final : public ModelLoader {
 
   // Models built or loaded so far (cache misses), for tests and metrics.
   int64_t loads() const { return loads_; }
+  // Float32 parameter bytes of the models kept plus the builds in flight (at most the budget).
+  int64_t used_bytes();
 
  private:
   struct Cached {
@@ -62,16 +82,52 @@ class ModelCache final : public ModelLoader {
     std::shared_ptr<models::DecoderModel> model;
     int64_t bytes = 0;
   };
+  // Room in the budget for one build in flight, given back when destroyed (or taken over by Keep).
+  class Reservation {
+   public:
+    Reservation(ModelCache* cache, int64_t bytes) : cache_(cache), bytes_(bytes) {}
+    Reservation(Reservation&& other) noexcept : cache_(std::exchange(other.cache_, nullptr)), bytes_(other.bytes_) {}
+    Reservation& operator=(Reservation&&) = delete;
+    ~Reservation();
+    int64_t bytes() const { return bytes_; }
+    void Release() { cache_ = nullptr; }  // Accounted elsewhere from now on.
+
+   private:
+    ModelCache* cache_;
+    int64_t bytes_;
+  };
+  // A model just built, with the room it occupies until the cache keeps it (or it is freed).
+  struct Built {
+    std::shared_ptr<models::DecoderModel> model;
+    Reservation reservation;
+  };
+  // How long a build waits for room: until `deadline` (none: as long as it takes) or until the
+  // caller goes away.
+  struct Wait {
+    std::optional<std::chrono::steady_clock::time_point> deadline;
+    Cancelled cancelled;
+  };
+  Wait CallWait(Cancelled cancelled) const;
+
   // The instance for `dtype`, marked most recent; nullptr when none is kept.
   std::shared_ptr<models::DecoderModel> Find(const std::string& name, jobs::ComputeDtype dtype);
-  absl::StatusOr<std::shared_ptr<models::DecoderModel>> Build(const LoadRequest& request);
-  absl::StatusOr<std::shared_ptr<models::DecoderModel>> FindOrBuild(const LoadRequest& request);
-  void Keep(const std::string& name, jobs::ComputeDtype dtype, std::shared_ptr<models::DecoderModel> model);
+  // Room for `bytes`: evicts models nobody holds, then waits (see the file comment).
+  absl::StatusOr<Reservation> Reserve(const std::string& name, int64_t bytes, const Wait& wait);
+  // The model's float32 parameter bytes, before it is built.
+  static int64_t EstimatedBytes(const LoadRequest& request);
+  // Admission, then the build; `admitted` says whether an error came after admission (a failed
+  // build rather than a full budget).
+  absl::StatusOr<Built> Build(const LoadRequest& request, const Wait& wait, bool* admitted = nullptr);
+  // Keeps the model (when the options say so), taking over its reservation; returns the model.
+  std::shared_ptr<models::DecoderModel> Keep(const std::string& name, jobs::ComputeDtype dtype, Built built);
+  int64_t KeptBytesLocked() const;
 
   Options options_;
   std::mutex mutex_;
-  std::list<Cached> cache_;  // Most recent at the front.
-  std::mutex locks_mutex_;   // Guards instance_locks_ (the locks live as long as the cache).
+  std::condition_variable room_;  // Signalled when a reservation is given back or a model evicted.
+  std::list<Cached> cache_;       // Most recent at the front.
+  int64_t building_bytes_ = 0;    // Reservations of builds in flight (guarded by mutex_).
+  std::mutex locks_mutex_;        // Guards instance_locks_ (the locks live as long as the cache).
   std::map<std::pair<std::string, jobs::ComputeDtype>, std::unique_ptr<std::mutex>> instance_locks_;
   std::atomic<int64_t> loads_{0};
 };

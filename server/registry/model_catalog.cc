@@ -448,11 +448,13 @@ absl::StatusOr<ModelEntry> ModelCatalog::Finish(ModelEntry entry) {
                                                       static_cast<int64_t>(bytes / (1 << 20)), " MiB, more than this server's ",
                                                       host >> 20, " MiB")));
   }
-  absl::StatusOr<LoadedModel> loaded = request.ok() ? loader_->Load(*request) : request.status();
-  if (loaded.ok() && entry.weights_sha256.empty() && entry.source.kind != SourceKind::kTorchScript) {
-    // The weights hash is the SHA-256 of the exported F32 safetensors file (what ExportModel sends).
-    const std::string scratch = ScratchPath(uploads_dir(), "hash", entry.name);
-    if (loader_->Export(*request, scratch).ok()) entry.weights_sha256 = Sha256OfFile(scratch).value_or("");
+  // The weights hash is the SHA-256 of the exported F32 safetensors file (what ExportModel sends),
+  // written from the same build.
+  const bool hash = entry.weights_sha256.empty() && entry.source.kind != SourceKind::kTorchScript;
+  const std::string scratch = hash ? ScratchPath(uploads_dir(), "hash", entry.name) : "";
+  absl::StatusOr<LoadedModel> loaded = request.ok() ? loader_->Load(*request, scratch) : request.status();
+  if (loaded.ok() && hash) entry.weights_sha256 = Sha256OfFile(scratch).value_or("");
+  if (hash) {
     std::error_code ignored;
     fs::remove(scratch, ignored);
   }
@@ -722,14 +724,14 @@ void ModelCatalog::RecordLoaded(const std::string& name, const LoadedModel& load
   it->second.memory_bytes = loaded.parameters * 4;
 }
 
-absl::Status ModelCatalog::Export(const std::string& model_path, const std::string& file) {
+absl::Status ModelCatalog::Export(const std::string& model_path, const std::string& file, const Cancelled& cancelled) {
   auto request = RequestFor(model_path);
   if (!request.ok()) return request.status();
   if (request->kind == SourceKind::kTorchScript) {
     return ErrorWithReason(absl::StatusCode::kFailedPrecondition, ErrorReason::kInvalidArgument,
                            absl::StrCat(model_path, " is a TorchScript model: export its file instead"));
   }
-  if (auto status = loader_->Export(*request, file); !status.ok()) return status;
+  if (auto status = loader_->Export(*request, file, cancelled); !status.ok()) return status;
   auto sha = Sha256OfFile(file);
   if (sha.ok()) {
     std::lock_guard lock(mutex_);

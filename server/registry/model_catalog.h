@@ -90,7 +90,8 @@ class ModelCatalog {
   void RecordLoaded(const std::string& path, const LoadedModel& loaded);
 
   // Writes the model's weights (Hugging Face names, F32) to `path` and records their SHA-256.
-  absl::Status Export(const std::string& model_path, const std::string& file);
+  // Stops with CANCELLED once `cancelled` says the caller went away.
+  absl::Status Export(const std::string& model_path, const std::string& file, const Cancelled& cancelled = nullptr);
 
   // Resolves `relative` under the scope of `tenant`: <model root>/<tenant>/ for a tenant's model,
   // the whole root for a public one (tenant ""). No absolute paths, no escaping through "..", no

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -28,13 +29,18 @@ struct LoadedModel {
   std::string init_recipe;     // The seeded initialization's recipe, in words.
 };
 
+// True once the caller went away (a cancelled RPC): a loader stops waiting and writing, and returns
+// CANCELLED. An empty function is a caller that stays.
+using Cancelled = std::function<bool()>;
+
 class ModelLoader {
  public:
   virtual ~ModelLoader() = default;
-  // Builds or loads the model (and may keep it for later use).
-  virtual absl::StatusOr<LoadedModel> Load(const LoadRequest& request) = 0;
+  // Builds or loads the model (and may keep it for later use). When `export_path` is not empty,
+  // also writes its weights there as Export does, from the same build (the weights hash).
+  virtual absl::StatusOr<LoadedModel> Load(const LoadRequest& request, const std::string& export_path) = 0;
   // Writes the model's weights (Hugging Face names, F32 safetensors) to `path`.
-  virtual absl::Status Export(const LoadRequest& request, const std::string& path) = 0;
+  virtual absl::Status Export(const LoadRequest& request, const std::string& path, const Cancelled& cancelled) = 0;
   // The model at `path` (LoadRequest::name) was deleted or replaced: drop anything kept of it.
   virtual void Forget(const std::string& path) = 0;
 };

@@ -13,7 +13,8 @@ namespace {
 class TorchRuntime final : public Runtime {
  public:
   explicit TorchRuntime(const Options& options)
-      : options_(options), cache_({options.model_cache_bytes, options.on_model_load}) {}
+      : options_(options), cache_(registry::ModelCache::Options{
+            .budget_bytes = options.model_cache_bytes, .keep_models = options.keep_models, .on_load = options.on_model_load}) {}
 
   registry::ModelLoader* loader() override { return &cache_; }
   jobs::JobRunner* runner(registry::ModelCatalog* catalog) override {

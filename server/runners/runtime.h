@@ -30,7 +30,8 @@ std::vector<jobs::WorkerSpec> WorkerDevices(const std::string& name_prefix, bool
 class Runtime {
  public:
   struct Options {
-    int64_t model_cache_bytes = int64_t{8} << 30;          // Loaded float32 parameters kept in memory.
+    int64_t model_cache_bytes = int64_t{8} << 30;          // Float32 parameters kept and being built, at most.
+    bool keep_models = true;                              // False: each model freed once used (API-only).
     std::function<void(double)> on_model_load = nullptr;  // Seconds each build/load took (metrics).
     int cpu_threads = 0;                                  // LibTorch threads for CPU jobs (0 = as is).
   };

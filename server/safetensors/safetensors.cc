@@ -441,9 +441,6 @@ absl::Status CheckTensorToWrite(const TensorToWrite& tensor, std::set<std::strin
     return ArgumentError(absl::StrCat(where, tensor.size_bytes, " bytes do not match shape ",
                                       ShapeText(tensor.shape), " of ", DTypeName(tensor.dtype)));
   }
-  if (tensor.data == nullptr && tensor.size_bytes > 0) {
-    return ArgumentError(absl::StrCat(where, "data is null"));
-  }
   return absl::OkStatus();
 }
 
@@ -471,13 +468,24 @@ absl::StatusOr<std::string> BuildHeader(const std::vector<TensorToWrite>& tensor
   return text;
 }
 
-bool WriteContents(int fd, const std::string& header, const std::vector<TensorToWrite>& tensors) {
+// False with errno set on a write failure; a status `data` returns goes to *refused.
+bool WriteContents(int fd, const std::string& header, const std::vector<TensorToWrite>& tensors,
+                   const TensorData& data, absl::Status* refused) {
   const uint64_t length = header.size();
   if (!WriteAll(fd, &length, sizeof(length)) || !WriteAll(fd, header.data(), header.size())) {
     return false;
   }
-  for (const TensorToWrite& tensor : tensors) {
-    if (!WriteAll(fd, tensor.data, tensor.size_bytes)) return false;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    absl::StatusOr<const void*> bytes = data(i);
+    if (!bytes.ok()) {
+      *refused = bytes.status();
+      return false;
+    }
+    if (*bytes == nullptr && tensors[i].size_bytes > 0) {
+      *refused = ArgumentError(absl::StrCat("tensor '", Printable(tensors[i].name), "': data is null"));
+      return false;
+    }
+    if (!WriteAll(fd, *bytes, tensors[i].size_bytes)) return false;
   }
   return ::fsync(fd) == 0;
 }
@@ -863,6 +871,16 @@ void ConvertFromFloat32(const float* in, size_t count, DType dtype, std::byte* o
 
 absl::Status WriteFile(const std::string& path, const std::vector<TensorToWrite>& tensors,
                        const std::map<std::string, std::string>& metadata) {
+  for (const TensorToWrite& tensor : tensors) {
+    if (tensor.data == nullptr && tensor.size_bytes > 0) {
+      return ArgumentError(absl::StrCat("tensor '", Printable(tensor.name), "': data is null"));
+    }
+  }
+  return WriteFile(path, tensors, metadata, [&tensors](size_t i) -> absl::StatusOr<const void*> { return tensors[i].data; });
+}
+
+absl::Status WriteFile(const std::string& path, const std::vector<TensorToWrite>& tensors,
+                       const std::map<std::string, std::string>& metadata, const TensorData& data) {
   std::set<std::string> names;
   for (const TensorToWrite& tensor : tensors) {
     if (absl::Status status = CheckTensorToWrite(tensor, &names); !status.ok()) return status;
@@ -872,7 +890,8 @@ absl::Status WriteFile(const std::string& path, const std::vector<TensorToWrite>
   const std::string temporary = TemporaryPath(path);
   const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
   if (fd < 0) return OsError(temporary, "create", errno);
-  bool ok = WriteContents(fd, *header, tensors);
+  absl::Status refused;
+  bool ok = WriteContents(fd, *header, tensors, data, &refused);
   int error = ok ? 0 : errno;
   if (::close(fd) != 0 && ok) {
     ok = false;
@@ -884,7 +903,7 @@ absl::Status WriteFile(const std::string& path, const std::vector<TensorToWrite>
   }
   if (!ok) {
     ::unlink(temporary.c_str());
-    return OsError(path, "write", error);
+    return refused.ok() ? OsError(path, "write", error) : refused;
   }
   return absl::OkStatus();
 }

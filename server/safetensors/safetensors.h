@@ -29,6 +29,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -175,5 +176,13 @@ struct TensorToWrite {
 // 8 + N is a multiple of 8. Written to a temporary file beside path, synced, then renamed over it.
 absl::Status WriteFile(const std::string& path, const std::vector<TensorToWrite>& tensors,
                        const std::map<std::string, std::string>& metadata);
+
+// The same file, with the tensors' data produced one at a time: `data(i)` gives tensor i's
+// size_bytes (TensorToWrite::data is not read) and stays valid until the next call, so a writer
+// holds one tensor at a time rather than the whole file. A status `data` returns ends the write
+// with nothing at `path` (how a writer whose client went away stops).
+using TensorData = std::function<absl::StatusOr<const void*>(size_t index)>;
+absl::Status WriteFile(const std::string& path, const std::vector<TensorToWrite>& tensors,
+                       const std::map<std::string, std::string>& metadata, const TensorData& data);
 
 }  // namespace posbias::safetensors

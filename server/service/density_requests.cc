@@ -39,10 +39,10 @@ absl::StatusOr<ContinuumWanted> WantedQuantities(const v1::EvaluateContinuumRequ
 
 absl::StatusOr<std::vector<double>> GridPoints(const v1::Grid& grid, uint64_t max_points) {
   if (grid.count() == 0) {
-    return InvalidArgumentError({ErrorReason::kEmptyRequest, "grid.count", "0", "1..1000000"});
+    return InvalidArgumentError({ErrorReason::kEmptyRequest, "grid.count", "0", absl::StrCat("1..", max_points)});
   }
   if (grid.count() > max_points) {
-    return TooLargeError("grid.count", std::to_string(grid.count()), absl::StrCat("1..", max_points));
+    return TooLargeError("grid.count", std::to_string(grid.count()), limits::Allowed(limits::Limit::kMaxPoints, max_points));
   }
   if (auto status = density::CheckPoint(grid.start(), "grid.start"); !status.ok()) return status;
   if (auto status = density::CheckPoint(grid.stop(), "grid.stop"); !status.ok()) return status;
@@ -69,11 +69,11 @@ absl::StatusOr<std::vector<double>> ContinuumPoints(const v1::EvaluateContinuumR
   const auto& given = request.point_list().x();
   if (given.empty()) {
     return InvalidArgumentError({ErrorReason::kEmptyRequest, "point_list.x", "no points",
-                                 "1..1000000 points, or a grid"});
+                                 absl::StrCat("1..", max_points, " points, or a grid")});
   }
   if (static_cast<uint64_t>(given.size()) > max_points) {
     return TooLargeError("point_list.x", absl::StrCat(given.size(), " points"),
-                         absl::StrCat("1..", max_points, " points"));
+                         limits::Allowed(limits::Limit::kMaxPoints, max_points));
   }
   for (int i = 0; i < given.size(); ++i) {
     if (auto status = density::CheckPoint(given[i], absl::StrCat("point_list.x[", i, "]"));
@@ -91,7 +91,7 @@ absl::Status CheckLength(uint64_t length, const DensityLimits& limits, const std
   }
   if (length > limits.max_discrete_length) {
     return TooLargeError(field, std::to_string(length),
-                         absl::StrCat("1..", limits.max_discrete_length));
+                         limits::Allowed(limits::Limit::kMaxDiscreteLength, limits.max_discrete_length));
   }
   return absl::OkStatus();
 }
@@ -106,7 +106,7 @@ absl::Status CheckWork(const density::Routing& routing, uint64_t length, const D
   const double work = factor * static_cast<double>(routing.depth()) * static_cast<double>(length);
   if (work <= limits.max_discrete_work) return absl::OkStatus();
   return TooLargeError(routing.windowed() ? "16 * depth * length (windowed attention)" : "depth * length",
-                       FormatValue(work), absl::StrCat("at most ", FormatValue(limits.max_discrete_work)));
+                       FormatValue(work), limits::Allowed(limits::Limit::kMaxDiscreteWork, limits.max_discrete_work));
 }
 
 // The selected positions (1-based), or all of 1..L when nothing is selected.
@@ -193,8 +193,8 @@ absl::Status HandleEvaluateDiscrete(const v1::EvaluateDiscreteRequest& request,
   if (auto status = CheckWork(*routing, length, limits); !status.ok()) return status;
   if (!request.summaries_only() && SelectedCount(request, length) > limits.max_returned_positions) {
     return TooLargeError("returned positions", std::to_string(SelectedCount(request, length)),
-                         absl::StrCat("at most ", limits.max_returned_positions,
-                                      " (use a stride, a position list or summaries_only)"));
+                         absl::StrCat(limits::Allowed(limits::Limit::kMaxReturnedPositions, limits.max_returned_positions),
+                                      "; use a stride, a position list or summaries_only"));
   }
   auto models = ModelsFromProto(request.profiles(), "profiles");
   if (!models.ok()) return models.status();

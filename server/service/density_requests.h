@@ -7,15 +7,16 @@
 
 #include "absl/status/status.h"
 #include "posbias/v1/density_service.pb.h"
+#include "server/limits/limits.h"
 
 namespace posbias::service {
 
 // Request limits (server flags). Units: points, positions, and layer-positions for work.
 struct DensityLimits {
-  uint64_t max_points = 1'000'000;
-  uint64_t max_discrete_length = 10'000'000;
-  double max_discrete_work = 4e9;  // H * L.
-  uint64_t max_returned_positions = 1'000'000;
+  uint64_t max_points = limits::Default<uint64_t>(limits::Limit::kMaxPoints);
+  uint64_t max_discrete_length = limits::Default<uint64_t>(limits::Limit::kMaxDiscreteLength);
+  double max_discrete_work = limits::Default<double>(limits::Limit::kMaxDiscreteWork);  // H * L.
+  uint64_t max_returned_positions = limits::Default<uint64_t>(limits::Limit::kMaxReturnedPositions);
 };
 
 absl::Status HandleEvaluateContinuum(const v1::EvaluateContinuumRequest& request,

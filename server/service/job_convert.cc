@@ -11,6 +11,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "server/admission/page_token.h"
+#include "server/limits/limits.h"
 #include "server/status/error.h"
 
 namespace posbias::service {
@@ -401,8 +402,14 @@ std::string ClientRequestId(const std::string& tenant, const std::string& stored
   return stored_key;
 }
 
-absl::Status FillResultPage(const v1::GetJobResultRequest& request, const jobs::JacobianReport& report,
-                            v1::GetJobResultResponse* response) {
+namespace {
+
+// One page of `count` selected positions from `index` on: the header fields, the positions and
+// every per-position array, and the token of the next page when positions remain.
+absl::Status FillPage(const v1::GetJobResultRequest& request, const jobs::JacobianReport& report,
+                      const std::string& selection, uint32_t first, uint32_t stride, uint64_t index, uint64_t count,
+                      uint64_t selected, v1::GetJobResultResponse* response) {
+  response->Clear();
   response->set_id(request.id());
   auto* result = response->mutable_jacobian_norm();
   const auto& measurement = report.measurement;
@@ -411,28 +418,7 @@ absl::Status FillResultPage(const v1::GetJobResultRequest& request, const jobs::
   result->set_target_position(static_cast<uint32_t>(measurement.target));
   result->set_samples(static_cast<uint32_t>(measurement.samples));
   result->set_num_layers(static_cast<uint32_t>(report.model.layers));
-  const uint32_t first = request.has_first_position() ? request.first_position() : 1;
-  const uint32_t last = request.has_last_position() ? request.last_position() : length;
-  if (first < 1 || last > length || first > last) {
-    return InvalidArgumentError({ErrorReason::kInvalidPosition, "first_position..last_position",
-                                 absl::StrCat(first, "..", last), absl::StrCat("1 <= first <= last <= T = ", length)});
-  }
-  const uint32_t stride = std::max(1u, request.stride());
-  const uint32_t page_size = request.page_size() == 0 ? 1024 : std::min(request.page_size(), 16384u);
-  // The token is bound to everything that selects the page's values, page_size excluded.
-  const std::string selection =
-      absl::StrCat(request.id(), "|", first, "..", last, "/", stride, "|", request.omit_theory(), request.omit_layer_profiles(),
-                   request.include_raw_samples(), request.include_token_ids(), "|", request.first_sample(), "+",
-                   request.sample_count());
-  auto cursor = admission::RedeemPageToken(request.page_token(), "GetJobResult", selection);
-  if (!cursor.ok()) return cursor.status();
-  uint64_t index = 0;  // Index of the first selected position of this page.
-  if (!cursor->empty() && !absl::SimpleAtoi(*cursor, &index)) {
-    return InvalidArgumentError({ErrorReason::kInvalidArgument, "page_token", request.page_token().substr(0, 64),
-                                 "a token from the previous page"});
-  }
-  const uint64_t selected = (last - first) / stride + 1;
-  const uint64_t stop = std::min<uint64_t>(selected, index + page_size);
+  const uint64_t stop = std::min<uint64_t>(selected, index + count);
   std::vector<uint32_t> positions;
   for (uint64_t i = index; i < stop; ++i) positions.push_back(first + static_cast<uint32_t>(i) * stride);
   result->mutable_positions()->Add(positions.begin(), positions.end());
@@ -510,6 +496,53 @@ absl::Status FillResultPage(const v1::GetJobResultRequest& request, const jobs::
     response->set_next_page_token(admission::IssuePageToken("GetJobResult", selection, std::to_string(stop)));
   }
   return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status FillResultPage(const v1::GetJobResultRequest& request, const jobs::JacobianReport& report,
+                            v1::GetJobResultResponse* response) {
+  const auto length = static_cast<uint32_t>(report.measurement.target);
+  const uint32_t first = request.has_first_position() ? request.first_position() : 1;
+  const uint32_t last = request.has_last_position() ? request.last_position() : length;
+  if (first < 1 || last > length || first > last) {
+    return InvalidArgumentError({ErrorReason::kInvalidPosition, "first_position..last_position",
+                                 absl::StrCat(first, "..", last), absl::StrCat("1 <= first <= last <= T = ", length)});
+  }
+  const uint32_t stride = std::max(1u, request.stride());
+  const uint32_t page_size = request.page_size() == 0 ? 1024 : std::min(request.page_size(), 16384u);
+  // The token is bound to everything that selects the page's values, page_size excluded.
+  const std::string selection =
+      absl::StrCat(request.id(), "|", first, "..", last, "/", stride, "|", request.omit_theory(), request.omit_layer_profiles(),
+                   request.include_raw_samples(), request.include_token_ids(), "|", request.first_sample(), "+",
+                   request.sample_count());
+  auto cursor = admission::RedeemPageToken(request.page_token(), "GetJobResult", selection);
+  if (!cursor.ok()) return cursor.status();
+  uint64_t index = 0;  // Index of the first selected position of this page.
+  if (!cursor->empty() && !absl::SimpleAtoi(*cursor, &index)) {
+    return InvalidArgumentError({ErrorReason::kInvalidArgument, "page_token", request.page_token().substr(0, 64),
+                                 "a token from the previous page"});
+  }
+  const uint64_t selected = (last - first) / stride + 1;
+  // A page fits the result-page limit (any gRPC client's default receive size): fewer positions
+  // when it would not, down to one; a single position that does not fit is refused.
+  const auto budget = limits::Default<size_t>(limits::Limit::kMaxResultPageBytes);
+  uint64_t count = std::max<uint64_t>(1, std::min<uint64_t>(page_size, selected - std::min(index, selected)));
+  while (true) {
+    if (auto status = FillPage(request, report, selection, first, stride, index, count, selected, response); !status.ok()) {
+      return status;
+    }
+    const size_t bytes = response->ByteSizeLong();
+    if (bytes <= budget) return absl::OkStatus();
+    if (count == 1) {
+      response->Clear();
+      return TooLargeError("one position of the result page", absl::StrCat(bytes, " bytes"),
+                           absl::StrCat(limits::Allowed(limits::Limit::kMaxResultPageBytes),
+                                        "; ask for fewer samples (first_sample, sample_count) or leave out raw samples"));
+    }
+    // Shrink in proportion, with a margin, and at least by half.
+    count = std::max<uint64_t>(1, std::min<uint64_t>(count / 2, static_cast<uint64_t>(0.9 * count * budget / bytes)));
+  }
 }
 
 }  // namespace posbias::service

@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "server/host/disk.h"
+#include "server/limits/limits.h"
 #include "server/registry/scratch_files.h"
 #include "server/registry/sha256.h"
 #include "server/service/model_convert.h"
@@ -110,7 +111,7 @@ class ModelTransfers::UploadReactor final : public grpc::ServerReadReactor<v1::U
     const auto cap = static_cast<uint64_t>(hub_->options_.max_upload_bytes);
     if (metadata_.total_bytes() > cap) {
       return TooLargeError("total_bytes", std::to_string(metadata_.total_bytes()),
-                           absl::StrCat(cap, " bytes (--max-upload-bytes)"));
+                           limits::Allowed(limits::Limit::kMaxUploadBytes, static_cast<double>(cap)));
     }
     if (auto room = CheckDiskRoom(metadata_.total_bytes()); !room.ok()) return room;
     have_metadata_ = true;
@@ -138,7 +139,8 @@ class ModelTransfers::UploadReactor final : public grpc::ServerReadReactor<v1::U
     received_ += chunk.size();
     const auto cap = static_cast<uint64_t>(hub_->options_.max_upload_bytes);
     if (received_ > cap) {
-      return TooLargeError("upload", absl::StrCat("more than ", cap, " bytes"), absl::StrCat(cap, " bytes (--max-upload-bytes)"));
+      return TooLargeError("upload", absl::StrCat("more than ", cap, " bytes"),
+                           limits::Allowed(limits::Limit::kMaxUploadBytes, static_cast<double>(cap)));
     }
     if (metadata_.total_bytes() > 0 && received_ > metadata_.total_bytes()) {
       return InvalidArgumentError({ErrorReason::kInvalidArgument, "total_bytes", std::to_string(metadata_.total_bytes()),
@@ -243,7 +245,11 @@ class ModelTransfers::ExportReactor final : public grpc::ServerWriteReactor<v1::
     auto entry = FindVisibleModel(*hub_->catalog_, caller_, name_);
     if (!entry.ok()) return End(entry.status());
     path_ = registry::ScratchPath(hub_->catalog_->uploads_dir(), "export", entry->name);
-    if (auto status = hub_->catalog_->Export(registry::ModelPath(*entry), path_); !status.ok()) return End(status);
+    // The build waits for room in the model cache's budget and stops with the client.
+    auto cancelled = [this] { return cancelled_.load() || context_->IsCancelled(); };
+    if (auto status = hub_->catalog_->Export(registry::ModelPath(*entry), path_, cancelled); !status.ok()) {
+      return End(status);
+    }
     if (cancelled_) return End(absl::CancelledError("export cancelled"));
     auto* header = message_.mutable_header();
     header->set_format(v1::MODEL_FILE_FORMAT_SAFETENSORS);

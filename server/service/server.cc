@@ -303,8 +303,9 @@ absl::Status Server::Start() {
 
   runners::Runtime::Options runtime_options;
   // An API-only process builds a model only to check a registration (and hash its weights) or to
-  // export it: with no budget it keeps just the most recent one (model_cache.h), not a cache.
-  runtime_options.model_cache_bytes = runs_jobs ? options_.cache_budget_bytes : 0;
+  // export it: it keeps none, and the budget still bounds what it builds (model_cache.h).
+  runtime_options.model_cache_bytes = options_.cache_budget_bytes;
+  runtime_options.keep_models = runs_jobs;
   runtime_options.cpu_threads = options_.cpu_threads;
   if (metrics_ != nullptr) runtime_options.on_model_load = [this](double seconds) { metrics_->ModelLoaded(seconds); };
   runtime_ = runners::Runtime::Create(runtime_options);

@@ -19,6 +19,7 @@
 #include "server/jobs/housekeeper.h"
 #include "server/jobs/job_store.h"
 #include "server/jobs/worker_pool.h"
+#include "server/limits/limits.h"
 #include "server/metrics/metrics.h"
 #include "server/registry/model_catalog.h"
 #include "server/runners/runtime.h"
@@ -55,24 +56,26 @@ class Server {
     std::string job_store;
     int64_t lease_ms = 30'000;         // Shared store: how long a claim holds a job unrenewed.
     int64_t part_samples = 0;          // Shared store: split jobs into parts of this many samples.
-    int max_lost_attempts = jobs::kDefaultMaxLostAttempts;  // Then a job fails (ATTEMPTS_EXHAUSTED).
+    int max_lost_attempts = limits::Default<int>(limits::Limit::kMaxLostAttempts);  // Then ATTEMPTS_EXHAUSTED.
     std::string worker_name;           // Prefix of this process's worker names ("" = host-pid).
     std::string listen_address = "127.0.0.1:50051";  // host:port; port 0 picks a free port.
     DensityLimits density_limits;
-    int max_message_bytes = 64 << 20;  // Largest request or response, in bytes.
-    int max_rpc_threads = 16;          // Threads working on calls at once (the call executor).
-    int64_t max_waiting_calls = 4096;  // Calls waiting for a thread; beyond: RESOURCE_EXHAUSTED / SERVER_BUSY.
-    int64_t max_watch_streams = 1000;  // Open WatchJob streams; beyond: RESOURCE_EXHAUSTED / SERVER_BUSY.
-    int upload_idle_seconds = 60;      // An upload that sends nothing this long is ended.
+    // The limits' defaults come from the limits table (limits/limits.h), as the flags do.
+    int max_message_bytes = limits::Default<int>(limits::Limit::kMaxMessageBytes);  // Request or response.
+    int max_rpc_threads = limits::Default<int>(limits::Limit::kRpcThreads);  // The call executor's threads.
+    int64_t max_waiting_calls = limits::Default<int64_t>(limits::Limit::kMaxWaitingCalls);  // Then SERVER_BUSY.
+    int64_t max_watch_streams = limits::Default<int64_t>(limits::Limit::kMaxWatchStreams);  // Then SERVER_BUSY.
+    int upload_idle_seconds = limits::Default<int>(limits::Limit::kUploadIdleSeconds);  // Silent uploads end.
     std::string data_dir = "posbias-data";  // jobs.sqlite, models.json, uploads/.
     std::string model_root;            // Checkpoints and TorchScript files ("" = none allowed).
     bool allow_torchscript = false;    // Register and load TorchScript files (they run code).
     int cpu_threads = 0;               // LibTorch threads of the CPU worker (0 = all cores).
     bool cpu_worker = true;            // Run jobs on the CPU (besides any CUDA devices).
-    int64_t cache_budget_bytes = int64_t{8} << 30;
-    int64_t max_upload_bytes = int64_t{16} << 30;  // Largest UploadModel stream.
-    int64_t min_free_disk_bytes = int64_t{256} << 20;  // Uploads leave this much of the data disk free.
-    double retention_hours = 24 * 7;   // Finished jobs are deleted after this.
+    int64_t cache_budget_bytes = limits::Default<int64_t>(limits::Limit::kModelCacheMb) << 20;
+    int64_t max_upload_bytes = limits::Default<int64_t>(limits::Limit::kMaxUploadBytes);  // UploadModel stream.
+    // Uploads leave this much of the data disk free.
+    int64_t min_free_disk_bytes = limits::Default<int64_t>(limits::Limit::kMinFreeDiskMib) << 20;
+    double retention_hours = limits::Default<double>(limits::Limit::kRetentionHours);  // Then deleted.
     admission::JobLimits job_limits;
     // Who may call (README "Security"). TLS with a certificate and key; mTLS with a client CA too;
     // principals from the tokens file. Listening off loopback with neither tokens nor mTLS is

@@ -50,7 +50,8 @@ absl::StatusOr<std::optional<int64_t>> BoundaryToken(const tokenizer::Tokenizer&
 absl::Status CheckSizes(const v1::TextInput& input, const TextLimits& limits) {
   if (input.samples_size() < 1) return Invalid("input.text.samples", "none", "1 or more samples");
   if (input.samples_size() > limits.max_samples) {
-    return TooLargeError("input.text.samples", std::to_string(input.samples_size()), std::to_string(limits.max_samples));
+    return TooLargeError("input.text.samples", std::to_string(input.samples_size()),
+                         limits::Allowed(limits::Limit::kMaxTextSamples, limits.max_samples));
   }
   size_t total = input.separator().size() + input.needle().size() + input.question().size();
   for (int s = 0; s < input.samples_size(); ++s) {
@@ -58,17 +59,20 @@ absl::Status CheckSizes(const v1::TextInput& input, const TextLimits& limits) {
     const std::string field = absl::StrCat("input.text.samples[", s, "].documents");
     if (documents.empty()) return Invalid(field, "none", "1 or more documents");
     if (documents.size() > limits.max_documents) {
-      return TooLargeError(field, std::to_string(documents.size()), std::to_string(limits.max_documents));
+      return TooLargeError(field, std::to_string(documents.size()),
+                           limits::Allowed(limits::Limit::kMaxTextDocuments, limits.max_documents));
     }
     for (const auto& document : documents) {
       if (document.size() > limits.max_document_bytes) {
-        return TooLargeError(field, absl::StrCat(document.size(), " bytes"), absl::StrCat(limits.max_document_bytes, " bytes"));
+        return TooLargeError(field, absl::StrCat(document.size(), " bytes"),
+                             limits::Allowed(limits::Limit::kMaxDocumentBytes, static_cast<double>(limits.max_document_bytes)));
       }
       total += document.size();
     }
   }
   if (total > limits.max_total_bytes) {
-    return TooLargeError("input.text", absl::StrCat(total, " bytes"), absl::StrCat(limits.max_total_bytes, " bytes"));
+    return TooLargeError("input.text", absl::StrCat(total, " bytes"),
+                         limits::Allowed(limits::Limit::kMaxTextBytes, static_cast<double>(limits.max_total_bytes)));
   }
   return absl::OkStatus();
 }

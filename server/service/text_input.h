@@ -13,6 +13,7 @@
 #include "absl/status/statusor.h"
 #include "posbias/v1/job_service.pb.h"
 #include "server/jobs/jacobian_spec.h"
+#include "server/limits/limits.h"
 #include "server/tokenizer/tokenizer.h"
 
 namespace posbias::service {
@@ -28,10 +29,10 @@ struct LaidOutText {
 };
 
 struct TextLimits {
-  int max_samples = 65536;
-  int max_documents = 4096;                       // Per sample.
-  size_t max_document_bytes = size_t{1} << 20;
-  size_t max_total_bytes = size_t{16} << 20;
+  int max_samples = limits::Default<int>(limits::Limit::kMaxTextSamples);
+  int max_documents = limits::Default<int>(limits::Limit::kMaxTextDocuments);  // Per sample.
+  size_t max_document_bytes = limits::Default<size_t>(limits::Limit::kMaxDocumentBytes);
+  size_t max_total_bytes = limits::Default<size_t>(limits::Limit::kMaxTextBytes);
 };
 
 // INVALID_ARGUMENT naming the field for a layout that cannot give L tokens (too few tokens, more

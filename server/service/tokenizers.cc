@@ -33,7 +33,7 @@ absl::Status RunTokenize(const tokenizer::Tokenizer& tokenizer, const v1::Tokeni
   if (request.has_token_ids()) {
     const auto& ids = request.token_ids().ids();
     if (ids.size() > kMaxTokenizeIds) {
-      return TooLargeError("token_ids.ids", absl::StrCat(ids.size(), " ids"), absl::StrCat(kMaxTokenizeIds, " ids"));
+      return TooLargeError("token_ids.ids", absl::StrCat(ids.size(), " ids"), limits::Allowed(limits::Limit::kMaxTokenizeIds));
     }
     std::vector<int64_t> wide(ids.begin(), ids.end());
     auto text = tokenizer.Decode(wide);
@@ -46,7 +46,7 @@ absl::Status RunTokenize(const tokenizer::Tokenizer& tokenizer, const v1::Tokeni
     return InvalidArgumentError({ErrorReason::kEmptyRequest, "input", "unset", "text or token_ids"});
   }
   if (request.text().size() > kMaxTokenizeTextBytes) {
-    return TooLargeError("text", absl::StrCat(request.text().size(), " bytes"), absl::StrCat(kMaxTokenizeTextBytes, " bytes"));
+    return TooLargeError("text", absl::StrCat(request.text().size(), " bytes"), limits::Allowed(limits::Limit::kMaxTokenizeTextBytes));
   }
   tokenizer::EncodeOptions options;
   options.special_tokens_as_text = request.special_tokens_as_text();

@@ -9,6 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "posbias/v1/model_service.pb.h"
+#include "server/limits/limits.h"
 #include "server/registry/model_entry.h"
 #include "server/tokenizer/tokenizer.h"
 
@@ -29,7 +30,7 @@ class Tokenizers {
 absl::Status RunTokenize(const tokenizer::Tokenizer& tokenizer, const v1::TokenizeRequest& request,
                          v1::TokenizeResponse* response);
 
-inline constexpr size_t kMaxTokenizeTextBytes = size_t{1} << 20;
-inline constexpr int kMaxTokenizeIds = 1 << 20;
+inline constexpr size_t kMaxTokenizeTextBytes = limits::Default<size_t>(limits::Limit::kMaxTokenizeTextBytes);
+inline constexpr int kMaxTokenizeIds = limits::Default<int>(limits::Limit::kMaxTokenizeIds);
 
 }  // namespace posbias::service

@@ -3,9 +3,11 @@
 #include "server/registry/model_cache.h"
 #include "server/registry/model_catalog.h"
 #include "server/registry/scratch_files.h"
+#include "server/registry/sha256.h"
 
 #include <signal.h>
 
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <filesystem>
@@ -29,7 +31,9 @@ namespace fs = std::filesystem;
 // One replica's registry as the server composes it: the catalog, with the torch-side cache as its
 // loader.
 struct Registry {
-  explicit Registry(int64_t cache_bytes) : cache({cache_bytes, nullptr}) {}
+  explicit Registry(int64_t cache_bytes, bool keep_models = true)
+      : cache(ModelCache::Options{.budget_bytes = cache_bytes, .keep_models = keep_models}) {}
+  explicit Registry(ModelCache::Options options) : cache(std::move(options)) {}
   auto Register(const std::string& name, const ModelSource& source, const std::map<std::string, std::string>& labels,
                 const std::string& request_id) {
     return catalog->Register(name, source, labels, request_id);
@@ -469,8 +473,11 @@ TEST_F(RegistryTest, LoadsACheckpointDirectoryAndRefusesABrokenOneLeavingNothing
       << "the name is free to try again";
 }
 
+// gpt2-tiny's float32 parameter bytes, as the cache estimates them before building.
+int64_t TinyBytes() { return static_cast<int64_t>(4 * models::EstimatedParameters(*models::PresetConfig("gpt2-tiny"))); }
+
 TEST_F(RegistryTest, EvictsTheLeastRecentlyUsedModelBeyondTheCacheBudget) {
-  auto registry = Open(/*cache_bytes=*/1);  // Room for one model at a time.
+  auto registry = Open(/*cache_bytes=*/TinyBytes() * 3 / 2);  // Room for one model at a time.
   ASSERT_TRUE(registry->Register("a", TinyPreset(1), {}, "").ok());
   ASSERT_TRUE(registry->Register("b", TinyPreset(2), {}, "").ok());
   const int64_t loads = registry->loads();  // Both were loaded once at registration.
@@ -478,11 +485,86 @@ TEST_F(RegistryTest, EvictsTheLeastRecentlyUsedModelBeyondTheCacheBudget) {
   EXPECT_EQ(registry->loads(), loads);
   ASSERT_TRUE(registry->Acquire("a").ok());  // Evicted when b was registered: loaded again.
   EXPECT_EQ(registry->loads(), loads + 1);
-  auto held = registry->Acquire("a");        // Cached now.
+  ASSERT_TRUE(registry->Acquire("a").ok());  // Cached now.
   EXPECT_EQ(registry->loads(), loads + 1);
-  ASSERT_TRUE(registry->Acquire("b").ok());  // a is held by a job: b is loaded, a is kept.
-  ASSERT_TRUE(registry->Acquire("a").ok());
-  EXPECT_EQ(registry->loads(), loads + 2);
+  EXPECT_LE(registry->cache.used_bytes(), TinyBytes() * 3 / 2);
+}
+
+// Found by measuring: ExportModel of a built-in preset built the whole model whatever the budget
+// (three exports of qwen2-0.5b with --model-cache-mb 1024 took 6.8 GB).
+TEST_F(RegistryTest, AModelLargerThanTheCacheBudgetIsNeverBuiltNotEvenToExportABuiltInPreset) {
+  auto registry = Open(/*cache_bytes=*/int64_t{1} << 20);  // gpt2 needs about 500 MiB.
+  const std::string file = (base_ / "gpt2.safetensors").string();
+  const absl::Status refused = registry->Export("gpt2", file);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(ErrorReasonOf(refused), "INSUFFICIENT_MEMORY");
+  EXPECT_NE(std::string(refused.message()).find("--model-cache-mb"), std::string::npos) << refused;
+  EXPECT_EQ(registry->loads(), 0) << "nothing was built";
+  EXPECT_FALSE(fs::exists(file));
+  EXPECT_EQ(registry->Get("gpt2").value().state, ModelState::kReady) << "a refusal is not a failed model";
+}
+
+TEST_F(RegistryTest, AJobsBuildWaitsUntilTheModelsOthersHoldLeaveRoomInTheBudget) {
+  auto registry = Open(/*cache_bytes=*/TinyBytes() * 3 / 2);
+  ASSERT_TRUE(registry->Register("a", TinyPreset(1), {}, "").ok());
+  ASSERT_TRUE(registry->Register("b", TinyPreset(2), {}, "").ok());
+  auto held = registry->Acquire("a");  // A job measures a: it cannot be evicted.
+  ASSERT_TRUE(held.ok());
+  std::atomic<bool> done{false};
+  std::thread other_job([&] {
+    EXPECT_TRUE(registry->Acquire("b").ok());
+    done = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  EXPECT_FALSE(done) << "a and b together do not fit: b waits";
+  EXPECT_LE(registry->cache.used_bytes(), TinyBytes() * 3 / 2);
+  held->reset();  // The first job ends.
+  other_job.join();
+  EXPECT_TRUE(done);
+  EXPECT_LE(registry->cache.used_bytes(), TinyBytes() * 3 / 2);
+}
+
+TEST_F(RegistryTest, AnExportWaitsForRoomAtMostTheCallWaitAndStopsWhenItsClientGoesAway) {
+  Registry registry(ModelCache::Options{.budget_bytes = TinyBytes() * 3 / 2, .call_wait = std::chrono::milliseconds(300)});
+  registry.catalog = *ModelCatalog::Open({(base_ / "root").string(), (base_ / "data").string()}, &registry.cache);
+  ASSERT_TRUE(registry.Register("a", TinyPreset(1), {}, "").ok());
+  auto held = registry.Acquire("a");
+  ASSERT_TRUE(held.ok());
+  const std::string file = (base_ / "export.safetensors").string();
+  const auto loads = registry.loads();
+  const auto start = std::chrono::steady_clock::now();
+  const absl::Status full = registry.Export("gpt2-tiny", file);
+  EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(300));
+  EXPECT_EQ(full.code(), absl::StatusCode::kResourceExhausted) << full;
+  EXPECT_NE(std::string(full.message()).find("try again"), std::string::npos) << full;
+  std::atomic<bool> gone{false};
+  std::thread client([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    gone = true;
+  });
+  EXPECT_EQ(registry.Export("gpt2-tiny", file, [&] { return gone.load(); }).code(), absl::StatusCode::kCancelled);
+  client.join();
+  EXPECT_EQ(registry.loads(), loads) << "neither export built anything";
+  EXPECT_FALSE(fs::exists(file));
+  held->reset();
+  EXPECT_TRUE(registry.Export("gpt2-tiny", file).ok()) << "room again";
+  EXPECT_EQ(registry.Export("gpt2-tiny", file, [] { return true; }).code(), absl::StatusCode::kCancelled)
+      << "a cached model's export stops too";
+}
+
+TEST_F(RegistryTest, AnApiOnlyProcessKeepsNoModelAndBuildsARegistrationOnceForItsHash) {
+  Registry registry(TinyBytes() * 3 / 2, /*keep_models=*/false);
+  registry.catalog = *ModelCatalog::Open({(base_ / "root").string(), (base_ / "data").string()}, &registry.cache);
+  auto entry = registry.Register("a", TinyPreset(1), {}, "");
+  ASSERT_TRUE(entry.ok()) << entry.status();
+  EXPECT_EQ(entry->weights_sha256.size(), 64u);
+  EXPECT_EQ(registry.loads(), 1) << "the facts and the hash came from one build";
+  EXPECT_EQ(registry.cache.used_bytes(), 0);
+  const std::string file = (base_ / "a.safetensors").string();
+  ASSERT_TRUE(registry.Export("a", file).ok());
+  EXPECT_EQ(Sha256OfFile(file).value(), entry->weights_sha256);
+  EXPECT_EQ(registry.loads(), 2);
+  EXPECT_EQ(registry.cache.used_bytes(), 0) << "freed once written";
 }
 
 TEST_F(RegistryTest, TorchScriptIsRefusedUnlessTheOperatorAllowsIt) {

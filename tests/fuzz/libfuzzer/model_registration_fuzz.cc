@@ -47,14 +47,16 @@ using posbias::registry::ModelCatalog;
 
 class NothingLoader final : public posbias::registry::ModelLoader {
  public:
-  absl::StatusOr<posbias::registry::LoadedModel> Load(const posbias::registry::LoadRequest& request) override {
+  absl::StatusOr<posbias::registry::LoadedModel> Load(const posbias::registry::LoadRequest& request,
+                                                      const std::string&) override {
     posbias::registry::LoadedModel loaded;
     loaded.config = request.config;
     loaded.parameters = static_cast<int64_t>(posbias::models::EstimatedParameters(request.config));
     loaded.init_recipe = "fuzz: nothing built";
     return loaded;
   }
-  absl::Status Export(const posbias::registry::LoadRequest&, const std::string&) override {
+  absl::Status Export(const posbias::registry::LoadRequest&, const std::string&,
+                      const posbias::registry::Cancelled&) override {
     return absl::UnimplementedError("the fuzz loader exports nothing");
   }
   void Forget(const std::string&) override {}

@@ -42,7 +42,7 @@ class DensityServiceServicer(object):
     def EvaluateContinuum(self, request, context):
         """Evaluates the continuum profile at given points or on a grid. Errors: INVALID_ARGUMENT
         (INVALID_DEPTH, INVALID_ALPHA, INVALID_POINT, EMPTY_REQUEST), RESOURCE_EXHAUSTED
-        (REQUEST_TOO_LARGE: more points than the server's limit, default 1,000,000).
+        (REQUEST_TOO_LARGE: more points than --max-points, default 1,000,000).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -51,8 +51,9 @@ class DensityServiceServicer(object):
     def EvaluateDiscrete(self, request, context):
         """Computes the exact finite-L profile in O(H * L) time and O(L) memory (never a dense matrix).
         Errors: INVALID_ARGUMENT (INVALID_DEPTH, INVALID_ALPHA, INVALID_LENGTH, INVALID_POSITION),
-        RESOURCE_EXHAUSTED (REQUEST_TOO_LARGE: L above the limit, default 10,000,000; H * L above the
-        work limit, default 4e9; more returned positions than the limit, default 1,000,000).
+        RESOURCE_EXHAUSTED (REQUEST_TOO_LARGE: L above --max-discrete-length, default 10,000,000; H * L
+        above --max-discrete-work, default 4e9; more returned positions than --max-returned-positions,
+        default 1,000,000).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

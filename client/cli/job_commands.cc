@@ -327,75 +327,83 @@ CommandRun DefineSubmit(CLI::App& command) {
 
 // ------------------------------------------------------------------------------------- result
 
-std::vector<double> Numbers(const nlohmann::ordered_json& array) {
-  std::vector<double> numbers;
-  for (const auto& value : array) numbers.push_back(value.get<double>());
-  return numbers;
+// The whole typed result: every page of GetJobResult joined (positions, the measured statistics
+// and the theory curves' profiles); the first page's other members as they came.
+absl::StatusOr<v1::GetJobResultResponse> WholeResult(const CliContext& context, const std::string& id) {
+  v1::GetJobResultRequest request;
+  request.set_id(id);
+  request.set_omit_layer_profiles(true);
+  auto first = context.client.GetJobResult(request);
+  if (!first.ok()) return first.status();
+  v1::GetJobResultResponse whole = *std::move(first);
+  auto* result = whole.mutable_jacobian_norm();
+  std::string token = whole.next_page_token();
+  while (!token.empty()) {
+    request.set_page_token(token);
+    auto page = context.client.GetJobResult(request);
+    if (!page.ok()) return page.status();
+    const auto& more = page->jacobian_norm();
+    result->mutable_positions()->MergeFrom(more.positions());
+    auto* stats = result->mutable_profile()->mutable_stats();
+    stats->mutable_sq_norm_mean()->MergeFrom(more.profile().stats().sq_norm_mean());
+    stats->mutable_sq_norm_stderr()->MergeFrom(more.profile().stats().sq_norm_stderr());
+    auto* curves = result->mutable_profile()->mutable_theory()->mutable_curves();
+    for (int c = 0; c < curves->size() && c < more.profile().theory().curves_size(); ++c) {
+      curves->Mutable(c)->mutable_profile()->MergeFrom(more.profile().theory().curves(c).profile());
+    }
+    token = page->next_page_token();
+  }
+  return whole;
+}
+
+std::vector<double> Doubles(const google::protobuf::RepeatedField<double>& values) {
+  return {values.begin(), values.end()};
+}
+
+std::string ModelName(v1::ProfileModel model) { return LowerEnum(v1::ProfileModel_Name(model), ""); }
+
+// The theory curve of `model` with fitted alpha, or nullptr.
+const v1::JobTheoryCurve* FittedCurve(const v1::JacobianNormResult& result, v1::ProfileModel model) {
+  for (const auto& curve : result.profile().theory().curves()) {
+    if (curve.model() == model && curve.alpha_source() == v1::THEORY_ALPHA_SOURCE_FITTED) return &curve;
+  }
+  return nullptr;
 }
 
 // The measured means and standard errors, with each theory fit's alpha and metrics as extras.
-void PrintReportTable(const CliContext& context, const nlohmann::ordered_json& report) {
+void PrintResultTable(const CliContext& context, const v1::JacobianNormResult& result) {
+  const auto& stats = result.profile().stats();
   Table table;
-  table.columns = {{"position", Numbers(report["positions"]), true},
-                   {"sq_norm_mean", Numbers(report["sq_norm_mean"])},
-                   {"sq_norm_stderr", Numbers(report["sq_norm_stderr"])}};
-  if (report.contains("theory") && report["theory"].contains("fits")) {
-    for (const auto& fit : report["theory"]["fits"]) {
-      const std::string model = fit["model"].get<std::string>();
-      table.extras[model + "_alpha"] = fit["alpha"];
-      table.extras[model + "_rmse_log"] = fit["metrics"]["rmse_log"];
-      table.extras[model + "_spearman"] = fit["metrics"]["spearman"];
-    }
+  table.columns = {{"position", std::vector<double>(result.positions().begin(), result.positions().end()), true},
+                   {"sq_norm_mean", Doubles(stats.sq_norm_mean())},
+                   {"sq_norm_stderr", Doubles(stats.sq_norm_stderr())}};
+  for (const auto& fit : result.profile().theory().fits()) {
+    if (fit.has_error()) continue;
+    const std::string model = ModelName(fit.model());
+    table.extras[model + "_alpha"] = fit.alpha();
+    table.extras[model + "_rmse_log"] = fit.rmse_log();
+    if (const auto* curve = FittedCurve(result, fit.model())) table.extras[model + "_spearman"] = curve->metrics().spearman();
   }
   PrintResult(table, context.format, context.out);
 }
 
-// One fitted theory curve, from the density service at the fitted alpha, on the measured scale
-// (the same total as the measured means); nullopt when the service does not answer.
-std::optional<PlotSeries> TheoryCurve(const CliContext& context,
-                                      const nlohmann::ordered_json& theory,
-                                      const nlohmann::ordered_json& fit,
-                                      const std::vector<double>& positions, double total) {
-  v1::EvaluateDiscreteRequest discrete;
-  discrete.mutable_model()->set_depth(theory.value("depth", 1u));
-  discrete.mutable_model()->set_alpha(fit.value("alpha", 0.5));
-  discrete.set_length(positions.size());
-  const bool coherent = fit.value("model", "") == "coherent";
-  discrete.add_profiles(coherent ? v1::COHERENT : v1::INCOHERENT);
-  auto curve = context.client.EvaluateDiscrete(discrete);
-  if (!curve.ok()) return std::nullopt;
-  std::vector<double> y;
-  for (double v : coherent ? curve->coherent() : curve->incoherent()) {
-    y.push_back(coherent ? v * v : v);
-  }
-  double sum = 0;
-  for (double v : y) sum += v;
-  for (double& v : y) v *= sum > 0 ? total / sum : 0;
-  char label[96];
-  std::snprintf(label, sizeof(label), "%s, H %u, alpha %.3f", coherent ? "coherent" : "incoherent",
-                theory.value("depth", 1u), fit.value("alpha", 0.0));
-  return PlotSeries{.label = label, .x = positions, .y = y, .dashed = true};
-}
-
-// Draws the measured means and the fitted theory curves to --plot.
 // A needle sweep: the needle span's share against depth, with its standard-error band, beside the
 // same positions' share with the filler alone; written next to the profile plot as
 // <plot>-needle.svg.
-int PlotNeedleSweep(const CliContext& context, const std::string& id, const nlohmann::ordered_json& report) {
-  if (!report.contains("needle_sweep") || !report["needle_sweep"].is_array() || report["needle_sweep"].empty()) return 0;
+int PlotNeedleSweep(const CliContext& context, const std::string& id, const v1::JacobianNormResult& result) {
+  if (result.needle_sweep_size() == 0) return 0;
   PlotSeries share{.label = "needle span's share", .x = {}, .y = {}, .markers = true};
   PlotSeries high{.label = "share +- standard error", .x = {}, .y = {}, .markers = false, .dashed = true, .line = true,
                   .color = 7};
   PlotSeries low = high;
   low.label = "";
   PlotSeries alone{.label = "same positions, filler alone", .x = {}, .y = {}, .markers = true, .dashed = true};
-  for (const auto& d : report["needle_sweep"]) {
-    const double depth = d.value("depth", 0.0), mean = d.value("share_mean", 0.0), se = d.value("share_stderr", 0.0);
-    for (PlotSeries* s : {&share, &high, &low, &alone}) s->x.push_back(depth);
-    share.y.push_back(mean);
-    high.y.push_back(mean + se);
-    low.y.push_back(mean - se);
-    alone.y.push_back(d.value("baseline_share_mean", 0.0));
+  for (const auto& d : result.needle_sweep()) {
+    for (PlotSeries* series : {&share, &high, &low, &alone}) series->x.push_back(d.depth());
+    share.y.push_back(d.share_mean());
+    high.y.push_back(d.share_mean() + d.share_stderr());
+    low.y.push_back(d.share_mean() - d.share_stderr());
+    alone.y.push_back(d.baseline_share_mean());
   }
   std::string path = context.plot;
   if (path.size() > 4 && path.compare(path.size() - 4, 4, ".svg") == 0) path.resize(path.size() - 4);
@@ -413,15 +421,16 @@ int PlotNeedleSweep(const CliContext& context, const std::string& id, const nloh
   return 0;
 }
 
-int PlotReport(const CliContext& context, const std::string& id,
-               const nlohmann::ordered_json& report) {
-  const std::vector<double> positions = Numbers(report["positions"]);
-  const std::vector<double> mean = Numbers(report["sq_norm_mean"]);
+// Draws the measured means, their standard-error band and the fitted theory curves (on the
+// measured scale: the same total as the measured means) to --plot.
+int PlotResult(const CliContext& context, const std::string& id, const v1::JacobianNormResult& result) {
+  const std::vector<double> positions(result.positions().begin(), result.positions().end());
+  const auto& stats = result.profile().stats();
+  const std::vector<double> mean = Doubles(stats.sq_norm_mean());
   std::vector<PlotSeries> series = {
       {.label = "measured ||dy/de_j||^2", .x = positions, .y = mean, .markers = true}};
-  // The measured profile's standard-error band, drawn as its two edges (mean +- stderr).
-  const std::vector<double> stderr_of_mean = Numbers(report.value("sq_norm_stderr", nlohmann::ordered_json::array()));
-  if (stderr_of_mean.size() == mean.size()) {
+  const std::vector<double> stderr_of_mean = Doubles(stats.sq_norm_stderr());
+  if (stderr_of_mean.size() == mean.size()) {  // The band, drawn as its two edges (mean +- stderr).
     PlotSeries upper{.label = "measured +- standard error", .x = positions, .y = mean, .markers = false, .dashed = true,
                      .line = true, .color = 7};
     PlotSeries lower = upper;
@@ -433,23 +442,23 @@ int PlotReport(const CliContext& context, const std::string& id,
     series.push_back(std::move(upper));
     series.push_back(std::move(lower));
   }
-  double total = 0;
-  for (double v : mean) total += v;
-  const auto& theory = report["theory"];
-  for (const auto& fit : theory.value("fits", nlohmann::ordered_json::array())) {
-    if (auto curve = TheoryCurve(context, theory, fit, positions, total)) series.push_back(*curve);
+  for (const auto& curve : result.profile().theory().curves()) {
+    if (curve.alpha_source() != v1::THEORY_ALPHA_SOURCE_FITTED || curve.profile_size() != result.positions_size()) continue;
+    std::vector<double> y = Doubles(curve.profile());
+    for (double& v : y) v *= stats.sq_norm_total();
+    char label[96];
+    std::snprintf(label, sizeof(label), "%s, H %u, alpha %.3f", ModelName(curve.model()).c_str(),
+                  curve.routing().depth(), curve.routing().alpha());
+    series.push_back(PlotSeries{.label = label, .x = positions, .y = y, .dashed = true});
   }
   // Text inputs: the positions where samples have a document (or its needle) begin.
-  if (report.contains("boundary_spikes") && !report["boundary_spikes"].empty()) {
-    PlotSeries starts{.label = "document starts", .x = {}, .y = {}, .markers = true, .dashed = false, .line = false};
-    for (const auto& spike : report["boundary_spikes"]) {
-      const auto position = spike["position"].get<size_t>();
-      if (position < 1 || position > mean.size()) continue;
-      starts.x.push_back(static_cast<double>(position));
-      starts.y.push_back(mean[position - 1]);
-    }
-    if (!starts.x.empty()) series.push_back(std::move(starts));
+  PlotSeries starts{.label = "document starts", .x = {}, .y = {}, .markers = true, .dashed = false, .line = false};
+  for (const auto& spike : result.boundary_spikes()) {
+    if (spike.position() < 1 || spike.position() > mean.size()) continue;
+    starts.x.push_back(static_cast<double>(spike.position()));
+    starts.y.push_back(mean[spike.position() - 1]);
   }
+  if (!starts.x.empty()) series.push_back(std::move(starts));
   std::string error;
   const std::string svg = RenderSvgPlot(series,
                                         {.title = "measured position profile " + id,
@@ -459,7 +468,7 @@ int PlotReport(const CliContext& context, const std::string& id,
   std::ofstream(context.plot) << svg;
   if (svg.empty()) return context.UsageError("cannot draw the plot: " + error);
   context.err << "plot written to " << context.plot << "\n";
-  return PlotNeedleSweep(context, id, report);
+  return PlotNeedleSweep(context, id, result);
 }
 
 // --------------------------------------------------------- get, watch, cancel, rm, result
@@ -499,33 +508,23 @@ int RunRm(const CliContext& context, const JobIdFlags& flags) {
 }
 
 int RunResult(const CliContext& context, const JobIdFlags& flags) {
-  v1::GetJobResultRequest request;
-  request.set_id(flags.id);
-  auto result = context.client.GetJobResult(request);
-  if (!result.ok()) return context.Fail(result.status());
-  auto report = nlohmann::ordered_json::parse(result->report_json(), nullptr, false);
-  // Text inputs: where each sample's documents begin, and the boundary spike ratios.
-  const auto& measured = result->jacobian_norm();
-  if (measured.document_starts_size() > 0 && report.is_object()) {
-    auto& starts = report["document_starts"] = nlohmann::ordered_json::array();
-    for (const auto& marks : measured.document_starts()) {
-      starts.push_back(std::vector<uint32_t>(marks.positions().begin(), marks.positions().end()));
-    }
-    auto& spikes = report["boundary_spikes"] = nlohmann::ordered_json::array();
-    for (const auto& spike : measured.boundary_spikes()) {
-      nlohmann::ordered_json item = {{"position", spike.position()}, {"ratio", spike.ratio()}};
-      if (spike.has_ratio_mean()) item["ratio_mean"] = spike.ratio_mean();
-      if (spike.has_ratio_std()) item["ratio_std"] = spike.ratio_std();
-      if (spike.has_ratio_stderr()) item["ratio_stderr"] = spike.ratio_stderr();
-      if (spike.has_samples()) item["samples"] = spike.samples();
-      spikes.push_back(std::move(item));
-    }
-  }
+  auto whole = WholeResult(context, flags.id);
+  if (!whole.ok()) return context.Fail(whole.status());
+  const auto& result = whole->jacobian_norm();
   if (context.format == Format::kJson) {
-    context.out << report.dump(2) << "\n";
+    // The report as the server wrote it (posbias-measure's document), with the text inputs'
+    // document starts, which only the typed result holds.
+    auto report = nlohmann::ordered_json::parse(whole->report_json(), nullptr, false);
+    if (report.is_object() && result.document_starts_size() > 0) {
+      auto& starts = report["document_starts"] = nlohmann::ordered_json::array();
+      for (const auto& marks : result.document_starts()) {
+        starts.push_back(std::vector<uint32_t>(marks.positions().begin(), marks.positions().end()));
+      }
+    }
+    context.out << (report.is_discarded() ? whole->report_json() : report.dump(2)) << "\n";
   } else {
-    PrintReportTable(context, report);
-    for (const auto& spike : measured.boundary_spikes()) {
+    PrintResultTable(context, result);
+    for (const auto& spike : result.boundary_spikes()) {
       context.out << "boundary at " << spike.position() << ": spike ratio " << spike.ratio();
       if (spike.has_ratio_mean()) {
         context.out << "; per sample " << spike.ratio_mean() << " +- " << spike.ratio_stderr() << " (n = " << spike.samples()
@@ -533,16 +532,16 @@ int RunResult(const CliContext& context, const JobIdFlags& flags) {
       }
       context.out << "\n";
     }
-    if (measured.needle_sweep_size() > 0) {
+    if (result.needle_sweep_size() > 0) {
       context.out << "needle depth  start  share of sum ||J||^2 (+- se)  filler alone (+- se)  fillers\n";
-      for (const auto& d : measured.needle_sweep()) {
+      for (const auto& d : result.needle_sweep()) {
         context.out << absl::StrFormat("%12.4g  %5u  %12.6g +- %-12.4g  %10.6g +- %-10.4g  %7u\n", d.depth(), d.start(),
                                        d.share_mean(), d.share_stderr(), d.baseline_share_mean(),
                                        d.baseline_share_stderr(), d.fillers());
       }
     }
   }
-  return context.plot.empty() ? 0 : PlotReport(context, result->id(), report);
+  return context.plot.empty() ? 0 : PlotResult(context, whole->id(), result);
 }
 
 CommandRun DefineGet(CLI::App& command) { return RunWith(AddId(command), RunGet); }

@@ -1,6 +1,7 @@
 // The report of one Jacobian-norm measurement, typed: what posbias-measure prints, what a job
-// stores as its result and what GetJobResult pages through. ReportToJson / ReportFromJson are the
-// only places its JSON keys are spelled (the `report_json` clients read; key order as printed).
+// stores as its result and what GetJobResult pages through. Its JSON keys are spelled once, in
+// jacobian_report.cc's member lists, which ReportToJson and ReportFromJson both walk (the
+// `report_json` clients read; key order as printed).
 //
 // Reading is strict: a member the report always had that is missing or of the wrong type is
 // DATA_LOSS naming it (no silent defaults). Members added later are std::optional, so results
@@ -15,17 +16,14 @@
 
 #include "absl/status/statusor.h"
 #include "nlohmann/json.hpp"
+#include "server/density/comparison.h"
 #include "server/jobs/jacobian_spec.h"
 
 namespace posbias::jobs {
 
-// A measured profile against one theory profile (density::ComparisonMetrics).
-struct ReportMetrics {
-  double spearman = 0, pearson_log = 0, rmse_log = 0, ks = 0, wasserstein1 = 0;
-  double measured_last_weight = 0, model_last_weight = 0;
-  double measured_floor = 0, model_floor = 0;
-  double measured_last_jump = 0, model_last_jump = 0;
-};
+// A measured profile against one theory profile: the density room's metrics, one struct (and one
+// proto message, posbias.v1.FitMetrics) for both.
+using ReportMetrics = density::ComparisonMetrics;
 
 enum class TheoryModel { kCoherent, kIncoherent };  // "coherent" | "incoherent"
 

@@ -360,16 +360,13 @@ class PostgresJobStore final : public JobStore {
       if (job.created_ms == 0) job.created_ms = now;
       job.state = JobState::kQueued;
       job.updated_ms = now;
-      tx.exec_params(
-          absl::StrCat("INSERT INTO jobs (", kColumns,
-                       ", model) VALUES ($1, NULLIF($2, ''), $3, $4, $5::jsonb, $6, $7, $8, $9, $10, "
-                       "$11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, "
-                       "$28, $29)"),
-          job.id, job.request_id, internal::SpecJson(job.spec), job.priority, internal::LabelsJson(job.labels),
-          job.time_limit_seconds, JobStateName(job.state), job.attempt, job.progress, job.samples_done,
-          job.chunks_done, job.chunks_total, job.eta_seconds, job.device, job.worker, job.error_reason,
-          job.error_message, job.error_code, job.created_ms, job.started_ms, job.finished_ms, job.updated_ms,
-          job.checkpoint, job.worker_kind, job.run_ms, job.tenant, job.owner, job.max_running, job.spec.model);
+      static const std::string kInsert = absl::StrCat(
+          "INSERT INTO jobs (", kColumns, internal::kInsertExtraColumns, ") VALUES (",
+          internal::InsertPlaceholders([](int i, const std::string& column) {
+            return absl::StrCat("$", i + 1, column == "labels_json" ? "::jsonb" : "");
+          }),
+          ")");
+      std::apply([&](const auto&... values) { tx.exec_params(kInsert, values...); }, internal::InsertValues(job));
       const int64_t part = options_.part_samples;
       if (part > 0 && job.spec.samples > part) {
         job.parts_total = static_cast<int32_t>((job.spec.samples + part - 1) / part);

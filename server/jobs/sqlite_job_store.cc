@@ -323,16 +323,11 @@ class SqliteJobStore final : public JobStore {
     if (job.created_ms == 0) job.created_ms = now;
     job.state = JobState::kQueued;
     job.updated_ms = now;
-    Statement insert(db_,
-                     absl::StrCat("INSERT INTO jobs (", kColumns,
-                                  ", model) VALUES (?, NULLIF(?, ''), ?, ?, ?, ?, ?, ?, ?, ?, ?, "
-                                  "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
-    insert.BindAll(job.id, job.request_id, internal::SpecJson(job.spec), job.priority, internal::LabelsJson(job.labels), job.time_limit_seconds, JobStateName(job.state),
-                   job.attempt, job.progress, job.samples_done, job.chunks_done, job.chunks_total,
-                   job.eta_seconds, job.device, job.worker, job.error_reason, job.error_message,
-                   job.error_code, job.created_ms, job.started_ms, job.finished_ms, job.updated_ms,
-                   job.checkpoint, job.worker_kind, job.run_ms, job.tenant, job.owner, job.max_running,
-                   job.spec.model);
+    static const std::string kInsert = absl::StrCat(
+        "INSERT INTO jobs (", kColumns, internal::kInsertExtraColumns, ") VALUES (",
+        internal::InsertPlaceholders([](int, const std::string&) { return std::string("?"); }), ")");
+    Statement insert(db_, kInsert);
+    std::apply([&insert](const auto&... values) { insert.BindAll(values...); }, internal::InsertValues(job));
     POSBIAS_JOBS_RETURN_IF_ERROR(insert.Run());
     POSBIAS_JOBS_RETURN_IF_ERROR(transaction.Commit());
     return Created{std::move(job), true};

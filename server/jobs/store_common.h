@@ -5,9 +5,12 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
+#include <tuple>
 #include <utility>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "server/jobs/job.h"
 
 namespace posbias::jobs::internal {
@@ -18,12 +21,93 @@ inline constexpr char kAttemptsExhaustedMessage[] =
     "running it), so it is not run again";
 inline constexpr int kAttemptsExhaustedCode = 10;  // ABORTED.
 
-// The columns of a job row, in the order ReadRecord expects them.
-inline constexpr char kColumns[] =
-    "id, request_id, spec_json, priority, labels_json, time_limit_seconds, state, attempt, progress, "
-    "samples_done, chunks_done, chunks_total, eta_seconds, device, worker, error_reason, "
-    "error_message, error_code, created_ms, started_ms, finished_ms, updated_ms, checkpoint, spec_device, run_ms, tenant, owner, max_running";
-inline constexpr int kColumnCount = 28;
+// The columns of a job row, listed once: X(column, the value an INSERT binds, how a row's value is
+// read back into `job`). kColumns (the SELECT list), InsertColumns, InsertPlaceholders,
+// InsertValues and ReadRecord are all made from this list, so a column cannot be read from one
+// position and written at another. id, spec_json, labels_json and state are read together by
+// RecordFromFields.
+#define POSBIAS_JOB_COLUMNS(X)                                                                    \
+  X(id, job.id, (void)0)                                                                          \
+  X(request_id, job.request_id, job.request_id = row.Text(i))                                     \
+  X(spec_json, SpecJson(job.spec), (void)0)                                                       \
+  X(priority, job.priority, job.priority = static_cast<int32_t>(row.Int(i)))                      \
+  X(labels_json, LabelsJson(job.labels), (void)0)                                                 \
+  X(time_limit_seconds, job.time_limit_seconds, job.time_limit_seconds = row.Double(i))           \
+  X(state, std::string(JobStateName(job.state)), (void)0)                                         \
+  X(attempt, job.attempt, job.attempt = static_cast<int32_t>(row.Int(i)))                         \
+  X(progress, job.progress, job.progress = row.Double(i))                                         \
+  X(samples_done, job.samples_done, job.samples_done = row.Int(i))                                \
+  X(chunks_done, job.chunks_done, job.chunks_done = row.Int(i))                                   \
+  X(chunks_total, job.chunks_total, job.chunks_total = row.Int(i))                                \
+  X(eta_seconds, job.eta_seconds, job.eta_seconds = row.Double(i))                                \
+  X(device, job.device, job.device = row.Text(i))                                                 \
+  X(worker, job.worker, job.worker = row.Text(i))                                                 \
+  X(error_reason, job.error_reason, job.error_reason = row.Text(i))                               \
+  X(error_message, job.error_message, job.error_message = row.Text(i))                            \
+  X(error_code, job.error_code, job.error_code = static_cast<int32_t>(row.Int(i)))                \
+  X(created_ms, job.created_ms, job.created_ms = row.Int(i))                                      \
+  X(started_ms, job.started_ms, job.started_ms = row.Int(i))                                      \
+  X(finished_ms, job.finished_ms, job.finished_ms = row.Int(i))                                   \
+  X(updated_ms, job.updated_ms, job.updated_ms = row.Int(i))                                      \
+  X(checkpoint, job.checkpoint, job.checkpoint = row.Text(i))                                     \
+  X(spec_device, job.worker_kind, job.worker_kind = row.Text(i))                                  \
+  X(run_ms, job.run_ms, job.run_ms = row.Int(i))                                                  \
+  X(tenant, job.tenant, job.tenant = row.Text(i))                                                 \
+  X(owner, job.owner, job.owner = row.Text(i))                                                    \
+  X(max_running, job.max_running, job.max_running = static_cast<int32_t>(row.Int(i)))
+
+#define POSBIAS_JOB_COLUMN_NAME(column, value, read) #column ", "
+inline constexpr char kColumnList[] = POSBIAS_JOB_COLUMNS(POSBIAS_JOB_COLUMN_NAME);  // Ends with ", ".
+#undef POSBIAS_JOB_COLUMN_NAME
+// The columns of a job row, comma-separated, in the list's order (what a SELECT reads).
+inline constexpr std::string_view kColumnNames(kColumnList, sizeof(kColumnList) - 3);
+inline constexpr absl::string_view kColumns(kColumnList, sizeof(kColumnList) - 3);
+
+#define POSBIAS_JOB_COLUMN_COUNT(column, value, read) +1
+inline constexpr int kColumnCount = 0 POSBIAS_JOB_COLUMNS(POSBIAS_JOB_COLUMN_COUNT);
+#undef POSBIAS_JOB_COLUMN_COUNT
+
+// The index of `column` in the list (a name not in it does not compile).
+consteval int ColumnIndex(std::string_view column) {
+  int index = 0;
+  for (std::string_view rest = kColumnNames;; ++index) {
+    const size_t comma = rest.find(", ");
+    if (rest.substr(0, comma) == column) return index;
+    if (comma == std::string_view::npos) throw "not a column of a job row";
+    rest.remove_prefix(comma + 2);
+  }
+}
+
+// An INSERT of a new job: the row's columns and `model` (stored for the queue's model filter).
+inline constexpr char kInsertExtraColumns[] = ", model";
+// Its placeholders: `placeholder(i, column)` for column i (0-based; "model" last), with an empty
+// request_id stored as NULL (the unique index ignores NULLs).
+template <typename Placeholder>
+std::string InsertPlaceholders(const Placeholder& placeholder) {
+  std::string sql;
+  int i = 0;
+  std::string_view rest = kColumnNames;
+  while (true) {
+    const size_t comma = rest.find(", ");
+    const std::string_view column = rest.substr(0, comma);
+    const std::string value = placeholder(i++, std::string(column));
+    sql += column == "request_id" ? "NULLIF(" + value + ", '')" : value;
+    sql += ", ";
+    if (comma == std::string_view::npos) break;
+    rest.remove_prefix(comma + 2);
+  }
+  return sql + placeholder(i, std::string("model"));
+}
+
+std::string SpecJson(const JacobianJobSpec& spec);
+std::string LabelsJson(const std::map<std::string, std::string>& labels);
+
+// The values an INSERT of `job` binds, in the order of InsertPlaceholders.
+#define POSBIAS_JOB_COLUMN_VALUE(column, value, read) std::make_tuple(value),
+inline auto InsertValues(const JobRecord& job) {
+  return std::tuple_cat(POSBIAS_JOB_COLUMNS(POSBIAS_JOB_COLUMN_VALUE) std::make_tuple(job.spec.model));
+}
+#undef POSBIAS_JOB_COLUMN_VALUE
 
 // One versioned schema step (each store keeps its own append-only list).
 struct Migration {
@@ -45,9 +129,6 @@ absl::Status QuotaExceeded(const std::string& owner, int64_t queued, int64_t quo
 absl::Status NoResult(const std::string& id, JobState state);
 absl::Status StillActive(const std::string& id, JobState state);
 
-std::string SpecJson(const JacobianJobSpec& spec);
-std::string LabelsJson(const std::map<std::string, std::string>& labels);
-
 // Page tokens: "<created_ms>/<id>" as lowercase base-16 text (opaque to clients).
 std::string EncodePageToken(int64_t created_ms, const std::string& id);
 absl::StatusOr<std::pair<int64_t, std::string>> DecodePageToken(const std::string& token);
@@ -64,33 +145,18 @@ absl::StatusOr<JobRecord> RecordFromFields(const std::string& id, const std::str
 
 template <typename Row>
 absl::StatusOr<JobRecord> ReadRecord(const Row& row) {
-  absl::StatusOr<JobRecord> parsed = RecordFromFields(row.Text(0), row.Text(2), row.Text(4), row.Text(6));
+  absl::StatusOr<JobRecord> parsed =
+      RecordFromFields(row.Text(ColumnIndex("id")), row.Text(ColumnIndex("spec_json")),
+                       row.Text(ColumnIndex("labels_json")), row.Text(ColumnIndex("state")));
   if (!parsed.ok()) return parsed.status();
   JobRecord job = *std::move(parsed);
-  job.request_id = row.Text(1);
-  job.priority = static_cast<int32_t>(row.Int(3));
-  job.time_limit_seconds = row.Double(5);
-  job.attempt = static_cast<int32_t>(row.Int(7));
-  job.progress = row.Double(8);
-  job.samples_done = row.Int(9);
-  job.chunks_done = row.Int(10);
-  job.chunks_total = row.Int(11);
-  job.eta_seconds = row.Double(12);
-  job.device = row.Text(13);
-  job.worker = row.Text(14);
-  job.error_reason = row.Text(15);
-  job.error_message = row.Text(16);
-  job.error_code = static_cast<int32_t>(row.Int(17));
-  job.created_ms = row.Int(18);
-  job.started_ms = row.Int(19);
-  job.finished_ms = row.Int(20);
-  job.updated_ms = row.Int(21);
-  job.checkpoint = row.Text(22);
-  job.worker_kind = row.Text(23);
-  job.run_ms = row.Int(24);
-  job.tenant = row.Text(25);
-  job.owner = row.Text(26);
-  job.max_running = static_cast<int32_t>(row.Int(27));
+#define POSBIAS_JOB_COLUMN_READ(column, value, read) \
+  {                                                  \
+    [[maybe_unused]] constexpr int i = ColumnIndex(#column); \
+    read;                                            \
+  }
+  POSBIAS_JOB_COLUMNS(POSBIAS_JOB_COLUMN_READ)
+#undef POSBIAS_JOB_COLUMN_READ
   return job;
 }
 

@@ -15,11 +15,6 @@
 namespace posbias::measure {
 namespace {
 
-jobs::ReportMetrics Metrics(const density::ComparisonMetrics& m) {
-  return {m.spearman, m.pearson_log, m.rmse_log, m.ks, m.wasserstein1, m.measured_last_weight, m.model_last_weight,
-          m.measured_floor, m.model_floor, m.measured_last_jump, m.model_last_jump};
-}
-
 jobs::TheoryModel TheoryModelOf(density::Model model) {
   return model == density::Model::kCoherent ? jobs::TheoryModel::kCoherent : jobs::TheoryModel::kIncoherent;
 }
@@ -122,7 +117,7 @@ jobs::TheoryComparison Theory(int64_t depth, const std::vector<double>& measured
       out.lambda_sample_low = interval.first;
       out.lambda_sample_high = interval.second;
       out.bootstrap_resamples = samples.size() > 1 ? kResamples : 0;
-      out.metrics = Metrics(fit.metrics);
+      out.metrics = fit.metrics;
       out.profile = fit.profile;
       theory.fits->push_back(std::move(out));
     }
@@ -156,7 +151,7 @@ jobs::TheoryComparison Theory(int64_t depth, const std::vector<double>& measured
         out.lambda_high = fit.lambda_high;
         out.lambda_sample_low = interval.first;
         out.lambda_sample_high = interval.second;
-        out.metrics = Metrics(fit.metrics);
+        out.metrics = fit.metrics;
         out.profile = fit.profile;
         theory.effective_depth_fits->push_back(std::move(out));
       }
@@ -172,8 +167,8 @@ jobs::TheoryComparison Theory(int64_t depth, const std::vector<double>& measured
         std::transform(profiles->coherent.begin(), profiles->coherent.end(), coherent_sq.begin(),
                        [](double v) { return v * v; });
         theory.measured_alpha_schedule = jobs::MeasuredAlphaTheory{
-            branch_ratio, Metrics(density::CompareProfiles(measured, coherent_sq)),
-            Metrics(density::CompareProfiles(measured, profiles->incoherent)), density::Normalized(coherent_sq),
+            branch_ratio, density::CompareProfiles(measured, coherent_sq),
+            density::CompareProfiles(measured, profiles->incoherent), density::Normalized(coherent_sq),
             density::Normalized(profiles->incoherent)};
       }
     }

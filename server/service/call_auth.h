@@ -21,6 +21,7 @@
 #include "absl/status/statusor.h"
 #include "server/auth/authenticator.h"
 #include "server/auth/method_rules.h"
+#include "server/auth/visibility.h"
 #include "server/metrics/metrics.h"
 #include "server/service/api_methods.h"
 
@@ -33,8 +34,10 @@ struct Caller {
   std::string resource;  // Set by the handler (a job id, a model name) for the audit line.
 
   const std::string& tenant() const { return principal.tenant; }
-  // Whether a resource of `tenant` is visible to this caller ("" models of an admin are public).
-  bool Sees(const std::string& owner_tenant) const { return principal.admin() || owner_tenant == principal.tenant; }
+  // Whether this caller sees a resource of `owner_tenant` (auth/visibility.h: the one rule).
+  bool Sees(auth::ResourceKind kind, const std::string& owner_tenant) const {
+    return auth::Sees(principal, kind, owner_tenant);
+  }
 };
 
 class CallAuth {

@@ -114,6 +114,20 @@ absl::StatusOr<density::FitOptions> FitOptionsFromProto(const v1::FitProfileRequ
   return options;
 }
 
+void FitMetricsToProto(const density::ComparisonMetrics& m, v1::FitMetrics* out) {
+  out->set_spearman(m.spearman);
+  out->set_pearson_log(m.pearson_log);
+  out->set_rmse_log(m.rmse_log);
+  out->set_ks(m.ks);
+  out->set_wasserstein1(m.wasserstein1);
+  out->set_measured_last_weight(m.measured_last_weight);
+  out->set_model_last_weight(m.model_last_weight);
+  out->set_measured_floor(m.measured_floor);
+  out->set_model_floor(m.model_floor);
+  out->set_measured_last_jump(m.measured_last_jump);
+  out->set_model_last_jump(m.model_last_jump);
+}
+
 void ModelFitToProto(const density::ModelFit& fit, v1::ModelFit* out) {
   out->set_model(fit.model == density::Model::kCoherent ? v1::COHERENT : v1::INCOHERENT);
   out->set_depth(fit.depth);
@@ -121,18 +135,7 @@ void ModelFitToProto(const density::ModelFit& fit, v1::ModelFit* out) {
   out->set_lambda(fit.lambda);
   out->set_lambda_low(fit.lambda_low);
   out->set_lambda_high(fit.lambda_high);
-  auto* metrics = out->mutable_metrics();
-  metrics->set_spearman(fit.metrics.spearman);
-  metrics->set_pearson_log(fit.metrics.pearson_log);
-  metrics->set_rmse_log(fit.metrics.rmse_log);
-  metrics->set_ks(fit.metrics.ks);
-  metrics->set_wasserstein1(fit.metrics.wasserstein1);
-  metrics->set_measured_last_weight(fit.metrics.measured_last_weight);
-  metrics->set_model_last_weight(fit.metrics.model_last_weight);
-  metrics->set_measured_floor(fit.metrics.measured_floor);
-  metrics->set_model_floor(fit.metrics.model_floor);
-  metrics->set_measured_last_jump(fit.metrics.measured_last_jump);
-  metrics->set_model_last_jump(fit.metrics.model_last_jump);
+  FitMetricsToProto(fit.metrics, out->mutable_metrics());
   for (const auto& point : fit.ridge) {
     auto* ridge = out->add_ridge();
     ridge->set_depth(point.depth);

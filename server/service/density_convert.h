@@ -26,6 +26,8 @@ absl::StatusOr<std::vector<density::Model>> ModelsFromProto(
 
 absl::StatusOr<density::FitOptions> FitOptionsFromProto(const v1::FitProfileRequest& request);
 
+// One conversion of the comparison metrics, for FitProfile and for a job's theory alike.
+void FitMetricsToProto(const density::ComparisonMetrics& metrics, v1::FitMetrics* out);
 void ModelFitToProto(const density::ModelFit& fit, v1::ModelFit* out);
 
 }  // namespace posbias::service

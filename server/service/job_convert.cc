@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "server/admission/page_token.h"
 #include "server/limits/limits.h"
+#include "server/service/density_convert.h"
 #include "server/status/error.h"
 
 namespace posbias::service {
@@ -126,20 +127,6 @@ void WriteInput(const jobs::JacobianJobSpec& spec, v1::JacobianInput* input) {
   }
 }
 
-void FillMetrics(const jobs::ReportMetrics& m, v1::JobFitMetrics* metrics) {
-  metrics->set_spearman(m.spearman);
-  metrics->set_pearson_log(m.pearson_log);
-  metrics->set_rmse_log(m.rmse_log);
-  metrics->set_ks(m.ks);
-  metrics->set_wasserstein1(m.wasserstein1);
-  metrics->set_measured_last_weight(m.measured_last_weight);
-  metrics->set_model_last_weight(m.model_last_weight);
-  metrics->set_measured_floor(m.measured_floor);
-  metrics->set_model_floor(m.model_floor);
-  metrics->set_measured_last_jump(m.measured_last_jump);
-  metrics->set_model_last_jump(m.model_last_jump);
-}
-
 v1::ProfileModel ModelToProto(jobs::TheoryModel model) {
   return model == jobs::TheoryModel::kCoherent ? v1::COHERENT : v1::INCOHERENT;
 }
@@ -180,7 +167,7 @@ class TheoryPage {
     auto* curve = out_->add_curves();
     curve->set_model(model);
     curve->set_alpha_source(source);
-    FillMetrics(metrics, curve->mutable_metrics());
+    FitMetricsToProto(metrics, curve->mutable_metrics());
     if (omit_profiles_) return curve;
     for (uint32_t position : positions_) curve->add_profile(position <= profile.size() ? profile[position - 1] : 0.0);
     return curve;
@@ -501,7 +488,7 @@ absl::Status FillPage(const v1::GetJobResultRequest& request, const jobs::Jacobi
 }  // namespace
 
 absl::Status FillResultPage(const v1::GetJobResultRequest& request, const jobs::JacobianReport& report,
-                            v1::GetJobResultResponse* response) {
+                            v1::GetJobResultResponse* response, size_t reserved_bytes) {
   const auto length = static_cast<uint32_t>(report.measurement.target);
   const uint32_t first = request.has_first_position() ? request.first_position() : 1;
   const uint32_t last = request.has_last_position() ? request.last_position() : length;
@@ -533,7 +520,8 @@ absl::Status FillResultPage(const v1::GetJobResultRequest& request, const jobs::
       return status;
     }
     const size_t bytes = response->ByteSizeLong();
-    if (bytes <= budget) return absl::OkStatus();
+    if (bytes + reserved_bytes <= budget) return absl::OkStatus();
+    if (count == 1 && bytes <= budget) return absl::OkStatus();  // The report alone passes the limit.
     if (count == 1) {
       response->Clear();
       return TooLargeError("one position of the result page", absl::StrCat(bytes, " bytes"),
@@ -541,7 +529,8 @@ absl::Status FillResultPage(const v1::GetJobResultRequest& request, const jobs::
                                         "; ask for fewer samples (first_sample, sample_count) or leave out raw samples"));
     }
     // Shrink in proportion, with a margin, and at least by half.
-    count = std::max<uint64_t>(1, std::min<uint64_t>(count / 2, static_cast<uint64_t>(0.9 * count * budget / bytes)));
+    const double room = budget > reserved_bytes ? static_cast<double>(budget - reserved_bytes) : 0.0;
+    count = std::max<uint64_t>(1, std::min<uint64_t>(count / 2, static_cast<uint64_t>(0.9 * count * room / bytes)));
   }
 }
 

@@ -39,8 +39,11 @@ std::string ClientRequestId(const std::string& tenant, const std::string& stored
 // Fills one page of a finished job's result: positions first..last (1-based) every `stride`,
 // `page_size` of them per page (default 1024, at most 16384), with the theory comparison, layer
 // profiles, branch ratios, raw samples and token ids as asked. The page token is the index of the
-// page's first selected position.
+// page's first selected position. A page holds fewer positions when it would pass the result-page
+// limit (limits.h) together with `reserved_bytes` (what the caller adds to it: the first page's
+// report_json); one position alone over the limit is REQUEST_TOO_LARGE. A report larger than the
+// limit still goes out whole on the first page, with one position.
 absl::Status FillResultPage(const v1::GetJobResultRequest& request, const jobs::JacobianReport& report,
-                            v1::GetJobResultResponse* response);
+                            v1::GetJobResultResponse* response, size_t reserved_bytes = 0);
 
 }  // namespace posbias::service

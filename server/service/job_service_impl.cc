@@ -1,211 +1,42 @@
 #include "server/service/job_service_impl.h"
 
-#include <algorithm>
-#include <random>
 #include <string>
-#include <vector>
-#include <utility>
 
-#include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
-#include "server/admission/job_admission.h"
-#include "server/admission/labels.h"
-#include "server/admission/page_token.h"
-#include "server/host/memory.h"
-#include "server/jobs/boundary_spikes.h"
-#include "server/jobs/jacobian_report.h"
-#include "server/service/job_convert.h"
-#include "server/service/model_visibility.h"
-#include "server/service/text_input.h"
 #include "server/service/unary_call.h"
-#include "server/status/error.h"
 
 namespace posbias::service {
-namespace {
-
-
-uint64_t DrawSeed() { return std::random_device{}() * uint64_t{0x100000000} + std::random_device{}(); }
-
-// What selects ListJobs' jobs (page_size excluded), the binding of its page tokens.
-std::string ListJobsSelection(const v1::ListJobsRequest& request) {
-  std::vector<int> states(request.states().begin(), request.states().end());
-  std::sort(states.begin(), states.end());
-  return absl::StrCat(absl::StrJoin(states, ","), "|", request.model(), "|", request.label_selector());
-}
-
-}  // namespace
-
-absl::StatusOr<jobs::JobRecord> JobServiceImpl::Visible(const Caller& caller, const std::string& id) {
-  auto job = store_->Get(id);
-  if (job.ok() && !caller.Sees(job->tenant)) return HiddenJob(id);
-  return job;
-}
-
-absl::StatusOr<v1::Job> JobServiceImpl::Submit(Caller& caller, const v1::SubmitJobRequest& request) {
-  if (shutting_down_) return ErrorWithReason(absl::StatusCode::kUnavailable, ErrorReason::kShuttingDown, "the server is shutting down");
-  auto record = RecordFromRequest(request, DrawSeed());
-  if (!record.ok()) return record.status();
-  record->tenant = caller.tenant();
-  record->owner = caller.principal.name;
-  record->max_running = static_cast<int32_t>(caller.principal.max_running_jobs);
-  auto model = FindVisibleModel(*catalog_, caller, record->spec.model);
-  if (!model.ok()) return model.status();
-  // The job names the model as its tenant sees it (an admin's job on a tenant's model: by path),
-  // and is bound to this registration, not to the name.
-  record->spec.model = model->tenant.empty() || model->tenant == record->tenant ? model->name : registry::ModelPath(*model);
-  record->spec.model_uid = model->uid;
-  record->spec.model_weights_sha256 = model->weights_sha256;
-  if (request.spec().jacobian_norm().input().has_text()) {
-    if (tokenizers_ == nullptr) {
-      return ErrorWithReason(absl::StatusCode::kUnimplemented, ErrorReason::kNotImplemented, "text inputs are off");
-    }
-    auto tokenizer = tokenizers_->For(*model);
-    if (!tokenizer.ok()) return tokenizer.status();
-    // LOG_PROB at T = L scores the token after position L: the text gives that one too.
-    auto laid_out = LayOutText(**tokenizer, request.spec().jacobian_norm().input().text(), record->spec.length,
-                               jobs::NeedsNextToken(record->spec));
-    if (!laid_out.ok()) return laid_out.status();
-    record->spec.input = jobs::JacobianInput::kGivenTokens;
-    record->spec.tokens = std::move(laid_out->tokens);
-    record->spec.document_starts = std::move(laid_out->document_starts);
-    record->spec.needle_sweep = std::move(laid_out->needle_sweep);
-    record->spec.samples = static_cast<int64_t>(record->spec.tokens.size());
-  }
-  const auto host = host::ReadHostMemory();
-  if (auto admitted = admission::AdmitJob(*record, *model, limits_, static_cast<double>(host.total_bytes));
-      !admitted.ok()) {
-    return admitted;
-  }
-  record->request_id = TenantRequestKey(caller.tenant(), record->request_id);  // Checked above as the client's.
-  // The principal's queued-jobs quota is counted in the store's insert transaction.
-  auto created = store_->Create(*record, limits_.max_queued, caller.principal.max_queued_jobs);
-  if (!created.ok()) return created.status();
-  if (!created->created && !RequestMatchesJob(*record, RequestNamesSeed(request), created->job)) {
-    return ErrorWithReason(absl::StatusCode::kAlreadyExists, ErrorReason::kRequestIdReused,
-                           absl::StrCat("request_id ", request.request_id(), " was used for job ", created->job.id,
-                                        " with a different request; use a new request_id for a new job"));
-  }
-  if (created->created && pool_ != nullptr) pool_->Wake();
-  if (created->created && metrics_ != nullptr) metrics_->JobSubmitted();
-  caller.resource = created->job.id;
-  v1::Job job;
-  JobToProto(created->job, &job);
-  return job;
-}
-
-absl::StatusOr<v1::Job> JobServiceImpl::Cancel(Caller& caller, const std::string& id) {
-  caller.resource = id;
-  auto job = Visible(caller, id);
-  if (!job.ok()) return job.status();
-  if (jobs::IsTerminal(job->state) || job->state == jobs::JobState::kCancelling) {
-    v1::Job out;
-    JobToProto(*job, &out);
-    return out;  // Cancelling is idempotent.
-  }
-  auto moved = store_->Transition(id, job->state == jobs::JobState::kQueued ? jobs::JobState::kCancelled
-                                                                            : jobs::JobState::kCancelling, {});
-  if (!moved.ok()) return moved.status();
-  v1::Job out;
-  JobToProto(*moved, &out);
-  return out;
-}
 
 grpc::ServerUnaryReactor* JobServiceImpl::SubmitJob(grpc::CallbackServerContext* context,
                                                     const v1::SubmitJobRequest* request, v1::Job* response) {
-  return RunUnary(context, executor_, metrics_, auth_, *request, [=, this](Caller& caller) {
-    auto job = Submit(caller, *request);
-    if (job.ok()) *response = *std::move(job);
-    return job.status();
-  });
-}
-
-absl::Status JobServiceImpl::Get(const Caller& caller, const v1::GetJobRequest& request, v1::Job* response) {
-  auto job = Visible(caller, request.id());
-  if (!job.ok()) return job.status();
-  JobToProto(*job, response);
-  if (job->state == jobs::JobState::kQueued) response->set_queue_position(QueuePosition(*job));
-  return absl::OkStatus();
+  return AnswerUnary(context, executor_, metrics_, auth_, request, response,
+                [this](Caller& caller, const auto& r) { return requests_.Submit(caller, r); });
 }
 
 grpc::ServerUnaryReactor* JobServiceImpl::GetJob(grpc::CallbackServerContext* context, const v1::GetJobRequest* request,
                                                  v1::Job* response) {
-  return RunUnary(context, executor_, metrics_, auth_, *request,
-                  [=, this](Caller& caller) { return Get(caller, *request, response); });
-}
-
-uint32_t JobServiceImpl::QueuePosition(const jobs::JobRecord& job) {
-  // 0 = next to run: queued jobs of its tenant that run before it (higher priority, or equal and
-  // older). Other tenants' jobs are not counted: a position must not tell how busy they are.
-  jobs::ListFilter filter;
-  filter.states = {jobs::JobState::kQueued};
-  filter.tenant = job.tenant;
-  filter.page_size = 1000;
-  uint32_t ahead = 0;
-  do {
-    auto page = store_->List(filter);
-    if (!page.ok()) break;
-    for (const auto& other : page->jobs) {
-      if (other.id == job.id) continue;
-      ahead += other.priority > job.priority ||
-               (other.priority == job.priority && (other.created_ms < job.created_ms ||
-                                                   (other.created_ms == job.created_ms && other.id < job.id)));
-    }
-    filter.page_token = page->next_page_token;
-  } while (!filter.page_token.empty());
-  return ahead;
-}
-
-absl::Status JobServiceImpl::List(const Caller& caller, const v1::ListJobsRequest& request,
-                                  v1::ListJobsResponse* response) {
-  jobs::ListFilter filter;
-  if (!caller.principal.admin()) filter.tenant = caller.tenant();
-  for (int i = 0; i < request.states_size(); ++i) {  // Known states only, each once (bounded SQL).
-    const int state = request.states(i);
-    if (state == v1::JOB_STATE_UNSPECIFIED || !v1::JobState_IsValid(state)) {
-      return InvalidArgumentError({ErrorReason::kInvalidArgument, absl::StrCat("states[", i, "]"), std::to_string(state),
-                                   "QUEUED, RUNNING, CANCELLING, SUCCEEDED, FAILED or CANCELLED"});
-    }
-    const auto value = static_cast<jobs::JobState>(state);
-    if (std::find(filter.states.begin(), filter.states.end(), value) == filter.states.end()) filter.states.push_back(value);
-  }
-  filter.model = request.model();
-  auto terms = admission::ParseLabelSelector(request.label_selector());
-  if (!terms.ok()) return terms.status();
-  filter.labels = *std::move(terms);
-  filter.page_size = static_cast<int32_t>(request.page_size());
-  const std::string selection = absl::StrCat(ListJobsSelection(request), "|", filter.tenant.value_or("*"));
-  auto cursor = admission::RedeemPageToken(request.page_token(), "ListJobs", selection);
-  if (!cursor.ok()) return cursor.status();
-  filter.page_token = *std::move(cursor);
-  auto page = store_->List(filter);
-  if (!page.ok()) return page.status();
-  for (const auto& job : page->jobs) JobToProto(job, response->add_jobs());
-  response->set_next_page_token(admission::IssuePageToken("ListJobs", selection, page->next_page_token));
-  return absl::OkStatus();
+  return AnswerUnary(context, executor_, metrics_, auth_, request, response,
+                [this](Caller& caller, const auto& r) { return requests_.Get(caller, r); });
 }
 
 grpc::ServerUnaryReactor* JobServiceImpl::ListJobs(grpc::CallbackServerContext* context,
                                                    const v1::ListJobsRequest* request, v1::ListJobsResponse* response) {
-  return RunUnary(context, executor_, metrics_, auth_, *request,
-                  [=, this](Caller& caller) { return List(caller, *request, response); });
+  return AnswerUnary(context, executor_, metrics_, auth_, request, response,
+                [this](Caller& caller, const auto& r) { return requests_.List(caller, r); });
 }
 
 grpc::ServerUnaryReactor* JobServiceImpl::CancelJob(grpc::CallbackServerContext* context,
                                                     const v1::CancelJobRequest* request, v1::Job* response) {
   return RunUnaryInline(context, metrics_, auth_, *request, [&](Caller& caller) {
-    auto job = Cancel(caller, request->id());
+    auto job = requests_.Cancel(caller, *request);
     if (job.ok()) *response = *std::move(job);
     return job.status();
   });
 }
 
 grpc::ServerUnaryReactor* JobServiceImpl::DeleteJob(grpc::CallbackServerContext* context,
-                                                    const v1::DeleteJobRequest* request, v1::DeleteJobResponse*) {
-  return RunUnary(context, executor_, metrics_, auth_, *request, [=, this](Caller& caller) {
-    caller.resource = request->id();
-    if (auto job = Visible(caller, request->id()); !job.ok()) return job.status();
-    return store_->Delete(request->id(), request->force());
-  });
+                                                    const v1::DeleteJobRequest* request, v1::DeleteJobResponse* response) {
+  return AnswerUnary(context, executor_, metrics_, auth_, request, response,
+                [this](Caller& caller, const auto& r) { return requests_.Delete(caller, r); });
 }
 
 grpc::ServerWriteReactor<v1::WatchJobResponse>* JobServiceImpl::WatchJob(grpc::CallbackServerContext* context,
@@ -215,69 +46,17 @@ grpc::ServerWriteReactor<v1::WatchJobResponse>* JobServiceImpl::WatchJob(grpc::C
   auto caller = auth_->AdmitRequest(context, *request);
   absl::Status refusal = caller.status();
   if (caller.ok()) {
-    if (auto job = Visible(*caller, request->id()); !job.ok()) refusal = job.status();
+    if (auto job = requests_.Visible(*caller, request->id()); !job.ok()) refusal = job.status();
   }
-  std::optional<std::string> tenant;  // Whose jobs it may watch: the caller's tenant's, an admin's any.
-  if (caller.ok() && !caller->principal.admin()) tenant = caller->tenant();
   return watches_.Open(context, request->id(), std::string(auth_->MethodFor(request->GetDescriptor())), refusal,
-                       std::move(tenant));
-}
-
-absl::Status JobServiceImpl::Result(const Caller& caller, const v1::GetJobResultRequest& request,
-                                    v1::GetJobResultResponse* response) {
-  auto job = Visible(caller, request.id());
-  if (!job.ok()) return job.status();
-  auto text = store_->GetResult(request.id());
-  if (!text.ok()) return text.status();
-  const auto report = jobs::ReportFromText(*text);
-  if (!report.ok()) return report.status();
-  if (auto page = FillResultPage(request, *report, response); !page.ok()) return page;
-  if (request.page_token().empty()) {  // First page only: the report, and where texts' documents begin.
-    response->set_report_json(*text);
-    auto* provenance = response->mutable_jacobian_norm()->mutable_provenance();  // Which registration was measured.
-    provenance->set_model_name(job->spec.model);
-    provenance->set_model_uid(report->model.uid.value_or(job->spec.model_uid));
-    provenance->set_weights_sha256(report->model.weights_sha256.value_or(""));
-    if (report->job) provenance->set_attempt(static_cast<uint32_t>(report->job->attempt));
-    auto* result = response->mutable_jacobian_norm();
-    for (const auto& starts : job->spec.document_starts) {
-      auto* marks = result->add_document_starts();
-      for (int64_t b : starts) marks->add_positions(static_cast<uint32_t>(b));
-    }
-    // Computed with the report from each sample's profile; older reports: from the mean profile.
-    const auto spikes = report->boundary_spikes ? *report->boundary_spikes
-                                                : jobs::BoundarySpikesOfMeans(job->spec.document_starts, report->sq_norm_mean);
-    for (const auto& measured : spikes) {
-      auto* spike = result->add_boundary_spikes();
-      spike->set_position(static_cast<uint32_t>(measured.position));
-      spike->set_ratio(measured.ratio);
-      if (measured.ratio_mean) spike->set_ratio_mean(*measured.ratio_mean);
-      if (measured.ratio_std) spike->set_ratio_std(*measured.ratio_std);
-      if (measured.ratio_stderr) spike->set_ratio_stderr(*measured.ratio_stderr);
-      if (measured.samples) spike->set_samples(static_cast<uint32_t>(*measured.samples));
-    }
-    for (const auto& measured : report->needle_sweep.value_or(std::vector<jobs::NeedleDepth>{})) {
-      auto* depth = result->add_needle_sweep();
-      depth->set_depth(measured.depth);
-      depth->set_start(static_cast<uint32_t>(measured.start));
-      depth->set_tokens(static_cast<uint32_t>(measured.tokens));
-      depth->set_fillers(static_cast<uint32_t>(measured.fillers));
-      depth->set_share_mean(measured.share_mean);
-      depth->set_share_std(measured.share_std);
-      depth->set_share_stderr(measured.share_stderr);
-      depth->set_baseline_share_mean(measured.baseline_share_mean);
-      depth->set_baseline_share_std(measured.baseline_share_std);
-      depth->set_baseline_share_stderr(measured.baseline_share_stderr);
-    }
-  }
-  return absl::OkStatus();
+                       caller.ok() ? caller->principal : auth::AnonymousAdmin());
 }
 
 grpc::ServerUnaryReactor* JobServiceImpl::GetJobResult(grpc::CallbackServerContext* context,
                                                        const v1::GetJobResultRequest* request,
                                                        v1::GetJobResultResponse* response) {
-  return RunUnary(context, executor_, metrics_, auth_, *request,
-                  [=, this](Caller& caller) { return Result(caller, *request, response); });
+  return AnswerUnary(context, executor_, metrics_, auth_, request, response,
+                [this](const Caller& caller, const auto& r) { return requests_.Result(caller, r); });
 }
 
 }  // namespace posbias::service

@@ -1,6 +1,6 @@
-// posbias.v1.JobService over gRPC's callback API: submit Jacobian-norm jobs into the durable queue,
-// watch them (streams held without a thread, job_watches.h), cancel and delete them, and fetch
-// their results. The unary calls' work runs on the call executor.
+// posbias.v1.JobService over gRPC's callback API: wiring only. The calls' logic is JobRequests
+// (job_requests.h, gRPC-free); WatchJob's streams are held without a thread (job_watches.h). The
+// unary calls' work runs on the call executor, CancelJob's on gRPC's thread.
 #pragma once
 
 #include <atomic>
@@ -13,8 +13,9 @@
 #include "server/registry/model_catalog.h"
 #include "server/service/call_auth.h"
 #include "server/service/call_executor.h"
+#include "server/service/job_requests.h"
 #include "server/service/job_watches.h"
-#include "server/service/tokenizers.h"
+#include "server/text/tokenizers.h"
 
 namespace posbias::service {
 
@@ -24,11 +25,11 @@ class JobServiceImpl final : public v1::JobService::CallbackService {
  public:
   JobServiceImpl(jobs::JobStore* store, registry::ModelCatalog* catalog, jobs::WorkerPool* pool,
                  JobLimits limits, metrics::Metrics* metrics, JobWatches::Options watch_options = {})
-      : store_(store), catalog_(catalog), pool_(pool), limits_(limits), metrics_(metrics),
+      : metrics_(metrics), requests_(store, catalog, pool, limits, metrics, nullptr),
         watches_(store, metrics, watch_options) {}
-  // Where the calls' work runs (set before the server starts); starts the watch poller.
   // The models' tokenizers, for text inputs (the model service's; set before the server starts).
-  void set_tokenizers(Tokenizers* tokenizers) { tokenizers_ = tokenizers; }
+  void set_tokenizers(text::Tokenizers* tokenizers) { requests_.set_tokenizers(tokenizers); }
+  // Where the calls' work runs (set before the server starts); starts the watch poller.
   void Start(CallExecutor* executor, const CallAuth* auth) {
     executor_ = executor;
     auth_ = auth;
@@ -36,7 +37,7 @@ class JobServiceImpl final : public v1::JobService::CallbackService {
   }
   // Ends open WatchJob streams and refuses new submissions (server shutdown).
   void Shutdown() {
-    shutting_down_ = true;
+    requests_.Shutdown();
     watches_.Stop();
   }
 
@@ -54,26 +55,11 @@ class JobServiceImpl final : public v1::JobService::CallbackService {
                                          v1::GetJobResultResponse*) override;
 
  private:
-  absl::StatusOr<v1::Job> Submit(Caller& caller, const v1::SubmitJobRequest& request);
-  absl::StatusOr<v1::Job> Cancel(Caller& caller, const std::string& id);
-  absl::Status Get(const Caller& caller, const v1::GetJobRequest& request, v1::Job* response);
-  absl::Status List(const Caller& caller, const v1::ListJobsRequest& request, v1::ListJobsResponse* response);
-  absl::Status Result(const Caller& caller, const v1::GetJobResultRequest& request, v1::GetJobResultResponse* response);
-  // The job when the caller may see it; another tenant's job is NOT_FOUND like a missing one.
-  absl::StatusOr<jobs::JobRecord> Visible(const Caller& caller, const std::string& id);
-  // RESOURCE_EXHAUSTED / QUOTA_EXCEEDED when the caller has max_queued_jobs queued already.
-  uint32_t QueuePosition(const jobs::JobRecord& job);
-
-  jobs::JobStore* store_;
-  registry::ModelCatalog* catalog_;
-  jobs::WorkerPool* pool_;
-  JobLimits limits_;
   metrics::Metrics* metrics_;
+  JobRequests requests_;  // The calls' logic (job_requests.h); this class only wires it.
   JobWatches watches_;
   CallExecutor* executor_ = nullptr;
   const CallAuth* auth_ = nullptr;
-  Tokenizers* tokenizers_ = nullptr;
-  std::atomic<bool> shutting_down_{false};
 };
 
 }  // namespace posbias::service

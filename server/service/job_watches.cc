@@ -24,12 +24,12 @@ class JobWatches::Watch final : public grpc::ServerWriteReactor<v1::WatchJobResp
                                 public std::enable_shared_from_this<Watch> {
  public:
   Watch(JobWatches* hub, grpc::CallbackServerContext* context, std::string id, metrics::Metrics* metrics,
-        std::string method, std::optional<std::string> tenant)
-      : hub_(hub), context_(context), id_(std::move(id)), tenant_(std::move(tenant)), scope_(metrics, std::move(method)) {}
+        std::string method, auth::Principal watcher)
+      : hub_(hub), context_(context), id_(std::move(id)), watcher_(std::move(watcher)), scope_(metrics, std::move(method)) {}
 
   const std::string& id() const { return id_; }
-  // The watcher may see the job: its tenant's, or any for an admin.
-  bool Sees(const jobs::JobRecord& job) const { return !tenant_ || job.tenant == *tenant_; }
+  // The watcher may see the job (the one tenancy rule).
+  bool Sees(const jobs::JobRecord& job) const { return auth::Sees(watcher_, auth::ResourceKind::kJob, job.tenant); }
 
   // The job as the poller read it: written when it changed; the stream ends after a terminal state
   // or on an error (the job was deleted: NOT_FOUND).
@@ -95,7 +95,7 @@ class JobWatches::Watch final : public grpc::ServerWriteReactor<v1::WatchJobResp
   JobWatches* hub_;
   grpc::CallbackServerContext* context_;
   std::string id_;
-  std::optional<std::string> tenant_;
+  auth::Principal watcher_;
   RpcScope scope_;
   std::mutex mutex_;
   bool writing_ = false, finished_ = false, terminal_written_ = false;
@@ -113,8 +113,8 @@ JobWatches::~JobWatches() { Stop(); }
 grpc::ServerWriteReactor<v1::WatchJobResponse>* JobWatches::Open(grpc::CallbackServerContext* context,
                                                                  const std::string& id, std::string method,
                                                                  const absl::Status& refusal,
-                                                                 std::optional<std::string> tenant) {
-  auto watch = std::make_shared<Watch>(this, context, id, metrics_, std::move(method), std::move(tenant));
+                                                                 auth::Principal watcher) {
+  auto watch = std::make_shared<Watch>(this, context, id, metrics_, std::move(method), std::move(watcher));
   bool stopping;
   {
     std::lock_guard lock(mutex_);

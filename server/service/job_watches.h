@@ -21,6 +21,8 @@
 #include <grpcpp/grpcpp.h>
 
 #include "posbias/v1/job_service.pb.h"
+#include "server/auth/authenticator.h"
+#include "server/auth/visibility.h"
 #include "server/jobs/job_store.h"
 #include "server/metrics/metrics.h"
 #include "server/service/open_streams.h"
@@ -39,12 +41,12 @@ class JobWatches {
   // The reactor of a new WatchJob stream.
   // A stream of the job's states; one that ends at once with `refusal` when that is not OK (the
   // caller may not watch, or the job is not the caller's). `method` labels the call's metrics.
-  // `tenant`: the caller's tenant, whose jobs alone it may watch (nullopt: an admin, any job); the
-  // poller checks it again at every look, and a job of another tenant ends the stream with the
-  // NOT_FOUND a missing job gets.
+  // `watcher`: who watches; the poller checks at every look that it sees the job
+  // (auth/visibility.h), and a job it does not see ends the stream with the NOT_FOUND a missing
+  // job gets.
   grpc::ServerWriteReactor<v1::WatchJobResponse>* Open(grpc::CallbackServerContext* context, const std::string& id,
                                                        std::string method, const absl::Status& refusal = absl::OkStatus(),
-                                                       std::optional<std::string> tenant = std::nullopt);
+                                                       auth::Principal watcher = auth::AnonymousAdmin());
   void Start();
   // Ends every open stream with UNAVAILABLE / SHUTTING_DOWN and refuses new ones; joins the poller.
   void Stop();

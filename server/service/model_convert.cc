@@ -1,5 +1,7 @@
 #include "server/service/model_convert.h"
 
+#include <google/protobuf/util/time_util.h>
+
 #include "absl/strings/str_cat.h"
 #include "server/admission/labels.h"
 #include "server/status/error.h"
@@ -93,6 +95,108 @@ absl::StatusOr<UploadRegistration> UploadFromMetadata(const v1::UploadModelMetad
   }
   if (auto status = registry::CheckUploadConfig(upload.config_json, upload.ablations); !status.ok()) return status;
   return upload;
+}
+
+v1::ModelFamily FamilyToProto(models::Family family) {
+  switch (family) {
+    case models::Family::kGpt2: return v1::MODEL_FAMILY_GPT2;
+    case models::Family::kQwen2: return v1::MODEL_FAMILY_QWEN2;
+    case models::Family::kCesaro: return v1::MODEL_FAMILY_CESARO;
+    case models::Family::kTorchScript: return v1::MODEL_FAMILY_TORCHSCRIPT;
+    case models::Family::kLlama: return v1::MODEL_FAMILY_LLAMA;
+    case models::Family::kMistral: return v1::MODEL_FAMILY_MISTRAL;
+    case models::Family::kGptNeoX: return v1::MODEL_FAMILY_GPT_NEOX;
+  }
+  return v1::MODEL_FAMILY_UNSPECIFIED;
+}
+
+void ConfigToProto(const models::ModelConfig& c, v1::ModelConfig* out) {
+  out->set_family(FamilyToProto(c.family));
+  out->set_num_layers(static_cast<uint32_t>(c.num_layers));
+  out->set_hidden_size(static_cast<uint32_t>(c.hidden_size));
+  out->set_num_heads(static_cast<uint32_t>(c.num_heads));
+  out->set_num_kv_heads(static_cast<uint32_t>(c.num_kv_heads));
+  out->set_head_dim(static_cast<uint32_t>(c.head_dim()));
+  out->set_mlp_width(static_cast<uint32_t>(c.intermediate_size));
+  out->set_vocab_size(static_cast<uint32_t>(c.vocab_size));
+  out->set_max_positions(static_cast<uint32_t>(std::min<int64_t>(c.max_positions, UINT32_MAX)));
+  out->set_rope_theta(c.rope_theta);
+  out->set_tie_embeddings(c.tie_embeddings);
+  out->set_norm_eps(c.norm_eps);
+  out->set_initializer_range(c.initializer_range);
+  out->set_cesaro_alpha(c.cesaro_alpha);
+  out->mutable_ablations()->set_no_position_encoding(c.ablations.no_position_encoding);
+  out->mutable_ablations()->set_uniform_attention(c.ablations.uniform_attention);
+  out->mutable_ablations()->set_no_mlp(c.ablations.no_mlp);
+  using models::Family;
+  const bool weightless = c.family == Family::kCesaro || c.family == Family::kTorchScript;
+  out->set_position_encoding(weightless                                ? v1::MODEL_POSITION_ENCODING_NONE
+                             : c.family == Family::kGpt2               ? v1::MODEL_POSITION_ENCODING_LEARNED
+                                                                       : v1::MODEL_POSITION_ENCODING_ROPE);
+  out->set_norm(weightless ? v1::MODEL_NORM_KIND_NONE
+                : c.family == Family::kGpt2 || c.family == Family::kGptNeoX ? v1::MODEL_NORM_KIND_LAYER_NORM
+                                                                            : v1::MODEL_NORM_KIND_RMS_NORM);
+  out->set_activation(weightless                      ? v1::MODEL_ACTIVATION_NONE
+                      : c.family == Family::kGpt2     ? v1::MODEL_ACTIVATION_GELU_TANH
+                      : c.family == Family::kGptNeoX  ? v1::MODEL_ACTIVATION_GELU
+                                                      : v1::MODEL_ACTIVATION_SWIGLU);
+  out->set_sliding_window(static_cast<uint32_t>(c.sliding_window));
+  out->set_attention_bias(c.attention_bias);
+  out->set_mlp_bias(c.mlp_bias);
+  if (c.rope_scaling.type != models::RopeScaling::Type::kNone) {
+    auto* scaling = out->mutable_rope_scaling();
+    const bool llama3 = c.rope_scaling.type == models::RopeScaling::Type::kLlama3;
+    scaling->set_rope_type(llama3 ? "llama3" : "linear");
+    scaling->set_factor(c.rope_scaling.factor);
+    if (llama3) {
+      scaling->set_low_freq_factor(c.rope_scaling.low_freq_factor);
+      scaling->set_high_freq_factor(c.rope_scaling.high_freq_factor);
+      scaling->set_original_max_position_embeddings(static_cast<uint32_t>(c.rope_scaling.original_max_positions));
+    }
+  }
+  out->set_rotary_pct(c.family == Family::kGptNeoX ? c.rotary_pct : 1.0);
+  out->set_parallel_residual(c.family == Family::kGptNeoX && c.parallel_residual);
+}
+
+void ModelToProto(const registry::ModelEntry& entry, int64_t active_jobs, v1::Model* out) {
+  out->set_name(entry.name);
+  out->set_tenant(entry.tenant);
+  out->set_uid(entry.uid);
+  out->set_generation(entry.generation);
+  out->set_family(FamilyToProto(entry.config.family));
+  ConfigToProto(entry.config, out->mutable_config());
+  if (entry.source.kind == registry::SourceKind::kPreset) {
+    out->mutable_source()->mutable_preset()->set_preset(entry.source.preset);
+    out->mutable_source()->mutable_preset()->set_init_seed(entry.source.seed);
+    out->mutable_source()->mutable_preset()->set_init_recipe(entry.init_recipe);
+    out->mutable_source()->mutable_preset()->set_tokenizer_path(entry.source.tokenizer_path);
+  } else if (entry.source.kind == registry::SourceKind::kCheckpoint) {
+    out->mutable_source()->mutable_checkpoint()->set_path(entry.source.path);
+  } else if (entry.source.kind == registry::SourceKind::kTorchScript) {
+    out->mutable_source()->mutable_torchscript()->set_path(entry.source.path);
+  } else if (entry.source.kind == registry::SourceKind::kUpload) {
+    out->mutable_source()->mutable_upload();
+  }
+  out->mutable_init()->set_name(entry.init_recipe);
+  out->mutable_init()->set_seed(entry.source.seed);
+  out->set_state(entry.state == registry::ModelState::kReady ? v1::MODEL_STATE_READY
+                 : entry.state == registry::ModelState::kFailed ? v1::MODEL_STATE_FAILED
+                                                                : v1::MODEL_STATE_LOADING);
+  if (entry.state == registry::ModelState::kFailed) {
+    v1::ErrorReason reason = v1::INTERNAL_ERROR;
+    v1::ErrorReason_Parse(entry.error_reason, &reason);
+    out->mutable_error()->set_reason(reason);
+    out->mutable_error()->set_message(entry.error_message);
+  }
+  out->set_weights_sha256(entry.weights_sha256);
+  out->set_parameter_count(static_cast<uint64_t>(entry.parameters));
+  out->set_memory_bytes(static_cast<uint64_t>(entry.memory_bytes));
+  out->set_weights_dtype(v1::FLOAT32);
+  *out->mutable_create_time() = google::protobuf::util::TimeUtil::MillisecondsToTimestamp(entry.created_ms);
+  out->mutable_labels()->insert(entry.labels.begin(), entry.labels.end());
+  out->set_builtin(entry.builtin);
+  out->set_active_job_count(static_cast<uint32_t>(active_jobs));
+  out->set_has_tokenizer(!entry.tokenizer_dir.empty());
 }
 
 }  // namespace posbias::service

@@ -39,4 +39,10 @@ struct UploadRegistration {
 };
 absl::StatusOr<UploadRegistration> UploadFromMetadata(const v1::UploadModelMetadata& metadata);
 
+// The registry's types as the API's.
+v1::ModelFamily FamilyToProto(models::Family family);
+void ConfigToProto(const models::ModelConfig& config, v1::ModelConfig* out);
+// Registry entry -> public Model message.
+void ModelToProto(const registry::ModelEntry& entry, int64_t active_jobs, v1::Model* out);
+
 }  // namespace posbias::service

@@ -1,5 +1,5 @@
-// posbias.v1.ModelService over gRPC's callback API: the model catalog (register, upload, get,
-// list, delete, export, presets). Unary calls run on the call executor; the streams are
+// posbias.v1.ModelService over gRPC's callback API: wiring only. The unary calls' logic is
+// ModelRequests (model_requests.h, gRPC-free) and runs on the call executor; the streams are
 // model_transfers.h's reactors.
 #pragma once
 
@@ -12,24 +12,18 @@
 #include "server/registry/model_catalog.h"
 #include "server/service/call_auth.h"
 #include "server/service/call_executor.h"
+#include "server/service/model_requests.h"
 #include "server/service/model_transfers.h"
-#include "server/service/tokenizers.h"
+#include "server/text/tokenizers.h"
 
 namespace posbias::service {
 
 class ModelServiceImpl final : public v1::ModelService::CallbackService {
  public:
-  // What the model service asks of the job store.
-  struct Jobs {
-    // Queued, running and cancelling jobs bound to the registration (of the tenant when given).
-    std::function<int64_t(const registry::ModelEntry& model, const std::optional<std::string>& tenant)> active;
-    // Cancels the queued and running jobs bound to the registration (DeleteModel with force);
-    // the ids cancelled.
-    std::function<std::vector<std::string>(const registry::ModelEntry& model)> cancel;
-  };
+  using Jobs = ModelRequests::Jobs;
   ModelServiceImpl(registry::ModelCatalog* catalog, Jobs jobs, metrics::Metrics* metrics,
                    ModelTransfers::Options transfer_options = {})
-      : catalog_(catalog), jobs_(std::move(jobs)), metrics_(metrics), transfers_(catalog, metrics, transfer_options) {}
+      : metrics_(metrics), requests_(catalog, std::move(jobs)), transfers_(catalog, metrics, transfer_options) {}
   // Where the calls' work runs (set before the server starts).
   void Start(CallExecutor* executor, const CallAuth* auth) {
     executor_ = executor;
@@ -54,24 +48,14 @@ class ModelServiceImpl final : public v1::ModelService::CallbackService {
   grpc::ServerUnaryReactor* Tokenize(grpc::CallbackServerContext*, const v1::TokenizeRequest*,
                                      v1::TokenizeResponse*) override;
   // The tokenizers of registered models (shared with the job service's text inputs).
-  Tokenizers* tokenizers() { return &tokenizers_; }
+  text::Tokenizers* tokenizers() { return requests_.tokenizers(); }
 
  private:
-  absl::Status List(const Caller& caller, const v1::ListModelsRequest& request, v1::ListModelsResponse* response);
-
-  registry::ModelCatalog* catalog_;
-  // Active jobs on a model as the caller may count them: its tenant's, or everyone's for an admin.
-  int64_t ActiveJobs(const Caller& caller, const registry::ModelEntry& model) const;
-
-  Jobs jobs_;
   metrics::Metrics* metrics_;
+  ModelRequests requests_;  // The unary calls' logic (model_requests.h); this class only wires it.
   ModelTransfers transfers_;
   CallExecutor* executor_ = nullptr;
   const CallAuth* auth_ = nullptr;
-  Tokenizers tokenizers_;
 };
-
-// Registry entry -> public Model message.
-void ModelToProto(const registry::ModelEntry& entry, int64_t active_jobs, v1::Model* out);
 
 }  // namespace posbias::service

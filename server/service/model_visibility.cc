@@ -2,10 +2,10 @@
 
 namespace posbias::service {
 
-std::string ModelTenantOf(const Caller& caller) { return caller.principal.admin() ? "" : caller.tenant(); }
+std::string ModelTenantOf(const Caller& caller) { return auth::RegistrationTenant(caller.principal); }
 
 bool SeesModel(const Caller& caller, const registry::ModelEntry& entry) {
-  return entry.tenant.empty() || caller.Sees(entry.tenant);
+  return caller.Sees(auth::ResourceKind::kModel, entry.tenant);
 }
 
 absl::StatusOr<registry::ModelEntry> FindVisibleModel(registry::ModelCatalog& catalog, const Caller& caller,

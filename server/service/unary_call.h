@@ -60,6 +60,21 @@ grpc::ServerUnaryReactor* RunUnary(grpc::CallbackServerContext* context, CallExe
   return reactor;
 }
 
+// RunUnary for a gRPC-free handler `handle(caller, request) -> absl::StatusOr<Response>` (the
+// *_requests.h functions): its answer is moved into `response`. An RPC method reads:
+//   return AnswerUnary(context, executor_, metrics_, auth_, request, response,
+//                      [this](Caller& caller, const auto& r) { return requests_.Get(caller, r); });
+template <typename Request, typename Response, typename Handle>
+grpc::ServerUnaryReactor* AnswerUnary(grpc::CallbackServerContext* context, CallExecutor* executor,
+                                      metrics::Metrics* metrics, const CallAuth* auth, const Request* request,
+                                      Response* response, Handle handle) {
+  return RunUnary(context, executor, metrics, auth, *request, [=](Caller& caller) {
+    auto answer = handle(caller, *request);
+    if (answer.ok()) *response = *std::move(answer);
+    return answer.status();
+  });
+}
+
 // The same, answered on gRPC's thread without waiting for the executor: for calls that must be
 // answered even when the server is busy (CancelJob) and take only a moment.
 template <typename Work>

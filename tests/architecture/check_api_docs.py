@@ -1,13 +1,14 @@
 #!/usr/bin/python3
 """The README's API table and roles table say what the proto's descriptors say.
 
-Usage: check_api_docs.py REPO_ROOT [--self-test]
+Usage: check_api_docs.py REPO_ROOT [--self-test] [--write]
 
 Reads the committed Python stubs (client/python/posbias/v1, regenerated from proto/ and checked for
 drift by python_package.stubs_match_proto), so every RPC, its service and its (posbias.v1.policy)
 role come from the descriptors. The README's "The API" table must list each service's RPCs exactly;
 the "Roles" table must list, in the row of each role, exactly the RPCs whose least role it is.
---self-test first checks that a README with one RPC missing or moved fails.
+--self-test first checks that a README with one RPC missing or moved fails. --write rewrites the
+RPC lists of both tables from the descriptors (what a new RPC needs instead of editing them).
 """
 
 import os
@@ -68,17 +69,42 @@ def problems(readme, methods):
     return found
 
 
+def rewritten(readme, methods):
+    """The README with each table row's RPC list as the descriptors give it (proto order)."""
+    def names(rpcs):
+        return ", ".join("`%s`" % rpc for rpc in rpcs)
+
+    lists = {service: list(rpcs) for service, rpcs in methods.items()}
+    for role in ROLES[:-1]:
+        lists[role] = [m for rpcs in methods.values() for m, r in rpcs.items() if r == role]
+    out = []
+    for line in readme.splitlines(keepends=True):
+        cells = line.rstrip("\n").split("|")
+        first = re.fullmatch(r" `(\w+Service|reader|submitter|operator)` ", cells[1]) if len(cells) > 3 else None
+        if first and first.group(1) in lists:
+            cells[2] = re.sub(r"`[A-Za-z]+`(?:, `[A-Za-z]+`)*", lambda _: names(lists[first.group(1)]), cells[2], count=1)
+            line = "|".join(cells) + ("\n" if line.endswith("\n") else "")
+        out.append(line)
+    return "".join(out)
+
+
 def main():
     root = sys.argv[1]
     with open(os.path.join(root, "README.md"), encoding="utf-8") as f:
         readme = f.read()
     methods = descriptor_methods(root)
+    if "--write" in sys.argv:
+        readme = rewritten(readme, methods)
+        with open(os.path.join(root, "README.md"), "w", encoding="utf-8") as f:
+            f.write(readme)
     if "--self-test" in sys.argv:
         broken = readme.replace("`Tokenize`, ", "", 1)
         moved = readme.replace("+ `SubmitJob`, ", "+ ", 1)
         for name, text in (("one RPC dropped", broken), ("one RPC moved out of its role", moved)):
             if text == readme or not problems(text, methods):
                 sys.exit("self-test: a README with %s passed the check" % name)
+            if problems(rewritten(text, methods), methods):
+                sys.exit("self-test: --write did not repair a README with %s" % name)
     found = problems(readme, methods)
     for problem in found:
         print("README.md: " + problem)

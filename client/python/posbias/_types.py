@@ -117,8 +117,7 @@ class DiscreteResult:
 
 @dataclasses.dataclass
 class Metrics:
-    """Agreement of a measured and a model profile, both normalized to sum 1 (ComparisonMetrics,
-    JobFitMetrics)."""
+    """Agreement of a measured and a model profile, both normalized to sum 1 (posbias.v1.FitMetrics)."""
     spearman: float
     pearson_log: float
     rmse_log: float

@@ -80,6 +80,32 @@ class ErrorDetail(_message.Message):
     value: str
     def __init__(self, reason: _Optional[_Union[ErrorReason, str]] = ..., field: _Optional[str] = ..., value: _Optional[str] = ..., allowed: _Optional[str] = ...) -> None: ...
 
+class FitMetrics(_message.Message):
+    __slots__ = ["ks", "measured_floor", "measured_last_jump", "measured_last_weight", "model_floor", "model_last_jump", "model_last_weight", "pearson_log", "rmse_log", "spearman", "wasserstein1"]
+    KS_FIELD_NUMBER: _ClassVar[int]
+    MEASURED_FLOOR_FIELD_NUMBER: _ClassVar[int]
+    MEASURED_LAST_JUMP_FIELD_NUMBER: _ClassVar[int]
+    MEASURED_LAST_WEIGHT_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FLOOR_FIELD_NUMBER: _ClassVar[int]
+    MODEL_LAST_JUMP_FIELD_NUMBER: _ClassVar[int]
+    MODEL_LAST_WEIGHT_FIELD_NUMBER: _ClassVar[int]
+    PEARSON_LOG_FIELD_NUMBER: _ClassVar[int]
+    RMSE_LOG_FIELD_NUMBER: _ClassVar[int]
+    SPEARMAN_FIELD_NUMBER: _ClassVar[int]
+    WASSERSTEIN1_FIELD_NUMBER: _ClassVar[int]
+    ks: float
+    measured_floor: float
+    measured_last_jump: float
+    measured_last_weight: float
+    model_floor: float
+    model_last_jump: float
+    model_last_weight: float
+    pearson_log: float
+    rmse_log: float
+    spearman: float
+    wasserstein1: float
+    def __init__(self, spearman: _Optional[float] = ..., pearson_log: _Optional[float] = ..., rmse_log: _Optional[float] = ..., ks: _Optional[float] = ..., wasserstein1: _Optional[float] = ..., measured_last_weight: _Optional[float] = ..., model_last_weight: _Optional[float] = ..., measured_floor: _Optional[float] = ..., model_floor: _Optional[float] = ..., measured_last_jump: _Optional[float] = ..., model_last_jump: _Optional[float] = ...) -> None: ...
+
 class RoutingModel(_message.Message):
     __slots__ = ["alpha", "alpha_schedule", "attention_window", "depth", "layer_windows"]
     ALPHA_FIELD_NUMBER: _ClassVar[int]

@@ -32,32 +32,6 @@ class BandPositions(_message.Message):
     trailing_start: int
     def __init__(self, leading_end: _Optional[int] = ..., trailing_start: _Optional[int] = ...) -> None: ...
 
-class ComparisonMetrics(_message.Message):
-    __slots__ = ["ks", "measured_floor", "measured_last_jump", "measured_last_weight", "model_floor", "model_last_jump", "model_last_weight", "pearson_log", "rmse_log", "spearman", "wasserstein1"]
-    KS_FIELD_NUMBER: _ClassVar[int]
-    MEASURED_FLOOR_FIELD_NUMBER: _ClassVar[int]
-    MEASURED_LAST_JUMP_FIELD_NUMBER: _ClassVar[int]
-    MEASURED_LAST_WEIGHT_FIELD_NUMBER: _ClassVar[int]
-    MODEL_FLOOR_FIELD_NUMBER: _ClassVar[int]
-    MODEL_LAST_JUMP_FIELD_NUMBER: _ClassVar[int]
-    MODEL_LAST_WEIGHT_FIELD_NUMBER: _ClassVar[int]
-    PEARSON_LOG_FIELD_NUMBER: _ClassVar[int]
-    RMSE_LOG_FIELD_NUMBER: _ClassVar[int]
-    SPEARMAN_FIELD_NUMBER: _ClassVar[int]
-    WASSERSTEIN1_FIELD_NUMBER: _ClassVar[int]
-    ks: float
-    measured_floor: float
-    measured_last_jump: float
-    measured_last_weight: float
-    model_floor: float
-    model_last_jump: float
-    model_last_weight: float
-    pearson_log: float
-    rmse_log: float
-    spearman: float
-    wasserstein1: float
-    def __init__(self, spearman: _Optional[float] = ..., pearson_log: _Optional[float] = ..., rmse_log: _Optional[float] = ..., ks: _Optional[float] = ..., wasserstein1: _Optional[float] = ..., measured_last_weight: _Optional[float] = ..., model_last_weight: _Optional[float] = ..., measured_floor: _Optional[float] = ..., model_floor: _Optional[float] = ..., measured_last_jump: _Optional[float] = ..., model_last_jump: _Optional[float] = ...) -> None: ...
-
 class DepthChoice(_message.Message):
     __slots__ = ["fixed", "range"]
     FIXED_FIELD_NUMBER: _ClassVar[int]
@@ -199,11 +173,11 @@ class ModelFit(_message.Message):
     depth: int
     lambda_high: float
     lambda_low: float
-    metrics: ComparisonMetrics
+    metrics: _common_pb2.FitMetrics
     model: _common_pb2.ProfileModel
     profile: _containers.RepeatedScalarFieldContainer[float]
     ridge: _containers.RepeatedCompositeFieldContainer[RidgePoint]
-    def __init__(self, model: _Optional[_Union[_common_pb2.ProfileModel, str]] = ..., depth: _Optional[int] = ..., alpha: _Optional[float] = ..., lambda_low: _Optional[float] = ..., lambda_high: _Optional[float] = ..., metrics: _Optional[_Union[ComparisonMetrics, _Mapping]] = ..., ridge: _Optional[_Iterable[_Union[RidgePoint, _Mapping]]] = ..., profile: _Optional[_Iterable[float]] = ..., **kwargs) -> None: ...
+    def __init__(self, model: _Optional[_Union[_common_pb2.ProfileModel, str]] = ..., depth: _Optional[int] = ..., alpha: _Optional[float] = ..., lambda_low: _Optional[float] = ..., lambda_high: _Optional[float] = ..., metrics: _Optional[_Union[_common_pb2.FitMetrics, _Mapping]] = ..., ridge: _Optional[_Iterable[_Union[RidgePoint, _Mapping]]] = ..., profile: _Optional[_Iterable[float]] = ..., **kwargs) -> None: ...
 
 class PointList(_message.Message):
     __slots__ = ["x"]

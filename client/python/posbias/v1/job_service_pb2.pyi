@@ -323,32 +323,6 @@ class JobError(_message.Message):
     reason: _common_pb2.ErrorReason
     def __init__(self, reason: _Optional[_Union[_common_pb2.ErrorReason, str]] = ..., code: _Optional[int] = ..., message: _Optional[str] = ...) -> None: ...
 
-class JobFitMetrics(_message.Message):
-    __slots__ = ["ks", "measured_floor", "measured_last_jump", "measured_last_weight", "model_floor", "model_last_jump", "model_last_weight", "pearson_log", "rmse_log", "spearman", "wasserstein1"]
-    KS_FIELD_NUMBER: _ClassVar[int]
-    MEASURED_FLOOR_FIELD_NUMBER: _ClassVar[int]
-    MEASURED_LAST_JUMP_FIELD_NUMBER: _ClassVar[int]
-    MEASURED_LAST_WEIGHT_FIELD_NUMBER: _ClassVar[int]
-    MODEL_FLOOR_FIELD_NUMBER: _ClassVar[int]
-    MODEL_LAST_JUMP_FIELD_NUMBER: _ClassVar[int]
-    MODEL_LAST_WEIGHT_FIELD_NUMBER: _ClassVar[int]
-    PEARSON_LOG_FIELD_NUMBER: _ClassVar[int]
-    RMSE_LOG_FIELD_NUMBER: _ClassVar[int]
-    SPEARMAN_FIELD_NUMBER: _ClassVar[int]
-    WASSERSTEIN1_FIELD_NUMBER: _ClassVar[int]
-    ks: float
-    measured_floor: float
-    measured_last_jump: float
-    measured_last_weight: float
-    model_floor: float
-    model_last_jump: float
-    model_last_weight: float
-    pearson_log: float
-    rmse_log: float
-    spearman: float
-    wasserstein1: float
-    def __init__(self, spearman: _Optional[float] = ..., pearson_log: _Optional[float] = ..., rmse_log: _Optional[float] = ..., ks: _Optional[float] = ..., wasserstein1: _Optional[float] = ..., measured_last_weight: _Optional[float] = ..., model_last_weight: _Optional[float] = ..., measured_floor: _Optional[float] = ..., model_floor: _Optional[float] = ..., measured_last_jump: _Optional[float] = ..., model_last_jump: _Optional[float] = ...) -> None: ...
-
 class JobFitSummary(_message.Message):
     __slots__ = ["alpha", "effective_depth", "error", "lambda_high", "lambda_low", "lambda_sample_high", "lambda_sample_low", "model", "ridge", "rmse_log"]
     ALPHA_FIELD_NUMBER: _ClassVar[int]
@@ -556,11 +530,11 @@ class JobTheoryCurve(_message.Message):
     PROFILE_FIELD_NUMBER: _ClassVar[int]
     ROUTING_FIELD_NUMBER: _ClassVar[int]
     alpha_source: TheoryAlphaSource
-    metrics: JobFitMetrics
+    metrics: _common_pb2.FitMetrics
     model: _common_pb2.ProfileModel
     profile: _containers.RepeatedScalarFieldContainer[float]
     routing: _common_pb2.RoutingModel
-    def __init__(self, model: _Optional[_Union[_common_pb2.ProfileModel, str]] = ..., alpha_source: _Optional[_Union[TheoryAlphaSource, str]] = ..., routing: _Optional[_Union[_common_pb2.RoutingModel, _Mapping]] = ..., profile: _Optional[_Iterable[float]] = ..., metrics: _Optional[_Union[JobFitMetrics, _Mapping]] = ...) -> None: ...
+    def __init__(self, model: _Optional[_Union[_common_pb2.ProfileModel, str]] = ..., alpha_source: _Optional[_Union[TheoryAlphaSource, str]] = ..., routing: _Optional[_Union[_common_pb2.RoutingModel, _Mapping]] = ..., profile: _Optional[_Iterable[float]] = ..., metrics: _Optional[_Union[_common_pb2.FitMetrics, _Mapping]] = ...) -> None: ...
 
 class JobTokenSequence(_message.Message):
     __slots__ = ["next_token_id", "token_ids"]

@@ -16,7 +16,7 @@
 #include "server/limits/limits.h"
 #include "server/tokenizer/tokenizer.h"
 
-namespace posbias::service {
+namespace posbias::text {
 
 struct LaidOutText {
   // [sample][position]: L ids each, L + 1 with the next token (the id after position L in the text).
@@ -44,4 +44,4 @@ struct TextLimits {
 absl::StatusOr<LaidOutText> LayOutText(const tokenizer::Tokenizer& tokenizer, const v1::TextInput& input,
                                        int64_t length, bool with_next_token = false, const TextLimits& limits = {});
 
-}  // namespace posbias::service
+}  // namespace posbias::text

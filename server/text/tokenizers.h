@@ -13,7 +13,7 @@
 #include "server/registry/model_entry.h"
 #include "server/tokenizer/tokenizer.h"
 
-namespace posbias::service {
+namespace posbias::text {
 
 class Tokenizers {
  public:
@@ -33,4 +33,4 @@ absl::Status RunTokenize(const tokenizer::Tokenizer& tokenizer, const v1::Tokeni
 inline constexpr size_t kMaxTokenizeTextBytes = limits::Default<size_t>(limits::Limit::kMaxTokenizeTextBytes);
 inline constexpr int kMaxTokenizeIds = limits::Default<int>(limits::Limit::kMaxTokenizeIds);
 
-}  // namespace posbias::service
+}  // namespace posbias::text

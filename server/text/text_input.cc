@@ -1,4 +1,4 @@
-#include "server/service/text_input.h"
+#include "server/text/text_input.h"
 
 #include <algorithm>
 #include <cmath>
@@ -10,7 +10,7 @@
 #include "server/jobs/boundary_spikes.h"
 #include "server/status/error.h"
 
-namespace posbias::service {
+namespace posbias::text {
 namespace {
 
 absl::Status Invalid(const std::string& field, const std::string& value, const std::string& allowed) {
@@ -262,4 +262,4 @@ absl::StatusOr<LaidOutText> LayOutText(const tokenizer::Tokenizer& tokenizer, co
   return out;
 }
 
-}  // namespace posbias::service
+}  // namespace posbias::text

@@ -1,11 +1,11 @@
-#include "server/service/tokenizers.h"
+#include "server/text/tokenizers.h"
 
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "server/status/error.h"
 
-namespace posbias::service {
+namespace posbias::text {
 
 absl::StatusOr<std::shared_ptr<const tokenizer::Tokenizer>> Tokenizers::For(const registry::ModelEntry& entry) {
   if (entry.tokenizer_dir.empty()) {
@@ -61,4 +61,4 @@ absl::Status RunTokenize(const tokenizer::Tokenizer& tokenizer, const v1::Tokeni
   return absl::OkStatus();
 }
 
-}  // namespace posbias::service
+}  // namespace posbias::text

@@ -1,0 +1,114 @@
+#include "server/service/model_requests.h"
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "server/admission/labels.h"
+#include "server/admission/page_token.h"
+#include "server/service/model_convert.h"
+#include "server/service/model_visibility.h"
+#include "server/status/error.h"
+
+namespace posbias::service {
+
+absl::StatusOr<v1::Model> ModelRequests::Register(Caller& caller, const v1::RegisterModelRequest& request) {
+  auto registration = RegistrationFromRequest(request);
+  if (!registration.ok()) return registration.status();
+  caller.resource = registration->name;
+  auto entry = catalog_->Register(registration->name, registration->source, registration->labels,
+                                  registration->request_id, ModelTenantOf(caller));
+  if (!entry.ok()) return entry.status();
+  v1::Model model;
+  ModelToProto(*entry, 0, &model);
+  return model;
+}
+
+absl::StatusOr<v1::Model> ModelRequests::Get(const Caller& caller, const v1::GetModelRequest& request) {
+  auto entry = FindVisibleModel(*catalog_, caller, request.name());
+  if (!entry.ok()) return entry.status();
+  v1::Model model;
+  ModelToProto(*entry, ActiveJobs(caller, *entry), &model);
+  return model;
+}
+
+absl::StatusOr<v1::ListModelsResponse> ModelRequests::List(const Caller& caller, const v1::ListModelsRequest& request) {
+  const uint32_t page_size = request.page_size() == 0 ? 50 : std::min<uint32_t>(request.page_size(), 1000);
+  auto terms = admission::ParseLabelSelector(request.label_selector());
+  if (!terms.ok()) return terms.status();
+  const std::string selection = absl::StrCat(request.family(), "|", request.label_selector(), "|",
+                                             caller.principal.admin() ? "*" : caller.tenant());
+  auto after = admission::RedeemPageToken(request.page_token(), "ListModels", selection);
+  if (!after.ok()) return after.status();
+  std::vector<registry::ModelEntry> matching;
+  for (const auto& entry : catalog_->List()) {  // Sorted by path ("name", "tenant/name").
+    if (request.family() != v1::MODEL_FAMILY_UNSPECIFIED && FamilyToProto(entry.config.family) != request.family()) continue;
+    if (!admission::MatchesLabels(entry.labels, *terms)) continue;
+    if (!SeesModel(caller, entry)) continue;
+    if (!after->empty() && registry::ModelPath(entry) <= *after) continue;
+    matching.push_back(entry);
+  }
+  v1::ListModelsResponse response;
+  for (size_t i = 0; i < matching.size() && i < page_size; ++i) {
+    ModelToProto(matching[i], ActiveJobs(caller, matching[i]), response.add_models());
+  }
+  if (matching.size() > page_size) {
+    response.set_next_page_token(
+        admission::IssuePageToken("ListModels", selection, registry::ModelPath(matching[page_size - 1])));
+  }
+  return response;
+}
+
+int64_t ModelRequests::ActiveJobs(const Caller& caller, const registry::ModelEntry& model) const {
+  return jobs_.active(model, caller.principal.admin() ? std::nullopt : std::optional<std::string>(caller.tenant()));
+}
+
+absl::StatusOr<v1::DeleteModelResponse> ModelRequests::Delete(Caller& caller, const v1::DeleteModelRequest& request) {
+  caller.resource = request.name();
+  auto entry = FindVisibleModel(*catalog_, caller, request.name());
+  if (!entry.ok()) return entry.status();
+  if (entry->tenant.empty() && !entry->builtin && !caller.principal.admin()) {
+    return ErrorWithReason(absl::StatusCode::kPermissionDenied, ErrorReason::kRoleRequired,
+                           absl::StrCat(request.name(), " is a public model: deleting it needs the role admin"));
+  }
+  // In use by anyone's jobs: a public model's users are every tenant.
+  if (auto deleted = catalog_->Delete(registry::ModelPath(*entry), request.force(), jobs_.active(*entry, std::nullopt));
+      !deleted.ok()) {
+    return deleted;
+  }
+  // Jobs bound to this registration fail at their start anyway (MODEL_NOT_FOUND); force ends them
+  // now and says which.
+  v1::DeleteModelResponse response;
+  if (request.force()) {
+    for (const std::string& id : jobs_.cancel(*entry)) response.add_cancelled_job_ids(id);
+  }
+  return response;
+}
+
+absl::StatusOr<v1::ListPresetsResponse> ModelRequests::ListPresets(const v1::ListPresetsRequest&) {
+  v1::ListPresetsResponse response;
+  for (const std::string& name : models::PresetNames()) {
+    auto* preset = response.add_presets();
+    preset->set_name(name);
+    const models::ModelConfig config = *models::PresetConfig(name);
+    ConfigToProto(config, preset->mutable_config());
+    preset->set_test_preset(name.find("tiny") != std::string::npos);
+    const auto parameters = static_cast<uint64_t>(models::EstimatedParameters(config));
+    preset->set_parameter_count(parameters);
+    preset->set_memory_bytes(parameters * 4);  // Float32.
+  }
+  return response;
+}
+
+absl::StatusOr<v1::TokenizeResponse> ModelRequests::Tokenize(const Caller& caller, const v1::TokenizeRequest& request) {
+  auto entry = FindVisibleModel(*catalog_, caller, request.model());
+  if (!entry.ok()) return entry.status();
+  auto tokenizer = tokenizers_.For(*entry);
+  if (!tokenizer.ok()) return tokenizer.status();
+  v1::TokenizeResponse response;
+  if (auto status = text::RunTokenize(**tokenizer, request, &response); !status.ok()) return status;
+  return response;
+}
+
+}  // namespace posbias::service

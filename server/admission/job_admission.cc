@@ -22,14 +22,19 @@ absl::Status Invalid(ErrorReason reason, const std::string& field, const std::st
 absl::Status CheckShape(const jobs::JacobianJobSpec& spec, const registry::ModelEntry& model, const JobLimits& limits) {
   const int64_t max_length = std::min<int64_t>(limits.max_sequence_length, model.config.max_positions);
   if (spec.length < 1 || spec.length > max_length) {
-    return Invalid(ErrorReason::kInvalidLength, "sequence_length", std::to_string(spec.length), absl::StrCat("1..", max_length));
+    const std::string allowed =
+        max_length < limits.max_sequence_length
+            ? absl::StrCat("1..", max_length, " positions (the model's max_positions)")
+            : limits::Range(limits::Limit::kMaxSequenceLength, 1, static_cast<double>(max_length));
+    return Invalid(ErrorReason::kInvalidLength, "sequence_length", std::to_string(spec.length), allowed);
   }
   if (spec.samples < 1 || spec.samples > limits.max_samples) {
     return Invalid(ErrorReason::kInvalidArgument, "samples", std::to_string(spec.samples),
-                   absl::StrCat("1..", limits.max_samples));
+                   limits::Range(limits::Limit::kMaxSamples, 1, static_cast<double>(limits.max_samples)));
   }
   if (spec.method == jobs::JacobianMethod::kHutchinson && (spec.probes < 1 || spec.probes > limits.max_probes)) {
-    return Invalid(ErrorReason::kInvalidArgument, "probes", std::to_string(spec.probes), absl::StrCat("1..", limits.max_probes));
+    return Invalid(ErrorReason::kInvalidArgument, "probes", std::to_string(spec.probes),
+                   limits::Range(limits::Limit::kMaxProbes, 1, static_cast<double>(limits.max_probes)));
   }
   if (spec.target > spec.length) {
     return Invalid(ErrorReason::kInvalidPosition, "target_position", std::to_string(spec.target),
@@ -89,7 +94,7 @@ absl::Status CheckScheduling(jobs::JobRecord& job, const JobLimits& limits) {
   if (!(job.time_limit_seconds >= 1 && job.time_limit_seconds <= limits.max_time_limit_seconds)) {
     return InvalidArgumentError({ErrorReason::kInvalidArgument, "spec.time_limit",
                                  absl::StrCat(FormatValue(job.time_limit_seconds), " s"),
-                                 absl::StrCat("1 s .. ", FormatValue(limits.max_time_limit_seconds), " s")});
+                                 limits::Range(limits::Limit::kMaxJobTimeLimit, 1, limits.max_time_limit_seconds)});
   }
   if (auto status = CheckLabels(job.labels); !status.ok()) return status;
   return CheckRequestId(job.request_id);

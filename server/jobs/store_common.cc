@@ -37,7 +37,7 @@ absl::Status Refused(const std::string& id, JobState from, JobState to) {
 
 absl::Status QueueFull(int64_t queued, int64_t max_queued) {
   return ErrorWithReason(absl::StatusCode::kResourceExhausted, ErrorReason::kQueueFull,
-                         absl::StrCat("the job queue is full: ", queued, " jobs queued (limit ", max_queued, ")"));
+                         absl::StrCat("the job queue is full: ", queued, " jobs queued (limit ", max_queued, ", --max-queued)"));
 }
 
 absl::Status QuotaExceeded(const std::string& owner, int64_t queued, int64_t quota) {

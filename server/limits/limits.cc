@@ -37,14 +37,29 @@ std::string FormatNumber(double value) {
   return value < 0 ? "-" + grouped : grouped;
 }
 
-std::string Allowed(Limit id, double value) {
-  const LimitSpec& limit = Spec(id);
-  // Plain digits, as a flag takes them back (the docs group thousands; a message need not).
+namespace {
+
+// Plain digits, as a flag takes them back (the docs group thousands; a message need not).
+std::string Digits(double value) {
   const bool integral = value == std::floor(value) && std::fabs(value) < 9e18;
-  const std::string number = integral ? absl::StrCat(static_cast<int64_t>(value)) : absl::StrCat(value);
-  std::string text = absl::StrCat("at most ", number, " ", std::string(limit.unit));
+  return integral ? absl::StrCat(static_cast<int64_t>(value)) : absl::StrCat(value);
+}
+
+std::string WithFlag(const LimitSpec& limit, std::string text) {
   if (!limit.fixed()) absl::StrAppend(&text, " (", std::string(limit.flag), ")");
   return text;
+}
+
+}  // namespace
+
+std::string Allowed(Limit id, double value) {
+  const LimitSpec& limit = Spec(id);
+  return WithFlag(limit, absl::StrCat("at most ", Digits(value), " ", std::string(limit.unit)));
+}
+
+std::string Range(Limit id, double lowest, double value) {
+  const LimitSpec& limit = Spec(id);
+  return WithFlag(limit, absl::StrCat(Digits(lowest), "..", Digits(value), " ", std::string(limit.unit)));
 }
 
 bool ReadShown(std::string_view text, std::string_view unit, double* value) {

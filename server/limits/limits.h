@@ -148,6 +148,10 @@ std::string FormatNumber(double value);
 std::string Allowed(Limit id, double value);
 inline std::string Allowed(Limit id) { return Allowed(id, Spec(id).default_value); }
 
+// The `allowed` text of a range up to the limit: "1..65536 samples", "1..131072 positions
+// (--max-sequence-length)".
+std::string Range(Limit id, double lowest, double value);
+
 // Reads a `shown` text back as a number in the limit's unit ("1,000,000", "4e9", "2^27",
 // "64 MiB" for bytes or MiB, "1 h" / "60 s" for seconds); false when it does not read.
 bool ReadShown(std::string_view text, std::string_view unit, double* value);

@@ -39,7 +39,8 @@ absl::StatusOr<ContinuumWanted> WantedQuantities(const v1::EvaluateContinuumRequ
 
 absl::StatusOr<std::vector<double>> GridPoints(const v1::Grid& grid, uint64_t max_points) {
   if (grid.count() == 0) {
-    return InvalidArgumentError({ErrorReason::kEmptyRequest, "grid.count", "0", absl::StrCat("1..", max_points)});
+    return InvalidArgumentError({ErrorReason::kEmptyRequest, "grid.count", "0",
+                                 limits::Range(limits::Limit::kMaxPoints, 1, static_cast<double>(max_points))});
   }
   if (grid.count() > max_points) {
     return TooLargeError("grid.count", std::to_string(grid.count()), limits::Allowed(limits::Limit::kMaxPoints, max_points));
@@ -87,7 +88,8 @@ absl::StatusOr<std::vector<double>> ContinuumPoints(const v1::EvaluateContinuumR
 absl::Status CheckLength(uint64_t length, const DensityLimits& limits, const std::string& field) {
   if (length == 0) {
     return InvalidArgumentError({ErrorReason::kInvalidLength, field, "0",
-                                 absl::StrCat("1..", limits.max_discrete_length)});
+                                 limits::Range(limits::Limit::kMaxDiscreteLength, 1,
+                                               static_cast<double>(limits.max_discrete_length))});
   }
   if (length > limits.max_discrete_length) {
     return TooLargeError(field, std::to_string(length),

@@ -103,6 +103,8 @@ TEST(LimitsTable, AllowedTextNamesTheValueTheUnitAndTheFlagToChange) {
   EXPECT_EQ(Allowed(Limit::kMaxPoints, 50), "at most 50 points (--max-points)") << "the configured value";
   EXPECT_EQ(Allowed(Limit::kMaxDiscreteWork), "at most 4000000000 layer-positions (H*L) (--max-discrete-work)");
   EXPECT_EQ(Allowed(Limit::kMaxSamples), "at most 65536 samples") << "a fixed limit names no flag";
+  EXPECT_EQ(Range(Limit::kMaxSequenceLength, 1, 131072), "1..131072 positions (--max-sequence-length)");
+  EXPECT_EQ(Range(Limit::kMaxJobTimeLimit, 1, 86400), "1..86400 seconds (--max-job-time-limit)");
 }
 
 TEST(LimitsTable, NumbersAreWrittenWithThousandsSeparatorsOrAsPowersOfTen) {

@@ -106,6 +106,18 @@ export const SECURITY_FLAGS = {
 };
 export const SECURITY_ENV = Object.fromEntries(Object.entries(SECURITY_FLAGS).filter(([, f]) => f.env).map(([name, f]) => [f.env, name]));
 
+// The configurable limits of server/limits/limits.h, whose flags main.cc adds from that table
+// (AddLimitFlag): { flag, env, lo, hi } per row X(kId, "name", "--flag", "unit", default, lo, hi, ...).
+export function limitFlags() {
+  const rows = [];
+  const pattern = /X\(k\w+,\s*"[a-z_]+",\s*"(--[a-z0-9-]+)",\s*"[^"]*",\s*([^,]+),\s*([^,]+),\s*([^,]+),/g;
+  for (const m of read('server/limits/limits.h').matchAll(pattern)) {
+    rows.push({ flag: m[1], env: 'POSBIAS_' + m[1].slice(2).toUpperCase().replaceAll('-', '_'), lo: Number(m[3]), hi: Number(m[4]) });
+  }
+  if (rows.length < 10) throw new Error(`found only ${rows.length} configurable limits in server/limits/limits.h: has its style changed?`);
+  return rows;
+}
+
 // { '--flag': { env, flag } } for every option and flag of server/main.cc (CLI11 add_option/add_flag,
 // "!--no-x" negations included), plus the SECURITY_FLAGS not declared there yet (pending: true).
 export function serverFlags() {
@@ -117,6 +129,7 @@ export function serverFlags() {
     const name = m[2].replace(/^-\w,/, '');
     flags[name] = { env: statement.match(/->envname\("([A-Z0-9_]+)"\)/)?.[1] ?? null, flag: m[1] === 'flag' };
   }
+  for (const limit of limitFlags()) flags[limit.flag] = { env: limit.env, flag: false };
   if (Object.keys(flags).length < 10) throw new Error(`found only ${Object.keys(flags).length} flags in server/main.cc: has its style changed?`);
   for (const [name, f] of Object.entries(SECURITY_FLAGS)) if (!flags[name]) flags[name] = { ...f, pending: true };
   return flags;
@@ -151,6 +164,12 @@ export function serverEnvironment() {
     }
     env[name[1]] = { check: (v) => checks.map((c) => c(String(v))).find((e) => e) ?? null };
   }
+  for (const limit of limitFlags()) {
+    env[limit.env] = {
+      check: (v) => (/^-?\d+(\.\d+)?$/.test(String(v)) && Number(v) >= limit.lo && Number(v) <= limit.hi
+        ? null : `${v} is outside ${limit.lo}..${limit.hi}`),
+    };
+  }
   if (Object.keys(env).length < 10) {
     throw new Error(`found only ${Object.keys(env).length} envnames in server/main.cc: has its style changed?`);
   }
@@ -167,7 +186,7 @@ export const foreignEnvironment = /^(PG[A-Z]+|CUDA_[A-Z_]+|NVIDIA_[A-Z_]+|OMP_NU
 // Checks one name=value an image, a pod or a Compose service gives the server.
 export function checkEnvVar(env, name, value) {
   if (name.startsWith('POSBIAS_')) {
-    if (!env[name]) return `${name} is not read by the server (no envname("${name}") in server/main.cc)`;
+    if (!env[name]) return `${name} is not read by the server (no envname("${name}") in server/main.cc, no flag in server/limits/limits.h)`;
     if (value === undefined || value === null) return null;
     const problem = env[name].check(value);
     return problem ? `${name}: ${problem}` : null;

@@ -19,6 +19,10 @@
 
 namespace posbias::service {
 
+// The job room keeps its own default for its stores' callers; the limits table's must agree.
+static_assert(jobs::kDefaultMaxLostAttempts == limits::Default<int>(limits::Limit::kMaxLostAttempts),
+              "--max-lost-attempts' default (limits.h) and jobs::kDefaultMaxLostAttempts differ");
+
 std::vector<jobs::JobRecord> JobsOf(jobs::JobStore& store, const registry::ModelEntry& model,
                                     const std::vector<jobs::JobState>& states, const std::optional<std::string>& tenant) {
   // A job names the model as its submitter saw it: the bare name (their tenant's or a public

@@ -24,21 +24,9 @@
 #include "server/auth/visibility.h"
 #include "server/metrics/metrics.h"
 #include "server/service/api_methods.h"
+#include "server/service/caller.h"
 
 namespace posbias::service {
-
-struct Caller {
-  auth::Principal principal = auth::AnonymousAdmin();
-  std::string method;
-  bool audited = false;
-  std::string resource;  // Set by the handler (a job id, a model name) for the audit line.
-
-  const std::string& tenant() const { return principal.tenant; }
-  // Whether this caller sees a resource of `owner_tenant` (auth/visibility.h: the one rule).
-  bool Sees(auth::ResourceKind kind, const std::string& owner_tenant) const {
-    return auth::Sees(principal, kind, owner_tenant);
-  }
-};
 
 class CallAuth {
  public:
@@ -80,9 +68,5 @@ class CallAuth {
 // noted, so a value can neither end the line nor pose as another field.
 inline constexpr size_t kMaxAuditValueBytes = 256;
 std::string AuditQuoted(std::string_view value);
-
-// NOT_FOUND as the resource's own lookup would answer it: what another tenant's resource looks like.
-absl::Status HiddenJob(const std::string& id);
-absl::Status HiddenModel(const std::string& name);
 
 }  // namespace posbias::service

@@ -13,13 +13,16 @@
 #include <thread>
 #include <vector>
 
+#include "server/limits/limits.h"
+
 namespace posbias::service {
 
 class CallExecutor {
  public:
   struct Options {
-    int threads = 16;           // Calls worked on at once.
-    int64_t max_queued = 4096;  // Calls waiting for a thread; beyond: SERVER_BUSY.
+    int threads = limits::Default<int>(limits::Limit::kRpcThreads);  // Calls worked on at once.
+    // Calls waiting for a thread; beyond: SERVER_BUSY.
+    int64_t max_queued = limits::Default<int64_t>(limits::Limit::kMaxWaitingCalls);
   };
   explicit CallExecutor(Options options);
   ~CallExecutor();  // Runs what is queued, then joins.
@@ -30,6 +33,7 @@ class CallExecutor {
   bool TrySubmit(std::function<void()> work);
   // Stops taking work; queued work still runs. Joins the threads.
   void Stop();
+  const Options& options() const { return options_; }
 
  private:
   void Loop();

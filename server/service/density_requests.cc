@@ -150,10 +150,7 @@ uint64_t SelectedCount(const v1::EvaluateDiscreteRequest& request, uint64_t leng
   return stop >= start ? (stop - start) / step + 1 : 0;
 }
 
-}  // namespace
-
-absl::Status HandleEvaluateContinuum(const v1::EvaluateContinuumRequest& request,
-                                     const DensityLimits& limits,
+absl::Status EvaluateContinuum(const v1::EvaluateContinuumRequest& request, const DensityLimits& limits,
                                      v1::EvaluateContinuumResponse* response) {
   auto routing = RoutingFromProto(request.model());
   if (!routing.ok()) return routing.status();
@@ -184,7 +181,7 @@ absl::Status HandleEvaluateContinuum(const v1::EvaluateContinuumRequest& request
   return absl::OkStatus();
 }
 
-absl::Status HandleEvaluateDiscrete(const v1::EvaluateDiscreteRequest& request,
+absl::Status EvaluateDiscrete(const v1::EvaluateDiscreteRequest& request,
                                     const DensityLimits& limits,
                                     const std::function<bool()>& keep_going,
                                     v1::EvaluateDiscreteResponse* response) {
@@ -229,7 +226,7 @@ absl::Status HandleEvaluateDiscrete(const v1::EvaluateDiscreteRequest& request,
   return absl::OkStatus();
 }
 
-absl::Status HandleSummarizeProfile(const v1::SummarizeProfileRequest& request,
+absl::Status SummarizeProfile(const v1::SummarizeProfileRequest& request,
                                     const DensityLimits& limits,
                                     v1::SummarizeProfileResponse* response) {
   if (request.has_measured()) {
@@ -280,7 +277,7 @@ absl::Status HandleSummarizeProfile(const v1::SummarizeProfileRequest& request,
   return absl::OkStatus();
 }
 
-absl::Status HandleFitProfile(const v1::FitProfileRequest& request,
+absl::Status FitProfile(const v1::FitProfileRequest& request,
                               v1::FitProfileResponse* response) {
   auto options = FitOptionsFromProto(request);
   if (!options.ok()) return options.status();
@@ -292,6 +289,41 @@ absl::Status HandleFitProfile(const v1::FitProfileRequest& request,
   SummaryToProto(density::SummarizeValues(measured, density::SummaryOptions{}),
                  response->mutable_measured_summary());
   return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<v1::EvaluateContinuumResponse> HandleEvaluateContinuum(DensityRequests& service, Caller&,
+                                                                      const v1::EvaluateContinuumRequest& request) {
+  v1::EvaluateContinuumResponse response;
+  if (auto status = EvaluateContinuum(request, service.limits, &response); !status.ok()) return status;
+  if (service.metrics != nullptr) service.metrics->AddPointsEvaluated("continuum", response.x_size());
+  return response;
+}
+
+absl::StatusOr<v1::EvaluateDiscreteResponse> HandleEvaluateDiscrete(DensityRequests& service, Caller& caller,
+                                                                    const v1::EvaluateDiscreteRequest& request) {
+  v1::EvaluateDiscreteResponse response;
+  const absl::Status status =
+      EvaluateDiscrete(request, service.limits, [&caller] { return !caller.Gone(); }, &response);
+  if (!status.ok()) return status;
+  if (service.metrics != nullptr) {
+    service.metrics->AddPointsEvaluated("discrete", static_cast<double>(response.length()));
+  }
+  return response;
+}
+
+absl::StatusOr<v1::SummarizeProfileResponse> HandleSummarizeProfile(DensityRequests& service, Caller&,
+                                                                    const v1::SummarizeProfileRequest& request) {
+  v1::SummarizeProfileResponse response;
+  if (auto status = SummarizeProfile(request, service.limits, &response); !status.ok()) return status;
+  return response;
+}
+
+absl::StatusOr<v1::FitProfileResponse> HandleFitProfile(DensityRequests&, Caller&, const v1::FitProfileRequest& request) {
+  v1::FitProfileResponse response;
+  if (auto status = FitProfile(request, &response); !status.ok()) return status;
+  return response;
 }
 
 }  // namespace posbias::service

@@ -1,5 +1,6 @@
-// The density RPCs as plain functions: validate a request against the server's limits, compute with
-// the density room, fill the response. No gRPC types, so tests can call them directly.
+// The density RPCs as plain functions of (state, caller, request) -> response: validate a request
+// against the server's limits, compute with the density room. No gRPC types, so tests call them
+// directly; the generated wiring (density_service_wiring.h) serves them.
 #pragma once
 
 #include <cstdint>
@@ -8,6 +9,9 @@
 #include "absl/status/status.h"
 #include "posbias/v1/density_service.pb.h"
 #include "server/limits/limits.h"
+#include "server/metrics/metrics.h"
+#include "server/service/caller.h"
+#include "server/service/density_service_handlers.h"
 
 namespace posbias::service {
 
@@ -19,21 +23,13 @@ struct DensityLimits {
   uint64_t max_returned_positions = limits::Default<uint64_t>(limits::Limit::kMaxReturnedPositions);
 };
 
-absl::Status HandleEvaluateContinuum(const v1::EvaluateContinuumRequest& request,
-                                     const DensityLimits& limits,
-                                     v1::EvaluateContinuumResponse* response);
-
-// `keep_going` is polled during long computations; false cancels (the client went away).
-absl::Status HandleEvaluateDiscrete(const v1::EvaluateDiscreteRequest& request,
-                                    const DensityLimits& limits,
-                                    const std::function<bool()>& keep_going,
-                                    v1::EvaluateDiscreteResponse* response);
-
-absl::Status HandleSummarizeProfile(const v1::SummarizeProfileRequest& request,
-                                    const DensityLimits& limits,
-                                    v1::SummarizeProfileResponse* response);
-
-absl::Status HandleFitProfile(const v1::FitProfileRequest& request,
-                              v1::FitProfileResponse* response);
+// The service's state: what its handlers (density_service_handlers.h, generated from the proto:
+// HandleEvaluateContinuum, HandleEvaluateDiscrete, HandleSummarizeProfile, HandleFitProfile; all
+// defined in density_requests.cc) read. EvaluateDiscrete polls Caller::Gone during long
+// computations and stops with CANCELLED.
+struct DensityRequests {
+  DensityLimits limits;
+  metrics::Metrics* metrics = nullptr;  // Counts the points evaluated; may be nullptr.
+};
 
 }  // namespace posbias::service

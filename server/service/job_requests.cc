@@ -30,22 +30,25 @@ std::string ListJobsSelection(const v1::ListJobsRequest& request) {
   return absl::StrCat(absl::StrJoin(states, ","), "|", request.model(), "|", request.label_selector());
 }
 
+// 0 = next to run, among the queued jobs of its own tenant.
+uint32_t QueuePosition(JobRequests& service, const jobs::JobRecord& job);
+
 }  // namespace
 
-absl::StatusOr<jobs::JobRecord> JobRequests::Visible(const Caller& caller, const std::string& id) {
-  auto job = store_->Get(id);
+absl::StatusOr<jobs::JobRecord> VisibleJob(JobRequests& service, const Caller& caller, const std::string& id) {
+  auto job = service.store->Get(id);
   if (job.ok() && !caller.Sees(auth::ResourceKind::kJob, job->tenant)) return HiddenJob(id);
   return job;
 }
 
-absl::StatusOr<v1::Job> JobRequests::Submit(Caller& caller, const v1::SubmitJobRequest& request) {
-  if (shutting_down_) return ErrorWithReason(absl::StatusCode::kUnavailable, ErrorReason::kShuttingDown, "the server is shutting down");
+absl::StatusOr<v1::Job> HandleSubmitJob(JobRequests& service, Caller& caller, const v1::SubmitJobRequest& request) {
+  if (service.shutting_down) return ErrorWithReason(absl::StatusCode::kUnavailable, ErrorReason::kShuttingDown, "the server is shutting down");
   auto record = RecordFromRequest(request, DrawSeed());
   if (!record.ok()) return record.status();
   record->tenant = caller.tenant();
   record->owner = caller.principal.name;
   record->max_running = static_cast<int32_t>(caller.principal.max_running_jobs);
-  auto model = FindVisibleModel(*catalog_, caller, record->spec.model);
+  auto model = FindVisibleModel(*service.catalog, caller, record->spec.model);
   if (!model.ok()) return model.status();
   // The job names the model as its tenant sees it (an admin's job on a tenant's model: by path),
   // and is bound to this registration, not to the name.
@@ -53,10 +56,10 @@ absl::StatusOr<v1::Job> JobRequests::Submit(Caller& caller, const v1::SubmitJobR
   record->spec.model_uid = model->uid;
   record->spec.model_weights_sha256 = model->weights_sha256;
   if (request.spec().jacobian_norm().input().has_text()) {
-    if (tokenizers_ == nullptr) {
+    if (service.tokenizers == nullptr) {
       return ErrorWithReason(absl::StatusCode::kUnimplemented, ErrorReason::kNotImplemented, "text inputs are off");
     }
-    auto tokenizer = tokenizers_->For(*model);
+    auto tokenizer = service.tokenizers->For(*model);
     if (!tokenizer.ok()) return tokenizer.status();
     // LOG_PROB at T = L scores the token after position L: the text gives that one too.
     auto laid_out = text::LayOutText(**tokenizer, request.spec().jacobian_norm().input().text(), record->spec.length,
@@ -69,38 +72,38 @@ absl::StatusOr<v1::Job> JobRequests::Submit(Caller& caller, const v1::SubmitJobR
     record->spec.samples = static_cast<int64_t>(record->spec.tokens.size());
   }
   const auto host = host::ReadHostMemory();
-  if (auto admitted = admission::AdmitJob(*record, *model, limits_, static_cast<double>(host.total_bytes));
+  if (auto admitted = admission::AdmitJob(*record, *model, service.limits, static_cast<double>(host.total_bytes));
       !admitted.ok()) {
     return admitted;
   }
   record->request_id = TenantRequestKey(caller.tenant(), record->request_id);  // Checked above as the client's.
   // The principal's queued-jobs quota is counted in the store's insert transaction.
-  auto created = store_->Create(*record, limits_.max_queued, caller.principal.max_queued_jobs);
+  auto created = service.store->Create(*record, service.limits.max_queued, caller.principal.max_queued_jobs);
   if (!created.ok()) return created.status();
   if (!created->created && !RequestMatchesJob(*record, RequestNamesSeed(request), created->job)) {
     return ErrorWithReason(absl::StatusCode::kAlreadyExists, ErrorReason::kRequestIdReused,
                            absl::StrCat("request_id ", request.request_id(), " was used for job ", created->job.id,
                                         " with a different request; use a new request_id for a new job"));
   }
-  if (created->created && pool_ != nullptr) pool_->Wake();
-  if (created->created && metrics_ != nullptr) metrics_->JobSubmitted();
+  if (created->created && service.pool != nullptr) service.pool->Wake();
+  if (created->created && service.metrics != nullptr) service.metrics->JobSubmitted();
   caller.resource = created->job.id;
   v1::Job job;
   JobToProto(created->job, &job);
   return job;
 }
 
-absl::StatusOr<v1::Job> JobRequests::Cancel(Caller& caller, const v1::CancelJobRequest& request) {
+absl::StatusOr<v1::Job> HandleCancelJob(JobRequests& service, Caller& caller, const v1::CancelJobRequest& request) {
   const std::string& id = request.id();
   caller.resource = id;
-  auto job = Visible(caller, id);
+  auto job = VisibleJob(service, caller, id);
   if (!job.ok()) return job.status();
   if (jobs::IsTerminal(job->state) || job->state == jobs::JobState::kCancelling) {
     v1::Job out;
     JobToProto(*job, &out);
     return out;  // Cancelling is idempotent.
   }
-  auto moved = store_->Transition(id, job->state == jobs::JobState::kQueued ? jobs::JobState::kCancelled
+  auto moved = service.store->Transition(id, job->state == jobs::JobState::kQueued ? jobs::JobState::kCancelled
                                                                             : jobs::JobState::kCancelling, {});
   if (!moved.ok()) return moved.status();
   v1::Job out;
@@ -108,16 +111,17 @@ absl::StatusOr<v1::Job> JobRequests::Cancel(Caller& caller, const v1::CancelJobR
   return out;
 }
 
-absl::StatusOr<v1::Job> JobRequests::Get(const Caller& caller, const v1::GetJobRequest& request) {
-  auto job = Visible(caller, request.id());
+absl::StatusOr<v1::Job> HandleGetJob(JobRequests& service, Caller& caller, const v1::GetJobRequest& request) {
+  auto job = VisibleJob(service, caller, request.id());
   if (!job.ok()) return job.status();
   v1::Job response;
   JobToProto(*job, &response);
-  if (job->state == jobs::JobState::kQueued) response.set_queue_position(QueuePosition(*job));
+  if (job->state == jobs::JobState::kQueued) response.set_queue_position(QueuePosition(service, *job));
   return response;
 }
 
-uint32_t JobRequests::QueuePosition(const jobs::JobRecord& job) {
+namespace {
+uint32_t QueuePosition(JobRequests& service, const jobs::JobRecord& job) {
   // 0 = next to run: queued jobs of its tenant that run before it (higher priority, or equal and
   // older). Other tenants' jobs are not counted: a position must not tell how busy they are.
   jobs::ListFilter filter;
@@ -126,7 +130,7 @@ uint32_t JobRequests::QueuePosition(const jobs::JobRecord& job) {
   filter.page_size = 1000;
   uint32_t ahead = 0;
   do {
-    auto page = store_->List(filter);
+    auto page = service.store->List(filter);
     if (!page.ok()) break;
     for (const auto& other : page->jobs) {
       if (other.id == job.id) continue;
@@ -138,8 +142,9 @@ uint32_t JobRequests::QueuePosition(const jobs::JobRecord& job) {
   } while (!filter.page_token.empty());
   return ahead;
 }
+}  // namespace
 
-absl::StatusOr<v1::ListJobsResponse> JobRequests::List(const Caller& caller, const v1::ListJobsRequest& request) {
+absl::StatusOr<v1::ListJobsResponse> HandleListJobs(JobRequests& service, Caller& caller, const v1::ListJobsRequest& request) {
   v1::ListJobsResponse out;
   auto* response = &out;
   jobs::ListFilter filter;
@@ -162,27 +167,27 @@ absl::StatusOr<v1::ListJobsResponse> JobRequests::List(const Caller& caller, con
   auto cursor = admission::RedeemPageToken(request.page_token(), "ListJobs", selection);
   if (!cursor.ok()) return cursor.status();
   filter.page_token = *std::move(cursor);
-  auto page = store_->List(filter);
+  auto page = service.store->List(filter);
   if (!page.ok()) return page.status();
   for (const auto& job : page->jobs) JobToProto(job, response->add_jobs());
   response->set_next_page_token(admission::IssuePageToken("ListJobs", selection, page->next_page_token));
   return out;
 }
 
-absl::StatusOr<v1::DeleteJobResponse> JobRequests::Delete(Caller& caller, const v1::DeleteJobRequest& request) {
+absl::StatusOr<v1::DeleteJobResponse> HandleDeleteJob(JobRequests& service, Caller& caller, const v1::DeleteJobRequest& request) {
   caller.resource = request.id();
-  if (auto job = Visible(caller, request.id()); !job.ok()) return job.status();
-  if (auto deleted = store_->Delete(request.id(), request.force()); !deleted.ok()) return deleted;
+  if (auto job = VisibleJob(service, caller, request.id()); !job.ok()) return job.status();
+  if (auto deleted = service.store->Delete(request.id(), request.force()); !deleted.ok()) return deleted;
   return v1::DeleteJobResponse();
 }
 
-absl::StatusOr<v1::GetJobResultResponse> JobRequests::Result(const Caller& caller,
+absl::StatusOr<v1::GetJobResultResponse> HandleGetJobResult(JobRequests& service, Caller& caller,
                                                              const v1::GetJobResultRequest& request) {
   v1::GetJobResultResponse out;
   auto* response = &out;
-  auto job = Visible(caller, request.id());
+  auto job = VisibleJob(service, caller, request.id());
   if (!job.ok()) return job.status();
-  auto text = store_->GetResult(request.id());
+  auto text = service.store->GetResult(request.id());
   if (!text.ok()) return text.status();
   const auto report = jobs::ReportFromText(*text);
   if (!report.ok()) return report.status();

@@ -5,6 +5,8 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "server/limits/limits.h"
 #include "server/service/call_auth.h"
 #include "server/service/job_convert.h"
 #include "server/service/rpc_scope.h"
@@ -129,7 +131,10 @@ grpc::ServerWriteReactor<v1::WatchJobResponse>* JobWatches::Open(grpc::CallbackS
     refused = ShuttingDown();
   } else if (before >= options_.max_streams) {
     refused = ErrorWithReason(absl::StatusCode::kResourceExhausted, ErrorReason::kServerBusy,
-                              "this server has its maximum of open WatchJob streams; poll GetJob or retry later");
+                              absl::StrCat("this server has its maximum of open WatchJob streams (",
+                                           limits::Allowed(limits::Limit::kMaxWatchStreams,
+                                                           static_cast<double>(options_.max_streams)),
+                                           "); poll GetJob or retry later"));
   }
   if (refused) {
     watch->End(*refused);
@@ -168,7 +173,22 @@ void JobWatches::Loop() {
   }
 }
 
-void JobWatches::Start() { poller_ = std::thread([this] { Loop(); }); }
+void JobWatches::Start(const CallAuth* auth, JobRequests* requests) {
+  auth_ = auth;
+  requests_ = requests;
+  poller_ = std::thread([this] { Loop(); });
+}
+
+grpc::ServerWriteReactor<v1::WatchJobResponse>* JobWatches::WatchJob(grpc::CallbackServerContext* context,
+                                                                     const v1::WatchJobRequest* request) {
+  auto caller = auth_->AdmitRequest(context, *request);
+  absl::Status refusal = caller.status();
+  if (caller.ok()) {
+    if (auto job = VisibleJob(*requests_, *caller, request->id()); !job.ok()) refusal = job.status();
+  }
+  return Open(context, request->id(), std::string(auth_->MethodFor(request->GetDescriptor())), refusal,
+              caller.ok() ? caller->principal : auth::AnonymousAdmin());
+}
 
 void JobWatches::Stop() {
   {

@@ -24,7 +24,10 @@
 #include "server/auth/authenticator.h"
 #include "server/auth/visibility.h"
 #include "server/jobs/job_store.h"
+#include "server/limits/limits.h"
 #include "server/metrics/metrics.h"
+#include "server/service/call_auth.h"
+#include "server/service/job_requests.h"
 #include "server/service/open_streams.h"
 
 namespace posbias::service {
@@ -32,14 +35,18 @@ namespace posbias::service {
 class JobWatches {
  public:
   struct Options {
-    int64_t max_streams = 1000;  // Open WatchJob streams per server.
+    int64_t max_streams = limits::Default<int64_t>(limits::Limit::kMaxWatchStreams);  // Open per server.
     int64_t poll_ms = 100;       // How often watched jobs are looked up.
   };
   JobWatches(jobs::JobStore* store, metrics::Metrics* metrics, Options options);
   ~JobWatches();
 
-  // The reactor of a new WatchJob stream.
-  // A stream of the job's states; one that ends at once with `refusal` when that is not OK (the
+  // The WatchJob RPC (the generated JobServiceWiring forwards to it): admitted here on gRPC's
+  // thread (a watch holds no executor thread); the stream opens only after the tenant check
+  // succeeds, and any failure of the lookup refuses it.
+  grpc::ServerWriteReactor<v1::WatchJobResponse>* WatchJob(grpc::CallbackServerContext* context,
+                                                           const v1::WatchJobRequest* request);
+  // The reactor of a new stream of the job's states; one that ends at once with `refusal` when that is not OK (the
   // caller may not watch, or the job is not the caller's). `method` labels the call's metrics.
   // `watcher`: who watches; the poller checks at every look that it sees the job
   // (auth/visibility.h), and a job it does not see ends the stream with the NOT_FOUND a missing
@@ -47,7 +54,9 @@ class JobWatches {
   grpc::ServerWriteReactor<v1::WatchJobResponse>* Open(grpc::CallbackServerContext* context, const std::string& id,
                                                        std::string method, const absl::Status& refusal = absl::OkStatus(),
                                                        auth::Principal watcher = auth::AnonymousAdmin());
-  void Start();
+  // `auth` admits the calls, `requests` answers whether the caller sees the job; both outlive
+  // this. Starts the poller.
+  void Start(const CallAuth* auth, JobRequests* requests);
   // Ends every open stream with UNAVAILABLE / SHUTTING_DOWN and refuses new ones; joins the poller.
   void Stop();
 
@@ -60,6 +69,8 @@ class JobWatches {
   jobs::JobStore* store_;
   metrics::Metrics* metrics_;
   Options options_;
+  const CallAuth* auth_ = nullptr;
+  JobRequests* requests_ = nullptr;
   OpenStreams<Watch> open_;
   std::mutex mutex_;  // Guards stopping_; wakes the poller.
   std::condition_variable wake_;

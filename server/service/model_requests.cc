@@ -12,12 +12,20 @@
 #include "server/status/error.h"
 
 namespace posbias::service {
+namespace {
 
-absl::StatusOr<v1::Model> ModelRequests::Register(Caller& caller, const v1::RegisterModelRequest& request) {
+// Active jobs on a model as the caller may count them: its tenant's, or everyone's for an admin.
+int64_t ActiveJobs(const ModelRequests& service, const Caller& caller, const registry::ModelEntry& model) {
+  return service.jobs.active(model, caller.principal.admin() ? std::nullopt : std::optional<std::string>(caller.tenant()));
+}
+
+}  // namespace
+
+absl::StatusOr<v1::Model> HandleRegisterModel(ModelRequests& service, Caller& caller, const v1::RegisterModelRequest& request) {
   auto registration = RegistrationFromRequest(request);
   if (!registration.ok()) return registration.status();
   caller.resource = registration->name;
-  auto entry = catalog_->Register(registration->name, registration->source, registration->labels,
+  auto entry = service.catalog->Register(registration->name, registration->source, registration->labels,
                                   registration->request_id, ModelTenantOf(caller));
   if (!entry.ok()) return entry.status();
   v1::Model model;
@@ -25,15 +33,15 @@ absl::StatusOr<v1::Model> ModelRequests::Register(Caller& caller, const v1::Regi
   return model;
 }
 
-absl::StatusOr<v1::Model> ModelRequests::Get(const Caller& caller, const v1::GetModelRequest& request) {
-  auto entry = FindVisibleModel(*catalog_, caller, request.name());
+absl::StatusOr<v1::Model> HandleGetModel(ModelRequests& service, Caller& caller, const v1::GetModelRequest& request) {
+  auto entry = FindVisibleModel(*service.catalog, caller, request.name());
   if (!entry.ok()) return entry.status();
   v1::Model model;
-  ModelToProto(*entry, ActiveJobs(caller, *entry), &model);
+  ModelToProto(*entry, ActiveJobs(service, caller, *entry), &model);
   return model;
 }
 
-absl::StatusOr<v1::ListModelsResponse> ModelRequests::List(const Caller& caller, const v1::ListModelsRequest& request) {
+absl::StatusOr<v1::ListModelsResponse> HandleListModels(ModelRequests& service, Caller& caller, const v1::ListModelsRequest& request) {
   const uint32_t page_size = request.page_size() == 0 ? 50 : std::min<uint32_t>(request.page_size(), 1000);
   auto terms = admission::ParseLabelSelector(request.label_selector());
   if (!terms.ok()) return terms.status();
@@ -42,7 +50,7 @@ absl::StatusOr<v1::ListModelsResponse> ModelRequests::List(const Caller& caller,
   auto after = admission::RedeemPageToken(request.page_token(), "ListModels", selection);
   if (!after.ok()) return after.status();
   std::vector<registry::ModelEntry> matching;
-  for (const auto& entry : catalog_->List()) {  // Sorted by path ("name", "tenant/name").
+  for (const auto& entry : service.catalog->List()) {  // Sorted by path ("name", "tenant/name").
     if (request.family() != v1::MODEL_FAMILY_UNSPECIFIED && FamilyToProto(entry.config.family) != request.family()) continue;
     if (!admission::MatchesLabels(entry.labels, *terms)) continue;
     if (!SeesModel(caller, entry)) continue;
@@ -51,7 +59,7 @@ absl::StatusOr<v1::ListModelsResponse> ModelRequests::List(const Caller& caller,
   }
   v1::ListModelsResponse response;
   for (size_t i = 0; i < matching.size() && i < page_size; ++i) {
-    ModelToProto(matching[i], ActiveJobs(caller, matching[i]), response.add_models());
+    ModelToProto(matching[i], ActiveJobs(service, caller, matching[i]), response.add_models());
   }
   if (matching.size() > page_size) {
     response.set_next_page_token(
@@ -60,20 +68,16 @@ absl::StatusOr<v1::ListModelsResponse> ModelRequests::List(const Caller& caller,
   return response;
 }
 
-int64_t ModelRequests::ActiveJobs(const Caller& caller, const registry::ModelEntry& model) const {
-  return jobs_.active(model, caller.principal.admin() ? std::nullopt : std::optional<std::string>(caller.tenant()));
-}
-
-absl::StatusOr<v1::DeleteModelResponse> ModelRequests::Delete(Caller& caller, const v1::DeleteModelRequest& request) {
+absl::StatusOr<v1::DeleteModelResponse> HandleDeleteModel(ModelRequests& service, Caller& caller, const v1::DeleteModelRequest& request) {
   caller.resource = request.name();
-  auto entry = FindVisibleModel(*catalog_, caller, request.name());
+  auto entry = FindVisibleModel(*service.catalog, caller, request.name());
   if (!entry.ok()) return entry.status();
   if (entry->tenant.empty() && !entry->builtin && !caller.principal.admin()) {
     return ErrorWithReason(absl::StatusCode::kPermissionDenied, ErrorReason::kRoleRequired,
                            absl::StrCat(request.name(), " is a public model: deleting it needs the role admin"));
   }
   // In use by anyone's jobs: a public model's users are every tenant.
-  if (auto deleted = catalog_->Delete(registry::ModelPath(*entry), request.force(), jobs_.active(*entry, std::nullopt));
+  if (auto deleted = service.catalog->Delete(registry::ModelPath(*entry), request.force(), service.jobs.active(*entry, std::nullopt));
       !deleted.ok()) {
     return deleted;
   }
@@ -81,12 +85,12 @@ absl::StatusOr<v1::DeleteModelResponse> ModelRequests::Delete(Caller& caller, co
   // now and says which.
   v1::DeleteModelResponse response;
   if (request.force()) {
-    for (const std::string& id : jobs_.cancel(*entry)) response.add_cancelled_job_ids(id);
+    for (const std::string& id : service.jobs.cancel(*entry)) response.add_cancelled_job_ids(id);
   }
   return response;
 }
 
-absl::StatusOr<v1::ListPresetsResponse> ModelRequests::ListPresets(const v1::ListPresetsRequest&) {
+absl::StatusOr<v1::ListPresetsResponse> HandleListPresets(ModelRequests&, Caller&, const v1::ListPresetsRequest&) {
   v1::ListPresetsResponse response;
   for (const std::string& name : models::PresetNames()) {
     auto* preset = response.add_presets();
@@ -101,10 +105,10 @@ absl::StatusOr<v1::ListPresetsResponse> ModelRequests::ListPresets(const v1::Lis
   return response;
 }
 
-absl::StatusOr<v1::TokenizeResponse> ModelRequests::Tokenize(const Caller& caller, const v1::TokenizeRequest& request) {
-  auto entry = FindVisibleModel(*catalog_, caller, request.model());
+absl::StatusOr<v1::TokenizeResponse> HandleTokenize(ModelRequests& service, Caller& caller, const v1::TokenizeRequest& request) {
+  auto entry = FindVisibleModel(*service.catalog, caller, request.model());
   if (!entry.ok()) return entry.status();
-  auto tokenizer = tokenizers_.For(*entry);
+  auto tokenizer = service.tokenizers.For(*entry);
   if (!tokenizer.ok()) return tokenizer.status();
   v1::TokenizeResponse response;
   if (auto status = text::RunTokenize(**tokenizer, request, &response); !status.ok()) return status;

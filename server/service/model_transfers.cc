@@ -16,7 +16,6 @@
 #include "server/registry/scratch_files.h"
 #include "server/registry/sha256.h"
 #include "server/service/model_convert.h"
-#include "server/service/model_service_impl.h"
 #include "server/service/model_visibility.h"
 #include "server/service/rpc_scope.h"
 #include "server/service/unary_call.h"
@@ -81,8 +80,10 @@ class ModelTransfers::UploadReactor final : public grpc::ServerReadReactor<v1::U
       if (finished_ || registering_ || now - last_activity_ < timeout) return;
     }
     End(ErrorWithReason(absl::StatusCode::kDeadlineExceeded, ErrorReason::kInvalidArgument,
-                        absl::StrCat("the upload sent nothing for ", timeout.count() / 1000,
-                                     " s; nothing was registered")));
+                        absl::StrCat("the upload sent nothing for ", timeout.count() / 1000, " s (",
+                                     limits::Allowed(limits::Limit::kUploadIdleSeconds,
+                                                     static_cast<double>(timeout.count()) / 1000.0),
+                                     " between messages); nothing was registered")));
   }
 
   // Finishes the call once, removing the staging file.
@@ -186,7 +187,7 @@ class ModelTransfers::UploadReactor final : public grpc::ServerReadReactor<v1::U
     }
     if (!status.ok()) return End(status);
     auto self = shared_from_this();
-    if (!hub_->executor_->TrySubmit([self] { self->Register(); })) End(ServerBusy());
+    if (!hub_->executor_->TrySubmit([self] { self->Register(); })) End(ServerBusy(*hub_->executor_));
   }
 
   void Register() {
@@ -223,7 +224,7 @@ class ModelTransfers::ExportReactor final : public grpc::ServerWriteReactor<v1::
   void Begin(Caller caller) {
     caller_ = std::move(caller);
     caller_.resource = name_;  // Audited: weights leave the server.
-    if (!hub_->executor_->TrySubmit([this] { Prepare(); })) End(ServerBusy());
+    if (!hub_->executor_->TrySubmit([this] { Prepare(); })) End(ServerBusy(*hub_->executor_));
   }
   void Refuse(const absl::Status& status) { End(status); }
 
@@ -307,7 +308,7 @@ void ModelTransfers::Stop() {
   }
 }
 
-grpc::ServerReadReactor<v1::UploadModelRequest>* ModelTransfers::Upload(grpc::CallbackServerContext* context,
+grpc::ServerReadReactor<v1::UploadModelRequest>* ModelTransfers::UploadModel(grpc::CallbackServerContext* context,
                                                                         v1::Model* response) {
   auto upload = std::make_shared<UploadReactor>(this, context, response);
   bool stopping;
@@ -327,7 +328,7 @@ grpc::ServerReadReactor<v1::UploadModelRequest>* ModelTransfers::Upload(grpc::Ca
   return upload.get();
 }
 
-grpc::ServerWriteReactor<v1::ExportModelResponse>* ModelTransfers::Export(grpc::CallbackServerContext* context,
+grpc::ServerWriteReactor<v1::ExportModelResponse>* ModelTransfers::ExportModel(grpc::CallbackServerContext* context,
                                                                           const v1::ExportModelRequest* request) {
   auto* reactor = new ExportReactor(this, context, request->name());  // Deleted in its OnDone.
   auto caller = auth_->AdmitRequest(context, *request);

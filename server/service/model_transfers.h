@@ -17,6 +17,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "posbias/v1/model_service.pb.h"
+#include "server/limits/limits.h"
 #include "server/metrics/metrics.h"
 #include "server/registry/model_catalog.h"
 #include "server/service/call_auth.h"
@@ -28,12 +29,15 @@ namespace posbias::service {
 class ModelTransfers {
  public:
   struct Options {
-    int64_t max_upload_bytes = int64_t{16} << 30;    // Largest upload, enforced while it streams.
-    std::chrono::milliseconds upload_idle_timeout{std::chrono::seconds(60)};  // Between messages.
+    // Largest upload, enforced while it streams.
+    int64_t max_upload_bytes = limits::Default<int64_t>(limits::Limit::kMaxUploadBytes);
+    // Between messages.
+    std::chrono::milliseconds upload_idle_timeout{
+        std::chrono::seconds(limits::Default<int64_t>(limits::Limit::kUploadIdleSeconds))};
     // Disk an upload leaves free in the data directory (for the job store, the index and other
     // uploads): refused up front when its announced size would not leave it, ended when the
     // bytes streamed so far would not (RESOURCE_EXHAUSTED / INSUFFICIENT_STORAGE).
-    int64_t min_free_disk_bytes = int64_t{256} << 20;
+    int64_t min_free_disk_bytes = limits::Default<int64_t>(limits::Limit::kMinFreeDiskMib) << 20;
   };
   ModelTransfers(registry::ModelCatalog* catalog, metrics::Metrics* metrics, Options options);
   ~ModelTransfers();
@@ -42,9 +46,11 @@ class ModelTransfers {
   // Ends open uploads (UNAVAILABLE / SHUTTING_DOWN); joins the watchdog.
   void Stop();
 
-  grpc::ServerReadReactor<v1::UploadModelRequest>* Upload(grpc::CallbackServerContext* context, v1::Model* response);
-  grpc::ServerWriteReactor<v1::ExportModelResponse>* Export(grpc::CallbackServerContext* context,
-                                                            const v1::ExportModelRequest* request);
+  // The two streams, named after their RPCs (the generated ModelServiceWiring forwards to them).
+  grpc::ServerReadReactor<v1::UploadModelRequest>* UploadModel(grpc::CallbackServerContext* context,
+                                                               v1::Model* response);
+  grpc::ServerWriteReactor<v1::ExportModelResponse>* ExportModel(grpc::CallbackServerContext* context,
+                                                                 const v1::ExportModelRequest* request);
 
  private:
   class UploadReactor;

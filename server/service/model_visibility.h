@@ -11,7 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "server/registry/model_catalog.h"
-#include "server/service/call_auth.h"
+#include "server/service/caller.h"
 
 namespace posbias::service {
 

@@ -86,7 +86,7 @@ std::string DefaultWorkerName() {
 }  // namespace
 
 Server::Server(Options options, metrics::Metrics* metrics)
-    : options_(std::move(options)), metrics_(metrics), density_service_(options_.density_limits, metrics_) {}
+    : options_(std::move(options)), metrics_(metrics), density_requests_{options_.density_limits, metrics_} {}
 
 Server::~Server() {
   if (server_ && !shut_down_) Shutdown(std::chrono::milliseconds(0));
@@ -327,30 +327,35 @@ absl::Status Server::Start() {
   // With a shared store the workers are other processes: a CUDA (or float16, or larger-than-this-
   // host) job is accepted and waits until a worker with a CUDA device claims it.
   options_.job_limits.cuda_available = runners::CudaDeviceCount() > 0 || store_->lease_ms() > 0;
-  ModelServiceImpl::Jobs model_jobs;
+  ModelRequests::Jobs model_jobs;
   model_jobs.active = [this](const registry::ModelEntry& model, const std::optional<std::string>& tenant) {
     return static_cast<int64_t>(
         JobsOf(*store_, model, {jobs::JobState::kQueued, jobs::JobState::kRunning, jobs::JobState::kCancelling}, tenant)
             .size());
   };
   model_jobs.cancel = [this](const registry::ModelEntry& model) { return CancelJobsOf(*store_, model); };
+  model_requests_ = std::make_unique<ModelRequests>(catalog_.get(), std::move(model_jobs));
   ModelTransfers::Options transfers;
   transfers.max_upload_bytes = options_.max_upload_bytes;
   transfers.min_free_disk_bytes = options_.min_free_disk_bytes;
   transfers.upload_idle_timeout = std::chrono::seconds(options_.upload_idle_seconds);
-  model_service_ = std::make_unique<ModelServiceImpl>(catalog_.get(), std::move(model_jobs), metrics_, transfers);
+  model_transfers_ = std::make_unique<ModelTransfers>(catalog_.get(), metrics_, transfers);
+  model_service_ = std::make_unique<ModelServiceWiring<ModelTransfers>>(model_requests_.get(), model_transfers_.get(),
+                                                                       &call_runtime_);
+  // Text inputs are laid out with the registered models' tokenizers.
+  job_requests_ = std::make_unique<JobRequests>(store_.get(), catalog_.get(), pool_.get(), options_.job_limits,
+                                                metrics_, &model_requests_->tokenizers);
   JobWatches::Options watches;
   watches.max_streams = options_.max_watch_streams;
-  job_service_ = std::make_unique<JobServiceImpl>(store_.get(), catalog_.get(), pool_.get(), options_.job_limits,
-                                                  metrics_, watches);
-  job_service_->set_tokenizers(model_service_->tokenizers());
+  job_watches_ = std::make_unique<JobWatches>(store_.get(), metrics_, watches);
+  job_service_ = std::make_unique<JobServiceWiring<JobWatches>>(job_requests_.get(), job_watches_.get(), &call_runtime_);
   executor_ = std::make_unique<CallExecutor>(CallExecutor::Options{options_.max_rpc_threads, options_.max_waiting_calls});
   // The security options are checked (and the tokens file read) before anything listens.
   auto credentials = PrepareSecurity();
   if (!credentials.ok()) return credentials.status();
-  density_service_.Start(executor_.get(), call_auth_.get());
-  model_service_->Start(executor_.get(), call_auth_.get());
-  job_service_->Start(executor_.get(), call_auth_.get());
+  call_runtime_ = CallRuntime{executor_.get(), metrics_, call_auth_.get()};
+  model_transfers_->Start(executor_.get(), call_auth_.get());
+  job_watches_->Start(call_auth_.get(), job_requests_.get());
   if (auto status = StartRpcServer(serves_api, *credentials); !status.ok()) return status;
   if (!options_.security.auth_tokens_file.empty()) reload_thread_ = std::thread([this] { WatchCredentials(); });
   if (runs_jobs) pool_->Start();
@@ -369,8 +374,9 @@ void Server::Shutdown(std::chrono::milliseconds drain) {
   if (reload_thread_.joinable()) reload_thread_.join();
   housekeeper_->Stop();
   server_->GetHealthCheckService()->Shutdown();
-  job_service_->Shutdown();    // Open watch streams end; new submissions are refused.
-  model_service_->Shutdown();  // Open uploads end.
+  job_requests_->Shutdown();    // New submissions are refused.
+  job_watches_->Stop();         // Open watch streams end.
+  model_transfers_->Stop();     // Open uploads end.
   server_->Shutdown(std::chrono::system_clock::now() + drain);
   server_->Wait();
   executor_->Stop();  // Every call's work has finished by now.

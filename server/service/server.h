@@ -26,9 +26,14 @@
 #include "server/auth/authenticator.h"
 #include "server/service/call_auth.h"
 #include "server/service/call_executor.h"
-#include "server/service/density_service_impl.h"
-#include "server/service/job_service_impl.h"
-#include "server/service/model_service_impl.h"
+#include "server/service/density_requests.h"
+#include "server/service/density_service_wiring.h"
+#include "server/service/job_requests.h"
+#include "server/service/job_service_wiring.h"
+#include "server/service/job_watches.h"
+#include "server/service/model_requests.h"
+#include "server/service/model_service_wiring.h"
+#include "server/service/model_transfers.h"
 
 namespace posbias::service {
 
@@ -110,7 +115,11 @@ class Server {
  private:
   Options options_;
   metrics::Metrics* metrics_;
-  DensityServiceImpl density_service_;
+  // What every call needs (executor, metrics, door); filled before the RPC server starts.
+  CallRuntime call_runtime_;
+  // Each service: its handlers' state, its streams, and the wiring generated from the proto.
+  DensityRequests density_requests_;
+  DensityServiceWiring density_service_{&density_requests_, &call_runtime_};
   // Opens the job store and checks it fits the role.
   absl::Status OpenStore();
   // The workers and their metrics (role api: none run).
@@ -125,8 +134,12 @@ class Server {
   std::unique_ptr<registry::ModelCatalog> catalog_;
   std::unique_ptr<jobs::WorkerPool> pool_;
   std::unique_ptr<jobs::Housekeeper> housekeeper_;
-  std::unique_ptr<ModelServiceImpl> model_service_;
-  std::unique_ptr<JobServiceImpl> job_service_;
+  std::unique_ptr<ModelRequests> model_requests_;
+  std::unique_ptr<ModelTransfers> model_transfers_;
+  std::unique_ptr<ModelServiceWiring<ModelTransfers>> model_service_;
+  std::unique_ptr<JobRequests> job_requests_;
+  std::unique_ptr<JobWatches> job_watches_;
+  std::unique_ptr<JobServiceWiring<JobWatches>> job_service_;
   std::unique_ptr<CallExecutor> executor_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<auth::Authenticator> authenticator_;

@@ -2,10 +2,9 @@
 // call's reactor with its status (mapped once, recorded in the metrics with the time the call
 // waited and ran). A full executor queue ends the call at once with RESOURCE_EXHAUSTED and reason
 // SERVER_BUSY. The method, its role and its audit come from the request's type (api_methods.h),
-// so no handler names its method; every enum in the request is checked before the work runs. An
-// RPC method reads:
-//   return RunUnary(context, executor_, metrics_, auth_, *request,
-//                   [=](Caller& caller) { return Do(caller, *request, response); });
+// so no handler names its method; every enum in the request is checked before the work runs.
+// The generated wiring (generate_wiring.cc) calls AnswerUnary for every unary RPC; RunUnary is
+// for work that is not a handler.
 #pragma once
 
 #include <memory>
@@ -16,6 +15,8 @@
 #include <grpcpp/grpcpp.h>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "server/limits/limits.h"
 #include "server/service/call_auth.h"
 #include "server/service/call_executor.h"
 #include "server/service/rpc_scope.h"
@@ -23,9 +24,21 @@
 
 namespace posbias::service {
 
-inline absl::Status ServerBusy() {
-  return ErrorWithReason(absl::StatusCode::kResourceExhausted, ErrorReason::kServerBusy,
-                         "the server's queue of waiting calls is full; retry with backoff");
+// What every call needs besides its handler: where its work runs, its metrics, its door. The
+// server fills it before it starts.
+struct CallRuntime {
+  CallExecutor* executor = nullptr;
+  metrics::Metrics* metrics = nullptr;
+  const CallAuth* auth = nullptr;
+};
+
+// What a call gets when `executor`'s queue is full.
+inline absl::Status ServerBusy(const CallExecutor& executor) {
+  return ErrorWithReason(
+      absl::StatusCode::kResourceExhausted, ErrorReason::kServerBusy,
+      absl::StrCat("the server's queue of waiting calls is full (",
+                   limits::Allowed(limits::Limit::kMaxWaitingCalls, static_cast<double>(executor.options().max_queued)),
+                   "); retry with backoff"));
 }
 
 // The call's work with the caller when it takes one (tenancy, the audit's resource).
@@ -50,25 +63,23 @@ grpc::ServerUnaryReactor* RunUnary(grpc::CallbackServerContext* context, CallExe
     reactor->Finish(scope->Finish(caller.status(), context));
     return reactor;
   }
+  caller->client_gone = [context] { return context->IsCancelled(); };
   const bool queued = executor->TrySubmit(
       [context, reactor, scope, caller = *std::move(caller), work = std::move(work)]() mutable {
         const absl::Status status = RunWork(work, caller);
         CallAuth::Audit(caller, status);
         reactor->Finish(scope->Finish(status, context));
       });
-  if (!queued) reactor->Finish(scope->Finish(ServerBusy(), context));
+  if (!queued) reactor->Finish(scope->Finish(ServerBusy(*executor), context));
   return reactor;
 }
 
 // RunUnary for a gRPC-free handler `handle(caller, request) -> absl::StatusOr<Response>` (the
-// *_requests.h functions): its answer is moved into `response`. An RPC method reads:
-//   return AnswerUnary(context, executor_, metrics_, auth_, request, response,
-//                      [this](Caller& caller, const auto& r) { return requests_.Get(caller, r); });
+// Handle* functions of the *_handlers.h headers): its answer is moved into `response`.
 template <typename Request, typename Response, typename Handle>
-grpc::ServerUnaryReactor* AnswerUnary(grpc::CallbackServerContext* context, CallExecutor* executor,
-                                      metrics::Metrics* metrics, const CallAuth* auth, const Request* request,
-                                      Response* response, Handle handle) {
-  return RunUnary(context, executor, metrics, auth, *request, [=](Caller& caller) {
+grpc::ServerUnaryReactor* AnswerUnary(grpc::CallbackServerContext* context, const CallRuntime& runtime,
+                                      const Request* request, Response* response, Handle handle) {
+  return RunUnary(context, runtime.executor, runtime.metrics, runtime.auth, *request, [=](Caller& caller) {
     auto answer = handle(caller, *request);
     if (answer.ok()) *response = *std::move(answer);
     return answer.status();
@@ -85,11 +96,23 @@ grpc::ServerUnaryReactor* RunUnaryInline(grpc::CallbackServerContext* context, m
   auto caller = auth->AdmitRequest(context, request);
   absl::Status status = caller.status();
   if (caller.ok()) {
+    caller->client_gone = [context] { return context->IsCancelled(); };
     status = RunWork(work, *caller);
     CallAuth::Audit(*caller, status);
   }
   reactor->Finish(scope.Finish(status, context));
   return reactor;
+}
+
+// AnswerUnary on gRPC's thread (RunUnaryInline): for RPCs whose policy says answer_when_busy.
+template <typename Request, typename Response, typename Handle>
+grpc::ServerUnaryReactor* AnswerUnaryInline(grpc::CallbackServerContext* context, const CallRuntime& runtime,
+                                            const Request* request, Response* response, Handle handle) {
+  return RunUnaryInline(context, runtime.metrics, runtime.auth, *request, [&](Caller& caller) {
+    auto answer = handle(caller, *request);
+    if (answer.ok()) *response = *std::move(answer);
+    return answer.status();
+  });
 }
 
 }  // namespace posbias::service

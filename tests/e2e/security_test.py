@@ -35,32 +35,32 @@ WORK = None
 RPC_TIMEOUT_S = 20
 WATCHDOG_S = 400
 
-# The role each RPC needs, written here independently of the proto's (posbias.v1.policy) options
-# that the server reads: a new RPC without a line here, or an option that disagrees with its line,
-# fails test_a_role_table_covers_every_rpc; test_every_rpc_against_every_role then checks the
-# server against this table.
-REQUIRED_ROLE = {
-    "/posbias.v1.DensityService/EvaluateContinuum": "reader",
-    "/posbias.v1.DensityService/EvaluateDiscrete": "reader",
-    "/posbias.v1.DensityService/SummarizeProfile": "reader",
-    "/posbias.v1.DensityService/FitProfile": "reader",
-    "/posbias.v1.ModelService/RegisterModel": "operator",
-    "/posbias.v1.ModelService/UploadModel": "operator",
-    "/posbias.v1.ModelService/GetModel": "reader",
-    "/posbias.v1.ModelService/ListModels": "reader",
-    "/posbias.v1.ModelService/DeleteModel": "operator",
-    "/posbias.v1.ModelService/ExportModel": "operator",
-    "/posbias.v1.ModelService/ListPresets": "reader",
-    "/posbias.v1.ModelService/Tokenize": "reader",
-    "/posbias.v1.JobService/SubmitJob": "submitter",
-    "/posbias.v1.JobService/GetJob": "reader",
-    "/posbias.v1.JobService/ListJobs": "reader",
-    "/posbias.v1.JobService/CancelJob": "submitter",
-    "/posbias.v1.JobService/DeleteJob": "submitter",
-    "/posbias.v1.JobService/WatchJob": "reader",
-    "/posbias.v1.JobService/GetJobResult": "reader",
-}
+# The role each RPC needs, read from the proto's (posbias.v1.policy) options (api_methods(), once
+# the stubs exist): test_every_rpc_against_every_role checks the server against them, and
+# test_the_policies_keep_the_access_rules checks the options against the access rules, written
+# here independently of them, so a new RPC needs no line here and a wrong option still fails.
+REQUIRED_ROLE = {}
+# Each method's kind of call, from its descriptor: unary_unary, unary_stream or stream_unary.
+CALL_KIND = {}
+# Reads that hand out a model's weights: they need the role that may write them.
+WEIGHT_READS = {"/posbias.v1.ModelService/ExportModel"}
 ROLES = ["reader", "submitter", "operator", "admin"]
+
+
+def api_methods():
+    """(path, policy, kind) of every posbias.v1 RPC, from the generated descriptors."""
+    from google.protobuf import descriptor_pb2
+    methods = []
+    for module in (pb.density, pb.model, pb.job):
+        for service in module.DESCRIPTOR.services_by_name.values():
+            proto = descriptor_pb2.ServiceDescriptorProto()
+            service.CopyToProto(proto)
+            for method, described in zip(service.methods, proto.method):
+                kind = "%s_%s" % ("stream" if described.client_streaming else "unary",
+                                  "stream" if described.server_streaming else "unary")
+                methods.append(("/%s/%s" % (service.full_name, method.name),
+                                method.GetOptions().Extensions[pb.options.policy], kind))
+    return methods
 
 
 def run(command, cwd):
@@ -191,8 +191,7 @@ class SecureServer(unittest.TestCase):
 
     def call_code(self, method, token):
         """The status code of calling `method` with an empty request and `token`."""
-        kind = {"/posbias.v1.JobService/WatchJob": "unary_stream", "/posbias.v1.ModelService/ExportModel": "unary_stream",
-                "/posbias.v1.ModelService/UploadModel": "stream_unary"}.get(method, "unary_unary")
+        kind = CALL_KIND[method]
         identity = lambda b: b  # noqa: E731
         callable_ = getattr(self.channel, kind)(method, request_serializer=identity, response_deserializer=identity)
         try:
@@ -207,19 +206,25 @@ class SecureServer(unittest.TestCase):
         except grpc.RpcError as error:
             return error.code(), reason_of(error)
 
-    def test_a_role_table_covers_every_rpc(self):
-        methods = set()
-        for module in (pb.density, pb.model, pb.job):
-            for service in module.DESCRIPTOR.services_by_name.values():
-                for method in service.methods:
-                    methods.add("/%s/%s" % (service.full_name, method.name))
-        self.assertEqual(methods, set(REQUIRED_ROLE), "every RPC needs a line in REQUIRED_ROLE (and the server's table)")
-        for module in (pb.density, pb.model, pb.job):
-            for service in module.DESCRIPTOR.services_by_name.values():
-                for method in service.methods:
-                    policy = method.GetOptions().Extensions[pb.options.policy]
-                    role = pb.options.AccessRole.Name(policy.role).replace("ACCESS_ROLE_", "").lower()
-                    self.assertEqual(role, REQUIRED_ROLE["/%s/%s" % (service.full_name, method.name)], method.full_name)
+    def test_the_policies_keep_the_access_rules(self):
+        """Reads need a reader, changes a submitter, changes to models and reads of weights an
+        operator; every change is audited; nothing needs more than an operator (admins are for
+        other tenants' resources, not for methods)."""
+        self.assertGreater(len(REQUIRED_ROLE), 0)
+        for path, policy, _ in api_methods():
+            with self.subTest(method=path):
+                role = REQUIRED_ROLE[path]
+                if path in WEIGHT_READS or (policy.mutating and path.startswith("/posbias.v1.ModelService/")):
+                    expected = "operator"
+                elif policy.mutating:
+                    expected = "submitter"
+                else:
+                    expected = "reader"
+                self.assertEqual(role, expected)
+                if policy.mutating:
+                    self.assertTrue(policy.audited, "a method that changes state is audited")
+                if CALL_KIND[path] != "unary_unary":
+                    self.assertFalse(policy.answer_when_busy, "answer_when_busy is for unary calls")
 
     def test_every_rpc_against_every_role(self):
         for method, needed in sorted(REQUIRED_ROLE.items()):
@@ -767,6 +772,9 @@ def main():
         stub_dir = os.path.join(work, "stubs")
         os.mkdir(stub_dir)
         pb = generate_stubs(stub_dir, ARGS.proto_dir)
+        for path, policy, kind in api_methods():
+            REQUIRED_ROLE[path] = pb.options.AccessRole.Name(policy.role).replace("ACCESS_ROLE_", "").lower()
+            CALL_KIND[path] = kind
         program = unittest.main(argv=[sys.argv[0]] + rest, exit=False, verbosity=2)
         for server in list(ServerProcess.live):
             server.kill()

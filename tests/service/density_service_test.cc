@@ -1,4 +1,5 @@
-// The density RPC handlers called directly (no transport): limits and request conversions.
+// The density RPC handlers (declared in the generated density_service_handlers.h) called
+// directly, with no transport: limits and request conversions.
 #include "server/service/density_requests.h"
 
 #include "gtest/gtest.h"
@@ -6,6 +7,15 @@
 
 namespace posbias::service {
 namespace {
+
+// A handler's answer to a caller who stays (or, with `gone`, has left), under `limits`.
+template <typename Handle, typename Request>
+auto Answer(Handle handle, const Request& request, DensityLimits limits = {}, bool gone = false) {
+  DensityRequests service{limits, nullptr};
+  Caller caller;
+  if (gone) caller.client_gone = [] { return true; };
+  return handle(service, caller, request);
+}
 
 v1::RoutingModel Model(uint32_t depth, double alpha) {
   v1::RoutingModel model;
@@ -18,8 +28,7 @@ TEST(HandleEvaluateContinuum, RequiresAnAttentionWeight) {
   v1::EvaluateContinuumRequest request;
   request.mutable_model()->set_depth(3);
   request.mutable_point_list()->add_x(0.5);
-  v1::EvaluateContinuumResponse response;
-  const auto status = HandleEvaluateContinuum(request, {}, &response);
+  const auto status = Answer(HandleEvaluateContinuum, request).status();
   EXPECT_EQ(ErrorReasonOf(status), "INVALID_ALPHA");
   EXPECT_EQ(ErrorFieldOf(status), "model.alpha");
 }
@@ -28,11 +37,11 @@ TEST(HandleEvaluateContinuum, AcceptsAScheduleWhoseLengthIsTheDepth) {
   v1::EvaluateContinuumRequest request;
   for (double alpha : {0.5, 0.25}) request.mutable_model()->mutable_alpha_schedule()->add_alpha(alpha);
   request.mutable_point_list()->add_x(1.0);
-  v1::EvaluateContinuumResponse response;
-  ASSERT_TRUE(HandleEvaluateContinuum(request, {}, &response).ok());
-  EXPECT_EQ(response.depth(), 2u);
-  EXPECT_DOUBLE_EQ(response.atom(), 0.375);
-  EXPECT_DOUBLE_EQ(response.floor(), 0.5 * 0.75 + 0.25 * 0.5);
+  const auto response = Answer(HandleEvaluateContinuum, request);
+  ASSERT_TRUE(response.ok()) << response.status();
+  EXPECT_EQ(response->depth(), 2u);
+  EXPECT_DOUBLE_EQ(response->atom(), 0.375);
+  EXPECT_DOUBLE_EQ(response->floor(), 0.5 * 0.75 + 0.25 * 0.5);
 }
 
 TEST(HandleEvaluateContinuum, RejectsAGridRunningBackwards) {
@@ -41,8 +50,7 @@ TEST(HandleEvaluateContinuum, RejectsAGridRunningBackwards) {
   request.mutable_grid()->set_start(0.5);
   request.mutable_grid()->set_stop(0.25);
   request.mutable_grid()->set_count(3);
-  v1::EvaluateContinuumResponse response;
-  const auto status = HandleEvaluateContinuum(request, {}, &response);
+  const auto status = Answer(HandleEvaluateContinuum, request).status();
   EXPECT_EQ(ErrorReasonOf(status), "INVALID_POINT");
   EXPECT_EQ(ErrorFieldOf(status), "grid.stop");
 }
@@ -54,8 +62,7 @@ TEST(HandleEvaluateDiscrete, RefusesWorkAboveTheLimit) {
   request.set_summaries_only(true);
   DensityLimits limits;
   limits.max_discrete_work = 1e5;
-  v1::EvaluateDiscreteResponse response;
-  const auto status = HandleEvaluateDiscrete(request, limits, {}, &response);
+  const auto status = Answer(HandleEvaluateDiscrete, request, limits).status();
   EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted);
   EXPECT_EQ(ErrorFieldOf(status), "depth * length");
 }
@@ -65,8 +72,7 @@ TEST(HandleEvaluateDiscrete, StopsWhenTheCallerGoesAway) {
   *request.mutable_model() = Model(4, 0.5);
   request.set_length(1 << 20);
   request.set_summaries_only(true);
-  v1::EvaluateDiscreteResponse response;
-  const auto status = HandleEvaluateDiscrete(request, {}, [] { return false; }, &response);
+  const auto status = Answer(HandleEvaluateDiscrete, request, {}, /*gone=*/true).status();
   EXPECT_EQ(status.code(), absl::StatusCode::kCancelled);
 }
 
@@ -79,17 +85,17 @@ TEST(HandleEvaluateDiscrete, AHugeStrideStepSelectsOnlyTheStartPosition) {
   request.mutable_stride()->set_start(5);
   request.mutable_stride()->set_stop(5);
   request.mutable_stride()->set_step(UINT64_MAX);
-  v1::EvaluateDiscreteResponse response;
-  ASSERT_TRUE(HandleEvaluateDiscrete(request, {}, {}, &response).ok());
-  ASSERT_EQ(response.position_size(), 1);
-  EXPECT_EQ(response.position(0), 5u);
+  auto response = Answer(HandleEvaluateDiscrete, request);
+  ASSERT_TRUE(response.ok()) << response.status();
+  ASSERT_EQ(response->position_size(), 1);
+  EXPECT_EQ(response->position(0), 5u);
   request.mutable_stride()->set_start(2);
   request.mutable_stride()->set_stop(5);
   request.mutable_stride()->set_step(UINT64_MAX - 1);
-  response.Clear();
-  ASSERT_TRUE(HandleEvaluateDiscrete(request, {}, {}, &response).ok());
-  ASSERT_EQ(response.position_size(), 1);
-  EXPECT_EQ(response.position(0), 2u);
+  response = Answer(HandleEvaluateDiscrete, request);
+  ASSERT_TRUE(response.ok()) << response.status();
+  ASSERT_EQ(response->position_size(), 1);
+  EXPECT_EQ(response->position(0), 2u);
 }
 
 TEST(HandleEvaluateDiscrete, RejectsBandPositionsThatDoNotFit) {
@@ -98,21 +104,18 @@ TEST(HandleEvaluateDiscrete, RejectsBandPositionsThatDoNotFit) {
   request.set_length(10);
   request.mutable_summary_options()->mutable_band_positions()->set_leading_end(5);
   request.mutable_summary_options()->mutable_band_positions()->set_trailing_start(3);
-  v1::EvaluateDiscreteResponse response;
-  EXPECT_EQ(ErrorReasonOf(HandleEvaluateDiscrete(request, {}, {}, &response)), "INVALID_BANDS");
+  EXPECT_EQ(ErrorReasonOf(Answer(HandleEvaluateDiscrete, request).status()), "INVALID_BANDS");
 }
 
 TEST(HandleSummarizeProfile, NeedsASource) {
-  v1::SummarizeProfileResponse response;
-  EXPECT_EQ(ErrorReasonOf(HandleSummarizeProfile({}, {}, &response)), "EMPTY_REQUEST");
+  EXPECT_EQ(ErrorReasonOf(Answer(HandleSummarizeProfile, v1::SummarizeProfileRequest{}).status()), "EMPTY_REQUEST");
 }
 
 TEST(HandleFitProfile, RejectsAnUnknownModelValue) {
   v1::FitProfileRequest request;
   for (double value : {3.0, 2.0, 1.0, 2.0}) request.mutable_measured()->add_values(value);
   request.add_models(static_cast<v1::ProfileModel>(7));
-  v1::FitProfileResponse response;
-  const auto status = HandleFitProfile(request, &response);
+  const auto status = Answer(HandleFitProfile, request).status();
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(ErrorFieldOf(status), "models[0]");
 }

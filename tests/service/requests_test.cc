@@ -1,5 +1,5 @@
-// The job and model services' logic as plain functions (service/job_requests.h,
-// service/model_requests.h), called directly: a real SQLite store and catalog, callers of two
+// The job and model services' handlers as plain functions (declared in the generated
+// job_service_handlers.h and model_service_handlers.h), called directly: a real SQLite store and catalog, callers of two
 // tenants and an admin, no gRPC.
 #include <unistd.h>
 
@@ -78,81 +78,81 @@ class RequestsTest : public ::testing::Test {
 };
 
 TEST_F(RequestsTest, ASubmittedJobIsItsTenantsAndAnotherTenantCannotTellItExists) {
-  auto job = jobs_->Submit(lab_a_, TinyJob());
+  auto job = HandleSubmitJob(*jobs_, lab_a_, TinyJob());
   ASSERT_TRUE(job.ok()) << job.status();
   EXPECT_EQ(job->state(), v1::JOB_STATE_QUEUED);
   EXPECT_EQ(lab_a_.resource, job->id()) << "the audit line names the job";
   v1::GetJobRequest get;
   get.set_id(job->id());
-  auto mine = jobs_->Get(lab_a_, get);
+  auto mine = HandleGetJob(*jobs_, lab_a_, get);
   ASSERT_TRUE(mine.ok()) << mine.status();
   EXPECT_EQ(mine->queue_position(), 0u);
-  const auto theirs = jobs_->Get(lab_b_, get);
+  const auto theirs = HandleGetJob(*jobs_, lab_b_, get);
   EXPECT_EQ(theirs.status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(ErrorReasonOf(theirs.status()), "JOB_NOT_FOUND");
-  EXPECT_EQ(jobs_->List(lab_b_, {})->jobs_size(), 0);
-  EXPECT_EQ(jobs_->List(lab_a_, {})->jobs_size(), 1);
-  EXPECT_EQ(jobs_->List(admin_, {})->jobs_size(), 1) << "an admin sees every tenant's jobs";
+  EXPECT_EQ(HandleListJobs(*jobs_, lab_b_, {})->jobs_size(), 0);
+  EXPECT_EQ(HandleListJobs(*jobs_, lab_a_, {})->jobs_size(), 1);
+  EXPECT_EQ(HandleListJobs(*jobs_, admin_, {})->jobs_size(), 1) << "an admin sees every tenant's jobs";
 }
 
 TEST_F(RequestsTest, AnotherTenantsJobLooksExactlyLikeAMissingOne) {
-  auto job = jobs_->Submit(lab_a_, TinyJob());
+  auto job = HandleSubmitJob(*jobs_, lab_a_, TinyJob());
   ASSERT_TRUE(job.ok());
   v1::GetJobRequest hidden, missing;
   hidden.set_id(job->id());
   missing.set_id(job->id() + "x");
-  const std::string seen = std::string(jobs_->Get(lab_b_, hidden).status().message());
-  const std::string absent = std::string(jobs_->Get(lab_b_, missing).status().message());
+  const std::string seen = std::string(HandleGetJob(*jobs_, lab_b_, hidden).status().message());
+  const std::string absent = std::string(HandleGetJob(*jobs_, lab_b_, missing).status().message());
   EXPECT_EQ(seen.substr(0, seen.find(job->id())), absent.substr(0, absent.find(job->id())));
 }
 
 TEST_F(RequestsTest, CancellingIsIdempotentAndDeletingNeedsTheJobToBeVisible) {
-  auto job = jobs_->Submit(lab_a_, TinyJob());
+  auto job = HandleSubmitJob(*jobs_, lab_a_, TinyJob());
   ASSERT_TRUE(job.ok());
   v1::CancelJobRequest cancel;
   cancel.set_id(job->id());
-  EXPECT_EQ(jobs_->Cancel(lab_b_, cancel).status().code(), absl::StatusCode::kNotFound);
-  EXPECT_EQ(jobs_->Cancel(lab_a_, cancel)->state(), v1::JOB_STATE_CANCELLED) << "a queued job is cancelled at once";
-  EXPECT_EQ(jobs_->Cancel(lab_a_, cancel)->state(), v1::JOB_STATE_CANCELLED);
+  EXPECT_EQ(HandleCancelJob(*jobs_, lab_b_, cancel).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(HandleCancelJob(*jobs_, lab_a_, cancel)->state(), v1::JOB_STATE_CANCELLED) << "a queued job is cancelled at once";
+  EXPECT_EQ(HandleCancelJob(*jobs_, lab_a_, cancel)->state(), v1::JOB_STATE_CANCELLED);
   v1::DeleteJobRequest remove;
   remove.set_id(job->id());
-  EXPECT_EQ(jobs_->Delete(lab_b_, remove).status().code(), absl::StatusCode::kNotFound);
-  EXPECT_TRUE(jobs_->Delete(lab_a_, remove).ok());
+  EXPECT_EQ(HandleDeleteJob(*jobs_, lab_b_, remove).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(HandleDeleteJob(*jobs_, lab_a_, remove).ok());
   v1::GetJobRequest get;
   get.set_id(job->id());
-  EXPECT_EQ(jobs_->Get(lab_a_, get).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(HandleGetJob(*jobs_, lab_a_, get).status().code(), absl::StatusCode::kNotFound);
 }
 
 TEST_F(RequestsTest, AResultBeforeTheJobFinishesIsRefusedWithJobNotFinished) {
-  auto job = jobs_->Submit(lab_a_, TinyJob());
+  auto job = HandleSubmitJob(*jobs_, lab_a_, TinyJob());
   ASSERT_TRUE(job.ok());
   v1::GetJobResultRequest result;
   result.set_id(job->id());
-  const auto refused = jobs_->Result(lab_a_, result);
+  const auto refused = HandleGetJobResult(*jobs_, lab_a_, result);
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(ErrorReasonOf(refused.status()), "JOB_NOT_FINISHED");
 }
 
 TEST_F(RequestsTest, ARetriedRequestIdReturnsTheSameJobAndAnotherBodyIsRefused) {
-  auto first = jobs_->Submit(lab_a_, TinyJob("run-1"));
+  auto first = HandleSubmitJob(*jobs_, lab_a_, TinyJob("run-1"));
   ASSERT_TRUE(first.ok()) << first.status();
-  auto retried = jobs_->Submit(lab_a_, TinyJob("run-1"));
+  auto retried = HandleSubmitJob(*jobs_, lab_a_, TinyJob("run-1"));
   ASSERT_TRUE(retried.ok()) << retried.status();
   EXPECT_EQ(retried->id(), first->id());
   auto other = TinyJob("run-1");
   other.mutable_spec()->mutable_jacobian_norm()->set_sequence_length(9);
-  const auto reused = jobs_->Submit(lab_a_, other);
+  const auto reused = HandleSubmitJob(*jobs_, lab_a_, other);
   EXPECT_EQ(reused.status().code(), absl::StatusCode::kAlreadyExists);
   EXPECT_EQ(ErrorReasonOf(reused.status()), "REQUEST_ID_REUSED");
-  EXPECT_TRUE(jobs_->Submit(lab_b_, TinyJob("run-1")).ok()) << "request ids are per tenant";
+  EXPECT_TRUE(HandleSubmitJob(*jobs_, lab_b_, TinyJob("run-1")).ok()) << "request ids are per tenant";
 }
 
 TEST_F(RequestsTest, SubmissionsAfterShutdownAndTextInputsWithoutTokenizersAreRefused) {
   auto text = TinyJob();
   text.mutable_spec()->mutable_jacobian_norm()->mutable_input()->mutable_text()->add_samples()->add_documents("hello");
-  EXPECT_EQ(jobs_->Submit(lab_a_, text).status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_EQ(HandleSubmitJob(*jobs_, lab_a_, text).status().code(), absl::StatusCode::kUnimplemented);
   jobs_->Shutdown();
-  const auto refused = jobs_->Submit(lab_a_, TinyJob());
+  const auto refused = HandleSubmitJob(*jobs_, lab_a_, TinyJob());
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_EQ(ErrorReasonOf(refused.status()), "SHUTTING_DOWN");
 }
@@ -165,45 +165,45 @@ v1::RegisterModelRequest TinyModel(const std::string& name) {
 }
 
 TEST_F(RequestsTest, ATenantsModelIsItsOwnWhilePresetsArePublic) {
-  auto model = models_->Register(lab_a_, TinyModel("mine"));
+  auto model = HandleRegisterModel(*models_, lab_a_, TinyModel("mine"));
   ASSERT_TRUE(model.ok()) << model.status();
   EXPECT_EQ(model->tenant(), "lab-a");
   EXPECT_EQ(lab_a_.resource, "mine");
   v1::GetModelRequest get;
   get.set_name("mine");
-  EXPECT_TRUE(models_->Get(lab_a_, get).ok());
-  EXPECT_EQ(ErrorReasonOf(models_->Get(lab_b_, get).status()), "MODEL_NOT_FOUND");
+  EXPECT_TRUE(HandleGetModel(*models_, lab_a_, get).ok());
+  EXPECT_EQ(ErrorReasonOf(HandleGetModel(*models_, lab_b_, get).status()), "MODEL_NOT_FOUND");
   get.set_name("gpt2-tiny");
-  EXPECT_TRUE(models_->Get(lab_b_, get).ok()) << "a built-in preset is public";
-  auto listed = models_->List(lab_b_, {});
+  EXPECT_TRUE(HandleGetModel(*models_, lab_b_, get).ok()) << "a built-in preset is public";
+  auto listed = HandleListModels(*models_, lab_b_, {});
   ASSERT_TRUE(listed.ok());
   for (const auto& m : listed->models()) EXPECT_NE(m.name(), "mine");
   bool found = false;
-  auto everyone = models_->List(admin_, {});
+  auto everyone = HandleListModels(*models_, admin_, {});
   ASSERT_TRUE(everyone.ok());
   for (const auto& m : everyone->models()) found |= m.name() == "mine";
   EXPECT_TRUE(found) << "an admin lists every tenant's models";
 }
 
 TEST_F(RequestsTest, DeletingAPublicModelNeedsAnAdminAndForceCancelsItsJobs) {
-  ASSERT_TRUE(models_->Register(admin_, TinyModel("shared")).ok());
+  ASSERT_TRUE(HandleRegisterModel(*models_, admin_, TinyModel("shared")).ok());
   v1::DeleteModelRequest remove;
   remove.set_name("shared");
-  const auto refused = models_->Delete(lab_a_, remove);
+  const auto refused = HandleDeleteModel(*models_, lab_a_, remove);
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kPermissionDenied);
   EXPECT_EQ(ErrorReasonOf(refused.status()), "ROLE_REQUIRED");
   active_ = 2;
-  EXPECT_EQ(ErrorReasonOf(models_->Delete(admin_, remove).status()), "MODEL_IN_USE");
+  EXPECT_EQ(ErrorReasonOf(HandleDeleteModel(*models_, admin_, remove).status()), "MODEL_IN_USE");
   remove.set_force(true);
-  auto deleted = models_->Delete(admin_, remove);
+  auto deleted = HandleDeleteModel(*models_, admin_, remove);
   ASSERT_TRUE(deleted.ok()) << deleted.status();
   EXPECT_EQ(deleted->cancelled_job_ids_size(), 2);
   remove.set_name("gpt2-tiny");
-  EXPECT_EQ(ErrorReasonOf(models_->Delete(admin_, remove).status()), "MODEL_BUILTIN");
+  EXPECT_EQ(ErrorReasonOf(HandleDeleteModel(*models_, admin_, remove).status()), "MODEL_BUILTIN");
 }
 
 TEST_F(RequestsTest, PresetsStateTheirSizeAndAModelWithoutATokenizerCannotTokenize) {
-  auto presets = models_->ListPresets({});
+  auto presets = HandleListPresets(*models_, lab_a_, {});
   ASSERT_TRUE(presets.ok());
   bool tiny = false;
   for (const auto& preset : presets->presets()) {
@@ -217,7 +217,7 @@ TEST_F(RequestsTest, PresetsStateTheirSizeAndAModelWithoutATokenizerCannotTokeni
   v1::TokenizeRequest tokenize;
   tokenize.set_model("gpt2-tiny");
   tokenize.set_text("hello");
-  EXPECT_EQ(models_->Tokenize(lab_a_, tokenize).status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(HandleTokenize(*models_, lab_a_, tokenize).status().code(), absl::StatusCode::kFailedPrecondition);
 }
 
 }  // namespace

@@ -40,14 +40,22 @@ uint64_t Depth(const v1::RoutingModel& model) {
   return std::max<uint64_t>(model.depth(), static_cast<uint64_t>(model.alpha_schedule().alpha_size()));
 }
 
+// A handler's answer under the fuzz limits, to a caller who stays.
+template <typename Handle, typename Request>
+auto Answer(Handle handle, const Request& request) {
+  posbias::service::DensityRequests service{FuzzLimits(), nullptr};
+  posbias::service::Caller caller;
+  return handle(service, caller, request);
+}
+
 void Continuum(const std::string& bytes) {
   v1::EvaluateContinuumRequest request;
   if (!request.ParseFromString(bytes)) return;
   const uint64_t points = request.has_grid() ? request.grid().count() : request.point_list().x_size();
   if (std::min<uint64_t>(points, 4096) * Depth(request.model()) > (uint64_t{1} << 22)) return;
-  v1::EvaluateContinuumResponse response;
-  const absl::Status status = posbias::service::HandleEvaluateContinuum(request, FuzzLimits(), &response);
-  if (!status.ok()) return RequireCleanRefusal(status, "EvaluateContinuum");
+  const auto answer = Answer(posbias::service::HandleEvaluateContinuum, request);
+  if (!answer.ok()) return RequireCleanRefusal(answer.status(), "EvaluateContinuum");
+  const v1::EvaluateContinuumResponse& response = *answer;
   const int n = response.x_size();
   Require(n >= 1, "EvaluateContinuum: no points in an accepted response");
   for (int size : {response.density_size(), response.log_density_size(), response.cdf_size(), response.ccdf_size()}) {
@@ -58,10 +66,9 @@ void Continuum(const std::string& bytes) {
 void Discrete(const std::string& bytes) {
   v1::EvaluateDiscreteRequest request;
   if (!request.ParseFromString(bytes)) return;
-  v1::EvaluateDiscreteResponse response;
-  const absl::Status status =
-      posbias::service::HandleEvaluateDiscrete(request, FuzzLimits(), [] { return true; }, &response);
-  if (!status.ok()) return RequireCleanRefusal(status, "EvaluateDiscrete");
+  const auto answer = Answer(posbias::service::HandleEvaluateDiscrete, request);
+  if (!answer.ok()) return RequireCleanRefusal(answer.status(), "EvaluateDiscrete");
+  const v1::EvaluateDiscreteResponse& response = *answer;
   const int n = response.position_size();
   Require(response.length() == request.length(), "EvaluateDiscrete: length differs from the request's");
   for (int size : {response.coherent_size(), response.incoherent_size()}) {
@@ -75,9 +82,9 @@ void Discrete(const std::string& bytes) {
 void Summarize(const std::string& bytes) {
   v1::SummarizeProfileRequest request;
   if (!request.ParseFromString(bytes)) return;
-  v1::SummarizeProfileResponse response;
-  const absl::Status status = posbias::service::HandleSummarizeProfile(request, FuzzLimits(), &response);
-  if (!status.ok()) return RequireCleanRefusal(status, "SummarizeProfile");
+  const auto answer = Answer(posbias::service::HandleSummarizeProfile, request);
+  if (!answer.ok()) return RequireCleanRefusal(answer.status(), "SummarizeProfile");
+  const v1::SummarizeProfileResponse& response = *answer;
   Require(response.has_summary(), "SummarizeProfile: no summary in an accepted response");
 }
 
@@ -89,9 +96,9 @@ void Fit(const std::string& bytes) {
                              : request.depth().has_range() ? request.depth().range().max()
                                                            : 24;
   if (max_depth * static_cast<uint64_t>(request.measured().values_size()) > (uint64_t{1} << 16)) return;
-  v1::FitProfileResponse response;
-  const absl::Status status = posbias::service::HandleFitProfile(request, &response);
-  if (!status.ok()) return RequireCleanRefusal(status, "FitProfile");
+  const auto answer = Answer(posbias::service::HandleFitProfile, request);
+  if (!answer.ok()) return RequireCleanRefusal(answer.status(), "FitProfile");
+  const v1::FitProfileResponse& response = *answer;
   Require(response.fits_size() >= 1, "FitProfile: no fit in an accepted response");
 }
 

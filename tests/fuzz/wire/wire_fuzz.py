@@ -701,14 +701,30 @@ def build_rpcs():
     ]
 
 
-def uncovered_methods(rpcs):
-    """The posbias.v1 RPCs of the descriptors that `rpcs` does not fuzz (a new RPC must be added)."""
-    fuzzed = {rpc.path for rpc in rpcs}
-    methods = set()
+def descriptor_rpcs(rpcs):
+    """An Rpc, fuzzed with messages generated from its descriptor alone (no template), for each
+    posbias.v1 unary or server-streaming RPC of the descriptors that `rpcs` does not list, so a new
+    RPC is fuzzed from the day it is added; and the client-streaming RPCs that cannot be fuzzed so
+    (they need a case of their own here)."""
+    from google.protobuf import descriptor_pb2
+    listed = {rpc.path for rpc in rpcs}
+    added, missing = [], []
     for module in (pb.density, pb.model, pb.job):
         for service in module.DESCRIPTOR.services_by_name.values():
-            methods.update("/%s/%s" % (service.full_name, method.name) for method in service.methods)
-    return sorted(methods - fuzzed)
+            proto = descriptor_pb2.ServiceDescriptorProto()
+            service.CopyToProto(proto)
+            for method, described in zip(service.methods, proto.method):
+                path = "/%s/%s" % (service.full_name, method.name)
+                if path in listed:
+                    continue
+                if described.client_streaming:
+                    missing.append(path)
+                    continue
+                request_cls = getattr(module, method.input_type.name, None) or getattr(pb.common, method.input_type.name)
+                response_cls = getattr(module, method.output_type.name, None) or getattr(pb.common, method.output_type.name)
+                added.append(Rpc(service.full_name, method.name, request_cls, response_cls, None, 0.6,
+                                 kind="server_stream" if described.server_streaming else "unary"))
+    return added, sorted(missing)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1470,9 +1486,12 @@ def main():
         sampler.start()
 
         rpcs = build_rpcs()
-        missing = uncovered_methods(rpcs)
+        added, missing = descriptor_rpcs(rpcs)
         if missing:
-            raise SystemExit("wire_fuzz: RPCs of the proto with no template here: %s" % ", ".join(missing))
+            raise SystemExit("wire_fuzz: client-streaming RPCs of the proto with no case here: %s" % ", ".join(missing))
+        for rpc in added:
+            print("wire_fuzz: %s has no template here: fuzzed from its descriptor alone" % rpc.path, flush=True)
+        rpcs += added
         fuzzer = Fuzzer(channel, CTX, rec, rpcs)
         sampler.fuzzer = fuzzer
         started = time.time()

@@ -81,7 +81,8 @@ class JobServiceServicer(object):
     def CancelJob(self, request, context):
         """Requests cancellation: QUEUED -> CANCELLED at once; RUNNING -> CANCELLING, then CANCELLED at
         the next chunk boundary. On a job already CANCELLING or terminal it changes nothing and returns
-        the job (so retries are safe). Returns the job after the transition.
+        the job (so retries are safe). Returns the job after the transition. Answered even while the
+        server's queue of waiting calls is full (answer_when_busy).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

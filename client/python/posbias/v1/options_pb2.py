@@ -14,7 +14,7 @@ _sym_db = _symbol_database.Default()
 from google.protobuf import descriptor_pb2 as google_dot_protobuf_dot_descriptor__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18posbias/v1/options.proto\x12\nposbias.v1\x1a google/protobuf/descriptor.proto\"W\n\x0cMethodPolicy\x12$\n\x04role\x18\x01 \x01(\x0e\x32\x16.posbias.v1.AccessRole\x12\x10\n\x08mutating\x18\x02 \x01(\x08\x12\x0f\n\x07\x61udited\x18\x03 \x01(\x08*\x8d\x01\n\nAccessRole\x12\x1b\n\x17\x41\x43\x43\x45SS_ROLE_UNSPECIFIED\x10\x00\x12\x16\n\x12\x41\x43\x43\x45SS_ROLE_READER\x10\x01\x12\x19\n\x15\x41\x43\x43\x45SS_ROLE_SUBMITTER\x10\x02\x12\x18\n\x14\x41\x43\x43\x45SS_ROLE_OPERATOR\x10\x03\x12\x15\n\x11\x41\x43\x43\x45SS_ROLE_ADMIN\x10\x04:J\n\x06policy\x12\x1e.google.protobuf.MethodOptions\x18\xb8\x8e\x03 \x01(\x0b\x32\x18.posbias.v1.MethodPolicyB\x03\xf8\x01\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18posbias/v1/options.proto\x12\nposbias.v1\x1a google/protobuf/descriptor.proto\"q\n\x0cMethodPolicy\x12$\n\x04role\x18\x01 \x01(\x0e\x32\x16.posbias.v1.AccessRole\x12\x10\n\x08mutating\x18\x02 \x01(\x08\x12\x0f\n\x07\x61udited\x18\x03 \x01(\x08\x12\x18\n\x10\x61nswer_when_busy\x18\x04 \x01(\x08*\x8d\x01\n\nAccessRole\x12\x1b\n\x17\x41\x43\x43\x45SS_ROLE_UNSPECIFIED\x10\x00\x12\x16\n\x12\x41\x43\x43\x45SS_ROLE_READER\x10\x01\x12\x19\n\x15\x41\x43\x43\x45SS_ROLE_SUBMITTER\x10\x02\x12\x18\n\x14\x41\x43\x43\x45SS_ROLE_OPERATOR\x10\x03\x12\x15\n\x11\x41\x43\x43\x45SS_ROLE_ADMIN\x10\x04:J\n\x06policy\x12\x1e.google.protobuf.MethodOptions\x18\xb8\x8e\x03 \x01(\x0b\x32\x18.posbias.v1.MethodPolicyB\x03\xf8\x01\x01\x62\x06proto3')
 
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, globals())
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'posbias.v1.options_pb2', globals())
@@ -23,8 +23,8 @@ if _descriptor._USE_C_DESCRIPTORS == False:
 
   DESCRIPTOR._options = None
   DESCRIPTOR._serialized_options = b'\370\001\001'
-  _ACCESSROLE._serialized_start=164
-  _ACCESSROLE._serialized_end=305
+  _ACCESSROLE._serialized_start=190
+  _ACCESSROLE._serialized_end=331
   _METHODPOLICY._serialized_start=74
-  _METHODPOLICY._serialized_end=161
+  _METHODPOLICY._serialized_end=187
 # @@protoc_insertion_point(module_scope)

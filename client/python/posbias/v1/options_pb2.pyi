@@ -14,14 +14,16 @@ POLICY_FIELD_NUMBER: _ClassVar[int]
 policy: _descriptor.FieldDescriptor
 
 class MethodPolicy(_message.Message):
-    __slots__ = ["audited", "mutating", "role"]
+    __slots__ = ["answer_when_busy", "audited", "mutating", "role"]
+    ANSWER_WHEN_BUSY_FIELD_NUMBER: _ClassVar[int]
     AUDITED_FIELD_NUMBER: _ClassVar[int]
     MUTATING_FIELD_NUMBER: _ClassVar[int]
     ROLE_FIELD_NUMBER: _ClassVar[int]
+    answer_when_busy: bool
     audited: bool
     mutating: bool
     role: AccessRole
-    def __init__(self, role: _Optional[_Union[AccessRole, str]] = ..., mutating: bool = ..., audited: bool = ...) -> None: ...
+    def __init__(self, role: _Optional[_Union[AccessRole, str]] = ..., mutating: bool = ..., audited: bool = ..., answer_when_busy: bool = ...) -> None: ...
 
 class AccessRole(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []

@@ -210,6 +210,7 @@ POSBIAS_UNARY(ListJobs, jobs_, v1::ListJobsRequest, v1::ListJobsResponse)
 POSBIAS_UNARY(CancelJob, jobs_, v1::CancelJobRequest, v1::Job)
 POSBIAS_UNARY(DeleteJob, jobs_, v1::DeleteJobRequest, v1::DeleteJobResponse)
 POSBIAS_UNARY(GetJobResult, jobs_, v1::GetJobResultRequest, v1::GetJobResultResponse)
+POSBIAS_UNARY(GetQuota, jobs_, v1::GetQuotaRequest, v1::Quota)
 #undef POSBIAS_UNARY
 
 absl::StatusOr<v1::Model> Client::UploadModel(const std::vector<v1::UploadModelRequest>& messages,

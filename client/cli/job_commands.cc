@@ -594,6 +594,27 @@ CommandRun DefineList(CLI::App& command) {
   return RunWith(flags, RunList);
 }
 
+// -------------------------------------------------------------------------------------- quota
+
+struct NoFlags {};
+
+int RunQuota(const CliContext& context, const NoFlags&) {
+  auto quota = context.client.GetQuota();
+  if (!quota.ok()) return context.Fail(quota.status());
+  nlohmann::ordered_json json = {
+      {"principal", quota->principal()},
+      {"tenant", quota->tenant()},
+      {"role", LowerEnum(v1::AccessRole_Name(quota->role()), "ACCESS_ROLE_")},
+      {"queued_jobs", quota->queued_jobs()},
+      {"max_queued_jobs", quota->max_queued_jobs()},  // 0 = no quota of its own.
+      {"running_jobs", quota->running_jobs()},
+      {"max_running_jobs", quota->max_running_jobs()}};
+  PrintObject(json, context.format, context.out);
+  return 0;
+}
+
+CommandRun DefineQuota(CLI::App&) { return RunWith(std::make_shared<NoFlags>(), RunQuota); }
+
 // The subcommands of `jobs`, in the order --help lists them: a new one is one more row.
 constexpr CommandSpec kJobCommands[] = {
     {"submit", "Submit a Jacobian-norm job", DefineSubmit},
@@ -603,6 +624,7 @@ constexpr CommandSpec kJobCommands[] = {
     {"rm", "Delete a job", DefineRm},
     {"result", "Print a finished job's result (--plot FILE.svg draws it)", DefineResult},
     {"list", "List jobs, newest first", DefineList},
+    {"quota", "Your principal, tenant and role; your job quotas and what you use of them", DefineQuota},
 };
 
 }  // namespace

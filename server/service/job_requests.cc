@@ -235,4 +235,44 @@ absl::StatusOr<v1::GetJobResultResponse> HandleGetJobResult(JobRequests& service
   return out;
 }
 
+namespace {
+
+// The principal's jobs in `states`, every page counted.
+absl::StatusOr<uint32_t> CountOwnJobs(JobRequests& service, const std::string& owner,
+                                      std::vector<jobs::JobState> states) {
+  jobs::ListFilter filter;
+  filter.states = std::move(states);
+  filter.owner = owner;
+  filter.page_size = 1000;
+  uint32_t count = 0;
+  do {
+    auto page = service.store->List(filter);
+    if (!page.ok()) return page.status();
+    count += static_cast<uint32_t>(page->jobs.size());
+    filter.page_token = page->next_page_token;
+  } while (!filter.page_token.empty());
+  return count;
+}
+
+}  // namespace
+
+absl::StatusOr<v1::Quota> HandleGetQuota(JobRequests& service, Caller& caller, const v1::GetQuotaRequest&) {
+  static_assert(static_cast<int>(auth::Role::kReader) == v1::ACCESS_ROLE_READER &&
+                static_cast<int>(auth::Role::kAdmin) == v1::ACCESS_ROLE_ADMIN);
+  const auth::Principal& principal = caller.principal;
+  auto queued = CountOwnJobs(service, principal.name, {jobs::JobState::kQueued});
+  if (!queued.ok()) return queued.status();
+  auto running = CountOwnJobs(service, principal.name, {jobs::JobState::kRunning, jobs::JobState::kCancelling});
+  if (!running.ok()) return running.status();
+  v1::Quota quota;
+  quota.set_principal(principal.name);
+  quota.set_tenant(principal.tenant);
+  quota.set_role(static_cast<v1::AccessRole>(static_cast<int>(principal.role)));
+  quota.set_max_queued_jobs(static_cast<uint32_t>(principal.max_queued_jobs));
+  quota.set_max_running_jobs(static_cast<uint32_t>(principal.max_running_jobs));
+  quota.set_queued_jobs(*queued);
+  quota.set_running_jobs(*running);
+  return quota;
+}
+
 }  // namespace posbias::service

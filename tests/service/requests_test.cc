@@ -157,6 +157,29 @@ TEST_F(RequestsTest, SubmissionsAfterShutdownAndTextInputsWithoutTokenizersAreRe
   EXPECT_EQ(ErrorReasonOf(refused.status()), "SHUTTING_DOWN");
 }
 
+TEST_F(RequestsTest, AQuotaShowsThePrincipalsLimitsAndItsOwnQueuedAndRunningJobs) {
+  lab_a_.principal.max_queued_jobs = 3;
+  lab_a_.principal.max_running_jobs = 1;
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(HandleSubmitJob(*jobs_, lab_a_, TinyJob()).ok());
+  ASSERT_TRUE(HandleSubmitJob(*jobs_, lab_b_, TinyJob()).ok());
+  ASSERT_TRUE((*store_->ClaimNext("worker-1", {"cpu"}, "cpu"))->owner == "lab-a-user") << "the oldest job runs";
+  auto quota = HandleGetQuota(*jobs_, lab_a_, {});
+  ASSERT_TRUE(quota.ok()) << quota.status();
+  EXPECT_EQ(quota->principal(), "lab-a-user");
+  EXPECT_EQ(quota->tenant(), "lab-a");
+  EXPECT_EQ(quota->role(), v1::ACCESS_ROLE_OPERATOR);
+  EXPECT_EQ(quota->max_queued_jobs(), 3u);
+  EXPECT_EQ(quota->max_running_jobs(), 1u);
+  EXPECT_EQ(quota->queued_jobs(), 2u);
+  EXPECT_EQ(quota->running_jobs(), 1u);
+  Caller colleague = CallerOf("lab-a");
+  colleague.principal.name = "lab-a-colleague";
+  quota = HandleGetQuota(*jobs_, colleague, {});
+  ASSERT_TRUE(quota.ok());
+  EXPECT_EQ(quota->queued_jobs() + quota->running_jobs(), 0u) << "quotas count a principal's own jobs";
+  EXPECT_EQ(quota->max_queued_jobs(), 0u) << "no quota of its own";
+}
+
 v1::RegisterModelRequest TinyModel(const std::string& name) {
   v1::RegisterModelRequest request;
   request.set_name(name);

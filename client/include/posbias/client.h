@@ -144,6 +144,8 @@ class Client {
                         CallSettings settings = {});
   absl::StatusOr<v1::GetJobResultResponse> GetJobResult(const v1::GetJobResultRequest& request,
                                                         CallSettings settings = {});
+  // The caller's principal, tenant and role, and its job quotas next to what it uses now.
+  absl::StatusOr<v1::Quota> GetQuota(const v1::GetQuotaRequest& request = {}, CallSettings settings = {});
 
   // Null when status() is not OK.
   const std::shared_ptr<grpc::Channel>& channel() const { return channel_; }

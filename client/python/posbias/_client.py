@@ -7,7 +7,7 @@ import ipaddress
 import json
 import os
 import warnings
-from typing import (IO, Any, Callable, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple,
+from typing import (IO, Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple,
                     TypeVar, Union)
 
 import grpc
@@ -21,7 +21,7 @@ from posbias._results import JobResult
 from posbias._types import (ContinuumResult, DiscreteResult, ExportedModel, FitResult, Model, Preset, Tokenization,
                             ProfileSummary)
 from posbias.v1 import (common_pb2, density_service_pb2, density_service_pb2_grpc, job_service_pb2,
-                        job_service_pb2_grpc, model_service_pb2, model_service_pb2_grpc)
+                        job_service_pb2_grpc, model_service_pb2, model_service_pb2_grpc, options_pb2)
 
 DEFAULT_ADDRESS = "127.0.0.1:50051"
 CHUNK_BYTES = 1 << 20            # the largest chunk UploadModel accepts (1 MiB)
@@ -743,6 +743,16 @@ class Client:
     def delete_job(self, job_id: str, force: bool = False, timeout: Any = _DEFAULT) -> None:
         """Deletes a job and its result (DeleteJob); only finished jobs unless force."""
         self._call(self._jobs.DeleteJob, job_service_pb2.DeleteJobRequest(id=job_id, force=force), timeout)
+
+    def quota(self, timeout: Any = _DEFAULT) -> Dict[str, Any]:
+        """Who the server takes you for and your job quotas next to what you use of them now
+        (GetQuota): principal, tenant, role ("reader" ... "admin"), queued_jobs and
+        max_queued_jobs, running_jobs and max_running_jobs (a max of 0: no quota of your own)."""
+        quota = self._call(self._jobs.GetQuota, job_service_pb2.GetQuotaRequest(), timeout)
+        return {"principal": quota.principal, "tenant": quota.tenant,
+                "role": enum_name(options_pb2.AccessRole, quota.role),
+                "queued_jobs": quota.queued_jobs, "max_queued_jobs": quota.max_queued_jobs,
+                "running_jobs": quota.running_jobs, "max_running_jobs": quota.max_running_jobs}
 
     def _watch_messages(self, job_id: str, view: Optional[EnumLike] = None,
                         timeout: Optional[float] = None) -> Iterator[job_service_pb2.Job]:

@@ -138,6 +138,10 @@ class GetJobResultResponse(_message.Message):
     report_json: str
     def __init__(self, id: _Optional[str] = ..., report_json: _Optional[str] = ..., jacobian_norm: _Optional[_Union[JacobianNormResult, _Mapping]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
+class GetQuotaRequest(_message.Message):
+    __slots__ = []
+    def __init__(self) -> None: ...
+
 class GivenTokensInput(_message.Message):
     __slots__ = ["sequence_count", "sequences"]
     SEQUENCES_FIELD_NUMBER: _ClassVar[int]
@@ -591,6 +595,24 @@ class NeedleDepth(_message.Message):
     start: int
     tokens: int
     def __init__(self, depth: _Optional[float] = ..., start: _Optional[int] = ..., tokens: _Optional[int] = ..., fillers: _Optional[int] = ..., share_mean: _Optional[float] = ..., share_std: _Optional[float] = ..., share_stderr: _Optional[float] = ..., baseline_share_mean: _Optional[float] = ..., baseline_share_std: _Optional[float] = ..., baseline_share_stderr: _Optional[float] = ...) -> None: ...
+
+class Quota(_message.Message):
+    __slots__ = ["max_queued_jobs", "max_running_jobs", "principal", "queued_jobs", "role", "running_jobs", "tenant"]
+    MAX_QUEUED_JOBS_FIELD_NUMBER: _ClassVar[int]
+    MAX_RUNNING_JOBS_FIELD_NUMBER: _ClassVar[int]
+    PRINCIPAL_FIELD_NUMBER: _ClassVar[int]
+    QUEUED_JOBS_FIELD_NUMBER: _ClassVar[int]
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    RUNNING_JOBS_FIELD_NUMBER: _ClassVar[int]
+    TENANT_FIELD_NUMBER: _ClassVar[int]
+    max_queued_jobs: int
+    max_running_jobs: int
+    principal: str
+    queued_jobs: int
+    role: _options_pb2.AccessRole
+    running_jobs: int
+    tenant: str
+    def __init__(self, principal: _Optional[str] = ..., tenant: _Optional[str] = ..., role: _Optional[_Union[_options_pb2.AccessRole, str]] = ..., max_queued_jobs: _Optional[int] = ..., max_running_jobs: _Optional[int] = ..., queued_jobs: _Optional[int] = ..., running_jobs: _Optional[int] = ...) -> None: ...
 
 class RandomTokensInput(_message.Message):
     __slots__ = ["seed"]

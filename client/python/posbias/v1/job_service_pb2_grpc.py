@@ -49,6 +49,11 @@ class JobServiceStub(object):
                 request_serializer=posbias_dot_v1_dot_job__service__pb2.GetJobResultRequest.SerializeToString,
                 response_deserializer=posbias_dot_v1_dot_job__service__pb2.GetJobResultResponse.FromString,
                 )
+        self.GetQuota = channel.unary_unary(
+                '/posbias.v1.JobService/GetQuota',
+                request_serializer=posbias_dot_v1_dot_job__service__pb2.GetQuotaRequest.SerializeToString,
+                response_deserializer=posbias_dot_v1_dot_job__service__pb2.Quota.FromString,
+                )
 
 
 class JobServiceServicer(object):
@@ -116,6 +121,15 @@ class JobServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetQuota(self, request, context):
+        """The caller's own standing: who the server takes it for, and its job quotas (the tokens
+        file's) next to what it uses of them now, so a client can pace its submissions instead of
+        meeting QUOTA_EXCEEDED. Answered even while the server's queue of waiting calls is full.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_JobServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -153,6 +167,11 @@ def add_JobServiceServicer_to_server(servicer, server):
                     servicer.GetJobResult,
                     request_deserializer=posbias_dot_v1_dot_job__service__pb2.GetJobResultRequest.FromString,
                     response_serializer=posbias_dot_v1_dot_job__service__pb2.GetJobResultResponse.SerializeToString,
+            ),
+            'GetQuota': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetQuota,
+                    request_deserializer=posbias_dot_v1_dot_job__service__pb2.GetQuotaRequest.FromString,
+                    response_serializer=posbias_dot_v1_dot_job__service__pb2.Quota.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -280,5 +299,22 @@ class JobService(object):
         return grpc.experimental.unary_unary(request, target, '/posbias.v1.JobService/GetJobResult',
             posbias_dot_v1_dot_job__service__pb2.GetJobResultRequest.SerializeToString,
             posbias_dot_v1_dot_job__service__pb2.GetJobResultResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def GetQuota(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/posbias.v1.JobService/GetQuota',
+            posbias_dot_v1_dot_job__service__pb2.GetQuotaRequest.SerializeToString,
+            posbias_dot_v1_dot_job__service__pb2.Quota.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)

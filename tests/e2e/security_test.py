@@ -466,8 +466,15 @@ class SecureServer(unittest.TestCase):
                 break
         self.assertIsNotNone(refused, "the quota of one queued job was never reached")
         self.assertEqual((refused.code(), reason_of(refused)), (grpc.StatusCode.RESOURCE_EXHAUSTED, "QUOTA_EXCEEDED"))
+        standing = self.stubs.jobs.GetQuota(pb.job.GetQuotaRequest(), timeout=RPC_TIMEOUT_S, metadata=quota)
+        self.assertEqual((standing.principal, standing.tenant, standing.role, standing.max_queued_jobs),
+                         ("quota", "lab-q", pb.options.ACCESS_ROLE_SUBMITTER, 1))
+        self.assertLessEqual(standing.queued_jobs, 1)
+        self.assertLessEqual(standing.queued_jobs + standing.running_jobs, len(submitted))
         for job in submitted:
             self.stubs.jobs.CancelJob(pb.job.CancelJobRequest(id=job.id), timeout=RPC_TIMEOUT_S, metadata=quota)
+        self.assertEqual(self.stubs.jobs.GetQuota(pb.job.GetQuotaRequest(), timeout=RPC_TIMEOUT_S,
+                                                  metadata=quota).queued_jobs, 0, "a cancelled queued job is not counted")
 
     def test_a_token_removed_from_the_file_stops_working_without_a_restart(self):
         revocable = self.principals.add("revocable", "lab-a", "reader")

@@ -394,6 +394,16 @@ class JobTest(ClientTestCase):
                          ("tiny", self.LENGTH, self.SAMPLES, "exact"))
         self.assertEqual(self.job.labels, {"suite": "python-package"})
 
+    def test_the_quota_names_the_caller_and_matches_the_cli(self):
+        quota = self.client.quota()
+        self.assertEqual((quota["principal"], quota["tenant"], quota["role"]), ("anonymous", "", "admin"),
+                         "authentication off: every caller is the anonymous admin")
+        self.assertEqual((quota["max_queued_jobs"], quota["max_running_jobs"]), (0, 0))
+        cli = cli_json("jobs", "quota")
+        self.assertEqual(set(quota), set(cli))
+        moving = ("queued_jobs", "running_jobs")  # Other tests' jobs may start or end between the calls.
+        self.assertEqual({k: v for k, v in quota.items() if k not in moving}, {k: v for k, v in cli.items() if k not in moving})
+
     def test_watch_ends_with_the_terminal_state_and_never_goes_backwards(self):
         self.assertEqual(self.watched[-1].state, "succeeded")
         fractions = [j.progress.fraction for j in self.watched]

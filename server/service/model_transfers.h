@@ -1,10 +1,10 @@
-// The streams of the model service on gRPC's callback API, holding no thread while they wait:
-// UploadModel (a read reactor: metadata first, then chunks written to a staging file as they
-// arrive, capped while they stream, the registration itself run on the call executor) and
-// ExportModel (a write reactor: the weights are written on the executor, then streamed a chunk at
-// a time as the client takes them). An upload that sends nothing for the idle timeout is ended
-// (DEADLINE_EXCEEDED); a cancelled, refused or failed upload leaves no staging file and registers
-// nothing.
+// The streams of the model service on gRPC's callback API, holding no thread while they wait.
+// Their logic is model_streams.h's gRPC-free sessions; these reactors only move messages:
+// UploadModel (a read reactor: each message handed to its UploadSession as it arrives, the
+// registration itself run on the call executor) and ExportModel (a write reactor: the weights
+// are prepared on the executor, then streamed a chunk at a time as the client takes them). An
+// upload that sends nothing for the idle timeout is ended (DEADLINE_EXCEEDED); a cancelled,
+// refused or failed upload leaves no staging file and registers nothing.
 #pragma once
 
 #include <chrono>
@@ -22,6 +22,7 @@
 #include "server/registry/model_catalog.h"
 #include "server/service/call_auth.h"
 #include "server/service/call_executor.h"
+#include "server/service/model_streams.h"
 #include "server/service/open_streams.h"
 
 namespace posbias::service {
@@ -29,15 +30,10 @@ namespace posbias::service {
 class ModelTransfers {
  public:
   struct Options {
-    // Largest upload, enforced while it streams.
-    int64_t max_upload_bytes = limits::Default<int64_t>(limits::Limit::kMaxUploadBytes);
+    UploadLimits limits;  // Size and free disk (model_streams.h).
     // Between messages.
     std::chrono::milliseconds upload_idle_timeout{
         std::chrono::seconds(limits::Default<int64_t>(limits::Limit::kUploadIdleSeconds))};
-    // Disk an upload leaves free in the data directory (for the job store, the index and other
-    // uploads): refused up front when its announced size would not leave it, ended when the
-    // bytes streamed so far would not (RESOURCE_EXHAUSTED / INSUFFICIENT_STORAGE).
-    int64_t min_free_disk_bytes = limits::Default<int64_t>(limits::Limit::kMinFreeDiskMib) << 20;
   };
   ModelTransfers(registry::ModelCatalog* catalog, metrics::Metrics* metrics, Options options);
   ~ModelTransfers();

@@ -336,8 +336,8 @@ absl::Status Server::Start() {
   model_jobs.cancel = [this](const registry::ModelEntry& model) { return CancelJobsOf(*store_, model); };
   model_requests_ = std::make_unique<ModelRequests>(catalog_.get(), std::move(model_jobs));
   ModelTransfers::Options transfers;
-  transfers.max_upload_bytes = options_.max_upload_bytes;
-  transfers.min_free_disk_bytes = options_.min_free_disk_bytes;
+  transfers.limits.max_upload_bytes = static_cast<uint64_t>(options_.max_upload_bytes);
+  transfers.limits.min_free_disk_bytes = options_.min_free_disk_bytes;
   transfers.upload_idle_timeout = std::chrono::seconds(options_.upload_idle_seconds);
   model_transfers_ = std::make_unique<ModelTransfers>(catalog_.get(), metrics_, transfers);
   model_service_ = std::make_unique<ModelServiceWiring<ModelTransfers>>(model_requests_.get(), model_transfers_.get(),

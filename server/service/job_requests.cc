@@ -41,6 +41,25 @@ absl::StatusOr<jobs::JobRecord> VisibleJob(JobRequests& service, const Caller& c
   return job;
 }
 
+JobWatchState::Step JobWatchState::Look(const absl::StatusOr<jobs::JobRecord>& job) {
+  Step step;
+  if (!job.ok()) {
+    if (job.status().code() != absl::StatusCode::kUnavailable) step.end = job.status();
+    return step;
+  }
+  if (!auth::Sees(watcher_, auth::ResourceKind::kJob, job->tenant)) {
+    step.end = HiddenJob(id_);
+    return step;
+  }
+  if (job->updated_ms == last_update_ && job->state == last_state_) return step;
+  last_update_ = job->updated_ms;
+  last_state_ = job->state;
+  step.message.emplace();
+  JobToProto(*job, step.message->mutable_job());
+  if (jobs::IsTerminal(job->state)) step.end = absl::OkStatus();
+  return step;
+}
+
 absl::StatusOr<v1::Job> HandleSubmitJob(JobRequests& service, Caller& caller, const v1::SubmitJobRequest& request) {
   if (service.shutting_down) return ErrorWithReason(absl::StatusCode::kUnavailable, ErrorReason::kShuttingDown, "the server is shutting down");
   auto record = RecordFromRequest(request, DrawSeed());

@@ -5,7 +5,9 @@
 #pragma once
 
 #include <atomic>
+#include <optional>
 #include <string>
+#include <utility>
 
 #include "absl/status/statusor.h"
 #include "posbias/v1/job_service.pb.h"
@@ -48,5 +50,31 @@ struct JobRequests {
 // The job when the caller sees it (auth/visibility.h); another tenant's job is NOT_FOUND in the
 // words of a missing one. WatchJob asks this before its stream opens.
 absl::StatusOr<jobs::JobRecord> VisibleJob(JobRequests& service, const Caller& caller, const std::string& id);
+
+// WatchJob's logic for one stream, gRPC-free (job_watches.h's reactors write what it decides): at
+// each look at the job, the message to write, if any, and whether the stream then ends. The
+// watcher's right to see the job is checked at every look, not only when the stream opened.
+class JobWatchState {
+ public:
+  JobWatchState(auth::Principal watcher, std::string id) : watcher_(std::move(watcher)), id_(std::move(id)) {}
+
+  struct Step {
+    std::optional<v1::WatchJobResponse> message;  // Written first, when set.
+    std::optional<absl::Status> end;               // Then the stream ends with this.
+  };
+  // `job` as the store answered. A job that changed since the last message is written (the first
+  // look always writes); a terminal one ends the stream OK after it; a deleted job, or one the
+  // watcher no longer sees, ends it NOT_FOUND; the store out of reach (UNAVAILABLE) decides
+  // nothing until the next look.
+  Step Look(const absl::StatusOr<jobs::JobRecord>& job);
+
+  const std::string& id() const { return id_; }
+
+ private:
+  auth::Principal watcher_;
+  std::string id_;
+  int64_t last_update_ = -1;
+  jobs::JobState last_state_ = jobs::JobState::kQueued;
+};
 
 }  // namespace posbias::service

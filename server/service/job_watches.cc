@@ -27,29 +27,25 @@ class JobWatches::Watch final : public grpc::ServerWriteReactor<v1::WatchJobResp
  public:
   Watch(JobWatches* hub, grpc::CallbackServerContext* context, std::string id, metrics::Metrics* metrics,
         std::string method, auth::Principal watcher)
-      : hub_(hub), context_(context), id_(std::move(id)), watcher_(std::move(watcher)), scope_(metrics, std::move(method)) {}
+      : hub_(hub), context_(context), state_(std::move(watcher), std::move(id)), scope_(metrics, std::move(method)) {}
 
-  const std::string& id() const { return id_; }
-  // The watcher may see the job (the one tenancy rule).
-  bool Sees(const jobs::JobRecord& job) const { return auth::Sees(watcher_, auth::ResourceKind::kJob, job.tenant); }
+  const std::string& id() const { return state_.id(); }
 
-  // The job as the poller read it: written when it changed; the stream ends after a terminal state
-  // or on an error (the job was deleted: NOT_FOUND).
+  // The job as the poller read it: what JobWatchState (job_requests.h, the watch's logic) decides
+  // is written, and the stream ends when it says so (after the write in flight).
   void Offer(const absl::StatusOr<jobs::JobRecord>& job) {
     std::unique_lock lock(mutex_);
     if (finished_ || writing_) return;
-    if (!job.ok()) {
+    JobWatchState::Step step = state_.Look(job);
+    if (!step.message) {
+      if (!step.end) return;
       finished_ = true;
       lock.unlock();
-      Finish(scope_.Finish(job.status(), context_));
+      Finish(scope_.Finish(*step.end, context_));
       return;
     }
-    if (job->updated_ms == last_update_ && job->state == last_state_) return;
-    last_update_ = job->updated_ms;
-    last_state_ = job->state;
-    terminal_written_ = jobs::IsTerminal(job->state);
-    message_.Clear();
-    JobToProto(*job, message_.mutable_job());
+    message_ = *std::move(step.message);
+    if (step.end) pending_ = *step.end;
     writing_ = true;
     lock.unlock();
     StartWrite(&message_);
@@ -77,8 +73,6 @@ class JobWatches::Watch final : public grpc::ServerWriteReactor<v1::WatchJobResp
       end = absl::CancelledError("the client stopped reading the watch");
     } else if (pending_) {
       end = *pending_;
-    } else if (terminal_written_) {
-      end = absl::OkStatus();
     }
     if (!end) return;
     finished_ = true;
@@ -96,14 +90,11 @@ class JobWatches::Watch final : public grpc::ServerWriteReactor<v1::WatchJobResp
  private:
   JobWatches* hub_;
   grpc::CallbackServerContext* context_;
-  std::string id_;
-  auth::Principal watcher_;
+  JobWatchState state_;  // Guarded by mutex_.
   RpcScope scope_;
   std::mutex mutex_;
-  bool writing_ = false, finished_ = false, terminal_written_ = false;
-  int64_t last_update_ = -1;
-  jobs::JobState last_state_ = jobs::JobState::kQueued;
-  std::optional<absl::Status> pending_;
+  bool writing_ = false, finished_ = false;
+  std::optional<absl::Status> pending_;  // How the stream ends once the write in flight is done.
   v1::WatchJobResponse message_;  // Alive while its write is in flight.
 };
 
@@ -152,13 +143,6 @@ void JobWatches::PollOnce() {
   for (const auto& watch : watches) {
     auto it = jobs.find(watch->id());
     if (it == jobs.end()) it = jobs.emplace(watch->id(), store_->Get(watch->id())).first;
-    // The store out of reach for a moment: the stream waits for the next poll.
-    if (!it->second.ok() && it->second.status().code() == absl::StatusCode::kUnavailable) continue;
-    // Checked again at every look, not only when the stream opened.
-    if (it->second.ok() && !watch->Sees(*it->second)) {
-      watch->Offer(HiddenJob(watch->id()));
-      continue;
-    }
     watch->Offer(it->second);
   }
 }

@@ -180,6 +180,41 @@ TEST_F(RequestsTest, AQuotaShowsThePrincipalsLimitsAndItsOwnQueuedAndRunningJobs
   EXPECT_EQ(quota->max_queued_jobs(), 0u) << "no quota of its own";
 }
 
+TEST_F(RequestsTest, AWatchWritesEachChangeOnceEndsAfterATerminalStateAndWhenTheJobIsNoLongerTheWatchers) {
+  auto job = HandleSubmitJob(*jobs_, lab_a_, TinyJob());
+  ASSERT_TRUE(job.ok());
+  JobWatchState watch(lab_a_.principal, job->id());
+  auto first = watch.Look(store_->Get(job->id()));
+  ASSERT_TRUE(first.message.has_value()) << "the first look writes the job as it is";
+  EXPECT_EQ(first.message->job().state(), v1::JOB_STATE_QUEUED);
+  EXPECT_FALSE(first.end.has_value());
+  auto same = watch.Look(store_->Get(job->id()));
+  EXPECT_FALSE(same.message.has_value() || same.end.has_value()) << "an unchanged job writes nothing";
+  EXPECT_FALSE(watch.Look(absl::UnavailableError("store away")).end.has_value()) << "the store away decides nothing";
+
+  v1::CancelJobRequest cancel;
+  cancel.set_id(job->id());
+  ASSERT_TRUE(HandleCancelJob(*jobs_, lab_a_, cancel).ok());
+  auto last = watch.Look(store_->Get(job->id()));
+  ASSERT_TRUE(last.message.has_value());
+  EXPECT_EQ(last.message->job().state(), v1::JOB_STATE_CANCELLED);
+  ASSERT_TRUE(last.end.has_value());
+  EXPECT_TRUE(last.end->ok()) << "a terminal state ends the stream OK after its message";
+
+  JobWatchState stranger(lab_b_.principal, job->id());
+  auto hidden = stranger.Look(store_->Get(job->id()));
+  EXPECT_FALSE(hidden.message.has_value()) << "nothing of another tenant's job is written";
+  ASSERT_TRUE(hidden.end.has_value());
+  EXPECT_EQ(ErrorReasonOf(*hidden.end), "JOB_NOT_FOUND");
+  v1::DeleteJobRequest remove;
+  remove.set_id(job->id());
+  ASSERT_TRUE(HandleDeleteJob(*jobs_, lab_a_, remove).ok());
+  JobWatchState late(lab_a_.principal, job->id());
+  auto gone = late.Look(store_->Get(job->id()));
+  ASSERT_TRUE(gone.end.has_value());
+  EXPECT_EQ(gone.end->code(), absl::StatusCode::kNotFound) << "a deleted job ends the stream";
+}
+
 v1::RegisterModelRequest TinyModel(const std::string& name) {
   v1::RegisterModelRequest request;
   request.set_name(name);

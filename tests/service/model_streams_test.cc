@@ -2,14 +2,13 @@
 // directly: a real catalog over LibTorch's CPU loader, the built-in gpt2-tiny preset, no gRPC.
 #include "server/service/model_streams.h"
 
-#include <unistd.h>
-
 #include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "tests/service/handler_fixtures.h"
 #include "server/runners/runtime.h"
 #include "server/service/model_visibility.h"
 #include "server/status/error.h"
@@ -17,14 +16,6 @@
 namespace posbias::service {
 namespace {
 namespace fs = std::filesystem;
-
-Caller CallerOf(const std::string& tenant, auth::Role role = auth::Role::kOperator) {
-  Caller caller;
-  caller.principal.name = tenant + "-user";
-  caller.principal.tenant = tenant;
-  caller.principal.role = role;
-  return caller;
-}
 
 v1::UploadModelRequest Metadata(const std::string& name, const v1::ExportModelResponse& header) {
   v1::UploadModelRequest message;
@@ -45,10 +36,7 @@ v1::UploadModelRequest Chunk(const std::string& bytes) {
 class ModelStreamsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    base_ = fs::temp_directory_path() / ("posbias_model_streams_test_" + std::to_string(::getpid()) + "_" +
-                                         ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(base_);
-    fs::create_directories(base_ / "root");
+    base_ = FreshTestDirectory("model_streams_test");
     runtime_ = runners::Runtime::Create({});
     catalog_ = *registry::ModelCatalog::Open({(base_ / "root").string(), base_.string()}, runtime_->loader());
   }

@@ -1,13 +1,12 @@
 // The job and model services' handlers as plain functions (declared in the generated
 // job_service_handlers.h and model_service_handlers.h), called directly: a real SQLite store and catalog, callers of two
 // tenants and an admin, no gRPC.
-#include <unistd.h>
-
 #include <filesystem>
 #include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "tests/service/handler_fixtures.h"
 #include "server/jobs/job_store.h"
 #include "server/models/config.h"
 #include "server/registry/model_catalog.h"
@@ -32,14 +31,6 @@ class FactsOnlyLoader final : public registry::ModelLoader {
   void Forget(const std::string&) override {}
 };
 
-Caller CallerOf(const std::string& tenant, auth::Role role = auth::Role::kOperator) {
-  Caller caller;
-  caller.principal.name = tenant + "-user";
-  caller.principal.tenant = tenant;
-  caller.principal.role = role;
-  return caller;
-}
-
 v1::SubmitJobRequest TinyJob(const std::string& request_id = "") {
   v1::SubmitJobRequest request;
   auto* spec = request.mutable_spec()->mutable_jacobian_norm();
@@ -53,10 +44,7 @@ v1::SubmitJobRequest TinyJob(const std::string& request_id = "") {
 class RequestsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    base_ = fs::temp_directory_path() / ("posbias_requests_test_" + std::to_string(::getpid()) + "_" +
-                                         ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(base_);
-    fs::create_directories(base_ / "root");
+    base_ = FreshTestDirectory("requests_test");
     store_ = *jobs::OpenSqliteJobStore((base_ / "jobs.sqlite").string());
     catalog_ = *registry::ModelCatalog::Open({(base_ / "root").string(), base_.string()}, &loader_);
     jobs_ = std::make_unique<JobRequests>(store_.get(), catalog_.get(), nullptr, admission::JobLimits{}, nullptr, nullptr);

@@ -8,10 +8,10 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "tests/service/handler_fixtures.h"
 #include "server/runners/runtime.h"
 #include "server/service/model_visibility.h"
 #include "server/status/error.h"
+#include "tests/service/handler_fixtures.h"
 
 namespace posbias::service {
 namespace {

@@ -6,13 +6,13 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "tests/service/handler_fixtures.h"
 #include "server/jobs/job_store.h"
 #include "server/models/config.h"
 #include "server/registry/model_catalog.h"
 #include "server/service/job_requests.h"
 #include "server/service/model_requests.h"
 #include "server/status/error.h"
+#include "tests/service/handler_fixtures.h"
 
 namespace posbias::service {
 namespace {

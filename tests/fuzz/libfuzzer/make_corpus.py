@@ -7,7 +7,8 @@ Proto requests are written in text format below and encoded with `protoc --encod
 proto/posbias/v1/*.proto; the first byte of each proto seed selects the RPC the harness runs (see
 each harness's header). Safetensors seeds are whole files (length prefix, JSON header, data),
 deep nesting included; config.json seeds are the published GPT-2 and Qwen2-0.5B configs and
-variations. Rerun after a proto change; a crash found by fuzzing goes to regressions/<harness>/,
+variations; tokenizer.json seeds are small byte-level (GPT-2 and Qwen2 splits) and SentencePiece
+style tokenizers, each alone and with texts (valid, invalid UTF-8, special tokens, empty). Rerun after a proto change; a crash found by fuzzing goes to regressions/<harness>/,
 not here.
 """
 import json
@@ -193,13 +194,90 @@ MODELS = [
 ]
 
 
+# ---- tokenizer_json (the tokenizer.json, a NUL, then the text) --------------------------------
+
+def bytes_to_unicode():
+    """GPT-2's map of the 256 bytes to printable characters (byte-level BPE's alphabet)."""
+    printable = list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAD)) + list(range(0xAE, 0x100))
+    chars = printable[:]
+    extra = 0
+    for b in range(256):
+        if b not in printable:
+            printable.append(b)
+            chars.append(256 + extra)
+            extra += 1
+    return {b: chr(c) for b, c in zip(printable, chars)}
+
+
+def byte_level_tokenizer(merges, pre_tokenizer, added=()):
+    alphabet = bytes_to_unicode()
+    vocab = {alphabet[b]: b for b in range(256)}
+    for merge in merges:
+        vocab.setdefault(merge.replace(" ", ""), len(vocab))
+    return {"version": "1.0", "normalizer": None, "pre_tokenizer": pre_tokenizer, "post_processor": None,
+            "decoder": {"type": "ByteLevel"},
+            "added_tokens": [{"id": len(vocab) + i, "content": content, "special": True, "normalized": False,
+                              "lstrip": False, "rstrip": False, "single_word": False} for i, content in enumerate(added)],
+            "model": {"type": "BPE", "vocab": vocab, "merges": list(merges), "unk_token": None}}
+
+
+def sentencepiece_tokenizer():
+    vocab = {"<unk>": 0, "<s>": 1, "</s>": 2}
+    for b in range(256):
+        vocab["<0x%02X>" % b] = 3 + b
+    for token in ("\u2581", "h", "e", "l", "o", "\u2581h", "el", "\u2581hel", "lo", "\u2581hello"):
+        vocab[token] = len(vocab)
+    space = "\u2581"  # SentencePiece's space.
+    return {"version": "1.0", "post_processor": None,
+            "added_tokens": [{"id": i, "content": c, "special": True, "normalized": False, "lstrip": False,
+                              "rstrip": False, "single_word": False} for i, c in enumerate(("<unk>", "<s>", "</s>"))],
+            "normalizer": {"type": "Sequence", "normalizers": [{"type": "Prepend", "prepend": space},
+                                                               {"type": "Replace", "pattern": {"String": " "},
+                                                                "content": space}]},
+            "pre_tokenizer": None,
+            "decoder": {"type": "Sequence", "decoders": [
+                {"type": "Replace", "pattern": {"String": space}, "content": " "}, {"type": "ByteFallback"},
+                {"type": "Fuse"}, {"type": "Strip", "content": " ", "start": 1, "stop": 0}]},
+            "model": {"type": "BPE", "vocab": vocab,
+                      "merges": [space + " h", "e l", space + "h el", "l o", space + "hel lo"],
+                      "unk_token": "<unk>", "byte_fallback": True, "fuse_unk": True}}
+
+
+QWEN_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|"
+              r"\s*[\r\n]+|\s+(?!\S)|\s+")
+
+
+def tokenizer_seeds():
+    qwen = {"type": "Sequence", "pretokenizers": [
+        {"type": "Split", "pattern": {"Regex": QWEN_SPLIT}, "behavior": "Isolated", "invert": False},
+        {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False}]}
+    gpt2 = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}
+    merges = ["h e", "l l", "he ll", "hell o", "\u0120 w", "o r"]
+    files = {
+        "byte_level_qwen_split": byte_level_tokenizer(merges, qwen, added=("<|endoftext|>", "<|im_start|>")),
+        "byte_level_gpt2": byte_level_tokenizer(merges, gpt2, added=("<|endoftext|>",)),
+        "sentencepiece_legacy": sentencepiece_tokenizer(),
+    }
+    texts = [b"hello world <|endoftext|>", b"caf\xc3\xa9 \xff\xfe broken \xe2\x82", b"  hello\n\n12345 <s> </s>", b""]
+    for name, tokenizer in files.items():
+        text = json.dumps(tokenizer, ensure_ascii=False).encode()
+        yield name, text
+        for i, extra in enumerate(texts):
+            yield "%s_text%d" % (name, i), text + b"\0" + extra
+    yield "not_json", b"{\"model\": "
+    yield "wordpiece", json.dumps({"model": {"type": "WordPiece", "vocab": {"a": 0}}}).encode()
+
+
 def main():
-    for harness in ("safetensors_header", "config_json", "density_requests", "job_requests", "model_registration"):
+    for harness in ("safetensors_header", "config_json", "density_requests", "job_requests", "model_registration",
+                    "tokenizer_json"):
         shutil.rmtree(os.path.join(HERE, "corpus", harness), ignore_errors=True)
     for name, data in safetensors_seeds():
         write("safetensors_header", name, data)
     for name, data in config_seeds():
         write("config_json", name, data)
+    for name, data in tokenizer_seeds():
+        write("tokenizer_json", name, data)
     for harness, proto, seeds in (("density_requests", "density_service.proto", DENSITY),
                                   ("job_requests", "job_service.proto", JOBS),
                                   ("model_registration", "model_service.proto", MODELS)):

@@ -24,6 +24,7 @@ extern "C" int PosbiasFuzz_config_json(const uint8_t* data, size_t size);
 extern "C" int PosbiasFuzz_density_requests(const uint8_t* data, size_t size);
 extern "C" int PosbiasFuzz_job_requests(const uint8_t* data, size_t size);
 extern "C" int PosbiasFuzz_model_registration(const uint8_t* data, size_t size);
+extern "C" int PosbiasFuzz_tokenizer_json(const uint8_t* data, size_t size);
 
 namespace {
 
@@ -37,7 +38,7 @@ struct Harness {
 const Harness kHarnesses[] = {
     {"safetensors_header", PosbiasFuzz_safetensors_header}, {"config_json", PosbiasFuzz_config_json},
     {"density_requests", PosbiasFuzz_density_requests},     {"job_requests", PosbiasFuzz_job_requests},
-    {"model_registration", PosbiasFuzz_model_registration},
+    {"model_registration", PosbiasFuzz_model_registration}, {"tokenizer_json", PosbiasFuzz_tokenizer_json},
 };
 
 // gtest names a parameter in test listings with this.

@@ -158,6 +158,11 @@ struct PostgresStoreOptions {
 // be reached.
 absl::StatusOr<std::unique_ptr<JobStore>> OpenPostgresJobStore(PostgresStoreOptions options);
 
+// Every job `filter` selects (its page_size and page_token ignored), page after page, newest
+// first, each handed to `visit`. The first failed page's status stops the walk (the jobs before it
+// were visited).
+absl::Status ForEachJob(JobStore& store, ListFilter filter, const std::function<void(JobRecord&)>& visit);
+
 // Chooses the store from a connection string: "" → SQLite at `default_sqlite_path`;
 // "sqlite:PATH" or "sqlite://PATH" → SQLite at PATH; "postgresql://…" or "postgres://…" →
 // PostgreSQL. INVALID_ARGUMENT for anything else.

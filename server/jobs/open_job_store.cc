@@ -29,4 +29,16 @@ absl::StatusOr<std::unique_ptr<JobStore>> OpenJobStore(const std::string& connec
                                "postgresql://USER[:PASSWORD]@HOST[:PORT]/DATABASE"});
 }
 
+absl::Status ForEachJob(JobStore& store, ListFilter filter, const std::function<void(JobRecord&)>& visit) {
+  filter.page_size = 1000;
+  filter.page_token.clear();
+  do {
+    auto page = store.List(filter);
+    if (!page.ok()) return page.status();
+    for (auto& job : page->jobs) visit(job);
+    filter.page_token = page->next_page_token;
+  } while (!filter.page_token.empty());
+  return absl::OkStatus();
+}
+
 }  // namespace posbias::jobs

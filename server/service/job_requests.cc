@@ -30,8 +30,35 @@ std::string ListJobsSelection(const v1::ListJobsRequest& request) {
   return absl::StrCat(absl::StrJoin(states, ","), "|", request.model(), "|", request.label_selector());
 }
 
-// 0 = next to run, among the queued jobs of its own tenant.
-uint32_t QueuePosition(JobRequests& service, const jobs::JobRecord& job);
+// 0 = next to run: queued jobs of its tenant that run before it (higher priority, or equal and
+// older). Other tenants' jobs are not counted: a position must not tell how busy they are. A page
+// the store cannot read ends the count.
+uint32_t QueuePosition(JobRequests& service, const jobs::JobRecord& job) {
+  jobs::ListFilter filter;
+  filter.states = {jobs::JobState::kQueued};
+  filter.tenant = job.tenant;
+  uint32_t ahead = 0;
+  (void)jobs::ForEachJob(*service.store, filter, [&](const jobs::JobRecord& other) {
+    if (other.id == job.id) return;
+    ahead += other.priority > job.priority ||
+             (other.priority == job.priority &&
+              (other.created_ms < job.created_ms || (other.created_ms == job.created_ms && other.id < job.id)));
+  });
+  return ahead;
+}
+
+// The principal's jobs in `states`.
+absl::StatusOr<uint32_t> CountOwnJobs(JobRequests& service, const std::string& owner,
+                                      std::vector<jobs::JobState> states) {
+  jobs::ListFilter filter;
+  filter.states = std::move(states);
+  filter.owner = owner;
+  uint32_t count = 0;
+  if (auto status = jobs::ForEachJob(*service.store, filter, [&](const jobs::JobRecord&) { ++count; }); !status.ok()) {
+    return status;
+  }
+  return count;
+}
 
 }  // namespace
 
@@ -139,30 +166,6 @@ absl::StatusOr<v1::Job> HandleGetJob(JobRequests& service, Caller& caller, const
   return response;
 }
 
-namespace {
-uint32_t QueuePosition(JobRequests& service, const jobs::JobRecord& job) {
-  // 0 = next to run: queued jobs of its tenant that run before it (higher priority, or equal and
-  // older). Other tenants' jobs are not counted: a position must not tell how busy they are.
-  jobs::ListFilter filter;
-  filter.states = {jobs::JobState::kQueued};
-  filter.tenant = job.tenant;
-  filter.page_size = 1000;
-  uint32_t ahead = 0;
-  do {
-    auto page = service.store->List(filter);
-    if (!page.ok()) break;
-    for (const auto& other : page->jobs) {
-      if (other.id == job.id) continue;
-      ahead += other.priority > job.priority ||
-               (other.priority == job.priority && (other.created_ms < job.created_ms ||
-                                                   (other.created_ms == job.created_ms && other.id < job.id)));
-    }
-    filter.page_token = page->next_page_token;
-  } while (!filter.page_token.empty());
-  return ahead;
-}
-}  // namespace
-
 absl::StatusOr<v1::ListJobsResponse> HandleListJobs(JobRequests& service, Caller& caller, const v1::ListJobsRequest& request) {
   v1::ListJobsResponse out;
   auto* response = &out;
@@ -253,27 +256,6 @@ absl::StatusOr<v1::GetJobResultResponse> HandleGetJobResult(JobRequests& service
   }
   return out;
 }
-
-namespace {
-
-// The principal's jobs in `states`, every page counted.
-absl::StatusOr<uint32_t> CountOwnJobs(JobRequests& service, const std::string& owner,
-                                      std::vector<jobs::JobState> states) {
-  jobs::ListFilter filter;
-  filter.states = std::move(states);
-  filter.owner = owner;
-  filter.page_size = 1000;
-  uint32_t count = 0;
-  do {
-    auto page = service.store->List(filter);
-    if (!page.ok()) return page.status();
-    count += static_cast<uint32_t>(page->jobs.size());
-    filter.page_token = page->next_page_token;
-  } while (!filter.page_token.empty());
-  return count;
-}
-
-}  // namespace
 
 absl::StatusOr<v1::Quota> HandleGetQuota(JobRequests& service, Caller& caller, const v1::GetQuotaRequest&) {
   static_assert(static_cast<int>(auth::Role::kReader) == v1::ACCESS_ROLE_READER &&

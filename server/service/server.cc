@@ -36,18 +36,13 @@ std::vector<jobs::JobRecord> JobsOf(jobs::JobStore& store, const registry::Model
     filter.model = name;
     filter.states = states;
     filter.tenant = tenant;
-    filter.page_size = 1000;
-    do {
-      auto page = store.List(filter);
-      if (!page.ok()) break;
-      for (auto& job : page->jobs) {
-        const bool bound = job.spec.model_uid.empty()
-                               ? model.tenant.empty() || job.tenant == model.tenant || name != model.name
-                               : job.spec.model_uid == model.uid;
-        if (bound) found.push_back(std::move(job));
-      }
-      filter.page_token = page->next_page_token;
-    } while (!filter.page_token.empty());
+    // A page the store cannot read ends the search with what was found.
+    (void)jobs::ForEachJob(store, filter, [&](jobs::JobRecord& job) {
+      const bool bound = job.spec.model_uid.empty()
+                             ? model.tenant.empty() || job.tenant == model.tenant || name != model.name
+                             : job.spec.model_uid == model.uid;
+      if (bound) found.push_back(std::move(job));
+    });
   }
   return found;
 }

@@ -124,7 +124,7 @@ class JobServiceServicer(object):
     def GetQuota(self, request, context):
         """The caller's own standing: who the server takes it for, and its job quotas (the tokens
         file's) next to what it uses of them now, so a client can pace its submissions instead of
-        meeting QUOTA_EXCEEDED. Answered even while the server's queue of waiting calls is full.
+        meeting QUOTA_EXCEEDED.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

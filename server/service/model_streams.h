@@ -61,8 +61,6 @@ class UploadSession {
   // catalog's).
   void Abandon();
 
-  uint64_t received_bytes() const { return received_; }
-
  private:
   absl::Status ReadMetadata(Caller& caller, const v1::UploadModelRequest& message);
   absl::Status AddChunk(const std::string& chunk);

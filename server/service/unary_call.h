@@ -9,7 +9,6 @@
 
 #include <memory>
 #include <string>
-#include <type_traits>
 #include <utility>
 
 #include <grpcpp/grpcpp.h>
@@ -41,17 +40,18 @@ inline absl::Status ServerBusy(const CallExecutor& executor) {
                    "); retry with backoff"));
 }
 
-// The call's work with the caller when it takes one (tenancy, the audit's resource).
-template <typename Work>
-absl::Status RunWork(Work& work, Caller& caller) {
-  if constexpr (std::is_invocable_v<Work&, Caller&>) {
-    return work(caller);
-  } else {
-    return work();
-  }
+// A handler `handle(caller, request) -> absl::StatusOr<Response>` as a call's work
+// `(caller) -> absl::Status`: its answer is moved into `response`.
+template <typename Request, typename Response, typename Handle>
+auto AnswerInto(const Request* request, Response* response, Handle handle) {
+  return [request, response, handle = std::move(handle)](Caller& caller) {
+    auto answer = handle(caller, *request);
+    if (answer.ok()) *response = *std::move(answer);
+    return answer.status();
+  };
 }
 
-// Admits the caller (call_auth.h) on gRPC's thread, then runs the work on the executor.
+// Admits the caller (call_auth.h) on gRPC's thread, then runs `work(caller)` on the executor.
 template <typename Work>
 grpc::ServerUnaryReactor* RunUnary(grpc::CallbackServerContext* context, CallExecutor* executor,
                                    metrics::Metrics* metrics, const CallAuth* auth,
@@ -66,7 +66,7 @@ grpc::ServerUnaryReactor* RunUnary(grpc::CallbackServerContext* context, CallExe
   caller->client_gone = [context] { return context->IsCancelled(); };
   const bool queued = executor->TrySubmit(
       [context, reactor, scope, caller = *std::move(caller), work = std::move(work)]() mutable {
-        const absl::Status status = RunWork(work, caller);
+        const absl::Status status = work(caller);
         CallAuth::Audit(caller, status);
         reactor->Finish(scope->Finish(status, context));
       });
@@ -79,11 +79,8 @@ grpc::ServerUnaryReactor* RunUnary(grpc::CallbackServerContext* context, CallExe
 template <typename Request, typename Response, typename Handle>
 grpc::ServerUnaryReactor* AnswerUnary(grpc::CallbackServerContext* context, const CallRuntime& runtime,
                                       const Request* request, Response* response, Handle handle) {
-  return RunUnary(context, runtime.executor, runtime.metrics, runtime.auth, *request, [=](Caller& caller) {
-    auto answer = handle(caller, *request);
-    if (answer.ok()) *response = *std::move(answer);
-    return answer.status();
-  });
+  return RunUnary(context, runtime.executor, runtime.metrics, runtime.auth, *request,
+                  AnswerInto(request, response, std::move(handle)));
 }
 
 // The same, answered on gRPC's thread without waiting for the executor: for calls that must be
@@ -97,7 +94,7 @@ grpc::ServerUnaryReactor* RunUnaryInline(grpc::CallbackServerContext* context, m
   absl::Status status = caller.status();
   if (caller.ok()) {
     caller->client_gone = [context] { return context->IsCancelled(); };
-    status = RunWork(work, *caller);
+    status = work(*caller);
     CallAuth::Audit(*caller, status);
   }
   reactor->Finish(scope.Finish(status, context));
@@ -108,11 +105,8 @@ grpc::ServerUnaryReactor* RunUnaryInline(grpc::CallbackServerContext* context, m
 template <typename Request, typename Response, typename Handle>
 grpc::ServerUnaryReactor* AnswerUnaryInline(grpc::CallbackServerContext* context, const CallRuntime& runtime,
                                             const Request* request, Response* response, Handle handle) {
-  return RunUnaryInline(context, runtime.metrics, runtime.auth, *request, [&](Caller& caller) {
-    auto answer = handle(caller, *request);
-    if (answer.ok()) *response = *std::move(answer);
-    return answer.status();
-  });
+  return RunUnaryInline(context, runtime.metrics, runtime.auth, *request,
+                        AnswerInto(request, response, std::move(handle)));
 }
 
 }  // namespace posbias::service

@@ -110,6 +110,23 @@ absl::Status Authenticator::ReloadIfChanged() {
   return Reload();
 }
 
+absl::StatusOr<Principal> Authenticator::Recheck(const Principal& held) const {
+  if (options_.tokens_file.empty()) return held;
+  std::shared_ptr<const std::vector<Principal>> principals;
+  {
+    std::lock_guard lock(mutex_);
+    principals = principals_;
+  }
+  for (const Principal& principal : *principals) {
+    if (principal.name == held.name && principal.token_sha256 == held.token_sha256 &&
+        principal.cert_subject == held.cert_subject && principal.cert_san == held.cert_san) {
+      return principal;
+    }
+  }
+  return Unauthenticated(absl::StrCat("principal ", held.name,
+                                      " was revoked by the tokens file (removed, or its credential changed)"));
+}
+
 size_t Authenticator::principal_count() const {
   std::lock_guard lock(mutex_);
   return principals_->size();

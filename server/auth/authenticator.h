@@ -51,6 +51,12 @@ class Authenticator {
 
   size_t principal_count() const;
 
+  // The principal `held` (admitted earlier, e.g. by an open stream) as the tokens file loaded now
+  // names it: the entry with the same name and credential, with its current role, tenant and
+  // quotas. UNAUTHENTICATED when the file no longer has it (removed, or its credential changed).
+  // Without a tokens file nothing is ever reloaded, and `held` stands.
+  absl::StatusOr<Principal> Recheck(const Principal& held) const;
+
  private:
   explicit Authenticator(Options options) : options_(std::move(options)) {}
   struct FileStamp {

@@ -15,6 +15,7 @@
 #include <torch/types.h>
 
 #include "absl/status/statusor.h"
+#include "server/files/beneath.h"
 #include "server/models/config.h"
 
 namespace posbias::models {
@@ -114,9 +115,11 @@ class DecoderModel {
 // A model of the config's family at a seeded random initialization (deterministic per seed).
 absl::StatusOr<std::unique_ptr<DecoderModel>> BuildModel(const ModelConfig& config, uint64_t seed);
 
-// A TorchScript module with forward(inputs_embeds [B, L, d]) -> hidden [B, L, d].
+// A TorchScript module with forward(inputs_embeds [B, L, d]) -> hidden [B, L, d], its file read
+// beneath `scope` (files/beneath.h; anywhere by default).
 absl::StatusOr<std::unique_ptr<DecoderModel>> LoadTorchScriptModel(const std::string& path,
-                                                                   int64_t hidden_size);
+                                                                   int64_t hidden_size,
+                                                                   const files::Scope& scope = {});
 
 // Number of parameters.
 int64_t ParameterCount(DecoderModel& model);

@@ -1,6 +1,9 @@
 // A user's TorchScript module as a DecoderModel: forward(inputs_embeds [B, L, d]) -> hidden [B, L, d].
 #include <torch/script.h>
 
+#include <limits>
+#include <sstream>
+
 #include "absl/strings/str_cat.h"
 #include "server/models/model.h"
 #include "server/status/error.h"
@@ -48,30 +51,36 @@ class TorchScriptModel final : public DecoderModel {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<DecoderModel>> LoadTorchScriptModel(const std::string& path,
-                                                                   int64_t hidden_size) {
+                                                                   int64_t hidden_size,
+                                                                   const files::Scope& scope) {
   if (hidden_size < 1) {
     return InvalidArgumentError({ErrorReason::kInvalidArgument, "width", std::to_string(hidden_size),
                                  ">= 1 (the module's embedding width d)"});
   }
+  const std::string shown = files::ShownPath(scope, path);  // Messages never show the server's paths.
   try {
-    auto module = torch::jit::load(path);
-    auto model = std::make_unique<TorchScriptModel>(std::move(module), path, hidden_size);
+    // Read beneath the scope, then loaded from memory: torch's own open would follow any link.
+    auto bytes = files::ReadBeneath(scope, path, std::numeric_limits<uint64_t>::max());
+    if (!bytes.ok()) return bytes.status();
+    std::istringstream stream(*std::move(bytes));
+    auto module = torch::jit::load(stream);
+    auto model = std::make_unique<TorchScriptModel>(std::move(module), shown, hidden_size);
     // The contract, checked once: [1, 4, d] in, [1, 4, d] out.
     torch::NoGradGuard no_grad;
     auto probe = torch::zeros({1, 4, hidden_size});
     auto out = model->Forward(probe, {}).hidden;
     if (out.sizes() != probe.sizes()) {
       return ErrorWithReason(absl::StatusCode::kInvalidArgument, ErrorReason::kInvalidModelFile,
-                             absl::StrCat(path, ": forward([1, 4, ", hidden_size, "]) returned shape ",
+                             absl::StrCat(shown, ": forward([1, 4, ", hidden_size, "]) returned shape ",
                                           c10::str(out.sizes()), "; the contract is forward(inputs_embeds [B, L, d]) -> [B, L, d]"));
     }
     return std::unique_ptr<DecoderModel>(std::move(model));
   } catch (const c10::Error& error) {
     return ErrorWithReason(absl::StatusCode::kInvalidArgument, ErrorReason::kInvalidModelFile,
-                           absl::StrCat(path, ": not a usable TorchScript module: ", error.what_without_backtrace()));
+                           absl::StrCat(shown, ": not a usable TorchScript module: ", error.what_without_backtrace()));
   } catch (const std::exception& error) {  // Interpreter errors (torch::jit::JITException).
     return ErrorWithReason(absl::StatusCode::kInvalidArgument, ErrorReason::kInvalidModelFile,
-                           absl::StrCat(path, ": forward failed on [1, 4, ", hidden_size, "]: ", error.what()));
+                           absl::StrCat(shown, ": forward failed on [1, 4, ", hidden_size, "]: ", error.what()));
   }
 }
 

@@ -80,8 +80,8 @@ absl::Status LoadWeights(DecoderModel& model, const safetensors::Checkpoint& che
   return absl::OkStatus();
 }
 
-absl::Status LoadWeightsFromPath(DecoderModel& model, const std::string& path) {
-  auto checkpoint = safetensors::Checkpoint::Open(path);
+absl::Status LoadWeightsFromPath(DecoderModel& model, const std::string& path, const files::Scope& scope) {
+  auto checkpoint = safetensors::Checkpoint::Open(path, scope);
   if (!checkpoint.ok()) return checkpoint.status();
   return LoadWeights(model, *checkpoint);
 }

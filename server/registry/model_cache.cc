@@ -141,11 +141,11 @@ absl::StatusOr<ModelCache::Built> ModelCache::Build(const LoadRequest& request, 
   const auto start = std::chrono::steady_clock::now();
   absl::StatusOr<std::unique_ptr<models::DecoderModel>> model;
   if (request.kind == SourceKind::kTorchScript) {
-    model = models::LoadTorchScriptModel(request.weights_path, request.config.hidden_size);
+    model = models::LoadTorchScriptModel(request.weights_path, request.config.hidden_size, request.scope);
   } else {
     model = models::BuildModel(request.config, request.seed);
     if (model.ok() && !request.weights_path.empty()) {
-      if (auto status = models::LoadWeightsFromPath(**model, request.weights_path); !status.ok()) return status;
+      if (auto status = models::LoadWeightsFromPath(**model, request.weights_path, request.scope); !status.ok()) return status;
     }
   }
   if (!model.ok()) return model.status();

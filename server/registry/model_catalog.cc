@@ -64,9 +64,14 @@ int64_t NowMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
+// config.json is small: a megabyte is far beyond any Hugging Face config.
+constexpr uint64_t kMaxConfigBytes = uint64_t{1} << 20;
+
+// Whether a directory entry of that name exists: a symlink counts whatever its target (reading
+// it decides whether it may be followed), so no answer depends on a file outside the scope.
+bool Named(const fs::path& path) {
+  std::error_code error;
+  return fs::is_symlink(path, error) || fs::exists(path, error);
 }
 
 absl::Status NotFound(const std::string& name) {
@@ -80,17 +85,28 @@ std::string TokenizerDirectoryOf(const std::string& checkpoint_path) {
   std::error_code error;
   const fs::path path(checkpoint_path);
   const fs::path dir = fs::is_directory(path, error) ? path : path.parent_path();
-  const bool has = fs::exists(dir / "tokenizer.json", error) ||
-                   (fs::exists(dir / "vocab.json", error) && fs::exists(dir / "merges.txt", error));
+  const bool has = Named(dir / "tokenizer.json") || (Named(dir / "vocab.json") && Named(dir / "merges.txt"));
   return has ? dir.string() : "";
 }
 
 }  // namespace
 
+absl::StatusOr<files::Scope> ModelCatalog::ScopeFor(SourceKind kind, const std::string& tenant) const {
+  if (kind == SourceKind::kUpload) return files::Scope::Of(uploads_dir(), "the server's uploads");
+  if (options_.model_root.empty()) {
+    return ErrorWithReason(absl::StatusCode::kFailedPrecondition, ErrorReason::kPathNotAllowed,
+                           "the server has no model root (start it with --model-root DIR)");
+  }
+  if (tenant.empty()) return files::Scope::Of(options_.model_root, "the model root");
+  return files::Scope::Of((fs::path(options_.model_root) / tenant).string(),
+                          absl::StrCat("the model root's folder ", tenant, "/"));
+}
+
 // Where an entry's tokenizer files are: a checkpoint's own directory, or a preset's
 // tokenizer_path; "" = none.
 std::string ModelCatalog::TokenizerDirOf(const ModelEntry& entry, const std::string& weights_path) const {
   if (entry.source.kind == SourceKind::kCheckpoint) return TokenizerDirectoryOf(weights_path);
+  if (entry.source.kind == SourceKind::kUpload) return "";
   if (entry.source.kind == SourceKind::kPreset && !entry.source.tokenizer_path.empty()) {
     return TokenizerDirectoryOf(ResolveUnderRoot(entry.source.tokenizer_path, entry.tenant).value_or(""));
   }
@@ -100,7 +116,8 @@ std::string ModelCatalog::TokenizerDirOf(const ModelEntry& entry, const std::str
 namespace {
 
 // The architecture a source describes (before loading anything big).
-absl::StatusOr<models::ModelConfig> ResolveConfig(const ModelSource& source, const std::string& weights_path) {
+absl::StatusOr<models::ModelConfig> ResolveConfig(const ModelSource& source, const std::string& weights_path,
+                                                  const files::Scope& scope) {
   absl::StatusOr<models::ModelConfig> base;
   if (source.kind == SourceKind::kPreset) {
     base = models::PresetConfig(source.preset);
@@ -109,12 +126,14 @@ absl::StatusOr<models::ModelConfig> ResolveConfig(const ModelSource& source, con
     const fs::path dir = fs::is_directory(weights_path) ? fs::path(weights_path) : fs::path(weights_path).parent_path();
     const fs::path config_json =
         source.kind == SourceKind::kUpload ? fs::path(weights_path + ".config.json") : dir / "config.json";
-    if (!fs::is_regular_file(config_json)) {
+    auto text = files::ReadBeneath(scope, config_json.string(), kMaxConfigBytes);
+    if (!text.ok() && absl::IsNotFound(text.status())) {
       return ErrorWithReason(absl::StatusCode::kInvalidArgument, ErrorReason::kInvalidModelFile,
-                             absl::StrCat("no config.json beside the checkpoint ", source.path,
+                             absl::StrCat("no config.json beside the checkpoint ", files::ShownPath(scope, weights_path),
                                           " (it defines the architecture)"));
     }
-    base = models::ConfigFromHuggingFaceJson(ReadFile(config_json.string()));
+    if (!text.ok()) return text.status();
+    base = models::ConfigFromHuggingFaceJson(*text);
   } else {
     models::ModelConfig config;
     config.family = models::Family::kTorchScript;
@@ -293,8 +312,14 @@ absl::Status ModelCatalog::MergeIndex(const nlohmann::json& items) {
     const std::string weights = entry->source.kind == SourceKind::kPreset   ? ""
                                 : entry->source.kind == SourceKind::kUpload ? entry->source.path
                                                                              : ResolveUnderRoot(entry->source.path, entry->tenant).value_or("");
-    if (auto config = ResolveConfig(entry->source, weights); config.ok()) entry->config = *config;
-    entry->tokenizer_dir = TokenizerDirOf(*entry, weights);
+    // A preset without tokenizer files opens nothing; every other source opens beneath its scope.
+    const bool opens = entry->source.kind != SourceKind::kPreset || !entry->source.tokenizer_path.empty();
+    const absl::StatusOr<files::Scope> scope = opens ? ScopeFor(entry->source.kind, entry->tenant) : files::Scope{};
+    if (scope.ok()) {
+      if (auto config = ResolveConfig(entry->source, weights, *scope); config.ok()) entry->config = *config;
+      entry->tokenizer_dir = TokenizerDirOf(*entry, weights);
+      entry->tokenizer_scope = *scope;
+    }
     entries_[path] = *std::move(entry);
   }
   return absl::OkStatus();
@@ -410,7 +435,12 @@ absl::StatusOr<LoadRequest> ModelCatalog::RequestForEntry(const ModelEntry& entr
   } else if (entry.source.kind == SourceKind::kUpload) {
     request.weights_path = entry.source.path;
   }
-  auto config = ResolveConfig(entry.source, request.weights_path);
+  if (entry.source.kind != SourceKind::kPreset) {
+    auto scope = ScopeFor(entry.source.kind, entry.tenant);
+    if (!scope.ok()) return scope.status();
+    request.scope = *scope;
+  }
+  auto config = ResolveConfig(entry.source, request.weights_path, request.scope);
   if (!config.ok()) return config.status();
   request.config = *config;
   return request;
@@ -462,9 +492,13 @@ absl::StatusOr<ModelEntry> ModelCatalog::Finish(ModelEntry entry) {
   std::lock_guard lock(mutex_);
   entry.state = ModelState::kReady;
   if (request.ok()) entry.tokenizer_dir = TokenizerDirOf(entry, request->weights_path);
+  if (auto scope = ScopeFor(entry.source.kind, entry.tenant); scope.ok()) entry.tokenizer_scope = *scope;
   entry.parameters = loaded->parameters;
   entry.memory_bytes = entry.parameters * 4;
-  entry.init_recipe = entry.source.kind == SourceKind::kPreset ? loaded->init_recipe : "loaded from " + entry.source.path;
+  // The source as its owner named it; an upload's stored file is the server's business.
+  entry.init_recipe = entry.source.kind == SourceKind::kPreset   ? loaded->init_recipe
+                      : entry.source.kind == SourceKind::kUpload ? "loaded from an upload"
+                                                                 : "loaded from " + entry.source.path;
   entry.config = loaded->config;
   ++entry.generation;
   entries_[ModelPath(entry)] = entry;

@@ -20,6 +20,7 @@
 
 #include "absl/status/statusor.h"
 #include "nlohmann/json.hpp"
+#include "server/files/beneath.h"
 #include "server/registry/model_entry.h"
 #include "server/registry/model_index.h"
 #include "server/registry/model_loader.h"
@@ -98,6 +99,10 @@ class ModelCatalog {
   // symlinks leading out and no dangling ones (PATH_NOT_ALLOWED, the same text whether or not
   // anything exists there); PATH_NOT_FOUND when it does not exist inside the scope.
   absl::StatusOr<std::string> ResolveUnderRoot(const std::string& relative, const std::string& tenant = "") const;
+  // Where the files of an entry of `kind` owned by `tenant` may be opened (files/beneath.h): the
+  // tenant's folder of the model root (the whole root for a public model), the data directory's
+  // uploads for an upload. FAILED_PRECONDITION when that folder does not exist.
+  absl::StatusOr<files::Scope> ScopeFor(SourceKind kind, const std::string& tenant) const;
   // The entry's tokenizer directory: a checkpoint's own, or a preset's tokenizer_path; "" = none.
   std::string TokenizerDirOf(const ModelEntry& entry, const std::string& weights_path) const;
 

@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <string>
+#include <string_view>
 
 #include "absl/status/statusor.h"
 
@@ -21,6 +22,9 @@ class Sha256 {
  private:
   void* context_;  // EVP_MD_CTX.
 };
+
+// Hex HMAC-SHA-256 of `message` under `key` (RFC 2104): page tokens' authenticity.
+std::string HmacSha256Hex(std::string_view key, std::string_view message);
 
 // Hex SHA-256 of a file's bytes; PATH_NOT_FOUND when it cannot be read.
 absl::StatusOr<std::string> Sha256OfFile(const std::string& path);

@@ -178,8 +178,12 @@ absl::StatusOr<Json> ParseJson(const std::string& text, const std::string& label
     return Json::parse(text, callback);
   } catch (const TooDeep&) {
     return FileError(label, absl::StrCat(what, " is nested deeper than ", kMaxJsonDepth, " levels"));
+  } catch (const Json::parse_error& error) {
+    // The position, not the parser's text (which quotes the bytes it last read).
+    return FileError(label, absl::StrCat(what, " is not valid JSON: a syntax error at byte ", error.byte,
+                                         "; expected a JSON object"));
   } catch (const Json::exception& error) {
-    return FileError(label, absl::StrCat(what, " is not valid JSON: ", Printable(error.what())));
+    return FileError(label, absl::StrCat(what, " is not valid JSON (error ", error.id, ")"));
   }
 }
 
@@ -335,56 +339,19 @@ uint64_t ReadLittleEndian64(const std::byte* bytes) {
 // ---------------------------------------------------------------------------------------------
 // Files.
 
-// Opens path read-only without blocking on FIFOs; returns the descriptor and its stat.
-absl::StatusOr<std::pair<int, struct stat>> OpenRegularFile(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) return OsError(path, "open", errno);
-  struct stat info {};
-  if (::fstat(fd, &info) != 0) {
-    const int error = errno;
-    ::close(fd);
-    return OsError(path, "stat", error);
-  }
-  if (!S_ISREG(info.st_mode)) {
-    ::close(fd);
-    return FileError(path, "not a regular file");
-  }
-  return std::make_pair(fd, info);
+// Reads a small file (at most max_bytes) beneath `scope` into a string.
+absl::StatusOr<std::string> ReadSmallFile(const std::string& path, uint64_t max_bytes, const files::Scope& scope) {
+  return files::ReadBeneath(scope, path, max_bytes);
 }
 
-// Reads a small file (at most max_bytes) into a string.
-absl::StatusOr<std::string> ReadSmallFile(const std::string& path, uint64_t max_bytes) {
-  absl::StatusOr<std::pair<int, struct stat>> opened = OpenRegularFile(path);
-  if (!opened.ok()) return opened.status();
-  const int fd = opened->first;
-  const uint64_t size = static_cast<uint64_t>(opened->second.st_size);
-  if (size > max_bytes) {
-    ::close(fd);
-    return FileError(
-        path, absl::StrCat("file of ", size, " bytes exceeds the limit of ", max_bytes, " bytes"));
-  }
-  std::string text(size, '\0');
-  size_t done = 0;
-  while (done < text.size()) {
-    const ssize_t got = ::read(fd, text.data() + done, text.size() - done);
-    if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) break;
-    done += static_cast<size_t>(got);
-  }
-  ::close(fd);
-  text.resize(done);
-  return text;
+// Whether a directory entry of that name exists (a symlink counts, whatever its target: opening
+// it decides whether it may be followed).
+bool Named(const std::string& path) {
+  struct stat info {};
+  return ::lstat(path.c_str(), &info) == 0;
 }
 
-bool IsDirectory(const std::string& path) {
-  struct stat info {};
-  return ::stat(path.c_str(), &info) == 0 && S_ISDIR(info.st_mode);
-}
-
-bool Exists(const std::string& path) {
-  struct stat info {};
-  return ::stat(path.c_str(), &info) == 0;
-}
+bool IsDirectory(const std::string& path, const files::Scope& scope) { return files::IsDirectoryBeneath(scope, path); }
 
 std::string JoinPath(const std::string& directory, const std::string& name) {
   if (directory.empty()) return name;
@@ -592,24 +559,19 @@ absl::StatusOr<Header> ParseFile(const std::byte* bytes, uint64_t size,
 // -----------------------------------------------------------------------------------------------
 // MappedFile.
 
-absl::StatusOr<MappedFile> MappedFile::Open(const std::string& path) {
-  absl::StatusOr<std::pair<int, struct stat>> opened = OpenRegularFile(path);
+absl::StatusOr<MappedFile> MappedFile::Open(const std::string& path, const files::Scope& scope) {
+  absl::StatusOr<files::OpenFile> opened = files::OpenBeneath(scope, path);
   if (!opened.ok()) return opened.status();
-  const int fd = opened->first;
-  const uint64_t size = static_cast<uint64_t>(opened->second.st_size);
-  if (size < 8) {
-    ::close(fd);
-    return ParseFile(nullptr, size, path).status();
-  }
-  void* base = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
-  const int error = errno;
-  ::close(fd);
-  if (base == MAP_FAILED) return OsError(path, "map", error);
+  const std::string label = files::ShownPath(scope, path);
+  const uint64_t size = opened->size();
+  if (size < 8) return ParseFile(nullptr, size, label).status();
+  void* base = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, opened->fd(), 0);
+  if (base == MAP_FAILED) return OsError(label, "map", errno);
   MappedFile file;
   file.path_ = path;
   file.base_ = base;
   file.size_ = size;
-  absl::StatusOr<Header> header = ParseFile(static_cast<const std::byte*>(base), size, path);
+  absl::StatusOr<Header> header = ParseFile(static_cast<const std::byte*>(base), size, label);
   if (!header.ok()) return header.status();  // file unmaps.
   file.header_ = *std::move(header);
   return file;
@@ -654,25 +616,26 @@ const std::byte* MappedFile::Data(const TensorInfo& tensor) const {
 // -----------------------------------------------------------------------------------------------
 // Checkpoint.
 
-absl::StatusOr<Checkpoint> Checkpoint::Open(const std::string& path) {
-  if (!Exists(path)) return NotFoundError(path, "no such file or directory");
-  if (IsDirectory(path)) {
+absl::StatusOr<Checkpoint> Checkpoint::Open(const std::string& path, const files::Scope& scope) {
+  const std::string label = files::ShownPath(scope, path);
+  if (!Named(path)) return NotFoundError(label, "no such file or directory");
+  if (IsDirectory(path, scope)) {
     const std::string single = JoinPath(path, kSingleFileName);
-    if (Exists(single)) return OpenSingle(single);
+    if (Named(single)) return OpenSingle(single, scope);
     const std::string index = JoinPath(path, kIndexFileName);
-    if (Exists(index)) return OpenIndex(index);
+    if (Named(index)) return OpenIndex(index, scope);
     return NotFoundError(
-        path, absl::StrCat("directory holds neither ", kSingleFileName, " nor ", kIndexFileName));
+        label, absl::StrCat("directory holds neither ", kSingleFileName, " nor ", kIndexFileName));
   }
-  if (EndsWith(path, ".json")) return OpenIndex(path);
-  return OpenSingle(path);
+  if (EndsWith(path, ".json")) return OpenIndex(path, scope);
+  return OpenSingle(path, scope);
 }
 
-absl::StatusOr<Checkpoint> Checkpoint::OpenSingle(const std::string& path) {
-  absl::StatusOr<MappedFile> file = MappedFile::Open(path);
+absl::StatusOr<Checkpoint> Checkpoint::OpenSingle(const std::string& path, const files::Scope& scope) {
+  absl::StatusOr<MappedFile> file = MappedFile::Open(path, scope);
   if (!file.ok()) return file.status();
   Checkpoint checkpoint;
-  checkpoint.label_ = path;
+  checkpoint.label_ = files::ShownPath(scope, path);
   const std::vector<TensorInfo>& tensors = file->header().tensors;
   for (size_t i = 0; i < tensors.size(); ++i) checkpoint.tensors_[tensors[i].name] = {0, i};
   checkpoint.files_.push_back(*std::move(file));
@@ -682,53 +645,55 @@ absl::StatusOr<Checkpoint> Checkpoint::OpenSingle(const std::string& path) {
 namespace {
 
 // The weight map of an index: tensor name -> shard file name, every shard name checked.
-absl::StatusOr<std::map<std::string, std::string>> ReadWeightMap(const std::string& index_path) {
-  absl::StatusOr<std::string> text = ReadSmallFile(index_path, kMaxHeaderBytes);
+absl::StatusOr<std::map<std::string, std::string>> ReadWeightMap(const std::string& index_path,
+                                                                 const files::Scope& scope) {
+  absl::StatusOr<std::string> text = ReadSmallFile(index_path, kMaxHeaderBytes, scope);
   if (!text.ok()) return text.status();
+  const std::string label = files::ShownPath(scope, index_path);
   std::optional<std::string> duplicate;
-  absl::StatusOr<Json> json = ParseJson(*text, index_path, "index", &duplicate);
+  absl::StatusOr<Json> json = ParseJson(*text, label, "index", &duplicate);
   if (!json.ok()) return json.status();
   if (!json->is_object() || !json->contains("weight_map") || !(*json)["weight_map"].is_object()) {
-    return FileError(index_path, "index is not a JSON object with a \"weight_map\" object");
+    return FileError(label, "index is not a JSON object with a \"weight_map\" object");
   }
   std::map<std::string, std::string> weight_map;
   for (const auto& [name, shard] : (*json)["weight_map"].items()) {
     if (!shard.is_string() || !IsSafeShardName(shard.get<std::string>())) {
-      return TensorError(index_path, name,
+      return TensorError(label, name,
                          absl::StrCat("shard ", shard.dump(),
                                       " is not a file name in the index's "
                                       "directory (no '/', '\\\\' or '..')"));
     }
     weight_map[name] = shard.get<std::string>();
   }
-  if (weight_map.empty()) return FileError(index_path, "weight_map is empty");
+  if (weight_map.empty()) return FileError(label, "weight_map is empty");
   return weight_map;
 }
 
 // Opens one shard; a missing shard names the index that lists it.
 absl::StatusOr<MappedFile> OpenShard(const std::string& directory, const std::string& shard,
-                                     const std::string& index_path) {
+                                     const std::string& index_path, const files::Scope& scope) {
   const std::string shard_path = JoinPath(directory, shard);
-  absl::StatusOr<MappedFile> file = MappedFile::Open(shard_path);
+  absl::StatusOr<MappedFile> file = MappedFile::Open(shard_path, scope);
   if (!file.ok() && absl::IsNotFound(file.status())) {
-    return NotFoundError(shard_path,
-                         absl::StrCat("shard listed in ", index_path, " does not exist"));
+    return NotFoundError(files::ShownPath(scope, shard_path),
+                         absl::StrCat("shard listed in ", files::ShownPath(scope, index_path), " does not exist"));
   }
   return file;
 }
 
 }  // namespace
 
-absl::StatusOr<Checkpoint> Checkpoint::OpenIndex(const std::string& index_path) {
-  absl::StatusOr<std::map<std::string, std::string>> weight_map = ReadWeightMap(index_path);
+absl::StatusOr<Checkpoint> Checkpoint::OpenIndex(const std::string& index_path, const files::Scope& scope) {
+  absl::StatusOr<std::map<std::string, std::string>> weight_map = ReadWeightMap(index_path, scope);
   if (!weight_map.ok()) return weight_map.status();
   std::map<std::string, size_t> shard_files;  // Sorted, so files_[0] is the first shard by name.
   for (const auto& [name, shard] : *weight_map) shard_files.emplace(shard, 0);
   Checkpoint checkpoint;
-  checkpoint.label_ = index_path;
+  checkpoint.label_ = files::ShownPath(scope, index_path);
   const std::string directory = DirectoryOf(index_path);
   for (auto& [shard, file_index] : shard_files) {
-    absl::StatusOr<MappedFile> file = OpenShard(directory, shard, index_path);
+    absl::StatusOr<MappedFile> file = OpenShard(directory, shard, index_path, scope);
     if (!file.ok()) return file.status();
     file_index = checkpoint.files_.size();
     checkpoint.files_.push_back(*std::move(file));
@@ -738,7 +703,7 @@ absl::StatusOr<Checkpoint> Checkpoint::OpenIndex(const std::string& index_path) 
     const MappedFile& file = checkpoint.files_[file_index];
     const TensorInfo* info = file.Find(name);
     if (info == nullptr) {
-      return TensorError(index_path, name,
+      return TensorError(checkpoint.label_, name,
                          absl::StrCat("listed in the weight map but missing from "
                                       "shard '",
                                       Printable(shard), "'"));

@@ -36,6 +36,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "server/files/beneath.h"
 
 namespace posbias::safetensors {
 
@@ -87,7 +88,9 @@ absl::StatusOr<Header> ParseFile(const std::byte* bytes, uint64_t size,
 // the mapping for every tensor of header().
 class MappedFile {
  public:
-  static absl::StatusOr<MappedFile> Open(const std::string& path);
+  // Opens `path` beneath `scope` (files/beneath.h; the default scope is anywhere). Messages
+  // name the file as ShownPath does.
+  static absl::StatusOr<MappedFile> Open(const std::string& path, const files::Scope& scope = {});
 
   MappedFile(MappedFile&& other) noexcept;
   MappedFile& operator=(MappedFile&& other) noexcept;
@@ -117,7 +120,9 @@ class MappedFile {
 // Tensors present in a shard but absent from the weight map are not part of the checkpoint.
 class Checkpoint {
  public:
-  static absl::StatusOr<Checkpoint> Open(const std::string& path);
+  // Every file (the checkpoint, its index and each shard) is opened beneath `scope`
+  // (files/beneath.h): a shard or index that links out of it is PATH_NOT_ALLOWED.
+  static absl::StatusOr<Checkpoint> Open(const std::string& path, const files::Scope& scope = {});
 
   std::vector<std::string> TensorNames() const;  // Sorted.
 
@@ -137,12 +142,12 @@ class Checkpoint {
     size_t file = 0;
     size_t tensor = 0;
   };
-  static absl::StatusOr<Checkpoint> OpenSingle(const std::string& path);
-  static absl::StatusOr<Checkpoint> OpenIndex(const std::string& index_path);
+  static absl::StatusOr<Checkpoint> OpenSingle(const std::string& path, const files::Scope& scope);
+  static absl::StatusOr<Checkpoint> OpenIndex(const std::string& index_path, const files::Scope& scope);
 
   Checkpoint() = default;
 
-  std::string label_;  // The path given to Open, for messages.
+  std::string label_;  // The path given to Open as messages show it.
   std::vector<MappedFile> files_;
   std::map<std::string, Location> tensors_;
 };

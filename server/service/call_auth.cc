@@ -68,6 +68,25 @@ absl::StatusOr<Caller> CallAuth::Admit(grpc::ServerContextBase* context,
   return caller;
 }
 
+absl::Status CallAuth::Recheck(const Caller& caller) const {
+  if (authenticator_ == nullptr || !authenticator_->required()) return absl::OkStatus();
+  auto now = authenticator_->Recheck(caller.principal);
+  if (!now.ok()) return now.status();
+  const auth::MethodRule* rule = methods_->rules().Find(caller.method);
+  if (rule == nullptr || !now->Has(rule->role)) {
+    return ErrorWithReason(absl::StatusCode::kPermissionDenied, ErrorReason::kRoleRequired,
+                           absl::StrCat(caller.method, " needs the role ",
+                                        rule == nullptr ? "(none: no access rule)" : std::string(auth::RoleName(rule->role)),
+                                        "; principal ", now->name, " has ", std::string(auth::RoleName(now->role)),
+                                        " since the tokens file was reloaded"));
+  }
+  if (now->tenant != caller.principal.tenant) {
+    return ErrorWithReason(absl::StatusCode::kPermissionDenied, ErrorReason::kRoleRequired,
+                           absl::StrCat("principal ", now->name, " belongs to another tenant since the tokens file was reloaded"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<Caller> CallAuth::AdmitRequest(grpc::ServerContextBase* context,
                                               const google::protobuf::Message& request) const {
   auto caller = Admit(context, request.GetDescriptor());

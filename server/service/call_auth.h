@@ -44,6 +44,10 @@ class CallAuth {
   absl::StatusOr<Caller> Admit(grpc::ServerContextBase* context, const google::protobuf::Descriptor* request_type) const;
   // Admit, then the request's enum values (service/enum_check.h).
   absl::StatusOr<Caller> AdmitRequest(grpc::ServerContextBase* context, const google::protobuf::Message& request) const;
+  // Whether a call admitted earlier (an open stream) may go on under the tokens file loaded now:
+  // UNAUTHENTICATED when its principal was revoked, PERMISSION_DENIED (ROLE_REQUIRED) when it
+  // lost the method's role or moved to another tenant. OK without authentication.
+  absl::Status Recheck(const Caller& caller) const;
   // One line for an audited call (principal, tenant, method, resource, outcome); nothing otherwise.
   static void Audit(const Caller& caller, const absl::Status& outcome);
 

@@ -74,7 +74,7 @@ JobWatchState::Step JobWatchState::Look(const absl::StatusOr<jobs::JobRecord>& j
     if (job.status().code() != absl::StatusCode::kUnavailable) step.end = job.status();
     return step;
   }
-  if (!auth::Sees(watcher_, auth::ResourceKind::kJob, job->tenant)) {
+  if (!watcher_ || !auth::Sees(*watcher_, auth::ResourceKind::kJob, job->tenant)) {
     step.end = HiddenJob(id_);
     return step;
   }
@@ -96,6 +96,10 @@ absl::StatusOr<v1::Job> HandleSubmitJob(JobRequests& service, Caller& caller, co
   record->max_running = static_cast<int32_t>(caller.principal.max_running_jobs);
   auto model = FindVisibleModel(*service.catalog, caller, record->spec.model);
   if (!model.ok()) return model.status();
+  // A job belongs to its model's tenant (README, Security): an admin's job on a tenant's private
+  // model is that tenant's, so nobody who cannot see the model sees the job; a job on a public
+  // model is the submitter's tenant's.
+  if (!model->tenant.empty()) record->tenant = model->tenant;
   // The job names the model as its tenant sees it (an admin's job on a tenant's model: by path),
   // and is bound to this registration, not to the name.
   record->spec.model = model->tenant.empty() || model->tenant == record->tenant ? model->name : registry::ModelPath(*model);

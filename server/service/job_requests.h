@@ -56,7 +56,9 @@ absl::StatusOr<jobs::JobRecord> VisibleJob(JobRequests& service, const Caller& c
 // watcher's right to see the job is checked at every look, not only when the stream opened.
 class JobWatchState {
  public:
-  JobWatchState(auth::Principal watcher, std::string id) : watcher_(std::move(watcher)), id_(std::move(id)) {}
+  // `watcher` unset: a watch refused at the door, which sees nothing (it ends NOT_FOUND).
+  JobWatchState(std::optional<auth::Principal> watcher, std::string id)
+      : watcher_(std::move(watcher)), id_(std::move(id)) {}
 
   struct Step {
     std::optional<v1::WatchJobResponse> message;  // Written first, when set.
@@ -71,7 +73,7 @@ class JobWatchState {
   const std::string& id() const { return id_; }
 
  private:
-  auth::Principal watcher_;
+  std::optional<auth::Principal> watcher_;
   std::string id_;
   int64_t last_update_ = -1;
   jobs::JobState last_state_ = jobs::JobState::kQueued;

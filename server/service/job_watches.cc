@@ -26,10 +26,14 @@ class JobWatches::Watch final : public grpc::ServerWriteReactor<v1::WatchJobResp
                                 public std::enable_shared_from_this<Watch> {
  public:
   Watch(JobWatches* hub, grpc::CallbackServerContext* context, std::string id, metrics::Metrics* metrics,
-        std::string method, auth::Principal watcher)
-      : hub_(hub), context_(context), state_(std::move(watcher), std::move(id)), scope_(metrics, std::move(method)) {}
+        std::string method, std::optional<Caller> watcher)
+      : hub_(hub), context_(context),
+        state_(watcher ? std::optional<auth::Principal>(watcher->principal) : std::nullopt, std::move(id)),
+        watcher_(std::move(watcher)), scope_(metrics, std::move(method)) {}
 
   const std::string& id() const { return state_.id(); }
+  // Who watches; unset for a watch refused at the door.
+  const std::optional<Caller>& watcher() const { return watcher_; }
 
   // The job as the poller read it: what JobWatchState (job_requests.h, the watch's logic) decides
   // is written, and the stream ends when it says so (after the write in flight).
@@ -91,6 +95,7 @@ class JobWatches::Watch final : public grpc::ServerWriteReactor<v1::WatchJobResp
   JobWatches* hub_;
   grpc::CallbackServerContext* context_;
   JobWatchState state_;  // Guarded by mutex_.
+  const std::optional<Caller> watcher_;
   RpcScope scope_;
   std::mutex mutex_;
   bool writing_ = false, finished_ = false;
@@ -106,7 +111,7 @@ JobWatches::~JobWatches() { Stop(); }
 grpc::ServerWriteReactor<v1::WatchJobResponse>* JobWatches::Open(grpc::CallbackServerContext* context,
                                                                  const std::string& id, std::string method,
                                                                  const absl::Status& refusal,
-                                                                 auth::Principal watcher) {
+                                                                 std::optional<Caller> watcher) {
   auto watch = std::make_shared<Watch>(this, context, id, metrics_, std::move(method), std::move(watcher));
   bool stopping;
   {
@@ -170,8 +175,17 @@ grpc::ServerWriteReactor<v1::WatchJobResponse>* JobWatches::WatchJob(grpc::Callb
   if (caller.ok()) {
     if (auto job = VisibleJob(*requests_, *caller, request->id()); !job.ok()) refusal = job.status();
   }
+  // A refused watch holds no principal: it sees nothing, even for the moment before it ends.
   return Open(context, request->id(), std::string(auth_->MethodFor(request->GetDescriptor())), refusal,
-              caller.ok() ? caller->principal : auth::AnonymousAdmin());
+              refusal.ok() ? std::optional<Caller>(*std::move(caller)) : std::nullopt);
+}
+
+void JobWatches::Recheck() {
+  if (auth_ == nullptr) return;
+  for (const auto& watch : open_.Snapshot()) {
+    if (!watch->watcher()) continue;
+    if (auto status = auth_->Recheck(*watch->watcher()); !status.ok()) watch->End(status);
+  }
 }
 
 void JobWatches::Stop() {

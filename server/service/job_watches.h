@@ -52,13 +52,16 @@ class JobWatches {
   // (auth/visibility.h), and a job it does not see ends the stream with the NOT_FOUND a missing
   // job gets.
   grpc::ServerWriteReactor<v1::WatchJobResponse>* Open(grpc::CallbackServerContext* context, const std::string& id,
-                                                       std::string method, const absl::Status& refusal = absl::OkStatus(),
-                                                       auth::Principal watcher = auth::AnonymousAdmin());
+                                                       std::string method, const absl::Status& refusal,
+                                                       std::optional<Caller> watcher);
   // `auth` admits the calls, `requests` answers whether the caller sees the job; both outlive
   // this. Starts the poller.
   void Start(const CallAuth* auth, JobRequests* requests);
   // Ends every open stream with UNAVAILABLE / SHUTTING_DOWN and refuses new ones; joins the poller.
   void Stop();
+  // After the tokens file was reloaded: ends every open watch whose principal was revoked
+  // (UNAUTHENTICATED) or lost its role or tenant (PERMISSION_DENIED).
+  void Recheck();
 
  private:
   class Watch;

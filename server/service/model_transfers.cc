@@ -1,6 +1,7 @@
 #include "server/service/model_transfers.h"
 
 #include <atomic>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -25,7 +26,10 @@ class ModelTransfers::UploadReactor final : public grpc::ServerReadReactor<v1::U
         session_(hub->catalog_, hub->options_.limits) {}
 
   void Begin(Caller caller) {
-    caller_ = std::move(caller);
+    {
+      std::lock_guard lock(mutex_);
+      caller_ = std::move(caller);
+    }
     StartRead(&message_);
   }
 
@@ -38,7 +42,7 @@ class ModelTransfers::UploadReactor final : public grpc::ServerReadReactor<v1::U
       Complete();
       return;
     }
-    const absl::Status status = session_.Accept(caller_, message_);
+    const absl::Status status = session_.Accept(*caller_, message_);
     lock.unlock();
     if (!status.ok()) {
       End(status);
@@ -52,6 +56,18 @@ class ModelTransfers::UploadReactor final : public grpc::ServerReadReactor<v1::U
   void OnDone() override {
     auto self = shared_from_this();
     hub_->Forget(this);
+  }
+
+  // Ends the upload when its caller may no longer upload (CallAuth::Recheck, after the tokens
+  // file was reloaded); one already being registered finishes (its file was accepted).
+  void Recheck(const CallAuth& auth) {
+    std::optional<Caller> caller;
+    {
+      std::lock_guard lock(mutex_);
+      if (finished_ || registering_ || !caller_) return;
+      caller = caller_;
+    }
+    if (auto status = auth.Recheck(*caller); !status.ok()) End(status);
   }
 
   // Ends an upload that sent nothing for `timeout` (not one being registered).
@@ -75,7 +91,7 @@ class ModelTransfers::UploadReactor final : public grpc::ServerReadReactor<v1::U
       finished_ = true;
       if (!registering_) session_.Abandon();
     }
-    CallAuth::Audit(caller_, status);
+    if (caller_) CallAuth::Audit(*caller_, status);  // A call refused at the door was never admitted.
     Finish(scope_.Finish(status, context_));
   }
 
@@ -102,7 +118,7 @@ class ModelTransfers::UploadReactor final : public grpc::ServerReadReactor<v1::U
   }
 
   void Register() {
-    auto model = session_.Register(caller_);
+    auto model = session_.Register(*caller_);
     if (model.ok()) *response_ = *std::move(model);
     {
       std::lock_guard lock(mutex_);
@@ -115,8 +131,8 @@ class ModelTransfers::UploadReactor final : public grpc::ServerReadReactor<v1::U
   grpc::CallbackServerContext* context_;
   v1::Model* response_;
   RpcScope scope_;
-  Caller caller_;
-  std::mutex mutex_;  // Guards the flags and the session.
+  std::optional<Caller> caller_;  // Unset until admitted: a stream refused at the door holds no principal.
+  std::mutex mutex_;  // Guards the flags, the caller and the session.
   bool finished_ = false, registering_ = false;
   std::chrono::steady_clock::time_point last_activity_ = std::chrono::steady_clock::now();
   v1::UploadModelRequest message_;
@@ -127,7 +143,8 @@ class ModelTransfers::UploadReactor final : public grpc::ServerReadReactor<v1::U
 
 // Writes its ExportSession's messages (model_streams.h, the export's logic) as the client takes
 // them; the weights are prepared on the executor.
-class ModelTransfers::ExportReactor final : public grpc::ServerWriteReactor<v1::ExportModelResponse> {
+class ModelTransfers::ExportReactor final : public grpc::ServerWriteReactor<v1::ExportModelResponse>,
+                                            public std::enable_shared_from_this<ExportReactor> {
  public:
   ExportReactor(ModelTransfers* hub, grpc::CallbackServerContext* context, const v1::ExportModelRequest& request)
       : hub_(hub), context_(context), request_(request),
@@ -135,37 +152,82 @@ class ModelTransfers::ExportReactor final : public grpc::ServerWriteReactor<v1::
         session_(hub->catalog_) {}
 
   void Begin(Caller caller) {
-    caller_ = std::move(caller);
-    if (!hub_->executor_->TrySubmit([this] { Prepare(); })) End(ServerBusy(*hub_->executor_));
+    {
+      std::lock_guard lock(caller_mutex_);
+      caller_ = std::move(caller);
+    }
+    auto self = shared_from_this();
+    if (!hub_->executor_->TrySubmit([self] { self->Prepare(); })) End(ServerBusy(*hub_->executor_));
   }
   void Refuse(const absl::Status& status) { End(status); }
 
+  // Ends the export when its caller may no longer read the weights (CallAuth::Recheck).
+  void Recheck(const CallAuth& auth) {
+    std::optional<Caller> caller;
+    {
+      std::lock_guard lock(caller_mutex_);
+      caller = caller_;
+    }
+    if (!caller || ended_) return;
+    auto status = auth.Recheck(*caller);
+    if (status.ok()) return;
+    {
+      std::lock_guard lock(caller_mutex_);
+      revoked_ = status;
+    }
+    // Preparing stops at its next check; a write in flight completes first (a stream is never
+    // finished under a write), then OnWriteDone ends it with this status.
+    cancelled_ = true;
+    if (!writing_) End(status);
+  }
+
   void OnWriteDone(bool ok) override {
-    if (!ok || cancelled_) return End(absl::CancelledError("the client stopped reading the export"));
+    writing_ = false;
+    if (!ok || cancelled_) return End(Ending(absl::CancelledError("the client stopped reading the export")));
     auto chunk = session_.NextChunk();
     if (!chunk) return End(absl::OkStatus());
     message_ = *std::move(chunk);
-    StartWrite(&message_);
+    Write();
   }
 
   void OnCancel() override { cancelled_ = true; }  // A write in flight then completes with !ok.
-  void OnDone() override { delete this; }
+  void OnDone() override {
+    auto self = shared_from_this();  // Freed when the reload's snapshot lets go of it too.
+    hub_->exports_.Remove(this);
+  }
 
  private:
   // On the executor: the weights to a scratch file, then the header. The build waits for room in
   // the model cache's budget and stops with the client.
   void Prepare() {
-    auto header = session_.Prepare(caller_, request_, [this] { return cancelled_.load() || context_->IsCancelled(); });
-    if (!header.ok()) return End(header.status());
-    if (cancelled_) return End(absl::CancelledError("export cancelled"));
+    auto header = session_.Prepare(*caller_, request_, [this] { return cancelled_.load() || context_->IsCancelled(); });
+    if (!header.ok()) return End(Ending(header.status()));
     message_ = *std::move(header);
+    Write();
+  }
+
+  // Starts the write of message_ unless the export was cancelled or revoked. writing_ is set
+  // before cancelled_ is read, and Recheck sets cancelled_ before it reads writing_: one of the
+  // two always sees the other, so the stream is never finished under a write.
+  void Write() {
+    writing_ = true;
+    if (cancelled_) {
+      writing_ = false;
+      return End(Ending(absl::CancelledError("export cancelled")));
+    }
     StartWrite(&message_);
+  }
+
+  // How the stream ends: as `status`, unless its caller was revoked meanwhile.
+  absl::Status Ending(const absl::Status& status) {
+    std::lock_guard lock(caller_mutex_);
+    return revoked_ ? *revoked_ : status;
   }
 
   void End(const absl::Status& status) {
     if (ended_.exchange(true)) return;
     session_.Close();
-    CallAuth::Audit(caller_, status);  // Nothing for a refused call (its caller was never admitted).
+    if (caller_) CallAuth::Audit(*caller_, status);  // Nothing for a refused call (its caller was never admitted).
     Finish(scope_.Finish(status, context_));
   }
 
@@ -173,8 +235,10 @@ class ModelTransfers::ExportReactor final : public grpc::ServerWriteReactor<v1::
   grpc::CallbackServerContext* context_;
   v1::ExportModelRequest request_;
   RpcScope scope_;
-  Caller caller_;
-  std::atomic<bool> cancelled_{false}, ended_{false};
+  std::mutex caller_mutex_;
+  std::optional<Caller> caller_;  // Unset until admitted: a refused call holds no principal.
+  std::optional<absl::Status> revoked_;
+  std::atomic<bool> cancelled_{false}, ended_{false}, writing_{false};
   ExportSession session_;
   v1::ExportModelResponse message_;  // Alive while its write is in flight.
 };
@@ -227,17 +291,23 @@ grpc::ServerReadReactor<v1::UploadModelRequest>* ModelTransfers::UploadModel(grp
 
 grpc::ServerWriteReactor<v1::ExportModelResponse>* ModelTransfers::ExportModel(grpc::CallbackServerContext* context,
                                                                           const v1::ExportModelRequest* request) {
-  auto* reactor = new ExportReactor(this, context, *request);  // Deleted in its OnDone.
+  auto reactor = std::make_shared<ExportReactor>(this, context, *request);
+  exports_.Add(reactor);  // Kept until its OnDone.
   auto caller = auth_->AdmitRequest(context, *request);
   if (!caller.ok()) {
     reactor->Refuse(caller.status());
   } else {
     reactor->Begin(*std::move(caller));
   }
-  return reactor;
+  return reactor.get();
 }
 
 void ModelTransfers::Forget(UploadReactor* upload) { uploads_.Remove(upload); }
+
+void ModelTransfers::Recheck() {
+  for (const auto& upload : uploads_.Snapshot()) upload->Recheck(*auth_);
+  for (const auto& reactor : exports_.Snapshot()) reactor->Recheck(*auth_);
+}
 
 void ModelTransfers::Watchdog() {
   std::unique_lock lock(mutex_);

@@ -41,6 +41,9 @@ class ModelTransfers {
   void Start(CallExecutor* executor, const CallAuth* auth);
   // Ends open uploads (UNAVAILABLE / SHUTTING_DOWN); joins the watchdog.
   void Stop();
+  // After the tokens file was reloaded: ends every open upload and export whose principal was
+  // revoked (UNAUTHENTICATED) or lost its role or tenant (PERMISSION_DENIED).
+  void Recheck();
 
   // The two streams, named after their RPCs (the generated ModelServiceWiring forwards to them).
   grpc::ServerReadReactor<v1::UploadModelRequest>* UploadModel(grpc::CallbackServerContext* context,
@@ -60,6 +63,7 @@ class ModelTransfers {
   CallExecutor* executor_ = nullptr;
   const CallAuth* auth_ = nullptr;
   OpenStreams<UploadReactor> uploads_;
+  OpenStreams<ExportReactor> exports_;
   std::mutex mutex_;  // Guards stopping_; wakes the watchdog.
   std::condition_variable wake_;
   bool stopping_ = false;

@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "server/admission/page_token.h"
 #include "server/status/error.h"
 #include "spdlog/spdlog.h"
 
@@ -90,6 +91,11 @@ Server::~Server() {
 absl::Status Server::OpenStore() {
   std::error_code error;
   std::filesystem::create_directories(options_.data_dir, error);
+  // Page tokens are signed with the data directory's key, so replicas sharing it accept each
+  // other's tokens.
+  auto key = admission::LoadOrCreatePageTokenKey((std::filesystem::path(options_.data_dir) / "page_token.key").string());
+  if (!key.ok()) return key.status();
+  admission::SetPageTokenKey(*std::move(key));
   auto store = jobs::OpenJobStore(options_.job_store, (std::filesystem::path(options_.data_dir) / "jobs.sqlite").string(),
                                   options_.lease_ms, options_.part_samples, options_.max_lost_attempts);
   if (!store.ok()) return store.status();
@@ -228,6 +234,13 @@ void Server::ReloadCredentials() {
   } else if (!options_.security.auth_tokens_file.empty()) {
     spdlog::info("tokens file reloaded: {} principals", authenticator_->principal_count());
   }
+  RecheckOpenStreams();
+}
+
+void Server::RecheckOpenStreams() {
+  // Every open stream under the principals loaded now: revoked or demoted ones end at once.
+  if (job_watches_) job_watches_->Recheck();
+  if (model_transfers_) model_transfers_->Recheck();
 }
 
 void Server::WatchCredentials() {
@@ -244,6 +257,9 @@ void Server::WatchCredentials() {
     } else if (authenticator_->principal_count() != before) {
       spdlog::info("tokens file changed: {} principals", authenticator_->principal_count());
     }
+    lock.unlock();
+    RecheckOpenStreams();  // Cheap (a look-up per open stream), so after every poll, changed or not.
+    lock.lock();
   }
 }
 

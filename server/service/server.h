@@ -128,6 +128,7 @@ class Server {
   // Checks the security options and opens the authenticator; the transport's credentials.
   absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> PrepareSecurity();
   void WatchCredentials();  // The reload thread.
+  void RecheckOpenStreams();  // After a reload: open streams whose principal was revoked or demoted end.
 
   std::unique_ptr<jobs::JobStore> store_;
   std::unique_ptr<runners::Runtime> runtime_;  // Torch-side: the model cache and the runner.

@@ -19,7 +19,9 @@ absl::StatusOr<std::shared_ptr<const tokenizer::Tokenizer>> Tokenizers::For(cons
       return it->second.second;
     }
   }
-  auto loaded = tokenizer::Tokenizer::FromDirectory(entry.tokenizer_dir);  // Outside the lock: it takes a while.
+  tokenizer::LoadOptions options;
+  options.scope = entry.tokenizer_scope;  // Every file opened beneath the owner's folder, at every (re)load.
+  auto loaded = tokenizer::Tokenizer::FromDirectory(entry.tokenizer_dir, options);  // Outside the lock: it takes a while.
   if (!loaded.ok()) return loaded.status();
   std::shared_ptr<const tokenizer::Tokenizer> shared = *std::move(loaded);
   std::lock_guard lock(mutex_);

@@ -38,9 +38,12 @@ const Alphabet& TheAlphabet() {
   return *alphabet;
 }
 
-absl::Status BadMerge(size_t rank, const std::string& what) {
+// Names the merge by its place, never by its text: the file may be one the caller cannot read.
+absl::Status BadMerge(size_t rank, const char* part) {
   return ErrorWithReason(absl::StatusCode::kInvalidArgument, ErrorReason::kInvalidModelFile,
-                         absl::StrCat("merge ", rank, " (", what, ") is not in the vocabulary"));
+                         absl::StrCat("merge ", rank, " (counted from 0, in file order): its ", part,
+                                      " is not in the vocabulary; expected both tokens of a merge and their "
+                                      "concatenation to be vocabulary tokens"));
 }
 
 }  // namespace
@@ -111,7 +114,7 @@ absl::StatusOr<Bpe> Bpe::Create(const BpeModelSpec& spec) {
     if (found == bpe.ids_.end()) {
       return ErrorWithReason(
           absl::StatusCode::kInvalidArgument, ErrorReason::kInvalidModelFile,
-          absl::StrCat("the unknown token '", spec.unk_token, "' is not in the vocabulary"));
+          "model.unk_token is not in the vocabulary; expected the unknown token to be a vocabulary token");
     }
     bpe.unk_id_ = found->second;
   }
@@ -120,9 +123,9 @@ absl::StatusOr<Bpe> Bpe::Create(const BpeModelSpec& spec) {
   for (size_t rank = 0; rank < spec.merges.size(); ++rank) {
     const auto& [left, right] = spec.merges[rank];
     const auto l = bpe.ids_.find(left), r = bpe.ids_.find(right), m = bpe.ids_.find(left + right);
-    if (l == bpe.ids_.end()) return BadMerge(rank, left);
-    if (r == bpe.ids_.end()) return BadMerge(rank, right);
-    if (m == bpe.ids_.end()) return BadMerge(rank, left + right);
+    if (l == bpe.ids_.end()) return BadMerge(rank, "left token");
+    if (r == bpe.ids_.end()) return BadMerge(rank, "right token");
+    if (m == bpe.ids_.end()) return BadMerge(rank, "merged token");
     // The first (lowest) rank of a repeated merge wins, as in Hugging Face's BPE.
     bpe.merges_.emplace(PairKey(l->second, r->second),
                         Merge{static_cast<int32_t>(rank), m->second});

@@ -2,9 +2,7 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <map>
-#include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "server/status/error.h"
@@ -116,25 +114,15 @@ class AddedTokenMatcher {
 
 absl::StatusOr<std::string> ReadBounded(const std::filesystem::path& path,
                                         const LoadOptions& options) {
+  return files::ReadBeneath(options.scope, path.string(), options.max_file_bytes);
+}
+
+// Whether the directory has an entry of that name (a symlink counts whatever its target: reading
+// it decides whether it may be followed, so a link out answers the same whether or not its
+// target exists).
+bool Named(const std::filesystem::path& path) {
   std::error_code error;
-  const auto size = std::filesystem::file_size(path, error);
-  if (error) {
-    return ErrorWithReason(absl::StatusCode::kNotFound, ErrorReason::kPathNotFound,
-                           absl::StrCat("cannot read ", path.string(), ": ", error.message()));
-  }
-  if (size > options.max_file_bytes) {
-    return ErrorWithReason(
-        absl::StatusCode::kInvalidArgument, ErrorReason::kInvalidModelFile,
-        absl::StrCat(path.string(), " has ", size, " bytes; at most ", options.max_file_bytes));
-  }
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (!in) {
-    return ErrorWithReason(absl::StatusCode::kNotFound, ErrorReason::kPathNotFound,
-                           absl::StrCat("cannot read ", path.string()));
-  }
-  return text.str();
+  return std::filesystem::is_symlink(path, error) || std::filesystem::exists(path, error);
 }
 
 }  // namespace
@@ -405,14 +393,12 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromVocabAndMerges(
 absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromDirectory(const std::string& dir,
                                                                     const LoadOptions& options) {
   const std::filesystem::path root(dir);
-  std::error_code error;
   absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer;
-  if (std::filesystem::is_regular_file(root / "tokenizer.json", error)) {
+  if (Named(root / "tokenizer.json")) {
     absl::StatusOr<std::string> text = ReadBounded(root / "tokenizer.json", options);
     if (!text.ok()) return text.status();
     tokenizer = FromTokenizerJson(*text, options);
-  } else if (std::filesystem::is_regular_file(root / "vocab.json", error) &&
-             std::filesystem::is_regular_file(root / "merges.txt", error)) {
+  } else if (Named(root / "vocab.json") && Named(root / "merges.txt")) {
     absl::StatusOr<std::string> vocab = ReadBounded(root / "vocab.json", options);
     if (!vocab.ok()) return vocab.status();
     absl::StatusOr<std::string> merges = ReadBounded(root / "merges.txt", options);
@@ -421,11 +407,11 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromDirectory(const std::s
   } else {
     return ErrorWithReason(
         absl::StatusCode::kNotFound, ErrorReason::kPathNotFound,
-        absl::StrCat(dir,
+        absl::StrCat(files::ShownPath(options.scope, dir),
                      " holds no tokenizer: neither tokenizer.json nor vocab.json + merges.txt"));
   }
   if (!tokenizer.ok()) return tokenizer.status();
-  if (std::filesystem::is_regular_file(root / "tokenizer_config.json", error)) {
+  if (Named(root / "tokenizer_config.json")) {
     absl::StatusOr<std::string> config = ReadBounded(root / "tokenizer_config.json", options);
     if (!config.ok()) return config.status();
     for (auto [key, slot] : {std::pair{"eos_token", &(*tokenizer)->pipeline_->eos},

@@ -1,5 +1,8 @@
 #include "server/tokenizer/tokenizer_spec.h"
 
+#include <algorithm>
+#include <cctype>
+
 #include <nlohmann/json.hpp>
 #include <set>
 #include <utility>
@@ -58,10 +61,16 @@ absl::StatusOr<json> ParseBounded(const char* file, std::string_view text,
   return parsed;
 }
 
+// A component's "type", quoted in messages only when it is a short identifier (a type name);
+// anything else reads "(not a type name)", so a message never carries other text of a file.
 std::string TypeOf(const json& component) {
   if (!component.is_object()) return "";
   const auto type = component.find("type");
-  return type != component.end() && type->is_string() ? type->get<std::string>() : "";
+  if (type == component.end() || !type->is_string()) return "";
+  const std::string name = type->get<std::string>();
+  const bool identifier = !name.empty() && name.size() <= 40 &&
+                          std::all_of(name.begin(), name.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
+  return identifier ? name : "(not a type name)";
 }
 
 bool IsNullOr(const json& object, const char* key, const json& allowed) {
@@ -69,10 +78,11 @@ bool IsNullOr(const json& object, const char* key, const json& allowed) {
   return found == object.end() || found->is_null() || *found == allowed;
 }
 
-absl::StatusOr<int64_t> TokenId(const char* file, const json& id, const std::string& token) {
+// `where` names the token by its place (never by its text: errors must not quote a file).
+absl::StatusOr<int64_t> TokenId(const char* file, const json& id, const std::string& where) {
   if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= kMaxTokenId) {
-    return FileError(file, absl::StrCat("token '", token, "' has id ", id.dump(), "; allowed [0, ",
-                                        kMaxTokenId, ")"));
+    return FileError(file, absl::StrCat(where, " has id ", id.is_number() ? id.dump() : "that is not a number",
+                                        "; allowed an integer in [0, ", kMaxTokenId, ")"));
   }
   return id.get<int64_t>();
 }
@@ -81,8 +91,9 @@ absl::Status ReadVocab(const char* file, const json& vocab, BpeModelSpec* model)
   if (!vocab.is_object()) return FileError(file, "the vocabulary is not an object of token → id");
   std::set<int64_t> seen;
   model->vocab.reserve(vocab.size());
+  size_t entry = 0;
   for (const auto& [token, id] : vocab.items()) {
-    absl::StatusOr<int64_t> value = TokenId(file, id, token);
+    absl::StatusOr<int64_t> value = TokenId(file, id, absl::StrCat("vocabulary entry ", entry++, " (in key order)"));
     if (!value.ok()) return value.status();
     if (!seen.insert(*value).second)
       return FileError(file, absl::StrCat("id ", *value, " appears twice in the vocabulary"));
@@ -105,13 +116,15 @@ absl::Status ReadModel(const json& model, TokenizerSpec* spec) {
   const json merges = model.value("merges", json::array());
   if (!merges.is_array()) return FileError(file, "model.merges is not an array");
   spec->model.merges.reserve(merges.size());
+  size_t rank = 0;
   for (const json& merge : merges) {
+    const size_t at = rank++;
     if (merge.is_string()) {
       const std::string text = merge.get<std::string>();
       const size_t space = text.find(' ');
       if (space == std::string::npos || text.find(' ', space + 1) != std::string::npos) {
         return FileError(
-            file, absl::StrCat("merge '", text, "' is not two tokens separated by one space"));
+            file, absl::StrCat("model.merges[", at, "]: expected two tokens separated by one space"));
       }
       spec->model.merges.emplace_back(text.substr(0, space), text.substr(space + 1));
     } else if (merge.is_array() && merge.size() == 2 && merge[0].is_string() &&
@@ -119,7 +132,7 @@ absl::Status ReadModel(const json& model, TokenizerSpec* spec) {
       spec->model.merges.emplace_back(merge[0].get<std::string>(), merge[1].get<std::string>());
     } else {
       return FileError(
-          file, absl::StrCat("merge ", merge.dump(), " is neither \"a b\" nor [\"a\", \"b\"]"));
+          file, absl::StrCat("model.merges[", at, "]: expected \"a b\" or [\"a\", \"b\"]"));
     }
   }
   const json unk = model.value("unk_token", json());
@@ -324,14 +337,16 @@ absl::Status ReadAddedTokens(const json& added, TokenizerSpec* spec) {
   constexpr const char* file = "tokenizer.json";
   if (added.is_null()) return absl::OkStatus();
   if (!added.is_array()) return FileError(file, "added_tokens is not an array");
+  size_t index = 0;
   for (const json& token : added) {
+    const std::string where = absl::StrCat("added_tokens[", index++, "]");
     if (!token.is_object() || !token.contains("content") || !token["content"].is_string() ||
         token["content"].get<std::string>().empty()) {
-      return FileError(file, absl::StrCat("added token ", token.dump(), " has no content"));
+      return FileError(file, absl::StrCat(where, " has no content; expected a non-empty string"));
     }
     AddedTokenSpec spec_token;
     spec_token.content = token["content"].get<std::string>();
-    absl::StatusOr<int64_t> id = TokenId(file, token.value("id", json()), spec_token.content);
+    absl::StatusOr<int64_t> id = TokenId(file, token.value("id", json()), where);
     if (!id.ok()) return id.status();
     spec_token.id = *id;
     spec_token.special = token.value("special", false);
@@ -340,7 +355,7 @@ absl::Status ReadAddedTokens(const json& added, TokenizerSpec* spec) {
     spec_token.rstrip = token.value("rstrip", false);
     if (token.value("single_word", false)) {
       return Unsupported(
-          file, absl::StrCat("added token '", spec_token.content, "' with single_word = true"));
+          file, absl::StrCat(where, " with single_word = true"));
     }
     spec->added_tokens.push_back(std::move(spec_token));
   }

@@ -55,7 +55,10 @@ or hex, and the answer):
 7. With --private-token (another tenant's principal, with_auth.py --tenants): setup registers a
    model and runs a job as that tenant, and no answer to a fuzz call (message bytes, status
    message, trailers) holds that job's id, the model's uid or weights digest, or a sentinel job's
-   id, unless the request itself carried it (an echo).
+   id, unless the request itself carried it (an echo). With --fuzz-tenant too, the fuzz tenant's
+   folder holds folders of symlinks into the private tenant's checkpoint (relative, absolute,
+   dangling) and out of the root: no RegisterModel through one succeeds (check 6), and the
+   private checkpoint's digest never shows.
 Also, from the server's /metrics: no RPC was recorded with code UNKNOWN or INTERNAL.
 """
 
@@ -155,6 +158,12 @@ class Context:
 
 
 CTX = None
+# With --fuzz-tenant and --private-token: folders of the fuzz tenant whose files are symlinks
+# (planted at setup, plant_folders): into the private tenant's checkpoint (relative and
+# absolute), out of the model root, dangling, and one whose links stay inside the folder (the
+# only one that may register).
+PLANTED_ESCAPES = []
+PLANTED_FOLDERS = []
 
 
 def weird_strings(ctx):
@@ -568,7 +577,8 @@ def t_register(rng):
             request.preset.overrides.ClearField("num_heads")
             request.preset.overrides.ClearField("mlp_width")
     elif r < 0.9:
-        request.checkpoint.CopyFrom(m.CheckpointSource(path=rng.choice(["tiny", "tiny/model.safetensors", "escape", "etc"])))
+        request.checkpoint.CopyFrom(m.CheckpointSource(path=rng.choice(["tiny", "tiny/model.safetensors", "escape", "etc"]
+                                                                       + PLANTED_FOLDERS)))
     else:
         request.torchscript.CopyFrom(m.TorchScriptSource(path="tiny/model.safetensors",
                                                          shape=m.TorchScriptShape(hidden_size=32, max_positions=64, num_layers=2)))
@@ -1089,7 +1099,7 @@ class Fuzzer:
                 self.ctx.add_job(job.id)
         if rpc.method == "RegisterModel" and raw is None and request.WhichOneof("source") in ("checkpoint", "torchscript"):
             path = getattr(request, request.WhichOneof("source")).path
-            if path.split("/")[0] in ("escape", "etc", "loop"):
+            if path.split("/")[0] in ("escape", "etc", "loop") or path.split("/")[0] in PLANTED_ESCAPES:
                 self.escape_registered.append((path, response.name, pb.model.ModelState.Name(response.state)))
 
     def server_stream(self, index, rng, rpc):
@@ -1364,6 +1374,32 @@ def wait_job(jobs, job_id, md, timeout):
     return job
 
 
+def plant_folders(paths, private_weights):
+    """The private tenant's checkpoint (its model's own weights, whose digest no answer may hold)
+    and the fuzz tenant's folders of symlinks to it, out of the root, and to nothing."""
+    victim = os.path.join(paths["models"], ARGS.private_tenant, "ckpt")
+    os.makedirs(victim)
+    with open(os.path.join(victim, "model.safetensors"), "wb") as f:
+        f.write(private_weights)
+    with open(os.path.join(victim, "config.json"), "w") as f:
+        f.write(CTX.config_json)
+    own = os.path.join(paths["models"], ARGS.fuzz_tenant)
+    targets = {
+        "planted-in": lambda name: os.path.join("..", "..", ARGS.private_tenant, "ckpt", name),
+        "planted-abs": lambda name: os.path.join(victim, name),
+        "planted-out": lambda name: os.path.join(paths["outside"], name),
+        "planted-dangling": lambda name: os.path.join("..", "..", ARGS.private_tenant, "ckpt", "no-such-" + name),
+        "planted-ok": lambda name: os.path.join("..", "tiny", name),
+    }
+    for folder, target in targets.items():
+        os.makedirs(os.path.join(own, folder))
+        for name in ("config.json", "model.safetensors"):
+            os.symlink(target(name), os.path.join(own, folder, name))
+        PLANTED_FOLDERS.append(folder)
+        if folder != "planted-ok":
+            PLANTED_ESCAPES.append(folder)
+
+
 def main():
     global ARGS, pb, CTX
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -1383,6 +1419,8 @@ def main():
                              "or the sentinel jobs' ids")
     parser.add_argument("--fuzz-tenant", default=None,
                         help="--token's tenant: its checkpoint folder <model-root>/TENANT/ gets the tiny checkpoint")
+    parser.add_argument("--private-tenant", default="lab-a",
+                        help="--private-token's tenant: its folder holds the checkpoint the planted symlinks aim at")
     parser.add_argument("--allow-role-refusals", action="store_true",
                         help="PERMISSION_DENIED with reason ROLE_REQUIRED is allowed (a non-admin --token)")
     parser.add_argument("--expect-only", default=None, metavar="CODE",
@@ -1468,6 +1506,11 @@ def main():
                 model = models.RegisterModel(pb.model.RegisterModelRequest(name=FUZZ_MODEL_NAMES[1], wait=True,
                     preset=pb.model.PresetSource(preset="gpt2", overrides=tiny_overrides(), init_seed=99)),
                     timeout=SETUP_TIMEOUT_S, metadata=private)
+                if ARGS.fuzz_tenant:
+                    weights = b"".join(p.chunk for p in models.ExportModel(pb.model.ExportModelRequest(name=model.name),
+                                                                           timeout=SETUP_TIMEOUT_S, metadata=private)
+                                       if p.WhichOneof("part") == "chunk")
+                    plant_folders(paths, weights)
                 spec = j.JobSpec(jacobian_norm=j.JacobianNormSpec(model=model.name, sequence_length=8, samples=1))
                 job = jobs.SubmitJob(j.SubmitJobRequest(spec=spec), timeout=SETUP_TIMEOUT_S, metadata=private)
                 CTX.secrets = [job.id, model.uid, model.weights_sha256] + sentinels

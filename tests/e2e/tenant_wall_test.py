@@ -392,6 +392,29 @@ class TenantWall(unittest.TestCase):
         finally:
             release.set()
 
+    def test_a_revoked_exporter_gets_unauthenticated_instead_of_the_rest_of_the_weights(self):
+        self.tokens.add("exporter", "lab-a", "operator")
+        self.tokens.write()
+        time.sleep(2.5)
+        # About 13 MB of float32 weights: many 1 MiB chunks, more than the transport buffers.
+        overrides = pb.model.ModelArchitectureOverrides(num_layers=4, hidden_size=256, num_heads=4, mlp_width=1024)
+        self.models.RegisterModel(pb.model.RegisterModelRequest(
+            name="big", preset=pb.model.PresetSource(preset="gpt2-tiny", overrides=overrides), wait=True),
+            timeout=120, metadata=self.tokens.md("a-operator"))
+        stream = self.models.ExportModel(pb.model.ExportModelRequest(name="big"), timeout=120,
+                                         metadata=self.tokens.md("exporter"))
+        first = next(stream)
+        self.assertEqual(first.WhichOneof("part"), "header")
+        del self.tokens.entries["exporter"]
+        self.tokens.write()
+        time.sleep(STREAM_END_BOUND_S)
+        received = 0
+        with self.assertRaises(grpc.RpcError) as ended:
+            for message in stream:
+                received += len(message.chunk)
+        self.assertEqual(ended.exception.code(), grpc.StatusCode.UNAUTHENTICATED, ended.exception.details())
+        self.assertLess(received, first.header.total_bytes, "the export stopped before its end")
+
     # ---- 5. Smaller ---------------------------------------------------------------------------
 
     def test_an_upload_describes_itself_without_server_paths(self):

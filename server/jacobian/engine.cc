@@ -68,10 +68,11 @@ bool IsOutOfMemory(const c10::Error& error) {
          message.find("not enough memory") != std::string::npos;
 }
 
-// GPT-2 and Qwen2 bring their own reverse pass (models::InputReversePass).
+// Every decoder family brings its own reverse pass (models::InputReversePass); TorchScript and
+// the Cesaro routing model go through autograd.
 bool HasOwnReversePass(const DecoderModel& model) {
   const auto family = model.config().family;
-  return family == models::Family::kGpt2 || family == models::Family::kQwen2;
+  return family != models::Family::kTorchScript && family != models::Family::kCesaro;
 }
 
 // Norms accumulate in float32, or float64 for a float64 measurement.

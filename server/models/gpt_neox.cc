@@ -2,7 +2,8 @@
 // LayerNorm with bias, the fused query_key_value in Hugging Face's per-head layout (the output
 // viewed as [heads, 3, head_dim]: each head's q, k, v side by side), rotary positions on the first
 // rotary_pct of each head's dimensions, exact-erf GELU MLP with biases, the parallel residual
-// x + attn(ln1 x) + mlp(ln2 x) or the sequential one, untied embed_out. Measured through autograd.
+// x + attn(ln1 x) + mlp(ln2 x) or the sequential one, untied embed_out; and its weights for the
+// hand-written reverse pass (reverse_pass.h).
 #include <cstdint>
 #include <memory>
 
@@ -10,6 +11,7 @@
 
 #include "server/models/families.h"
 #include "server/models/layers.h"
+#include "server/models/reverse_pass.h"
 
 namespace posbias::models {
 namespace {
@@ -115,6 +117,34 @@ struct NeoXImpl : torch::nn::Module {
 };
 TORCH_MODULE(NeoX);
 
+// ---- the weights for the hand-written reverse pass (reverse_pass.h) -------------------------
+
+// query_key_value's rows in Hugging Face's per-head layout [heads, (q, k, v), hd]: part `which`
+// (0 q, 1 k, 2 v) of every head, as one [d, d] map.
+reverse::Linear FusedPart(const torch::nn::Linear& fused, int64_t heads, int64_t which) {
+  const int64_t d = fused->weight.size(1), hd = fused->weight.size(0) / (3 * heads);
+  auto weight = fused->weight.view({heads, 3, hd, d}).select(1, which).reshape({heads * hd, d});
+  auto bias = fused->bias.view({heads, 3, hd}).select(1, which).reshape({heads * hd});
+  return {weight, bias};
+}
+
+void DescribeLayer(const NeoXLayerImpl& decoder, const ModelConfig& config, reverse::Layer& layer) {
+  layer.norm1 = layers::ReverseNorm(decoder.input_layernorm, config.norm_eps);
+  const auto& attention = decoder.attention;
+  layer.attention.q = FusedPart(attention->query_key_value, config.num_heads, 0);
+  layer.attention.k = FusedPart(attention->query_key_value, config.num_heads, 1);
+  layer.attention.v = FusedPart(attention->query_key_value, config.num_heads, 2);
+  layer.attention.o = layers::ReverseLinear(attention->dense);
+  layer.attention.heads = layer.attention.kv_heads = config.num_heads;
+  if (attention->rotary) layers::DescribeRotary(config, attention->dense->weight, layer.attention);
+  layer.parallel_residual = decoder.parallel;
+  if (!layer.has_mlp) return;
+  layer.norm2 = layers::ReverseNorm(decoder.post_attention_layernorm, config.norm_eps);
+  layer.mlp.kind = reverse::Mlp::Kind::kGeluErf;
+  layer.mlp.in = layers::ReverseLinear(decoder.mlp->dense_h_to_4h);
+  layer.mlp.out = layers::ReverseLinear(decoder.mlp->dense_4h_to_h);
+}
+
 class GptNeoXModel final : public layers::HuggingFaceModel<NeoX> {
  public:
   using HuggingFaceModel::HuggingFaceModel;
@@ -129,7 +159,11 @@ class GptNeoXModel final : public layers::HuggingFaceModel<NeoX> {
   }
 
  private:
-  bool HasReversePass() const override { return false; }
+  reverse::Stack ReverseStack() override {
+    auto& body = *module()->gpt_neox;
+    return layers::BuildReverseStack(body.layers, config(), DescribeLayer,
+                                     layers::ReverseNorm(body.final_layer_norm, config().norm_eps));
+  }
 };
 
 }  // namespace

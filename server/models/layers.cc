@@ -177,4 +177,11 @@ reverse::Linear ReverseLinear(const torch::nn::Linear& linear) {
   return {linear->weight, linear->options.bias() ? linear->bias : torch::Tensor()};
 }
 
+void DescribeRotary(const ModelConfig& config, const torch::Tensor& weight, reverse::Attention& attention) {
+  if (!HasRotary(config.family) || config.ablations.no_position_encoding) return;
+  attention.rotary_dims = config.rotary_dims();
+  auto options = torch::dtype(AtLeastFloat32(weight.scalar_type())).device(weight.device());
+  attention.rotary_inv_freq = RotaryInverseFrequencies(config, attention.rotary_dims, options);
+}
+
 }  // namespace posbias::models::layers

@@ -126,6 +126,10 @@ std::string InitializeWeights(torch::nn::Module& module, const ModelConfig& conf
 
 reverse::Norm ReverseNorm(const torch::nn::LayerNorm& norm, double eps);
 reverse::Linear ReverseLinear(const torch::nn::Linear& linear);
+// The attention's rotary part for the reverse pass: the inverse frequencies of `config` over its
+// rotary_dims (RotaryInverseFrequencies, in `weight`'s stats dtype and device), none when the
+// position encoding is ablated or the family has none.
+void DescribeRotary(const ModelConfig& config, const torch::Tensor& weight, reverse::Attention& attention);
 
 // The reverse-pass stack of the blocks in `layers`: `describe` fills in each block's weights
 // (the MLP switch and the uniform-attention ablation, which every family shares, are set first).

@@ -1,8 +1,8 @@
 // The Llama and Mistral families (LlamaForCausalLM, MistralForCausalLM) in LibTorch, under Hugging
 // Face names: RMSNorm, grouped-query attention with head_dim, rotary positions with rope_theta
 // and rope_scaling (linear, llama3), optional q/k/v/o and MLP biases (Llama's attention_bias,
-// mlp_bias), Mistral's sliding window, SwiGLU MLP, tied or separate lm_head. Measured through
-// autograd (no hand-written reverse pass: the engine's HasOwnReversePass says gpt2 and qwen2).
+// mlp_bias), Mistral's sliding window, SwiGLU MLP, tied or separate lm_head; and their weights for
+// the hand-written reverse pass (reverse_pass.h).
 #include <cstdint>
 #include <memory>
 
@@ -10,6 +10,7 @@
 
 #include "server/models/families.h"
 #include "server/models/layers.h"
+#include "server/models/reverse_pass.h"
 
 namespace posbias::models {
 namespace {
@@ -103,6 +104,31 @@ struct LlamaImpl : torch::nn::Module {
 };
 TORCH_MODULE(Llama);
 
+// ---- the weights for the hand-written reverse pass (reverse_pass.h) -------------------------
+
+reverse::Norm ReverseNorm(const RmsNorm& norm) {
+  return {reverse::Norm::Kind::kRmsNorm, norm->weight, torch::Tensor(), norm->eps};
+}
+
+void DescribeLayer(const LlamaLayerImpl& decoder, const ModelConfig& config, reverse::Layer& layer) {
+  layer.norm1 = ReverseNorm(decoder.norm1);
+  const auto& attention = decoder.attention;
+  layer.attention.q = layers::ReverseLinear(attention->q_proj);
+  layer.attention.k = layers::ReverseLinear(attention->k_proj);
+  layer.attention.v = layers::ReverseLinear(attention->v_proj);
+  layer.attention.o = layers::ReverseLinear(attention->o_proj);
+  layer.attention.heads = config.num_heads;
+  layer.attention.kv_heads = config.num_kv_heads;
+  layer.attention.window = config.sliding_window;
+  if (attention->rotary) layers::DescribeRotary(config, attention->q_proj->weight, layer.attention);
+  if (!layer.has_mlp) return;
+  layer.norm2 = ReverseNorm(decoder.norm2);
+  layer.mlp.kind = reverse::Mlp::Kind::kSwiGlu;
+  layer.mlp.in = layers::ReverseLinear(decoder.mlp->up_proj);
+  layer.mlp.gate = layers::ReverseLinear(decoder.mlp->gate_proj);
+  layer.mlp.out = layers::ReverseLinear(decoder.mlp->down_proj);
+}
+
 class LlamaModel final : public layers::HuggingFaceModel<Llama> {
  public:
   using HuggingFaceModel::HuggingFaceModel;
@@ -117,7 +143,10 @@ class LlamaModel final : public layers::HuggingFaceModel<Llama> {
   }
 
  private:
-  bool HasReversePass() const override { return false; }
+  reverse::Stack ReverseStack() override {
+    auto& body = *module()->model;
+    return layers::BuildReverseStack(body.layers, config(), DescribeLayer, ReverseNorm(body.norm));
+  }
 };
 
 }  // namespace

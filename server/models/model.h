@@ -48,7 +48,14 @@ struct ForwardOutput {
 struct ReversePassOptions {
   // false: keep only each layer's input and recompute its activations in every call (long L).
   bool keep_activations = true;
+  // Query and key positions per block of the forward pass's attention (reverse_pass.h: attention
+  // in blocks with a running log-sum-exp, O(L) memory per layer); 0 = kDefaultAttentionBlock.
+  int64_t attention_block = 0;
 };
+
+// Positions per attention block when none is asked for: 256 x 256 scores per head and row fit a
+// core's L2 cache in float32 (256 KiB).
+inline constexpr int64_t kDefaultAttentionBlock = 256;
 
 // How one InputGradients call runs (all cotangent rows go through a layer before the next).
 struct GradientOptions {
@@ -61,6 +68,13 @@ struct GradientOptions {
   enum class MlpJacobians { kAuto, kOn, kOff } mlp_jacobians = MlpJacobians::kAuto;
   // Called after each layer; returning false stops the call (it then returns an undefined tensor).
   std::function<bool()> between_layers;
+  // Called after each query block of an attention's reverse pass (many per layer at long L);
+  // returning false stops the call as between_layers does.
+  std::function<bool()> between_blocks;
+  // Positions per query and key block of the attention's reverse pass; 0 = sized so that one
+  // block's probabilities for all rows of a product (heads x rows x block^2) stay near 4 Mi
+  // elements, at most kDefaultAttentionBlock.
+  int64_t attention_block = 0;
   // The value pathway only, as ForwardOptions::detach_attention_probabilities: each attention's
   // reverse pass keeps dV = P^T dO and drops the score branch (dP, hence dq and dk). One prepared
   // pass serves both pathways.

@@ -123,8 +123,7 @@ void DescribeLayer(const Qwen2LayerImpl& decoder, const ModelConfig& config,
   layer.attention.o = ReverseLinear(attention->o_proj);
   layer.attention.heads = config.num_heads;
   layer.attention.kv_heads = config.num_kv_heads;
-  layer.attention.rotary = attention->rotary;
-  layer.attention.rope_theta = config.rope_theta;
+  if (attention->rotary) layers::DescribeRotary(config, attention->q_proj->weight, layer.attention);
   if (!layer.has_mlp) return;
   layer.norm2 = ReverseNorm(decoder.norm2);
   layer.mlp.kind = reverse::Mlp::Kind::kSwiGlu;

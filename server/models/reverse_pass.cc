@@ -66,123 +66,221 @@ Tensor NormBackward(const Norm& norm, const NormSaved& saved, const Tensor& dy) 
 
 // ---- rotary position embedding ---------------------------------------------------------------
 
-// cos, sin [L, hd] exactly as the Qwen2 forward pass builds them.
-std::pair<Tensor, Tensor> RotaryTables(int64_t length, int64_t dim, double theta, const Tensor& like) {
-  auto options = torch::dtype(StatsDtype(like.scalar_type())).device(like.device());
-  auto inv_freq = 1.0 / torch::pow(theta, torch::arange(0, dim, 2, options) / static_cast<double>(dim));
-  auto freqs = torch::outer(torch::arange(length, options), inv_freq);
+// cos, sin [L, rotary_dims] exactly as the families' forward pass builds them (layers::ApplyRotary).
+std::pair<Tensor, Tensor> RotaryTables(int64_t length, const Tensor& inv_freq, const Tensor& like) {
+  auto freqs = torch::outer(torch::arange(length, inv_freq.options()), inv_freq);
   auto emb = torch::cat({freqs, freqs}, -1);
   return {emb.cos().to(like.dtype()), emb.sin().to(like.dtype())};
 }
 
-// x * cos + rotate_half(x) * sin, rotate_half(x) = (-x2, x1).
+// x * cos + rotate_half(x) * sin, rotate_half(x) = (-x2, x1), on the first cos.size(-1) dims.
 Tensor Rotate(const Tensor& x, const Tensor& cos, const Tensor& sin) {
-  auto halves = x.chunk(2, -1);
-  return x * cos + torch::cat({-halves[1], halves[0]}, -1) * sin;
+  const int64_t rd = cos.size(-1), hd = x.size(-1);
+  auto part = rd == hd ? x : x.narrow(-1, 0, rd);
+  auto halves = part.chunk(2, -1);
+  auto rotated = part * cos + torch::cat({-halves[1], halves[0]}, -1) * sin;
+  return rd == hd ? rotated : torch::cat({rotated, x.narrow(-1, rd, hd - rd)}, -1);
 }
 
 // The transpose: dx = dy * cos + rotate_half^T(dy * sin), rotate_half^T(y) = (y2, -y1).
 Tensor RotateBackward(const Tensor& dy, const Tensor& cos, const Tensor& sin) {
-  auto halves = (dy * sin).chunk(2, -1);
-  return dy * cos + torch::cat({halves[1], -halves[0]}, -1);
+  const int64_t rd = cos.size(-1), hd = dy.size(-1);
+  auto part = rd == hd ? dy : dy.narrow(-1, 0, rd);
+  auto halves = (part * sin).chunk(2, -1);
+  auto rotated = part * cos + torch::cat({halves[1], -halves[0]}, -1);
+  return rd == hd ? rotated : torch::cat({rotated, dy.narrow(-1, rd, hd - rd)}, -1);
 }
 
-// ---- one layer -------------------------------------------------------------------------------
+// ---- attention in blocks ---------------------------------------------------------------------
 
 struct LayerSaved {
   NormSaved norm1, norm2;
-  Tensor q;      // [H, L, hd], rotated.
-  Tensor k, v;   // [H, L, hd], rotated keys and values repeated for every query head.
-  Tensor probs;  // [H, L, L], stats dtype; undefined for uniform attention.
+  // Rotated queries [kvH, G, L, hd] (query head h = kv * G + g, as Hugging Face's
+  // repeat_interleave pairs them), rotated keys and values [kvH, L, hd] (not repeated), the
+  // attention's output per head [kvH, G, L, hd] and the log-sum-exp of each query's scores
+  // [kvH, G, L] (stats dtype; undefined for uniform attention without a window).
+  Tensor q, k, v, out, lse;
   // MLP derivatives, [L, m]. GELU: gelu'(pre-activation) in `mlp_a`. SwiGLU: d/d gate of
   // silu(gate) * up in `mlp_a` (= up * silu'(gate)), d/d up in `mlp_b` (= silu(gate)).
   Tensor mlp_a, mlp_b;
 };
 
 struct Rotary {
-  Tensor cos, sin;  // [L, hd].
+  Tensor cos, sin;  // [L, rotary_dims]; undefined without rotary.
 };
 
-// [L, heads * hd] -> [heads, L, hd] and back.
-Tensor SplitHeads(const Tensor& x, int64_t heads) {
-  return x.view({x.size(0), heads, x.size(1) / heads}).transpose(0, 1);
+// The key blocks query rows [i0, i1) see: keys [max(0, i0 - w + 1), i1), on the grid of `block`.
+struct KeyRange {
+  int64_t first_block = 0, end = 0;
+};
+KeyRange KeysOf(int64_t i0, int64_t i1, int64_t window, int64_t block) {
+  const int64_t lowest = window > 0 ? std::max<int64_t>(0, i0 - window + 1) : 0;
+  return {lowest / block * block, i1};
 }
 
-Tensor AttentionForward(const Attention& w, const Rotary& rotary, const Tensor& x, LayerSaved* saved) {
-  const int64_t length = x.size(0), groups = w.heads / w.kv_heads;
-  auto q = SplitHeads(Forward(w.q, x), w.heads);
-  auto k = SplitHeads(Forward(w.k, x), w.kv_heads);
-  auto v = SplitHeads(Forward(w.v, x), w.kv_heads);
-  if (w.rotary) q = Rotate(q, rotary.cos, rotary.sin), k = Rotate(k, rotary.cos, rotary.sin);
-  if (groups > 1) k = k.repeat_interleave(groups, 0), v = v.repeat_interleave(groups, 0);
+// The mask of rows [i0, i1) x keys [j0, j1): true where the key is hidden (after the row, or at
+// or before row - window); undefined when the whole block is visible.
+Tensor HiddenKeys(int64_t i0, int64_t i1, int64_t j0, int64_t j1, int64_t window, const torch::Device& device) {
+  const bool crosses_diagonal = j1 - 1 > i0;
+  const bool crosses_window = window > 0 && j0 <= i1 - 1 - window;
+  if (!crosses_diagonal && !crosses_window) return Tensor();
+  auto options = torch::dtype(torch::kInt64).device(device);
+  auto rows = torch::arange(i0, i1, options).view({-1, 1});
+  auto keys = torch::arange(j0, j1, options).view({1, -1});
+  auto hidden = keys > rows;
+  if (window > 0) hidden = hidden.logical_or(keys <= rows - window);
+  return hidden;
+}
+
+// Scores of the query rows q [kvH, G, Bq, hd] against keys [kvH, Bk, hd], stats dtype, scaled,
+// hidden keys at -inf: [kvH, G, Bq, Bk]. Uniform attention: zeros (then masked).
+Tensor BlockScores(const Attention& w, const Tensor& q, const Tensor& k, const Tensor& hidden, torch::Dtype stats) {
+  const int64_t kv = q.size(0), groups = q.size(1), rows = q.size(2), hd = q.size(3), keys = k.size(1);
+  Tensor scores;
+  if (w.uniform) {
+    scores = torch::zeros({kv, groups, rows, keys}, q.options().dtype(stats));
+  } else {
+    scores = torch::bmm(q.reshape({kv, groups * rows, hd}), k.transpose(1, 2)).view({kv, groups, rows, keys});
+    scores = scores.to(stats).mul_(1.0 / std::sqrt(static_cast<double>(hd)));
+  }
+  if (hidden.defined()) scores.masked_fill_(hidden, -std::numeric_limits<double>::infinity());
+  return scores;
+}
+
+// [L, heads * hd] -> [kvH, G, L, hd] for queries (G = heads / kvH), [kvH, L, hd] for keys.
+Tensor HeadsOf(const Tensor& x, int64_t kv_heads, int64_t groups) {
+  const int64_t length = x.size(0), hd = x.size(1) / (kv_heads * groups);
+  return x.view({length, kv_heads, groups, hd}).permute({1, 2, 0, 3}).contiguous();
+}
+
+Tensor AttentionForward(const Attention& w, const Rotary& rotary, const Tensor& x, int64_t block, LayerSaved* saved) {
+  const int64_t length = x.size(0), kv = w.kv_heads, groups = w.heads / w.kv_heads;
+  auto q = HeadsOf(Forward(w.q, x), kv, groups);
+  auto k = HeadsOf(Forward(w.k, x), kv, 1).squeeze(1);
+  auto v = HeadsOf(Forward(w.v, x), kv, 1).squeeze(1).contiguous();
+  if (rotary.cos.defined()) q = Rotate(q, rotary.cos, rotary.sin), k = Rotate(k, rotary.cos, rotary.sin);
   saved->q = q.contiguous();
   saved->k = k.contiguous();
-  saved->v = v.contiguous();
+  saved->v = v;
+  const int64_t hd = v.size(2);
   Tensor out;
-  if (w.uniform) {
-    auto counts = torch::arange(1, length + 1, v.options()).view({1, length, 1});
-    out = torch::cumsum(v, 1) / counts;
+  if (w.uniform && w.window == 0) {  // A running mean: O(L), no scores at all.
+    auto counts = torch::arange(1, length + 1, v.options()).view({1, 1, length, 1});
+    out = (torch::cumsum(v, 1).unsqueeze(1) / counts).expand({kv, groups, length, hd}).contiguous();
   } else {
-    auto scores = torch::matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(q.size(-1)));
-    auto mask = torch::ones({length, length}, torch::dtype(torch::kBool).device(x.device())).triu(1);
-    scores = scores.masked_fill(mask, -std::numeric_limits<float>::infinity());
-    saved->probs = torch::softmax(scores.to(StatsDtype(x.scalar_type())), -1);
-    out = torch::matmul(saved->probs.to(x.dtype()), v);
+    const auto stats = StatsDtype(x.scalar_type());
+    out = torch::empty({kv, groups, length, hd}, v.options());
+    saved->lse = torch::empty({kv, groups, length}, v.options().dtype(stats));
+    for (int64_t i0 = 0; i0 < length; i0 += block) {
+      const int64_t i1 = std::min(length, i0 + block), rows = i1 - i0;
+      auto q_block = saved->q.narrow(2, i0, rows);
+      auto maximum = torch::full({kv, groups, rows, 1}, -std::numeric_limits<double>::infinity(), v.options().dtype(stats));
+      auto sum = torch::zeros({kv, groups, rows, 1}, v.options().dtype(stats));
+      auto acc = torch::zeros({kv, groups, rows, hd}, v.options().dtype(stats));
+      const KeyRange keys = KeysOf(i0, i1, w.window, block);
+      for (int64_t j0 = keys.first_block; j0 < keys.end; j0 += block) {
+        const int64_t j1 = std::min(keys.end, j0 + block);
+        auto scores = BlockScores(w, q_block, saved->k.narrow(1, j0, j1 - j0), HiddenKeys(i0, i1, j0, j1, w.window, x.device()), stats);
+        auto next = torch::maximum(maximum, std::get<0>(scores.max(-1, /*keepdim=*/true)));
+        // A row with every key of the blocks so far hidden keeps -inf: its terms are exp(-inf) = 0.
+        auto shift = torch::where(torch::isinf(next), torch::zeros_like(next), next);
+        auto rescale = torch::exp(maximum - shift);
+        auto p = torch::exp(scores - shift);
+        sum.mul_(rescale).add_(p.sum(-1, /*keepdim=*/true));
+        auto values = saved->v.narrow(1, j0, j1 - j0).to(stats);  // [kvH, Bk, hd]
+        acc.mul_(rescale).add_(torch::bmm(p.view({kv, groups * rows, j1 - j0}), values).view({kv, groups, rows, hd}));
+        maximum = next;
+      }
+      out.narrow(2, i0, rows).copy_(acc / sum);
+      saved->lse.narrow(2, i0, rows).copy_((maximum + torch::log(sum)).squeeze(-1));
+    }
   }
-  return Forward(w.o, out.transpose(0, 1).reshape({length, -1}));
+  saved->out = out;
+  // [kvH, G, L, hd] -> [L, heads * hd].
+  return Forward(w.o, out.permute({2, 0, 1, 3}).reshape({length, -1}));
+}
+
+// Positions per block of the reverse pass for `rows` cotangent rows (GradientOptions::attention_block).
+int64_t ReverseBlock(const GradientOptions& options, int64_t heads, int64_t rows, int64_t length) {
+  if (options.attention_block > 0) return std::min(options.attention_block, length);
+  constexpr double kBlockElements = 4.0 * (1 << 20);
+  const double side = std::sqrt(kBlockElements / static_cast<double>(std::max<int64_t>(1, heads * rows)));
+  const int64_t block = std::clamp<int64_t>(static_cast<int64_t>(side) / 16 * 16, 16, kDefaultAttentionBlock);
+  return std::min(block, length);
 }
 
 // The gradient w.r.t. the attention's input x [L, d] of cotangents dy [K, R, d] on its output
 // rows first..L-1. With `value_only` the probabilities are constants: only the value branch
-// dV = P^T dO, not the score branch (dP -> dq, dk).
+// dV = P^T dO, not the score branch (dP -> dq, dk). Undefined when between_blocks stopped it.
 Tensor AttentionBackward(const Attention& w, const Rotary& rotary, const LayerSaved& saved, const Tensor& dy,
-                         int64_t first, bool value_only) {
+                         int64_t first, bool value_only, const GradientOptions& options) {
   const int64_t batch = dy.size(0), rows = dy.size(1), length = saved.v.size(1);
-  const int64_t heads = w.heads, kv_heads = w.kv_heads, hd = saved.v.size(2);
+  const int64_t kv = w.kv_heads, groups = w.heads / w.kv_heads, hd = saved.v.size(2);
   const auto dtype = dy.scalar_type();
-  // d(head outputs) [H, K, R, hd].
-  auto d_out = Backward(w.o, dy).view({batch, rows, heads, hd}).permute({2, 0, 1, 3}).contiguous();
-  // dV [H, K, L, hd] = P^T dO per head and batch row, as one product per head over all K.
-  Tensor dq, dk, dv;
-  if (w.uniform) {
-    // o_t = sum_{i <= t} v_i / (t + 1): dV_i = sum over rows t >= i of dO_t / (t + 1).
-    auto counts = torch::arange(first + 1, length + 1, d_out.options()).view({1, 1, rows, 1});
-    auto suffix = (d_out / counts).flip(2).cumsum(2).flip(2);
-    dv = first > 0 ? torch::cat({suffix.narrow(2, 0, 1).expand({heads, batch, first, hd}), suffix}, 2) : suffix;
-  } else {
-    auto probs = saved.probs.narrow(1, first, rows);  // [H, R, L]
-    auto probs_c = probs.to(dtype);
-    auto d_out_by_row = d_out.permute({0, 2, 1, 3}).reshape({heads, rows, batch * hd});
-    dv = torch::bmm(probs_c.transpose(1, 2), d_out_by_row).view({heads, length, batch, hd}).permute({0, 2, 1, 3});
+  const auto stats = StatsDtype(dtype);
+  // d(head outputs) [kvH, G, R, K, hd]: positions before rows, so that a block of positions is
+  // [kvH, G * Bq, K * hd] for the products shared by all K rows.
+  auto d_out = Backward(w.o, dy).view({batch, rows, kv, groups, hd}).permute({2, 3, 1, 0, 4}).contiguous();
+  Tensor dv = torch::zeros({kv, length, batch, hd}, dy.options());  // [kvH, L, K, hd]
+  Tensor dq, dk;
+  const bool scores = !w.uniform && !value_only;
+  if (scores) {
+    dq = torch::zeros({kv, groups, rows, batch, hd}, dy.options());
+    dk = torch::zeros({kv, batch, length, hd}, dy.options());
   }
-  if (!w.uniform && !value_only) {
-    auto probs = saved.probs.narrow(1, first, rows);  // [H, R, L]
-    // dP = dO V^T; dS = P (dP - rowsum(dP P)) / sqrt(hd).
-    auto d_probs = torch::bmm(d_out.view({heads, batch * rows, hd}), saved.v.transpose(1, 2))
-                       .view({heads, batch, rows, length})
-                       .to(probs.scalar_type());
-    auto p = probs.unsqueeze(1);
-    auto row_sums = (d_probs * p).sum(-1, /*keepdim=*/true);
-    auto d_scores = d_probs.sub_(row_sums).mul_(p).mul_(1.0 / std::sqrt(static_cast<double>(hd))).to(dtype);
-    dq = torch::bmm(d_scores.view({heads, batch * rows, length}), saved.k).view({heads, batch, rows, hd});
-    auto q_rows = saved.q.narrow(1, first, rows).unsqueeze(1).expand({heads, batch, rows, hd}).reshape({heads * batch, rows, hd});
-    dk = torch::bmm(d_scores.view({heads * batch, rows, length}).transpose(1, 2), q_rows).view({heads, batch, length, hd});
-    if (w.rotary) {
-      dq = RotateBackward(dq, rotary.cos.narrow(0, first, rows), rotary.sin.narrow(0, first, rows));
-      dk = RotateBackward(dk, rotary.cos, rotary.sin);
+  if (w.uniform && w.window == 0) {
+    // o_t = sum_{i <= t} v_i / (t + 1): dV_i = sum over rows t >= i of dO_t / (t + 1), per group.
+    auto counts = torch::arange(first + 1, length + 1, d_out.options()).view({1, 1, rows, 1, 1});
+    auto suffix = (d_out / counts).sum(1).flip(1).cumsum(1).flip(1);  // [kvH, R, K, hd]
+    dv.narrow(1, first, rows).copy_(suffix);
+    if (first > 0) dv.narrow(1, 0, first).copy_(suffix.narrow(1, 0, 1).expand({kv, first, batch, hd}));
+  } else {
+    const int64_t block = ReverseBlock(options, w.heads, batch, length);
+    const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
+    for (int64_t r0 = 0; r0 < rows; r0 += block) {
+      const int64_t r1 = std::min(rows, r0 + block), count = r1 - r0, i0 = first + r0, i1 = first + r1;
+      auto d_o = d_out.narrow(2, r0, count).contiguous();                 // [kvH, G, Bq, K, hd]
+      auto q_block = saved.q.narrow(2, i0, count);                        // [kvH, G, Bq, hd]
+      auto lse = saved.lse.narrow(2, i0, count).unsqueeze(-1);            // [kvH, G, Bq, 1]
+      Tensor delta;  // D_i = dO_i . O_i per row and cotangent: [kvH, G, Bq, K, 1].
+      if (scores) delta = (d_o.to(stats) * saved.out.narrow(2, i0, count).unsqueeze(3).to(stats)).sum(-1, true);
+      const KeyRange keys = KeysOf(i0, i1, w.window, block);
+      for (int64_t j0 = keys.first_block; j0 < keys.end; j0 += block) {
+        const int64_t j1 = std::min(keys.end, j0 + block), width = j1 - j0;
+        auto k_block = saved.k.narrow(1, j0, width);
+        auto p = torch::exp(BlockScores(w, q_block, k_block, HiddenKeys(i0, i1, j0, j1, w.window, dy.device()), stats) - lse);
+        auto p_c = p.to(dtype);                                            // [kvH, G, Bq, Bk]
+        // dV_j += P^T dO over every query head of the group and every cotangent row at once.
+        dv.narrow(1, j0, width).add_(torch::bmm(p_c.view({kv, groups * count, width}).transpose(1, 2),
+                                                d_o.view({kv, groups * count, batch * hd}))
+                                         .view({kv, width, batch, hd}));
+        if (!scores) continue;
+        // dP = dO V^T; dS = P (dP - D) / sqrt(hd): [kvH, G, Bq, K, Bk].
+        auto d_p = torch::bmm(d_o.view({kv, groups * count * batch, hd}), saved.v.narrow(1, j0, width).transpose(1, 2))
+                       .view({kv, groups, count, batch, width})
+                       .to(stats);
+        auto d_s = d_p.sub_(delta).mul_(p.unsqueeze(3)).mul_(scale).to(dtype);
+        dq.narrow(2, r0, count).add_(torch::bmm(d_s.view({kv, groups * count * batch, width}), k_block)
+                                         .view({kv, groups, count, batch, hd}));
+        // dK_j += dS^T Q: the (group, row) pairs contracted, [kvH, K * Bk, G * Bq] x [kvH, G * Bq, hd].
+        dk.narrow(2, j0, width).add_(torch::bmm(d_s.view({kv, groups * count, batch * width}).transpose(1, 2),
+                                                q_block.reshape({kv, groups * count, hd}))
+                                         .view({kv, batch, width, hd}));
+      }
+      if (options.between_blocks && !options.between_blocks()) return Tensor();
     }
   }
-  // Query heads sharing a key/value head add up their gradients.
-  const int64_t groups = heads / kv_heads;
-  auto per_kv_head = [&](const Tensor& t) {
-    auto summed = groups > 1 ? t.reshape({kv_heads, groups, batch, length, hd}).sum(1) : t;
-    return summed.permute({1, 2, 0, 3}).reshape({batch * length, kv_heads * hd});
-  };
-  auto dx = torch::mm(per_kv_head(dv), w.v.back);
-  if (dk.defined()) dx.addmm_(per_kv_head(dk), w.k.back);
+  if (scores && rotary.cos.defined()) {
+    dq = RotateBackward(dq.transpose(2, 3), rotary.cos.narrow(0, first, rows), rotary.sin.narrow(0, first, rows))
+             .transpose(2, 3);
+    dk = RotateBackward(dk, rotary.cos, rotary.sin);
+  }
+  // dx = dV Wv + dK Wk over all L positions, + dQ Wq on the cotangent rows.
+  auto dx = torch::mm(dv.permute({2, 1, 0, 3}).reshape({batch * length, kv * hd}), w.v.back);
+  if (dk.defined()) dx.addmm_(dk.permute({1, 2, 0, 3}).reshape({batch * length, kv * hd}), w.k.back);
   dx = dx.view({batch, length, -1});
   if (dq.defined()) {
-    auto dq_rows = dq.permute({1, 2, 0, 3}).reshape({batch * rows, heads * hd});
+    auto dq_rows = dq.permute({3, 2, 0, 1, 4}).reshape({batch * rows, w.heads * hd});
     dx.narrow(1, first, rows).add_(torch::mm(dq_rows, w.q.back).view({batch, rows, -1}));
   }
   return dx;
@@ -190,6 +288,15 @@ Tensor AttentionBackward(const Attention& w, const Rotary& rotary, const LayerSa
 
 Tensor MlpForward(const Mlp& w, const Tensor& x, LayerSaved* saved) {
   const auto stats = StatsDtype(x.scalar_type());
+  if (w.kind == Mlp::Kind::kGeluErf) {
+    // gelu(u) = u Phi(u): gelu'(u) = Phi(u) + u phi(u).
+    auto pre = Forward(w.in, x);
+    auto u = pre.to(stats);
+    auto cdf = 0.5 * (1 + torch::erf(u * M_SQRT1_2));
+    auto density = torch::exp(-0.5 * u * u) * (M_2_SQRTPI * M_SQRT1_2 * 0.5);
+    saved->mlp_a = (cdf + u * density).to(x.dtype());
+    return Forward(w.out, torch::gelu(pre));
+  }
   if (w.kind == Mlp::Kind::kGeluTanh) {
     auto pre = Forward(w.in, x);
     // gelu(u) = u/2 (1 + tanh(c (u + 0.044715 u^3))), c = sqrt(2 / pi).
@@ -211,7 +318,7 @@ Tensor MlpForward(const Mlp& w, const Tensor& x, LayerSaved* saved) {
 Tensor MlpBackward(const Mlp& w, const LayerSaved& saved, const Tensor& dy, int64_t first) {
   const int64_t rows = dy.size(1);
   auto dz = Backward(w.out, dy);  // [K, R, m]
-  if (w.kind == Mlp::Kind::kGeluTanh) return Backward(w.in, dz.mul_(saved.mlp_a.narrow(0, first, rows)));
+  if (w.kind != Mlp::Kind::kSwiGlu) return Backward(w.in, dz.mul_(saved.mlp_a.narrow(0, first, rows)));
   auto d_gate = dz * saved.mlp_a.narrow(0, first, rows);
   auto d_up = dz.mul_(saved.mlp_b.narrow(0, first, rows));
   const int64_t m = dz.size(2);
@@ -226,7 +333,7 @@ Tensor MlpBackward(const Mlp& w, const LayerSaved& saved, const Tensor& dy, int6
 bool MlpJacobiansPay(const Mlp& w, int64_t rows, int64_t d) {
   const double k = static_cast<double>(rows), width = static_cast<double>(d);
   const double m = static_cast<double>(w.out.back.size(1));
-  const double row_products = (w.kind == Mlp::Kind::kGeluTanh ? 2.0 : 3.0) * k * width * m;
+  const double row_products = (w.kind == Mlp::Kind::kSwiGlu ? 3.0 : 2.0) * k * width * m;
   const double jacobians = width * width * m + k * width * width;
   return jacobians < 0.8 * row_products;
 }
@@ -254,10 +361,11 @@ Tensor MlpBackwardByJacobians(const Mlp& w, const LayerSaved& saved, const Tenso
   return dx;
 }
 
-Tensor LayerForward(const Layer& w, const Rotary& rotary, const Tensor& h, LayerSaved* saved) {
-  auto x = h + AttentionForward(w.attention, rotary, NormForward(w.norm1, h, &saved->norm1), saved);
+Tensor LayerForward(const Layer& w, const Rotary& rotary, const Tensor& h, int64_t block, LayerSaved* saved) {
+  auto x = h + AttentionForward(w.attention, rotary, NormForward(w.norm1, h, &saved->norm1), block, saved);
   if (!w.has_mlp) return x;
-  return x + MlpForward(w.mlp, NormForward(w.norm2, x, &saved->norm2), saved);
+  // Parallel: the MLP reads the layer's input, not the attention's sum.
+  return x + MlpForward(w.mlp, NormForward(w.norm2, w.parallel_residual ? h : x, &saved->norm2), saved);
 }
 
 // Cotangents dy [K, R, d] on the layer's output rows first..L-1 -> [K, L, d] on its input, in
@@ -274,14 +382,18 @@ Tensor LayerBackward(const Layer& w, const Rotary& rotary, const LayerSaved& sav
   for (int64_t start = 0; start < total; start += step) {
     const int64_t count = std::min(step, total - start);
     auto g = dy.narrow(0, start, count);
-    Tensor dh = g;
+    Tensor dh = g, d_mlp_input;  // dh: on the attention's output (sequential: through the MLP too).
     if (w.has_mlp) {
       auto d_mlp = jacobians ? mlp_all.narrow(0, start, count) : MlpBackward(w.mlp, saved, g, first);
-      dh = g + NormBackward(w.norm2, saved.norm2.Rows(first, rows), d_mlp);
+      d_mlp_input = NormBackward(w.norm2, saved.norm2.Rows(first, rows), d_mlp);
+      if (!w.parallel_residual) dh = g + d_mlp_input;
     }
-    auto dx = NormBackward(w.norm1, saved.norm1,
-                           AttentionBackward(w.attention, rotary, saved, dh, first, options.detach_attention_probabilities));
+    auto d_attention = AttentionBackward(w.attention, rotary, saved, dh, first, options.detach_attention_probabilities,
+                                         options);
+    if (!d_attention.defined()) return Tensor();  // Stopped between blocks.
+    auto dx = NormBackward(w.norm1, saved.norm1, d_attention);
     dx.narrow(1, first, rows).add_(dh);
+    if (w.parallel_residual && d_mlp_input.defined()) dx.narrow(1, first, rows).add_(d_mlp_input);
     if (!out.defined()) return dx;
     out.narrow(0, start, count).copy_(dx);
   }
@@ -299,15 +411,16 @@ class PreparedPass final : public InputReversePass {
     auto h = inputs_embeds.squeeze(0).narrow(0, 0, target).contiguous();
     length_ = target;
     const auto& first = stack_.layers.front().attention;
-    if (first.rotary) {
-      auto tables = RotaryTables(length_, h.size(1) / first.heads, first.rope_theta, h);
+    if (first.rotary_inv_freq.defined()) {
+      auto tables = RotaryTables(length_, first.rotary_inv_freq.to(h.device()), h);
       rotary_ = {tables.first, tables.second};
     }
+    block_ = std::min(options.attention_block > 0 ? options.attention_block : kDefaultAttentionBlock, length_);
     saved_.resize(stack_.layers.size());
     for (size_t l = 0; l < stack_.layers.size(); ++l) {
       inputs_.push_back(h);
       LayerSaved saved;
-      h = LayerForward(stack_.layers[l], rotary_, h, &saved);
+      h = LayerForward(stack_.layers[l], rotary_, h, block_, &saved);
       if (keep_) saved_[l] = std::move(saved);
     }
     final_hidden_ = NormForward(stack_.final_norm, h, &final_norm_);
@@ -330,9 +443,10 @@ class PreparedPass final : public InputReversePass {
         dy = LayerBackward(w, rotary_, *saved_[l], dy, first, options);
       } else {
         LayerSaved saved;
-        LayerForward(w, rotary_, inputs_[l], &saved);
+        LayerForward(w, rotary_, inputs_[l], block_, &saved);
         dy = LayerBackward(w, rotary_, saved, dy, first, options);
       }
+      if (!dy.defined()) return Tensor();
       first = 0;
       if (options.between_layers && !options.between_layers()) return Tensor();
     }
@@ -347,7 +461,7 @@ class PreparedPass final : public InputReversePass {
 
  private:
   Stack stack_;
-  int64_t full_length_ = 0, length_ = 0;
+  int64_t full_length_ = 0, length_ = 0, block_ = kDefaultAttentionBlock;
   bool keep_ = true;
   Rotary rotary_;
   std::vector<Tensor> inputs_;                   // Each layer's input [length, d].

@@ -1,11 +1,17 @@
-// The hand-written batched reverse pass of the GPT-2 and Qwen2 families (private to the room;
-// models reach it through DecoderModel::PrepareReversePass).
+// The hand-written batched reverse pass of every decoder family (GPT-2, Qwen2, Llama, Mistral,
+// GPT-NeoX; private to the room; models reach it through DecoderModel::PrepareReversePass).
 //
 // A decoder layer is described by its weights as plain tensors, each linear map by the matrix B
 // of its reverse pass (dx = dy B, [out, in]; the forward pass is y = x B^T + b). One forward pass
 // of one sequence keeps, per layer, what the reverse pass needs: normalized inputs and inverse
-// scales, attention probabilities P, rotated queries and keys, values, and the MLP's activation
-// derivatives. The reverse pass of K cotangents then runs every product as one [K L, .] matrix
+// scales, rotated queries and keys, values, the attention's output and one log-sum-exp per query
+// and head, and the MLP's activation derivatives: O(L) per layer. Attention runs in blocks of
+// queries x keys in both passes (THEORY §10, FlashAttention-2's schedule): the forward keeps a
+// running maximum and sum per query; the reverse recomputes each block's probabilities
+// P = exp(S - lse) once for all K cotangent rows, with D_i = dO_i . O_i, and adds dV = P^T dO,
+// dS = P (dO V^T - D), dQ = dS K, dK = dS^T Q. Blocks above the diagonal, or wholly outside a
+// sliding window, are skipped (a window w costs O(L w)); grouped-query heads share their key and
+// value block without repeating it. The reverse pass of K cotangents then runs every product as one [K L, .] matrix
 // product with those activations broadcast over the K rows (in groups of rows_per_product), all
 // rows through one layer before the next. For many rows (exact norms, K = d) the MLP branch goes
 // through its per-position Jacobians instead (d x d each, formed once per layer: d^2 m work per
@@ -38,13 +44,17 @@ struct Norm {
 struct Attention {
   Linear q, k, v, o;
   int64_t heads = 1, kv_heads = 1;
-  bool rotary = false;      // Qwen2 rotary position embedding on q and k.
-  double rope_theta = 1e6;
+  // Rotary position embedding on the first rotary_dims of every head's q and k, with the family's
+  // inverse frequencies [rotary_dims / 2] (rope_theta and rope_scaling applied); undefined = none.
+  torch::Tensor rotary_inv_freq;
+  int64_t rotary_dims = 0;
+  int64_t window = 0;       // > 0: position i attends to keys i - window + 1 .. i (Mistral).
   bool uniform = false;     // Logits forced to zero: uniform causal averaging.
 };
 
 struct Mlp {
-  enum class Kind { kGeluTanh, kSwiGlu } kind = Kind::kGeluTanh;
+  // GELU with tanh (GPT-2's gelu_new), exact-erf GELU (GPT-NeoX), SwiGLU (Qwen2, Llama).
+  enum class Kind { kGeluTanh, kGeluErf, kSwiGlu } kind = Kind::kGeluTanh;
   Linear in;    // GELU: c_fc. SwiGLU: up_proj.
   Linear gate;  // SwiGLU only: gate_proj.
   Linear out;   // c_proj / down_proj.
@@ -56,6 +66,8 @@ struct Layer {
   bool has_mlp = true;
   Norm norm2;
   Mlp mlp;
+  // x + attention(norm1 x) + mlp(norm2 x) (GPT-NeoX's use_parallel_residual); else sequential.
+  bool parallel_residual = false;
 };
 
 struct Stack {

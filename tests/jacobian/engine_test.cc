@@ -18,15 +18,21 @@ namespace {
 using models::ModelConfig;
 
 ModelConfig Tiny(const std::string& family) {
-  ModelConfig config = *models::PresetConfig(family == "gpt2" ? "gpt2-tiny" : "qwen2-tiny");
+  const std::string preset = family == "pythia" ? "pythia-tiny" : family + "-tiny";
+  ModelConfig config = *models::PresetConfig(preset);
   config.num_layers = 2;
   config.hidden_size = 16;
   config.num_heads = 4;
-  config.num_kv_heads = family == "gpt2" ? 4 : 2;
+  config.num_kv_heads = family == "gpt2" || family == "pythia" ? 4 : 2;
   config.intermediate_size = 32;
   config.vocab_size = 50;
+  if (family == "mistral") config.sliding_window = 3;  // Crosses the 7-position inputs' blocks.
+  if (family == "pythia") config.rotary_pct = 0.5;      // 2 of each head's 4 dimensions rotate.
   return config;
 }
+
+// Every family with its own reverse pass (the two routes are checked against each other).
+const std::vector<std::string> kOwnPassFamilies = {"gpt2", "qwen2", "llama", "mistral", "pythia"};
 
 std::unique_ptr<models::DecoderModel> Build(const ModelConfig& config, uint64_t seed = 3) {
   auto model = models::BuildModel(config, seed);
@@ -401,7 +407,7 @@ TEST(Measure, RunsInBfloat16WithFloat32Norms) {
 // exact and Hutchinson (same probes), for the final hidden state, every layer, and the
 // log-probability, at the last and an inner target.
 TEST(Measure, ModelReversePassEqualsAutogradForEveryOutputAndMethod) {
-  for (const std::string family : {"gpt2", "qwen2"}) {
+  for (const std::string& family : kOwnPassFamilies) {
     auto model = Build(Tiny(family));
     for (Output output : {Output::kFinalHidden, Output::kLayerSweep, Output::kLogProb}) {
       for (auto [method, distribution] : std::vector<std::pair<Method, jobs::ProbeDistribution>>{
@@ -494,7 +500,7 @@ MeasureOptions PathwayOptions() {
 }
 
 TEST(Pathways, ValueOnlyThroughTheModelsReversePassEqualsAutogradWithDetachedProbabilities) {
-  for (const std::string family : {"gpt2", "qwen2"}) {
+  for (const std::string& family : kOwnPassFamilies) {
     auto model = Build(Tiny(family));
     for (Output output : {Output::kFinalHidden, Output::kLayerSweep}) {
       for (Method method : {Method::kExact, Method::kHutchinson}) {

@@ -22,13 +22,31 @@ struct Case {
   Family family;
   Ablations ablations;
   int64_t kv_heads;
+  int64_t window = 0;          // Mistral's sliding window.
+  double rotary_pct = 1.0;     // GPT-NeoX: the rotary share of each head.
+  bool parallel_residual = true;  // GPT-NeoX.
 };
+
+const char* PresetOf(Family family) {
+  switch (family) {
+    case Family::kGpt2: return "gpt2-tiny";
+    case Family::kQwen2: return "qwen2-tiny";
+    case Family::kLlama: return "llama-tiny";
+    case Family::kMistral: return "mistral-tiny";
+    case Family::kGptNeoX: return "pythia-tiny";
+    default: return "gpt2-tiny";
+  }
+}
 
 std::ostream& operator<<(std::ostream& out, const Case& c) { return out << c.name; }
 
 std::unique_ptr<DecoderModel> BuildTiny(const Case& c) {
-  ModelConfig config = *PresetConfig(c.family == Family::kGpt2 ? "gpt2-tiny" : "qwen2-tiny");
+  ModelConfig config = *PresetConfig(PresetOf(c.family));
   config.num_layers = 3;
+  config.sliding_window = c.window;
+  config.rotary_pct = c.rotary_pct;
+  config.parallel_residual = c.parallel_residual;
+  if (c.family == Family::kLlama) config.attention_bias = config.mlp_bias = true;
   config.hidden_size = 24;
   config.num_heads = 4;
   config.num_kv_heads = c.kv_heads;
@@ -76,9 +94,11 @@ TEST_P(ReversePass, EqualsAutogradForEveryOutputAndTarget) {
   auto e = torch::randn({1, length, d}, generator).to(torch::kFloat64);
   auto u = torch::randn({3, d}, generator).to(torch::kFloat64);
   using MlpJacobians = GradientOptions::MlpJacobians;
+  // Attention blocks of 3 positions (L = 7: three blocks, the last one short) and of the whole
+  // sequence (one block: the dense computation).
   for (int64_t target : {length, int64_t{4}, int64_t{1}}) {
-    for (bool keep : {true, false}) {
-      auto pass = model->PrepareReversePass(e, target, {keep});
+    for (auto [keep, block] : {std::pair{true, int64_t{3}}, std::pair{false, int64_t{3}}, std::pair{true, int64_t{0}}}) {
+      auto pass = model->PrepareReversePass(e, target, {keep, block});
       ASSERT_NE(pass, nullptr);
       for (int64_t layer = 0; layer <= model->config().num_layers; ++layer) {
         auto expected = AutogradRows(*model, e, u, layer, target);
@@ -88,12 +108,14 @@ TEST_P(ReversePass, EqualsAutogradForEveryOutputAndTarget) {
           GradientOptions options;
           options.mlp_jacobians = jacobians;
           options.rows_per_product = rows_per_product;
+          options.attention_block = block == 0 ? 0 : 2;  // Reverse blocks need not match the forward's.
           auto actual = pass->InputGradients(u, layer, options);
           ASSERT_EQ(actual.sizes(), expected.sizes());
           const double error = (actual - expected).abs().max().item<double>();
           EXPECT_LE(error, 1e-12 * std::max(1.0, expected.abs().max().item<double>()))
               << "target " << target << ", output layer " << layer << (keep ? "" : ", recomputed")
-              << (jacobians == MlpJacobians::kOn ? ", MLP Jacobians" : "") << ", rows " << rows_per_product;
+              << (jacobians == MlpJacobians::kOn ? ", MLP Jacobians" : "") << ", rows " << rows_per_product
+              << ", block " << block;
           if (target < length) {  // Later positions cannot reach the target.
             EXPECT_EQ(actual.narrow(1, target, length - target).abs().max().item<double>(), 0.0);
           }
@@ -115,7 +137,7 @@ TEST_P(ReversePass, ValueOnlyEqualsAutogradWithDetachedProbabilities) {
   auto u = torch::randn({3, d}, generator).to(torch::kFloat64);
   for (int64_t target : {length, int64_t{3}}) {
     for (bool keep : {true, false}) {
-      auto pass = model->PrepareReversePass(e, target, {keep});
+      auto pass = model->PrepareReversePass(e, target, {keep, 2});
       ASSERT_NE(pass, nullptr);
       for (int64_t layer = 0; layer <= model->config().num_layers; ++layer) {
         auto expected = AutogradRows(*model, e, u, layer, target, /*value_only=*/true);
@@ -162,7 +184,15 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"qwen2_grouped_query", Family::kQwen2, {}, 2},
                       Case{"qwen2_one_kv_head", Family::kQwen2, {}, 1},
                       Case{"qwen2_no_rotary", Family::kQwen2, {true, false, false}, 4},
-                      Case{"qwen2_uniform_no_mlp", Family::kQwen2, {false, true, true}, 2}),
+                      Case{"qwen2_uniform_no_mlp", Family::kQwen2, {false, true, true}, 2},
+                      Case{"llama_grouped_query_with_biases", Family::kLlama, {}, 2},
+                      Case{"llama_one_kv_head", Family::kLlama, {}, 1},
+                      Case{"mistral_window_crossing_blocks", Family::kMistral, {}, 2, 4},
+                      Case{"mistral_window_longer_than_the_sequence", Family::kMistral, {}, 2, 16},
+                      Case{"mistral_uniform_window", Family::kMistral, {false, true, false}, 2, 3},
+                      Case{"pythia_partial_rotary_parallel", Family::kGptNeoX, {}, 4, 0, 0.67},
+                      Case{"pythia_sequential", Family::kGptNeoX, {}, 4, 0, 0.34, false},
+                      Case{"pythia_no_mlp", Family::kGptNeoX, {false, false, true}, 4, 0, 0.67}),
     [](const ::testing::TestParamInfo<Case>& param_info) { return param_info.param.name; });
 
 // Both routes' full and value-pathway rows for one case (target = L, final hidden state).

@@ -44,12 +44,24 @@ inline constexpr int64_t kCpuBatchRows = 16;
 // L = 128: K_b 16/32/64/128 -> 20.4/19.7/19.5/25.7 s; qwen2-0.5b L = 256: K_b 8/16/32/64 ->
 // 9.9/10.1/10.7/11.7 s, 3-4 layers).
 inline constexpr int64_t kCpuModelPassProductRows = 4096;
+// At long L the attention dominates, and every row of a product shares each block's recomputed
+// probabilities: at least this many rows per product (llama, 2 layers, width 64, L = 8192,
+// Hutchinson K = 8 on two cores: 1 row per product 62.9 s, 8 rows 7.6 s).
+inline constexpr int64_t kCpuModelPassMinRows = 8;
 
 // Bytes of activations one batch row keeps for autograd's backward pass (all layers).
+// (The model's own pass keeps one copy for all rows: ModelPassBytes.)
 int64_t ActivationBytesPerRow(const models::ModelConfig& config, int64_t length, int64_t element_bytes);
+// Bytes the model's own reverse pass keeps for one sequence (all layers and the final norm;
+// models::ReversePassElementsPerLayer: linear in L).
+int64_t ModelPassBytes(const models::ModelConfig& config, int64_t length, int64_t element_bytes);
 // Bytes one cotangent row needs in the model's own reverse pass: its gradients and products on the
-// residual stream, the MLP width and the attention probabilities (a generous estimate).
+// residual stream and the MLP width, L (8 d + 3 m) elements (a generous estimate). The attention's
+// blocks add a fixed kAttentionBlockBytes whatever the rows (their side shrinks as rows grow).
 int64_t ReverseBytesPerRow(const models::ModelConfig& config, int64_t length, int64_t element_bytes);
+// Scratch of the attention's reverse pass: P, dP and dS of one block for all rows of a product
+// (about 4 Mi elements each, models::GradientOptions::attention_block), in float64 at most.
+inline constexpr int64_t kAttentionBlockBytes = int64_t{3} * (int64_t{4} << 20) * 8;
 
 BatchPlan PlanBatches(const BatchPlanInputs& inputs);
 

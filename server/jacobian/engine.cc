@@ -70,10 +70,7 @@ bool IsOutOfMemory(const c10::Error& error) {
 
 // Every decoder family brings its own reverse pass (models::InputReversePass); TorchScript and
 // the Cesaro routing model go through autograd.
-bool HasOwnReversePass(const DecoderModel& model) {
-  const auto family = model.config().family;
-  return family != models::Family::kTorchScript && family != models::Family::kCesaro;
-}
+bool HasOwnReversePass(const DecoderModel& model) { return models::HasOwnReversePass(model.config().family); }
 
 // Norms accumulate in float32, or float64 for a float64 measurement.
 torch::Dtype NormDtype(torch::Dtype dtype) { return dtype == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32; }
@@ -271,6 +268,10 @@ class Runner {
     value_options.detach_attention_probabilities = true;
     bool cancelled = false;
     gradient_options.between_layers = [&] { return !(cancelled = !tick()); };
+    // Between the attention's query blocks (many per layer at long L): cancellation is seen and
+    // progress moves within a layer too.
+    if (heartbeat_) gradient_options.between_blocks = [&] { return !(cancelled = !heartbeat_()); };
+    value_options.between_blocks = gradient_options.between_blocks;
     const int64_t outputs = options_.output == Output::kLayerSweep ? model_.config().num_layers : 1;
     SampleSums sums;
     for (int64_t o = 0; o < outputs; ++o) {
@@ -295,6 +296,8 @@ class Runner {
   }
 
   int64_t vjps() const { return vjps_; }
+  // Called between attention blocks of the model's own pass; false cancels (as a chunk's tick).
+  void SetHeartbeat(std::function<bool()> heartbeat) { heartbeat_ = std::move(heartbeat); }
 
  private:
   // Adds the squared norms per position of gradients [rows, L, d] (one VJP per row, rows
@@ -321,6 +324,7 @@ class Runner {
   int64_t target_;
   bool checkpoint_;
   bool model_pass_;
+  std::function<bool()> heartbeat_;
   at::Generator probe_generator_;
   std::optional<ProbeRows> probe_rows_;  // Hutchinson's rows, made on first use (their width).
   int64_t vjps_ = 0;
@@ -641,11 +645,22 @@ absl::Status MeasureSamples(DecoderModel& model, const MeasureOptions& options, 
   Progress progress{0, (plan.end_sample - plan.first_sample) * plan.chunks_per_sample * plan.passes_per_sample, 0, 0.0};
   progress.chunks_done = static_cast<int64_t>(records.size()) * plan.chunks_per_sample * plan.passes_per_sample;
   progress.samples_done = static_cast<int64_t>(records.size());
+  int64_t beats = 0;  // Heartbeats since the last chunk.
   auto tick = [&] {
     ++progress.chunks_done;
+    beats = 0;
     progress.fraction = std::min(1.0, static_cast<double>(progress.chunks_done) / progress.chunks_total);
     return !options.progress || options.progress(progress);
   };
+  // Within a chunk the fraction creeps towards the chunk's end (beats / (beats + L / 64): monotone,
+  // never past it), so progress moves at every block even when a layer takes minutes.
+  const double beats_scale = std::max(1.0, static_cast<double>(plan.target) / 64.0);
+  runner.SetHeartbeat([&] {
+    ++beats;
+    const double within = static_cast<double>(beats) / (static_cast<double>(beats) + beats_scale);
+    progress.fraction = std::min(1.0, (static_cast<double>(progress.chunks_done) + within) / progress.chunks_total);
+    return !options.progress || options.progress(progress);
+  });
   // compare_pathways: both pathways for the same cotangent rows in one pass.
   const PassKind kind = options.compare_pathways                 ? PassKind::kBoth
                         : options.pathway == Pathway::kValueOnly ? PassKind::kValueOnly

@@ -570,6 +570,14 @@ double EstimatedParameters(const ModelConfig& config) {
   return 0;
 }
 
+bool HasOwnReversePass(Family family) { return family != Family::kTorchScript && family != Family::kCesaro; }
+
+double ReversePassElementsPerLayer(const ModelConfig& config, int64_t length) {
+  return static_cast<double>(length) * (7.0 * static_cast<double>(config.hidden_size) +
+                                        2.0 * static_cast<double>(config.intermediate_size) +
+                                        static_cast<double>(config.num_heads) + 4.0);
+}
+
 double ActivationElementsPerLayer(const ModelConfig& config, int64_t length) {
   const double positions = static_cast<double>(length);
   return positions * (12.0 * static_cast<double>(config.hidden_size) + 3.0 * static_cast<double>(config.intermediate_size)) +

@@ -110,11 +110,21 @@ absl::Status ValidateConfig(const ModelConfig& config);
 // a registration would load, checked against the host before anything is built.
 double EstimatedParameters(const ModelConfig& config);
 
-// Activations one layer keeps for the backward pass of one sequence of `length` positions, in
-// elements (a generous estimate): the residual-stream and MLP-width tensors, L (12 d + 3 m), and
-// the attention scores and probabilities, 2 heads L^2 (these dominate at long L). The one memory
-// formula both job admission and the Jacobian engine's batch budget are built on.
+// Activations one layer keeps for autograd's backward pass of one sequence of `length` positions,
+// in elements (a generous estimate): the residual-stream and MLP-width tensors, L (12 d + 3 m), and
+// the attention scores and probabilities, 2 heads L^2 (these dominate at long L).
 double ActivationElementsPerLayer(const ModelConfig& config, int64_t length);
+
+// Whether the family has the hand-written reverse pass (models/reverse_pass.h): every decoder
+// family; TorchScript and the Cesaro routing model go through autograd.
+bool HasOwnReversePass(Family family);
+
+// What the own reverse pass keeps per layer for one sequence, in elements: the layer's input,
+// two norms' normalized inputs, q, k, v and the attention's output, one log-sum-exp per query and
+// head, the MLP's derivatives: L (7 d + 2 m + heads + 4) at most, linear in L (attention runs in
+// blocks). With ActivationElementsPerLayer, the memory formulas both job admission and the
+// Jacobian engine's batch plan are built on.
+double ReversePassElementsPerLayer(const ModelConfig& config, int64_t length);
 
 // Reads a Hugging Face config.json (model_type gpt2, qwen2, llama, mistral or gpt_neox). A key
 // that changes the computation and is not built (rope_scaling yarn/dynamic/..., logit

@@ -50,6 +50,17 @@ torch::Dtype AtLeastFloat32(torch::Dtype dtype) {
 torch::Tensor CausalAttention(torch::Tensor q, torch::Tensor k, torch::Tensor v, bool uniform,
                               bool detach_probabilities, int64_t window) {
   const int64_t groups = q.size(1) / k.size(1);
+  if (!torch::GradMode::is_enabled()) {
+    // No graph: in blocks, O(L) memory (reverse_pass.h), one sequence of the batch at a time.
+    const int64_t batch = q.size(0), kv = k.size(1), length = q.size(2), hd = q.size(3);
+    std::vector<torch::Tensor> outputs;
+    for (int64_t b = 0; b < batch; ++b) {
+      auto out = reverse::BlockedCausalAttention(q[b].reshape({kv, groups, length, hd}), k[b].contiguous(),
+                                                 v[b].contiguous(), uniform, window, kDefaultAttentionBlock);
+      outputs.push_back(out.view({kv * groups, length, hd}));
+    }
+    return torch::stack(outputs);
+  }
   if (groups > 1) {
     k = k.repeat_interleave(groups, 1);
     v = v.repeat_interleave(groups, 1);

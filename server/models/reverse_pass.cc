@@ -153,6 +153,50 @@ Tensor HeadsOf(const Tensor& x, int64_t kv_heads, int64_t groups) {
   return x.view({length, kv_heads, groups, hd}).permute({1, 2, 0, 3}).contiguous();
 }
 
+}  // namespace
+
+Tensor BlockedCausalAttention(const Tensor& q, const Tensor& k, const Tensor& v, bool uniform, int64_t window,
+                              int64_t block, Tensor* lse) {
+  const int64_t kv = q.size(0), groups = q.size(1), length = q.size(2), hd = q.size(3);
+  if (uniform && window == 0) {  // A running mean: O(L), no scores at all.
+    auto counts = torch::arange(1, length + 1, v.options()).view({1, 1, length, 1});
+    return (torch::cumsum(v, 1).unsqueeze(1) / counts).expand({kv, groups, length, hd}).contiguous();
+  }
+  const auto stats = StatsDtype(q.scalar_type());
+  Attention shape;  // BlockScores reads the uniform switch only.
+  shape.uniform = uniform;
+  block = std::max<int64_t>(1, std::min(block, length));
+  auto out = torch::empty({kv, groups, length, hd}, v.options());
+  Tensor sums = torch::empty({kv, groups, length}, v.options().dtype(stats));
+  for (int64_t i0 = 0; i0 < length; i0 += block) {
+    const int64_t i1 = std::min(length, i0 + block), rows = i1 - i0;
+    auto q_block = q.narrow(2, i0, rows);
+    auto maximum = torch::full({kv, groups, rows, 1}, -std::numeric_limits<double>::infinity(), v.options().dtype(stats));
+    auto sum = torch::zeros({kv, groups, rows, 1}, v.options().dtype(stats));
+    auto acc = torch::zeros({kv, groups, rows, hd}, v.options().dtype(stats));
+    const KeyRange keys = KeysOf(i0, i1, window, block);
+    for (int64_t j0 = keys.first_block; j0 < keys.end; j0 += block) {
+      const int64_t j1 = std::min(keys.end, j0 + block);
+      auto scores = BlockScores(shape, q_block, k.narrow(1, j0, j1 - j0), HiddenKeys(i0, i1, j0, j1, window, q.device()), stats);
+      auto next = torch::maximum(maximum, std::get<0>(scores.max(-1, /*keepdim=*/true)));
+      // A row with every key of the blocks so far hidden keeps -inf: its terms are exp(-inf) = 0.
+      auto shift = torch::where(torch::isinf(next), torch::zeros_like(next), next);
+      auto rescale = torch::exp(maximum - shift);
+      auto p = torch::exp(scores - shift);
+      sum.mul_(rescale).add_(p.sum(-1, /*keepdim=*/true));
+      auto values = v.narrow(1, j0, j1 - j0).to(stats);  // [kvH, Bk, hd]
+      acc.mul_(rescale).add_(torch::bmm(p.view({kv, groups * rows, j1 - j0}), values).view({kv, groups, rows, hd}));
+      maximum = next;
+    }
+    out.narrow(2, i0, rows).copy_(acc / sum);
+    sums.narrow(2, i0, rows).copy_((maximum + torch::log(sum)).squeeze(-1));
+  }
+  if (lse != nullptr) *lse = sums;
+  return out;
+}
+
+namespace {
+
 Tensor AttentionForward(const Attention& w, const Rotary& rotary, const Tensor& x, int64_t block, LayerSaved* saved) {
   const int64_t length = x.size(0), kv = w.kv_heads, groups = w.heads / w.kv_heads;
   auto q = HeadsOf(Forward(w.q, x), kv, groups);
@@ -162,42 +206,10 @@ Tensor AttentionForward(const Attention& w, const Rotary& rotary, const Tensor& 
   saved->q = q.contiguous();
   saved->k = k.contiguous();
   saved->v = v;
-  const int64_t hd = v.size(2);
-  Tensor out;
-  if (w.uniform && w.window == 0) {  // A running mean: O(L), no scores at all.
-    auto counts = torch::arange(1, length + 1, v.options()).view({1, 1, length, 1});
-    out = (torch::cumsum(v, 1).unsqueeze(1) / counts).expand({kv, groups, length, hd}).contiguous();
-  } else {
-    const auto stats = StatsDtype(x.scalar_type());
-    out = torch::empty({kv, groups, length, hd}, v.options());
-    saved->lse = torch::empty({kv, groups, length}, v.options().dtype(stats));
-    for (int64_t i0 = 0; i0 < length; i0 += block) {
-      const int64_t i1 = std::min(length, i0 + block), rows = i1 - i0;
-      auto q_block = saved->q.narrow(2, i0, rows);
-      auto maximum = torch::full({kv, groups, rows, 1}, -std::numeric_limits<double>::infinity(), v.options().dtype(stats));
-      auto sum = torch::zeros({kv, groups, rows, 1}, v.options().dtype(stats));
-      auto acc = torch::zeros({kv, groups, rows, hd}, v.options().dtype(stats));
-      const KeyRange keys = KeysOf(i0, i1, w.window, block);
-      for (int64_t j0 = keys.first_block; j0 < keys.end; j0 += block) {
-        const int64_t j1 = std::min(keys.end, j0 + block);
-        auto scores = BlockScores(w, q_block, saved->k.narrow(1, j0, j1 - j0), HiddenKeys(i0, i1, j0, j1, w.window, x.device()), stats);
-        auto next = torch::maximum(maximum, std::get<0>(scores.max(-1, /*keepdim=*/true)));
-        // A row with every key of the blocks so far hidden keeps -inf: its terms are exp(-inf) = 0.
-        auto shift = torch::where(torch::isinf(next), torch::zeros_like(next), next);
-        auto rescale = torch::exp(maximum - shift);
-        auto p = torch::exp(scores - shift);
-        sum.mul_(rescale).add_(p.sum(-1, /*keepdim=*/true));
-        auto values = saved->v.narrow(1, j0, j1 - j0).to(stats);  // [kvH, Bk, hd]
-        acc.mul_(rescale).add_(torch::bmm(p.view({kv, groups * rows, j1 - j0}), values).view({kv, groups, rows, hd}));
-        maximum = next;
-      }
-      out.narrow(2, i0, rows).copy_(acc / sum);
-      saved->lse.narrow(2, i0, rows).copy_((maximum + torch::log(sum)).squeeze(-1));
-    }
-  }
-  saved->out = out;
+  saved->out = BlockedCausalAttention(saved->q, saved->k, v, w.uniform, w.window, block, &saved->lse);
+  if (w.uniform && w.window == 0) saved->lse = Tensor();
   // [kvH, G, L, hd] -> [L, heads * hd].
-  return Forward(w.o, out.permute({2, 0, 1, 3}).reshape({length, -1}));
+  return Forward(w.o, saved->out.permute({2, 0, 1, 3}).reshape({length, -1}));
 }
 
 // Positions per block of the reverse pass for `rows` cotangent rows (GradientOptions::attention_block).

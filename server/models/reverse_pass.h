@@ -75,6 +75,14 @@ struct Stack {
   Norm final_norm;
 };
 
+// Causal attention in blocks of `block` queries x keys with a running log-sum-exp (no [L, L]
+// scores): queries q [kvH, G, L, hd] (query head kv * G + g reads key/value head kv), keys and
+// values [kvH, L, hd]; `window` > 0 hides keys at or before i - window. Returns the output
+// [kvH, G, L, hd]; *lse (when given) the log-sum-exp of each query's scores [kvH, G, L] in the
+// stats dtype. Uniform attention averages the visible keys (a running mean without a window).
+torch::Tensor BlockedCausalAttention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                     bool uniform, int64_t window, int64_t block, torch::Tensor* lse = nullptr);
+
 // Runs the forward pass of inputs_embeds [1, L, d] up to the 1-based target and returns the
 // prepared reverse pass.
 std::unique_ptr<InputReversePass> Prepare(Stack stack, const torch::Tensor& inputs_embeds, int64_t target,

@@ -67,6 +67,20 @@ TEST(BatchPlan, TheModelPassOnTheCpuKeepsAboutFourThousandProductRows) {
   EXPECT_LE(plan.rows_per_call, 64);
 }
 
+TEST(BatchPlan, TheModelPassAtLongContextsSharesEachBlockWithEightRowsAndKeepsMemoryLinearInL) {
+  for (int64_t length : {8192, 32768}) {
+    auto in = Gpt2Small(length, 64, 64 * 1024 * kMiB);
+    in.model_pass = true;
+    const auto plan = PlanBatches(in);
+    EXPECT_EQ(plan.batch, kCpuModelPassMinRows) << length;
+    EXPECT_FALSE(plan.checkpoint) << "the blocked pass keeps O(L): no checkpointing at L = " << length;
+  }
+  // Linear in L: four times the length, four times the bytes.
+  const auto config = Gpt2Small(1, 64, 1).config;
+  EXPECT_EQ(ModelPassBytes(config, 4 * 8192, 4), 4 * ModelPassBytes(config, 8192, 4));
+  EXPECT_EQ(ReverseBytesPerRow(config, 4 * 8192, 4), 4 * ReverseBytesPerRow(config, 8192, 4));
+}
+
 TEST(BatchPlan, ARequestedBatchIsKeptAsGiven) {
   auto in = Gpt2Small(128, 64, 64 * 1024 * kMiB);
   in.requested_batch = 5;

@@ -195,6 +195,52 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"pythia_no_mlp", Family::kGptNeoX, {false, false, true}, 4, 0, 0.67}),
     [](const ::testing::TestParamInfo<Case>& param_info) { return param_info.param.name; });
 
+// Scores in the hundreds (q and k weights scaled up 60-fold): the blocks' running maximum keeps
+// every exponential finite, and the pass still equals autograd's dense softmax.
+TEST(BlockedAttention, LogitsInTheHundredsStayFiniteAndExact) {
+  auto model = BuildTiny(Case{"llama", Family::kLlama, {}, 2});
+  {
+    torch::NoGradGuard no_grad;
+    for (auto& [name, tensor] : model->NamedParameters()) {
+      if (name.find("q_proj.weight") != std::string::npos || name.find("k_proj.weight") != std::string::npos) {
+        tensor.mul_(60.0);
+      }
+    }
+  }
+  auto generator = at::detail::createCPUGenerator(31);
+  const int64_t length = 9, d = model->config().hidden_size;
+  auto e = torch::randn({1, length, d}, generator).to(torch::kFloat64);
+  auto u = torch::randn({3, d}, generator).to(torch::kFloat64);
+  auto pass = model->PrepareReversePass(e, length, {true, 4});
+  GradientOptions options;
+  options.attention_block = 2;
+  auto actual = pass->InputGradients(u, 0, options);
+  auto expected = AutogradRows(*model, e, u, 0, length);
+  ASSERT_TRUE(torch::isfinite(actual).all().item<bool>());
+  EXPECT_LE(MaxRelativeDifference(actual, expected), 1e-10);
+}
+
+// The blocked forward without a graph (every family's Forward under NoGradGuard) equals the dense
+// softmax autograd records, for windows, grouped heads and uniform attention.
+TEST(BlockedAttention, TheForwardWithoutAGraphEqualsTheDenseOne) {
+  for (const Case& c : {Case{"mistral", Family::kMistral, {}, 2, 3}, Case{"qwen2", Family::kQwen2, {}, 1},
+                        Case{"mistral_uniform", Family::kMistral, {false, true, false}, 2, 4},
+                        Case{"gpt2", Family::kGpt2, {}, 4}}) {
+    auto model = BuildTiny(c);
+    auto e = torch::randn({2, 11, model->config().hidden_size}, torch::kFloat64);
+    torch::Tensor dense, blocked;
+    {
+      torch::AutoGradMode enable(true);
+      dense = model->Forward(e.clone().set_requires_grad(true), {}).hidden.detach();
+    }
+    {
+      torch::NoGradGuard no_grad;
+      blocked = model->Forward(e, {}).hidden;
+    }
+    EXPECT_LE(MaxRelativeDifference(blocked, dense), 1e-13) << c.name;
+  }
+}
+
 // Both routes' full and value-pathway rows for one case (target = L, final hidden state).
 struct PathwayRows {
   torch::Tensor autograd_full, autograd_value, pass_full, pass_value;

@@ -1,0 +1,162 @@
+#!/usr/bin/env bash
+# The long-context benchmark on the CPU: posbias-measure (the blocked reverse pass) against
+# bench/long_context_reference.py (straightforward PyTorch: attention per query block under
+# checkpointing, autograd VJPs) on the same weights and the same token ids, side by side in one
+# run, the same dtype and threads; then bench/attention_floor.py times the attention's matrix
+# products alone with the same kernels.
+#
+#   bash bench/run_long_context.sh [BUILD_DIR] [THREADS]     (defaults: build/release, 2)
+#
+# Environment: LENGTHS (default "1024 2048 4096 8192 16384 32768"), REFERENCE_MAX_L (the longest
+# length the reference runs, default 16384: beyond it one case takes tens of minutes), EXACT_LENGTHS
+# (exact norms in float64 on both sides, default "1024 2048"), REPEATS (runs per point, median;
+# default 1), CASES (default "llama gpt2 mistral").
+#
+# Models (2 layers, width 64, seeded Hugging Face init): a llama (4 heads, 2 kv heads, MLP 128), a
+# gpt2 (4 heads, MLP 256), a mistral (as the llama, sliding window 512). Hutchinson K = 8 in
+# float32 at every length; exact in float64 at EXACT_LENGTHS (the two sides must agree to 1e-10).
+# Seconds and peak RSS come from /usr/bin/time around each process (the whole process: the
+# model, the inputs, the pass). Writes bench-results/long-context-*.json(l), prints a table and
+# writes bench-results/long-context.svg (seconds and MiB against L, log-log).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD_DIR="${1:-build/release}"
+THREADS="${2:-2}"
+MEASURE="$BUILD_DIR/server/posbias-measure"
+PY=/usr/bin/python3
+OUT=bench-results
+LENGTHS="${LENGTHS:-1024 2048 4096 8192 16384 32768}"
+REFERENCE_MAX_L="${REFERENCE_MAX_L:-16384}"
+EXACT_LENGTHS="${EXACT_LENGTHS:-1024 2048}"
+REPEATS="${REPEATS:-1}"
+CASES="${CASES:-llama gpt2 mistral}"
+mkdir -p "$OUT"
+[[ -x "$MEASURE" ]] || { echo "error: $MEASURE not built" >&2; exit 1; }
+RESULTS="$OUT/long-context.jsonl"
+: > "$RESULTS"
+
+flags_of() {
+  case "$1" in
+    llama) echo "--arch llama --layers 2 --width 64 --heads 4 --kv-heads 2 --mlp-width 128 --vocab 128 --max-positions 65536" ;;
+    gpt2) echo "--arch gpt2 --layers 2 --width 64 --heads 4 --mlp-width 256 --vocab 128 --max-positions 65536" ;;
+    mistral) echo "--arch mistral --layers 2 --width 64 --heads 4 --kv-heads 2 --mlp-width 128 --vocab 128 --max-positions 65536 --sliding-window 512" ;;
+  esac
+}
+
+timed() {  # output file, command...: runs it under /usr/bin/time; prints "seconds peak_kib"
+  local out="$1"
+  shift
+  /usr/bin/time -f "%e %M" -o "$out.time" "$@" > "$out"
+  cat "$out.time"
+}
+
+record() {  # case, side, method, dtype, length, seconds, peak_kib, json file
+  $PY -c "import json,sys; c,s,m,dt,L,sec,kib,f=sys.argv[1:]; d=json.load(open(f)); \
+print(json.dumps({'case':c,'side':s,'method':m,'dtype':dt,'length':int(L),'seconds':float(sec),'peak_mib':int(kib)/1024, \
+'sq_norm_mean':d['sq_norm_mean']}))" "$@" >> "$RESULTS"
+}
+
+for case in $CASES; do
+  flags=$(flags_of "$case")
+  $MEASURE $flags --length 2 --samples 1 --method hutchinson --probes 1 --threads "$THREADS" --seed 0 \
+    --export-weights "$OUT/long-$case.safetensors" --export-config "$OUT/long-$case.config.json" > /dev/null
+  run_point() {  # length, method, dtype, method flags
+    local L="$1" method="$2" dtype="$3" mflags="$4" r
+    for ((r = 0; r < REPEATS; ++r)); do
+      local base="$OUT/long-$case-$method-$dtype-$L"
+      echo "== $case $method $dtype L=$L: posbias" >&2
+      read -r sec kib < <(timed "$base-cpp.json" $MEASURE $flags --length "$L" --samples 1 $mflags --dtype "$dtype" \
+        --threads "$THREADS" --seed 0 --input-seed 7)
+      record "$case" posbias "$method" "$dtype" "$L" "$sec" "$kib" "$base-cpp.json"
+      $PY -c "import json,sys; json.dump(json.load(open(sys.argv[1]))['tokens'], open(sys.argv[2], 'w'))" \
+        "$base-cpp.json" "$base.tokens.json"
+      if (( L <= REFERENCE_MAX_L )); then
+        echo "== $case $method $dtype L=$L: PyTorch reference" >&2
+        read -r sec kib < <(timed "$base-ref.json" $PY bench/long_context_reference.py --weights "$OUT/long-$case.safetensors" \
+          --config "$OUT/long-$case.config.json" --tokens "$base.tokens.json" $mflags --dtype "$dtype" --threads "$THREADS")
+        record "$case" reference "$method" "$dtype" "$L" "$sec" "$kib" "$base-ref.json"
+      fi
+    done
+  }
+  for L in $LENGTHS; do run_point "$L" hutchinson float32 "--method hutchinson --probes 8"; done
+  for L in $EXACT_LENGTHS; do run_point "$L" exact float64 "--method exact"; done
+  for L in $LENGTHS; do
+    window=0
+    [[ "$case" == mistral ]] && window=512
+    $PY bench/attention_floor.py --length "$L" --heads 4 --kv-heads $([[ "$case" == gpt2 ]] && echo 4 || echo 2) \
+      --head-dim 16 --layers 2 --rows 8 --window "$window" --threads "$THREADS" \
+      | $PY -c "import json,sys; d=json.load(sys.stdin); d['case']=sys.argv[1]; d['side']='floor'; print(json.dumps(d))" "$case" \
+      >> "$RESULTS"
+  done
+done
+
+$PY - "$RESULTS" "$OUT/long-context.svg" <<'PYEOF'
+import json, math, statistics, sys
+from collections import defaultdict
+rows = [json.loads(line) for line in open(sys.argv[1])]
+points = defaultdict(list)
+floors = {}
+for r in rows:
+    if r["side"] == "floor":
+        floors[(r["case"], r["length"])] = r["floor_seconds"]
+    else:
+        points[(r["case"], r["side"], r["method"], r["dtype"], r["length"])].append(r)
+def med(key, field):
+    return statistics.median(p[field] for p in points[key]) if key in points else None
+print("| case | method | L | posbias s | posbias MiB | reference s | reference MiB | speed-up | attention floor s | posbias / floor | max rel. diff |")
+print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+series = defaultdict(list)
+for key in sorted(k for k in points if k[1] == "posbias"):
+    case, _, method, dtype, L = key
+    ref = (case, "reference", method, dtype, L)
+    s, m = med(key, "seconds"), med(key, "peak_mib")
+    rs, rmib = med(ref, "seconds"), med(ref, "peak_mib")
+    floor = floors.get((case, L)) if method == "hutchinson" else None
+    diff = "—"
+    if ref in points and method == "exact":
+        a, b = points[key][0]["sq_norm_mean"], points[ref][0]["sq_norm_mean"]
+        diff = "%.1e" % max(abs(x - y) / abs(y) for x, y in zip(a, b) if y)
+    fmt = lambda v, f: f % v if v is not None else "—"
+    print(f"| {case} | {method} {dtype} | {L} | {s:.2f} | {m:.0f} | {fmt(rs, '%.2f')} | {fmt(rmib, '%.0f')} | "
+          f"{fmt(rs / s if rs else None, '%.2fx')} | {fmt(floor, '%.2f')} | {fmt(s / floor if floor else None, '%.2fx')} | {diff} |")
+    if method == "hutchinson":
+        series[(case, "posbias")].append((L, s, m))
+        if rs is not None:
+            series[(case, "reference")].append((L, rs, rmib))
+# SVG: seconds (left) and MiB (right), log-log against L.
+W, H, PAD = 900, 380, 60
+def panel(x0, title, index):
+    out = [f'<text x="{x0 + 20}" y="20" font-size="14">{title}</text>']
+    values = [p[index] for pts in series.values() for p in pts]
+    lengths = [p[0] for pts in series.values() for p in pts]
+    if not values:
+        return out
+    lx0, lx1 = math.log2(min(lengths)), math.log2(max(lengths))
+    ly0, ly1 = math.log10(min(values)), math.log10(max(values))
+    ly1 = ly1 if ly1 > ly0 else ly0 + 1
+    lx1 = lx1 if lx1 > lx0 else lx0 + 1
+    w = W / 2 - PAD - 20
+    X = lambda L: x0 + PAD + (math.log2(L) - lx0) / (lx1 - lx0) * w
+    Y = lambda v: H - PAD - (math.log10(v) - ly0) / (ly1 - ly0) * (H - 2 * PAD)
+    out.append(f'<line x1="{x0 + PAD}" y1="{H - PAD}" x2="{x0 + PAD + w}" y2="{H - PAD}" stroke="black"/>')
+    out.append(f'<line x1="{x0 + PAD}" y1="{PAD}" x2="{x0 + PAD}" y2="{H - PAD}" stroke="black"/>')
+    for L in sorted(set(lengths)):
+        out.append(f'<text x="{X(L) - 12}" y="{H - PAD + 16}" font-size="10">{L // 1024}k</text>')
+    for e in range(math.floor(ly0), math.ceil(ly1) + 1):
+        if ly0 - 0.01 <= e <= ly1 + 0.01:
+            out.append(f'<text x="{x0 + 8}" y="{Y(10 ** e) + 4}" font-size="10">1e{e}</text>')
+    colors = {"llama": "#1f77b4", "gpt2": "#d62728", "mistral": "#2ca02c"}
+    for (case, side), pts in sorted(series.items()):
+        pts = sorted(pts)
+        path = " ".join(f"{X(p[0]):.1f},{Y(p[index]):.1f}" for p in pts)
+        dash = "" if side == "posbias" else ' stroke-dasharray="5,4"'
+        out.append(f'<polyline points="{path}" fill="none" stroke="{colors.get(case, "black")}" stroke-width="2"{dash}/>')
+    return out
+parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H + 30}">']
+parts += panel(0, "seconds per sample (Hutchinson K = 8, float32)", 1)
+parts += panel(W // 2, "peak RSS, MiB", 2)
+legend = "solid: posbias; dashed: PyTorch reference; blue llama, red gpt2, green mistral (window 512)"
+parts.append(f'<text x="20" y="{H + 20}" font-size="12">{legend}</text>')
+parts.append("</svg>")
+open(sys.argv[2], "w").write("\n".join(parts) + "\n")
+PYEOF

@@ -133,7 +133,12 @@ double MinimumJobBytes(const jobs::JacobianJobSpec& spec, const registry::ModelE
                                                    : 4.0 * 12 * c.num_layers * c.hidden_size * c.hidden_size;
   const double inputs = 4.0 * static_cast<double>(spec.length) * static_cast<double>(c.hidden_size) *
                         static_cast<double>(c.num_layers + 1);
-  const double layer = 4.0 * models::ActivationElementsPerLayer(c, spec.length);
+  // The own reverse pass keeps O(L) per layer (attention in blocks); autograd (TorchScript, the
+  // Cesaro model) one layer's dense activations, L^2 scores included.
+  // One cotangent row of the own pass is the least its reverse needs.
+  const double layer = 4.0 * (models::HasOwnReversePass(c.family) ? models::ReversePassElementsPerLayer(c, spec.length) +
+                                                                         models::ReversePassElementsPerRow(c, spec.length)
+                                                                   : models::ActivationElementsPerLayer(c, spec.length));
   // Each kept value: 8 bytes in memory, about 24 more as checkpoint text, 8 more when raw.
   const double samples = RecordValues(spec, model) * (32.0 + (spec.keep_samples ? 8.0 : 0.0));
   return parameters + inputs + layer + samples;

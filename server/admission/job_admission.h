@@ -1,6 +1,6 @@
 // Admission of a Jacobian-norm job: whether this service takes a (typed) job on the registered
 // model it names, before it enters the queue. One place for the job limits and the memory estimate
-// (built on models::ActivationElementsPerLayer, the formula the engine's batch plan uses too).
+// (built on models::ReversePassElementsPerLayer and ...PerRow for the own reverse pass, models::ActivationElementsPerLayer for autograd: the formulas the engine's batch plan uses too).
 // Torch-free and gRPC-free: the service converts the request (service/job_convert) and asks here.
 #pragma once
 

@@ -17,7 +17,7 @@ int64_t ModelPassBytes(const models::ModelConfig& config, int64_t length, int64_
 }
 
 int64_t ReverseBytesPerRow(const models::ModelConfig& config, int64_t length, int64_t element_bytes) {
-  return std::max<int64_t>(1, length * (8 * config.hidden_size + 3 * config.intermediate_size) * element_bytes);
+  return std::max<int64_t>(1, static_cast<int64_t>(models::ReversePassElementsPerRow(config, length)) * element_bytes);
 }
 
 BatchPlan PlanBatches(const BatchPlanInputs& in) {

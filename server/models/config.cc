@@ -578,6 +578,11 @@ double ReversePassElementsPerLayer(const ModelConfig& config, int64_t length) {
                                         static_cast<double>(config.num_heads) + 4.0);
 }
 
+double ReversePassElementsPerRow(const ModelConfig& config, int64_t length) {
+  return static_cast<double>(length) *
+         (8.0 * static_cast<double>(config.hidden_size) + 3.0 * static_cast<double>(config.intermediate_size));
+}
+
 double ActivationElementsPerLayer(const ModelConfig& config, int64_t length) {
   const double positions = static_cast<double>(length);
   return positions * (12.0 * static_cast<double>(config.hidden_size) + 3.0 * static_cast<double>(config.intermediate_size)) +

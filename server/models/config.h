@@ -125,6 +125,9 @@ bool HasOwnReversePass(Family family);
 // blocks). With ActivationElementsPerLayer, the memory formulas both job admission and the
 // Jacobian engine's batch plan are built on.
 double ReversePassElementsPerLayer(const ModelConfig& config, int64_t length);
+// What one cotangent row needs in the own reverse pass, in elements: its gradients and products on
+// the residual stream and the MLP width, L (8 d + 3 m) (a generous estimate).
+double ReversePassElementsPerRow(const ModelConfig& config, int64_t length);
 
 // Reads a Hugging Face config.json (model_type gpt2, qwen2, llama, mistral or gpt_neox). A key
 // that changes the computation and is not built (rope_scaling yarn/dynamic/..., logit

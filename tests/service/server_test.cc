@@ -412,7 +412,8 @@ TEST_F(ServerTest, RegistersAModelAndMeasuresItThroughTheQueue) {
   spec->set_model("missing");
   submit.set_request_id("");
   EXPECT_EQ(ErrorReason(client_->SubmitJob(submit).status()), "MODEL_NOT_FOUND");
-  // qwen2-0.5b at L = 131072: the attention scores of one layer alone need ~1 TB.
+  // qwen2-0.5b at L = 131072: the model, every layer's input and one layer's blocked pass with
+  // one cotangent row need more than 30 GB.
   spec->set_model("qwen2-0.5b");
   spec->set_sequence_length(131072);
   const auto too_big = client_->SubmitJob(submit);

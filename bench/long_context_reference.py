@@ -70,6 +70,8 @@ def main():
     parser.add_argument("--weights", required=True)
     parser.add_argument("--config", required=True)
     parser.add_argument("--tokens", required=True, help="JSON list of token id lists (the first is used)")
+    parser.add_argument("--length", type=int, required=True,
+                        help="L: the first L ids (posbias' report lists one more, the next token)")
     parser.add_argument("--method", choices=["exact", "hutchinson"], default="hutchinson")
     parser.add_argument("--probes", type=int, default=8)
     parser.add_argument("--block", type=int, default=512)
@@ -84,7 +86,8 @@ def main():
     rf.eager_attention = blocked_attention
     state, config = rm.load_model(args.weights, args.config)
     state = rm.cast_state(state, dtype)
-    ids = torch.tensor(json.load(open(args.tokens))[0], dtype=torch.long).unsqueeze(0)
+    with open(args.tokens) as f:
+        ids = torch.tensor(json.load(f)[0][:args.length], dtype=torch.long).unsqueeze(0)
     length = ids.shape[1]
     family = config.get("model_type")
     start = time.monotonic()

@@ -73,7 +73,7 @@ for case in $CASES; do
       if (( L <= REFERENCE_MAX_L )); then
         echo "== $case $method $dtype L=$L: PyTorch reference" >&2
         read -r sec kib < <(timed "$base-ref.json" $PY bench/long_context_reference.py --weights "$OUT/long-$case.safetensors" \
-          --config "$OUT/long-$case.config.json" --tokens "$base.tokens.json" $mflags --dtype "$dtype" --threads "$THREADS")
+          --config "$OUT/long-$case.config.json" --tokens "$base.tokens.json" --length "$L" $mflags --dtype "$dtype" --threads "$THREADS")
         record "$case" reference "$method" "$dtype" "$L" "$sec" "$kib" "$base-ref.json"
       fi
     done

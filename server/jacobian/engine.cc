@@ -556,7 +556,7 @@ absl::Status CheckMeasureOptions(const DecoderModel& model, const MeasureOptions
   if (options.reverse_pass == MeasureOptions::ReversePass::kModel && !HasOwnReversePass(model)) {
     return InvalidArgumentError({ErrorReason::kInvalidArgument, "reverse_pass", "model",
                                  absl::StrCat("auto or autograd (", models::FamilyName(model.config().family),
-                                              " models have no own reverse pass; gpt2 and qwen2 have)")});
+                                              " models have no own reverse pass; the decoder families have)")});
   }
   if ((options.pathway == Pathway::kValueOnly || options.compare_pathways) &&
       config.family == models::Family::kTorchScript) {

@@ -37,8 +37,8 @@ struct Flags {
 };
 
 void DefineFlags(CLI::App& app, Flags& f) {
-  app.add_option("--arch", f.arch, "gpt2, qwen2, llama, mistral, gpt_neox or cesaro")
-      ->check(CLI::IsMember({"gpt2", "qwen2", "llama", "mistral", "gpt_neox", "cesaro"}))->capture_default_str();
+  app.add_option("--arch", f.arch, posbias::models::BuiltFamiliesText())
+      ->check(CLI::IsMember(posbias::models::BuiltFamilyNames()))->capture_default_str();
   app.add_option("--preset", f.preset,
                  "A preset (gpt2, gpt2-medium, ..., qwen2-0.5b, qwen2-1.5b, llama3.2-1b, tinyllama-1.1b, mistral-7b, "
                  "pythia-70m, ..., pythia-1b, gpt2-tiny, qwen2-tiny, llama-tiny, mistral-tiny, pythia-tiny, cesaro)");
@@ -78,7 +78,7 @@ void DefineFlags(CLI::App& app, Flags& f) {
   app.add_option("--checkpointing", f.checkpointing, "auto, on or off: recompute layers in the backward pass")
       ->check(CLI::IsMember({"auto", "on", "off"}))->capture_default_str();
   app.add_option("--reverse-pass", f.reverse_pass,
-                 "auto, model or autograd: the model's own batched reverse pass (gpt2, qwen2) or autograd")
+                 "auto, model or autograd: the model's own batched reverse pass (every decoder family) or autograd")
       ->check(CLI::IsMember({"auto", "model", "autograd"}))->capture_default_str();
   app.add_option("--pathway", f.pathway,
                  "full or value-only: value-only holds the attention probabilities fixed (no gradient "

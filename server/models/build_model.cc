@@ -27,7 +27,7 @@ absl::StatusOr<std::unique_ptr<DecoderModel>> BuildModel(const ModelConfig& conf
                            absl::StrCat("cannot build the model: ", error.what_without_backtrace()));
   }
   return InvalidArgumentError({ErrorReason::kInvalidArgument, "arch", "torchscript",
-                               "gpt2, qwen2, llama, mistral, gpt_neox or cesaro (TorchScript models are loaded, not built)"});
+                               BuiltFamiliesText() + " (TorchScript models are loaded, not built)"});
 }
 
 int64_t ParameterCount(DecoderModel& model) {

@@ -205,18 +205,54 @@ absl::Status RefuseUnbuilt(const nlohmann::json& json, const std::string& activa
 
 }  // namespace
 
+namespace {
+
+// Every family: its name (Hugging Face's model_type for the five), the preset --arch starts from,
+// and whether a config.json may name it.
+struct FamilyRow {
+  Family family;
+  const char* name;
+  const char* base_preset;  // nullptr: not built from a config (TorchScript).
+  bool hugging_face;
+};
+constexpr FamilyRow kFamilies[] = {
+    {Family::kGpt2, "gpt2", "gpt2", true},          {Family::kQwen2, "qwen2", "qwen2-0.5b", true},
+    {Family::kLlama, "llama", "llama3.2-1b", true}, {Family::kMistral, "mistral", "mistral-7b", true},
+    {Family::kGptNeoX, "gpt_neox", "pythia-160m", true}, {Family::kCesaro, "cesaro", "cesaro", false},
+    {Family::kTorchScript, "torchscript", nullptr, false},
+};
+
+std::string ListText(bool hugging_face_only) {
+  std::vector<std::string> names;
+  for (const auto& row : kFamilies) {
+    if (row.base_preset != nullptr && (!hugging_face_only || row.hugging_face)) names.push_back(row.name);
+  }
+  std::string text;
+  for (size_t i = 0; i < names.size(); ++i) {
+    absl::StrAppend(&text, i == 0 ? "" : i + 1 == names.size() ? " or " : ", ", names[i]);
+  }
+  return text;
+}
+
+}  // namespace
+
 std::string FamilyName(Family family) {
-  switch (family) {
-    case Family::kGpt2: return "gpt2";
-    case Family::kQwen2: return "qwen2";
-    case Family::kCesaro: return "cesaro";
-    case Family::kTorchScript: return "torchscript";
-    case Family::kLlama: return "llama";
-    case Family::kMistral: return "mistral";
-    case Family::kGptNeoX: return "gpt_neox";
+  for (const auto& row : kFamilies) {
+    if (row.family == family) return row.name;
   }
   return "unknown";
 }
+
+std::vector<std::string> BuiltFamilyNames() {
+  std::vector<std::string> names;
+  for (const auto& row : kFamilies) {
+    if (row.base_preset != nullptr) names.push_back(row.name);
+  }
+  return names;
+}
+
+std::string BuiltFamiliesText() { return ListText(false); }
+std::string HuggingFaceFamiliesText() { return ListText(true); }
 
 bool HasRotary(Family family) {
   return family == Family::kQwen2 || family == Family::kLlama || family == Family::kMistral || family == Family::kGptNeoX;
@@ -239,13 +275,10 @@ absl::StatusOr<ModelConfig> PresetConfig(const std::string& name) {
 }
 
 absl::StatusOr<ModelConfig> FamilyConfig(const std::string& family) {
-  if (family == "gpt2") return PresetConfig("gpt2");
-  if (family == "qwen2") return PresetConfig("qwen2-0.5b");
-  if (family == "cesaro") return PresetConfig("cesaro");
-  if (family == "llama") return PresetConfig("llama3.2-1b");
-  if (family == "mistral") return PresetConfig("mistral-7b");
-  if (family == "gpt_neox") return PresetConfig("pythia-160m");
-  return InvalidArgumentError({ErrorReason::kInvalidArgument, "arch", family, "gpt2, qwen2, llama, mistral, gpt_neox or cesaro"});
+  for (const auto& row : kFamilies) {
+    if (row.base_preset != nullptr && family == row.name) return PresetConfig(row.base_preset);
+  }
+  return InvalidArgumentError({ErrorReason::kInvalidArgument, "arch", family, BuiltFamiliesText()});
 }
 
 ModelConfig ApplyOverrides(ModelConfig config, const ConfigOverrides& overrides) {
@@ -461,7 +494,7 @@ absl::StatusOr<ModelConfig> ConfigFromHuggingFaceJson(const std::string& json_te
     } else {
       return ErrorWithReason(absl::StatusCode::kInvalidArgument, ErrorReason::kInvalidModelFile,
                              absl::StrCat("config.json model_type '", type,
-                                          "' is not supported: allowed gpt2, qwen2, llama, mistral or gpt_neox"));
+                                          "' is not supported: allowed ", HuggingFaceFamiliesText()));
     }
     config.initializer_range = json.value("initializer_range", 0.02);
   } catch (const nlohmann::json::exception& error) {

@@ -31,6 +31,13 @@ enum class Family { kGpt2, kQwen2, kCesaro, kTorchScript, kLlama, kMistral, kGpt
 
 // "gpt2", "qwen2", "cesaro", "torchscript", "llama", "mistral", "gpt_neox" (Hugging Face's model_type).
 std::string FamilyName(Family family);
+// The families a config builds (gpt2, qwen2, llama, mistral, gpt_neox, cesaro: not TorchScript), in
+// one table with their names, so that flags and messages list them from it; and the same as
+// "gpt2, qwen2, llama, mistral, gpt_neox or cesaro". Hugging Face's model_types are the built
+// families but cesaro.
+std::vector<std::string> BuiltFamilyNames();
+std::string BuiltFamiliesText();
+std::string HuggingFaceFamiliesText();
 // The rotary families (qwen2, llama, mistral, gpt_neox).
 bool HasRotary(Family family);
 

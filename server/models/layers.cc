@@ -184,6 +184,9 @@ std::string InitializeWeights(torch::nn::Module& module, const ModelConfig& conf
 reverse::Norm ReverseNorm(const torch::nn::LayerNorm& norm, double eps) {
   return {reverse::Norm::Kind::kLayerNorm, norm->weight, norm->bias, eps};
 }
+reverse::Norm ReverseNorm(const RmsNorm& norm) {
+  return {reverse::Norm::Kind::kRmsNorm, norm->weight, torch::Tensor(), norm->eps};
+}
 reverse::Linear ReverseLinear(const torch::nn::Linear& linear) {
   return {linear->weight, linear->options.bias() ? linear->bias : torch::Tensor()};
 }

@@ -125,11 +125,36 @@ std::string InitializeWeights(torch::nn::Module& module, const ModelConfig& conf
 // ---- the families' weights for the hand-written reverse pass (reverse_pass.h) ----------------
 
 reverse::Norm ReverseNorm(const torch::nn::LayerNorm& norm, double eps);
+reverse::Norm ReverseNorm(const RmsNorm& norm);
 reverse::Linear ReverseLinear(const torch::nn::Linear& linear);
 // The attention's rotary part for the reverse pass: the inverse frequencies of `config` over its
 // rotary_dims (RotaryInverseFrequencies, in `weight`'s stats dtype and device), none when the
 // position encoding is ablated or the family has none.
 void DescribeRotary(const ModelConfig& config, const torch::Tensor& weight, reverse::Attention& attention);
+
+// A pre-norm block with RMSNorm, q/k/v/o projections and a SwiGLU MLP under Hugging Face's names
+// (Qwen2, Llama, Mistral: input_layernorm, self_attn.{q,k,v,o}_proj, post_attention_layernorm,
+// mlp.{gate,up,down}_proj) as a reverse-pass layer: one description for the three families, whose
+// differences (biases, head_dim, rope_scaling, window) live in their weights and config.
+template <typename LayerImpl>
+void DescribeSwiGluLayer(const LayerImpl& decoder, const ModelConfig& config, reverse::Layer& layer) {
+  layer.norm1 = ReverseNorm(decoder.norm1);
+  const auto& attention = decoder.attention;
+  layer.attention.q = ReverseLinear(attention->q_proj);
+  layer.attention.k = ReverseLinear(attention->k_proj);
+  layer.attention.v = ReverseLinear(attention->v_proj);
+  layer.attention.o = ReverseLinear(attention->o_proj);
+  layer.attention.heads = config.num_heads;
+  layer.attention.kv_heads = config.num_kv_heads;
+  layer.attention.window = config.sliding_window;
+  if (attention->rotary) DescribeRotary(config, attention->q_proj->weight, layer.attention);
+  if (!layer.has_mlp) return;
+  layer.norm2 = ReverseNorm(decoder.norm2);
+  layer.mlp.kind = reverse::Mlp::Kind::kSwiGlu;
+  layer.mlp.in = ReverseLinear(decoder.mlp->up_proj);
+  layer.mlp.gate = ReverseLinear(decoder.mlp->gate_proj);
+  layer.mlp.out = ReverseLinear(decoder.mlp->down_proj);
+}
 
 // The reverse-pass stack of the blocks in `layers`: `describe` fills in each block's weights
 // (the MLP switch and the uniform-attention ablation, which every family shares, are set first).

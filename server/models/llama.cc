@@ -104,31 +104,6 @@ struct LlamaImpl : torch::nn::Module {
 };
 TORCH_MODULE(Llama);
 
-// ---- the weights for the hand-written reverse pass (reverse_pass.h) -------------------------
-
-reverse::Norm ReverseNorm(const RmsNorm& norm) {
-  return {reverse::Norm::Kind::kRmsNorm, norm->weight, torch::Tensor(), norm->eps};
-}
-
-void DescribeLayer(const LlamaLayerImpl& decoder, const ModelConfig& config, reverse::Layer& layer) {
-  layer.norm1 = ReverseNorm(decoder.norm1);
-  const auto& attention = decoder.attention;
-  layer.attention.q = layers::ReverseLinear(attention->q_proj);
-  layer.attention.k = layers::ReverseLinear(attention->k_proj);
-  layer.attention.v = layers::ReverseLinear(attention->v_proj);
-  layer.attention.o = layers::ReverseLinear(attention->o_proj);
-  layer.attention.heads = config.num_heads;
-  layer.attention.kv_heads = config.num_kv_heads;
-  layer.attention.window = config.sliding_window;
-  if (attention->rotary) layers::DescribeRotary(config, attention->q_proj->weight, layer.attention);
-  if (!layer.has_mlp) return;
-  layer.norm2 = ReverseNorm(decoder.norm2);
-  layer.mlp.kind = reverse::Mlp::Kind::kSwiGlu;
-  layer.mlp.in = layers::ReverseLinear(decoder.mlp->up_proj);
-  layer.mlp.gate = layers::ReverseLinear(decoder.mlp->gate_proj);
-  layer.mlp.out = layers::ReverseLinear(decoder.mlp->down_proj);
-}
-
 class LlamaModel final : public layers::HuggingFaceModel<Llama> {
  public:
   using HuggingFaceModel::HuggingFaceModel;
@@ -145,7 +120,8 @@ class LlamaModel final : public layers::HuggingFaceModel<Llama> {
  private:
   reverse::Stack ReverseStack() override {
     auto& body = *module()->model;
-    return layers::BuildReverseStack(body.layers, config(), DescribeLayer, ReverseNorm(body.norm));
+    return layers::BuildReverseStack(body.layers, config(), layers::DescribeSwiGluLayer<LlamaLayerImpl>,
+                                     layers::ReverseNorm(body.norm));
   }
 };
 

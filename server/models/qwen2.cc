@@ -18,6 +18,7 @@ using layers::MergeHeads;
 using layers::ReverseLinear;
 using layers::SplitHeads;
 
+using layers::ReverseNorm;
 using layers::RmsNorm;
 
 // Rotary embedding with the base theta alone (Qwen2 has no rope_scaling).
@@ -108,33 +109,9 @@ TORCH_MODULE(Qwen2);
 
 // ---- the weights for the hand-written reverse pass (reverse_pass.h) -------------------------
 
-reverse::Norm ReverseNorm(const RmsNorm& norm) {
-  return {reverse::Norm::Kind::kRmsNorm, norm->weight, torch::Tensor(), norm->eps};
-}
-
-// One layer's weights (the layer's MLP switch already set).
-void DescribeLayer(const Qwen2LayerImpl& decoder, const ModelConfig& config,
-                   reverse::Layer& layer) {
-  layer.norm1 = ReverseNorm(decoder.norm1);
-  const auto& attention = decoder.attention;
-  layer.attention.q = ReverseLinear(attention->q_proj);
-  layer.attention.k = ReverseLinear(attention->k_proj);
-  layer.attention.v = ReverseLinear(attention->v_proj);
-  layer.attention.o = ReverseLinear(attention->o_proj);
-  layer.attention.heads = config.num_heads;
-  layer.attention.kv_heads = config.num_kv_heads;
-  if (attention->rotary) layers::DescribeRotary(config, attention->q_proj->weight, layer.attention);
-  if (!layer.has_mlp) return;
-  layer.norm2 = ReverseNorm(decoder.norm2);
-  layer.mlp.kind = reverse::Mlp::Kind::kSwiGlu;
-  layer.mlp.in = ReverseLinear(decoder.mlp->up_proj);
-  layer.mlp.gate = ReverseLinear(decoder.mlp->gate_proj);
-  layer.mlp.out = ReverseLinear(decoder.mlp->down_proj);
-}
-
 reverse::Stack Qwen2ReverseStack(Qwen2Impl& module, const ModelConfig& config) {
   auto& body = *module.model;
-  return layers::BuildReverseStack(body.layers, config, DescribeLayer, ReverseNorm(body.norm));
+  return layers::BuildReverseStack(body.layers, config, layers::DescribeSwiGluLayer<Qwen2LayerImpl>, ReverseNorm(body.norm));
 }
 
 class Qwen2Model final : public layers::HuggingFaceModel<Qwen2> {

@@ -38,8 +38,9 @@ RPC_TIMEOUT_S = 30
 WATCHDOG_S = 500
 SECRET = "TOPSECRET-line-of-a-file-outside"
 # A revoked stream must end within a second of the reload; the server polls the tokens file every
-# second, so the whole bound from the write is two seconds, with one more for a loaded machine.
-STREAM_END_BOUND_S = 3.0
+# second, so the whole bound from the write is two seconds, with two more for a loaded CI machine
+# (other tests run beside this one).
+STREAM_END_BOUND_S = 4.0
 
 
 def read(path, mode="r"):

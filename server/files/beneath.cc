@@ -201,7 +201,10 @@ absl::StatusOr<std::string> ReadBeneath(const Scope& scope, const std::string& p
   return text;
 }
 
-bool IsRegularBeneath(const Scope& scope, const std::string& path) { return OpenBeneath(scope, path).ok(); }
+bool HasEntry(const std::string& path) {
+  struct stat info {};
+  return ::lstat(path.c_str(), &info) == 0;
+}
 
 bool IsDirectoryBeneath(const Scope& scope, const std::string& path) {
   std::error_code error;

@@ -67,8 +67,10 @@ absl::StatusOr<OpenFile> OpenBeneath(const Scope& scope, const std::string& path
 // The whole file at `path` when it has at most `max_bytes` (INVALID_MODEL_FILE beyond).
 absl::StatusOr<std::string> ReadBeneath(const Scope& scope, const std::string& path, uint64_t max_bytes);
 
-// Whether `path` names a regular file that OpenBeneath would open.
-bool IsRegularBeneath(const Scope& scope, const std::string& path);
+// Whether the directory holds an entry named by `path` (lstat: a symlink counts, whatever its
+// target). Callers choose which file to read with it, then OpenBeneath decides whether it may be
+// followed, so the choice never depends on a file outside the scope.
+bool HasEntry(const std::string& path);
 // Whether `path` names a directory beneath the scope (every symlink resolved inside it).
 bool IsDirectoryBeneath(const Scope& scope, const std::string& path);
 

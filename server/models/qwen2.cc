@@ -15,7 +15,6 @@ namespace {
 using layers::AtLeastFloat32;
 using layers::CausalAttention;
 using layers::MergeHeads;
-using layers::ReverseLinear;
 using layers::SplitHeads;
 
 using layers::ReverseNorm;

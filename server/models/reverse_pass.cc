@@ -134,10 +134,10 @@ Tensor HiddenKeys(int64_t i0, int64_t i1, int64_t j0, int64_t j1, int64_t window
 
 // Scores of the query rows q [kvH, G, Bq, hd] against keys [kvH, Bk, hd], stats dtype, scaled,
 // hidden keys at -inf: [kvH, G, Bq, Bk]. Uniform attention: zeros (then masked).
-Tensor BlockScores(const Attention& w, const Tensor& q, const Tensor& k, const Tensor& hidden, torch::Dtype stats) {
+Tensor BlockScores(bool uniform, const Tensor& q, const Tensor& k, const Tensor& hidden, torch::Dtype stats) {
   const int64_t kv = q.size(0), groups = q.size(1), rows = q.size(2), hd = q.size(3), keys = k.size(1);
   Tensor scores;
-  if (w.uniform) {
+  if (uniform) {
     scores = torch::zeros({kv, groups, rows, keys}, q.options().dtype(stats));
   } else {
     scores = torch::bmm(q.reshape({kv, groups * rows, hd}), k.transpose(1, 2)).view({kv, groups, rows, keys});
@@ -163,8 +163,6 @@ Tensor BlockedCausalAttention(const Tensor& q, const Tensor& k, const Tensor& v,
     return (torch::cumsum(v, 1).unsqueeze(1) / counts).expand({kv, groups, length, hd}).contiguous();
   }
   const auto stats = StatsDtype(q.scalar_type());
-  Attention shape;  // BlockScores reads the uniform switch only.
-  shape.uniform = uniform;
   block = std::max<int64_t>(1, std::min(block, length));
   auto out = torch::empty({kv, groups, length, hd}, v.options());
   Tensor sums = torch::empty({kv, groups, length}, v.options().dtype(stats));
@@ -177,7 +175,7 @@ Tensor BlockedCausalAttention(const Tensor& q, const Tensor& k, const Tensor& v,
     const KeyRange keys = KeysOf(i0, i1, window, block);
     for (int64_t j0 = keys.first_block; j0 < keys.end; j0 += block) {
       const int64_t j1 = std::min(keys.end, j0 + block);
-      auto scores = BlockScores(shape, q_block, k.narrow(1, j0, j1 - j0), HiddenKeys(i0, i1, j0, j1, window, q.device()), stats);
+      auto scores = BlockScores(uniform, q_block, k.narrow(1, j0, j1 - j0), HiddenKeys(i0, i1, j0, j1, window, q.device()), stats);
       auto next = torch::maximum(maximum, std::get<0>(scores.max(-1, /*keepdim=*/true)));
       // A row with every key of the blocks so far hidden keeps -inf: its terms are exp(-inf) = 0.
       auto shift = torch::where(torch::isinf(next), torch::zeros_like(next), next);
@@ -207,7 +205,6 @@ Tensor AttentionForward(const Attention& w, const Rotary& rotary, const Tensor& 
   saved->k = k.contiguous();
   saved->v = v;
   saved->out = BlockedCausalAttention(saved->q, saved->k, v, w.uniform, w.window, block, &saved->lse);
-  if (w.uniform && w.window == 0) saved->lse = Tensor();
   // [kvH, G, L, hd] -> [L, heads * hd].
   return Forward(w.o, saved->out.permute({2, 0, 1, 3}).reshape({length, -1}));
 }
@@ -260,7 +257,7 @@ Tensor AttentionBackward(const Attention& w, const Rotary& rotary, const LayerSa
       for (int64_t j0 = keys.first_block; j0 < keys.end; j0 += block) {
         const int64_t j1 = std::min(keys.end, j0 + block), width = j1 - j0;
         auto k_block = saved.k.narrow(1, j0, width);
-        auto p = torch::exp(BlockScores(w, q_block, k_block, HiddenKeys(i0, i1, j0, j1, w.window, dy.device()), stats) - lse);
+        auto p = torch::exp(BlockScores(w.uniform, q_block, k_block, HiddenKeys(i0, i1, j0, j1, w.window, dy.device()), stats) - lse);
         auto p_c = p.to(dtype);                                            // [kvH, G, Bq, Bk]
         // dV_j += P^T dO over every query head of the group and every cotangent row at once.
         dv.narrow(1, j0, width).add_(torch::bmm(p_c.view({kv, groups * count, width}).transpose(1, 2),

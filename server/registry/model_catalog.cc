@@ -67,13 +67,6 @@ int64_t NowMs() {
 // config.json is small: a megabyte is far beyond any Hugging Face config.
 constexpr uint64_t kMaxConfigBytes = uint64_t{1} << 20;
 
-// Whether a directory entry of that name exists: a symlink counts whatever its target (reading
-// it decides whether it may be followed), so no answer depends on a file outside the scope.
-bool Named(const fs::path& path) {
-  std::error_code error;
-  return fs::is_symlink(path, error) || fs::exists(path, error);
-}
-
 absl::Status NotFound(const std::string& name) {
   return ErrorWithReason(absl::StatusCode::kNotFound, ErrorReason::kModelNotFound, absl::StrCat("no model named ", name));
 }
@@ -85,7 +78,8 @@ std::string TokenizerDirectoryOf(const std::string& checkpoint_path) {
   std::error_code error;
   const fs::path path(checkpoint_path);
   const fs::path dir = fs::is_directory(path, error) ? path : path.parent_path();
-  const bool has = Named(dir / "tokenizer.json") || (Named(dir / "vocab.json") && Named(dir / "merges.txt"));
+  const auto named = [&](const char* file) { return files::HasEntry((dir / file).string()); };
+  const bool has = named("tokenizer.json") || (named("vocab.json") && named("merges.txt"));
   return has ? dir.string() : "";
 }
 

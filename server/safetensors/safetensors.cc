@@ -339,20 +339,6 @@ uint64_t ReadLittleEndian64(const std::byte* bytes) {
 // ---------------------------------------------------------------------------------------------
 // Files.
 
-// Reads a small file (at most max_bytes) beneath `scope` into a string.
-absl::StatusOr<std::string> ReadSmallFile(const std::string& path, uint64_t max_bytes, const files::Scope& scope) {
-  return files::ReadBeneath(scope, path, max_bytes);
-}
-
-// Whether a directory entry of that name exists (a symlink counts, whatever its target: opening
-// it decides whether it may be followed).
-bool Named(const std::string& path) {
-  struct stat info {};
-  return ::lstat(path.c_str(), &info) == 0;
-}
-
-bool IsDirectory(const std::string& path, const files::Scope& scope) { return files::IsDirectoryBeneath(scope, path); }
-
 std::string JoinPath(const std::string& directory, const std::string& name) {
   if (directory.empty()) return name;
   if (directory.back() == '/') return directory + name;
@@ -618,12 +604,12 @@ const std::byte* MappedFile::Data(const TensorInfo& tensor) const {
 
 absl::StatusOr<Checkpoint> Checkpoint::Open(const std::string& path, const files::Scope& scope) {
   const std::string label = files::ShownPath(scope, path);
-  if (!Named(path)) return NotFoundError(label, "no such file or directory");
-  if (IsDirectory(path, scope)) {
+  if (!files::HasEntry(path)) return NotFoundError(label, "no such file or directory");
+  if (files::IsDirectoryBeneath(scope, path)) {
     const std::string single = JoinPath(path, kSingleFileName);
-    if (Named(single)) return OpenSingle(single, scope);
+    if (files::HasEntry(single)) return OpenSingle(single, scope);
     const std::string index = JoinPath(path, kIndexFileName);
-    if (Named(index)) return OpenIndex(index, scope);
+    if (files::HasEntry(index)) return OpenIndex(index, scope);
     return NotFoundError(
         label, absl::StrCat("directory holds neither ", kSingleFileName, " nor ", kIndexFileName));
   }
@@ -647,7 +633,7 @@ namespace {
 // The weight map of an index: tensor name -> shard file name, every shard name checked.
 absl::StatusOr<std::map<std::string, std::string>> ReadWeightMap(const std::string& index_path,
                                                                  const files::Scope& scope) {
-  absl::StatusOr<std::string> text = ReadSmallFile(index_path, kMaxHeaderBytes, scope);
+  absl::StatusOr<std::string> text = files::ReadBeneath(scope, index_path, kMaxHeaderBytes);
   if (!text.ok()) return text.status();
   const std::string label = files::ShownPath(scope, index_path);
   std::optional<std::string> duplicate;

@@ -117,14 +117,6 @@ absl::StatusOr<std::string> ReadBounded(const std::filesystem::path& path,
   return files::ReadBeneath(options.scope, path.string(), options.max_file_bytes);
 }
 
-// Whether the directory has an entry of that name (a symlink counts whatever its target: reading
-// it decides whether it may be followed, so a link out answers the same whether or not its
-// target exists).
-bool Named(const std::filesystem::path& path) {
-  std::error_code error;
-  return std::filesystem::is_symlink(path, error) || std::filesystem::exists(path, error);
-}
-
 }  // namespace
 
 // The loaded tokenizer: everything Encode and Decode use, built once.
@@ -394,11 +386,13 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromDirectory(const std::s
                                                                     const LoadOptions& options) {
   const std::filesystem::path root(dir);
   absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer;
-  if (Named(root / "tokenizer.json")) {
+  // files::HasEntry: a link out answers the same whether or not its target exists.
+  const auto has = [&](const char* file) { return files::HasEntry((root / file).string()); };
+  if (has("tokenizer.json")) {
     absl::StatusOr<std::string> text = ReadBounded(root / "tokenizer.json", options);
     if (!text.ok()) return text.status();
     tokenizer = FromTokenizerJson(*text, options);
-  } else if (Named(root / "vocab.json") && Named(root / "merges.txt")) {
+  } else if (has("vocab.json") && has("merges.txt")) {
     absl::StatusOr<std::string> vocab = ReadBounded(root / "vocab.json", options);
     if (!vocab.ok()) return vocab.status();
     absl::StatusOr<std::string> merges = ReadBounded(root / "merges.txt", options);
@@ -411,7 +405,7 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromDirectory(const std::s
                      " holds no tokenizer: neither tokenizer.json nor vocab.json + merges.txt"));
   }
   if (!tokenizer.ok()) return tokenizer.status();
-  if (Named(root / "tokenizer_config.json")) {
+  if (has("tokenizer_config.json")) {
     absl::StatusOr<std::string> config = ReadBounded(root / "tokenizer_config.json", options);
     if (!config.ok()) return config.status();
     for (auto [key, slot] : {std::pair{"eos_token", &(*tokenizer)->pipeline_->eos},

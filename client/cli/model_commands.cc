@@ -98,10 +98,25 @@ int RunRegister(const CliContext& context, const RegisterFlags& flags) {
   return 0;
 }
 
+// The families --arch builds, from the API's ModelFamily enum (all but UNSPECIFIED and TORCHSCRIPT,
+// which is loaded, not built), as "gpt2, qwen2, ... or gpt_neox".
+std::string BuiltFamiliesText() {
+  const auto* families = v1::ModelFamily_descriptor();
+  std::vector<std::string> names;
+  for (int i = 0; i < families->value_count(); ++i) {
+    const int number = families->value(i)->number();
+    if (number == v1::MODEL_FAMILY_UNSPECIFIED || number == v1::MODEL_FAMILY_TORCHSCRIPT) continue;
+    names.push_back(LowerEnum(families->value(i)->name(), "MODEL_FAMILY_"));
+  }
+  std::string text;
+  for (size_t i = 0; i < names.size(); ++i) text += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + names[i];
+  return text;
+}
+
 CommandRun DefineRegister(CLI::App& command) {
   auto f = std::make_shared<RegisterFlags>();
   command.add_option("name", f->name, "Model name ([a-z0-9-], up to 63 characters)")->required();
-  command.add_option("--arch", f->arch, "gpt2, qwen2, llama, mistral, gpt_neox or cesaro (base shape)")
+  command.add_option("--arch", f->arch, BuiltFamiliesText() + " (base shape)")
       ->capture_default_str();
   command.add_option("--preset", f->preset, "Start from a preset instead of --arch");
   command.add_option("--layers", f->layers, "Number of layers H");

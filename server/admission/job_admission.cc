@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "server/admission/labels.h"
+#include "server/jacobian/batch_plan.h"
 #include "server/models/config.h"
 #include "server/status/error.h"
 
@@ -131,17 +132,21 @@ double MinimumJobBytes(const jobs::JacobianJobSpec& spec, const registry::ModelE
   const double parameters = model.memory_bytes > 0 ? static_cast<double>(model.memory_bytes)
                             : estimated > 0        ? estimated
                                                    : 4.0 * 12 * c.num_layers * c.hidden_size * c.hidden_size;
-  const double inputs = 4.0 * static_cast<double>(spec.length) * static_cast<double>(c.hidden_size) *
-                        static_cast<double>(c.num_layers + 1);
-  // The own reverse pass keeps O(L) per layer (attention in blocks); autograd (TorchScript, the
-  // Cesaro model) one layer's dense activations, L^2 scores included.
-  // One cotangent row of the own pass is the least its reverse needs.
-  const double layer = 4.0 * (models::HasOwnReversePass(c.family) ? models::ReversePassElementsPerLayer(c, spec.length) +
-                                                                         models::ReversePassElementsPerRow(c, spec.length)
-                                                                   : models::ActivationElementsPerLayer(c, spec.length));
+  // The measurement at its smallest, as the engine would plan it with almost no memory (layers
+  // recomputed, one cotangent row per product and call), by the batch plan's own memory model.
+  jacobian::BatchPlanInputs least;
+  least.config = c;
+  least.length = spec.length;
+  least.element_bytes = spec.dtype == jobs::ComputeDtype::kFloat64 ? 8 : spec.dtype == jobs::ComputeDtype::kFloat32 ? 4 : 2;
+  least.norm_element_bytes = spec.dtype == jobs::ComputeDtype::kFloat64 ? 8 : 4;
+  least.rows_total = 1;
+  least.budget_bytes = 1;
+  least.model_pass = models::HasOwnReversePass(c.family);
+  least.on_cuda = spec.device == jobs::DevicePreference::kCuda;
+  const double measurement = static_cast<double>(jacobian::PredictMemory(least, jacobian::PlanBatches(least), 0).total());
   // Each kept value: 8 bytes in memory, about 24 more as checkpoint text, 8 more when raw.
   const double samples = RecordValues(spec, model) * (32.0 + (spec.keep_samples ? 8.0 : 0.0));
-  return parameters + inputs + layer + samples;
+  return parameters + measurement + samples;
 }
 
 absl::Status AdmitJob(jobs::JobRecord& job, const registry::ModelEntry& model, const JobLimits& limits,

@@ -1,6 +1,7 @@
 #include "server/host/memory.h"
 
 #include <fstream>
+#include <sstream>
 #include <string>
 
 namespace posbias::host {
@@ -15,6 +16,28 @@ HostMemory ReadHostMemory() {
     if (key == "MemAvailable:") memory.available_bytes = kib * 1024;
   }
   return memory;
+}
+
+ProcessMemory ReadProcessMemory() {
+  ProcessMemory memory;
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    std::istringstream fields(line);
+    std::string key;
+    int64_t kib = 0;
+    if (!(fields >> key >> kib)) continue;
+    if (key == "VmRSS:") memory.resident_bytes = kib * 1024;
+    if (key == "VmHWM:") memory.peak_resident_bytes = kib * 1024;
+  }
+  return memory;
+}
+
+bool ResetPeakResidentMemory() {
+  std::ofstream clear_refs("/proc/self/clear_refs");
+  clear_refs << "5";
+  clear_refs.flush();
+  return static_cast<bool>(clear_refs);
 }
 
 }  // namespace posbias::host

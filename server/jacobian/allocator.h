@@ -2,10 +2,19 @@
 //
 // glibc maps every large block (above 32 MiB) afresh and unmaps it when freed, so each of the
 // reverse pass's large temporaries is faulted in page by page again, about a tenth of a CPU
-// measurement's time (gpt2-shaped, exact, 3 layers: 18.6 s -> 16.9 s without it). Retaining
-// freed memory in the heap lets the next temporary reuse those pages; Measure hands free memory
-// back to the system when it finishes.
+// measurement's time at short L (gpt2-shaped, exact, 3 layers: 18.6 s -> 16.9 s without it).
+// Retaining freed memory in the heap lets the next temporary reuse those pages; Measure hands free
+// memory back to the system when it finishes.
+//
+// At long L the same retention costs memory instead: the reverse pass's row-sized temporaries
+// (K L d and K L m elements, of a dozen sizes) fragment a heap that never shrinks, and the
+// process held 2-3x its live memory (llama, 2 layers, width 64, L = 32,768, K = 8: 3.3 GB for
+// about 1.2 GB live), while the page faults it saves are a rounding error beside the O(L^2)
+// attention. A measurement at long L therefore maps its large blocks again (LargeBlocksMapped):
+// the process then holds what the pass holds, which the batch plan's memory model predicts.
 #pragma once
+
+#include <cstdint>
 
 namespace posbias::jacobian {
 
@@ -16,5 +25,22 @@ void RetainFreedMemoryDuringMeasurements();
 // Returns the heap's free memory to the system if RetainFreedMemoryDuringMeasurements was called
 // (Measure does, when it finishes).
 void ReturnFreeMemory();
+
+// Sequences from this length on are measured with large blocks mapped (LargeBlocksMapped).
+inline constexpr int64_t kMapLargeBlocksFromLength = 2048;
+
+// While any instance lives (one per measurement at long L; concurrent measurements count), blocks
+// of at least 32 MiB are mapped and unmapped again, as glibc does by default; when the last one
+// ends, retention (if it was set) resumes. `active` false: does nothing.
+class LargeBlocksMapped {
+ public:
+  explicit LargeBlocksMapped(bool active);
+  ~LargeBlocksMapped();
+  LargeBlocksMapped(const LargeBlocksMapped&) = delete;
+  LargeBlocksMapped& operator=(const LargeBlocksMapped&) = delete;
+
+ private:
+  bool active_;
+};
 
 }  // namespace posbias::jacobian

@@ -1,6 +1,9 @@
 #include "server/jacobian/batch_plan.h"
 
 #include <algorithm>
+#include <cmath>
+
+#include "server/models/architecture.h"
 
 namespace posbias::jacobian {
 
@@ -11,8 +14,10 @@ int64_t ActivationBytesPerRow(const models::ModelConfig& config, int64_t length,
 }
 
 int64_t ModelPassBytes(const models::ModelConfig& config, int64_t length, int64_t element_bytes) {
-  const double bytes = static_cast<double>(config.num_layers + 1) * models::ReversePassElementsPerLayer(config, length) *
-                       static_cast<double>(element_bytes);
+  // Every layer's kept tensors, then the final norm's normalized input and scale.
+  const double final_norm = static_cast<double>(length) * static_cast<double>(config.hidden_size + 1);
+  const double bytes = (static_cast<double>(config.num_layers) * models::ReversePassElementsPerLayer(config, length) +
+                        final_norm) * static_cast<double>(element_bytes);
   return std::max<int64_t>(1, static_cast<int64_t>(std::min(bytes, 9e18)));
 }
 
@@ -62,6 +67,66 @@ BatchPlan PlanBatches(const BatchPlanInputs& in) {
     plan.rows_per_call = std::clamp<int64_t>((budget - fixed) / call_row, batch, in.rows_total);
   }
   return plan;
+}
+
+}  // namespace posbias::jacobian
+
+namespace posbias::jacobian {
+namespace {
+
+// Positions per block of the attention's reverse pass for `rows` cotangent rows: heads x rows x
+// block^2 near 4 Mi elements, a multiple of 16 from 16 to models::kDefaultAttentionBlock (256),
+// at most L (reverse_pass.cc, ReverseBlock).
+int64_t ReverseAttentionBlock(int64_t heads, int64_t rows, int64_t length) {
+  const double side = std::sqrt(4.0 * (1 << 20) / static_cast<double>(std::max<int64_t>(1, heads * rows)));
+  return std::min(std::clamp<int64_t>(static_cast<int64_t>(side) / 16 * 16, 16, 256), length);
+}
+
+int64_t Bytes(double bytes) { return static_cast<int64_t>(std::min(bytes, 9e18)); }
+
+}  // namespace
+
+MemoryPrediction PredictMemory(const BatchPlanInputs& in, const BatchPlan& plan, int64_t parameters) {
+  const auto& c = in.config;
+  const double length = static_cast<double>(in.length), d = static_cast<double>(c.hidden_size);
+  const double m = static_cast<double>(c.intermediate_size), e = static_cast<double>(in.element_bytes);
+  const double stats = in.element_bytes == 8 ? 8.0 : 4.0;  // Softmax and norm statistics.
+  const double batch = static_cast<double>(plan.batch), per_call = static_cast<double>(plan.rows_per_call);
+  MemoryPrediction memory;
+  memory.weights = Bytes(static_cast<double>(parameters) * e);
+  // One sample's embeddings at a time: the model's (float32), the kept float64 copy, the compute dtype's.
+  memory.inputs = Bytes(length * d * (4.0 + 8.0 + e));
+  // After a call: its gradients and their squares in the norms' dtype.
+  const double accumulate = per_call * length * d * (e + static_cast<double>(in.norm_element_bytes));
+  if (!in.model_pass) {
+    memory.activations = Bytes(static_cast<double>(plan.kept_bytes) * batch);
+    memory.transient = Bytes(accumulate);
+    return memory;
+  }
+  memory.activations = plan.kept_bytes;
+  // The forward's temporaries: one layer's MLP pre-activations, activation and the derivative's
+  // terms at the MLP width (reverse_pass.cc, MlpForward).
+  const double forward = 5.0 * length * m * stats;
+  // A call of more rows than one product holds its rows in, out and through the MLP's Jacobians.
+  const double call = per_call > batch ? 3.0 * per_call * length * d * e : 0.0;
+  // The MLP's per-position Jacobians where they pay (reverse_pass.cc, MlpJacobiansPay): blocks of
+  // positions whose forming matrices stay under 128 MiB, and the Jacobians themselves.
+  const bool swiglu = models::ArchitectureOf(c.family) != nullptr &&
+                      models::ArchitectureOf(c.family)->mlp == models::Architecture::Mlp::kSwiGlu;
+  const double row_products = (swiglu ? 3.0 : 2.0) * per_call * d * m;
+  double jacobians = 0.0;
+  if (d * d * m + per_call * d * d < 0.8 * row_products) {
+    const double positions = std::clamp(std::floor((128.0 * (1 << 20)) / (m * d * e)), 1.0, length);
+    jacobians = positions * (m * d + d * d + per_call * d) * e;
+  }
+  const int64_t block = ReverseAttentionBlock(c.num_heads, plan.batch, in.length);
+  // The block loop's reused buffers: the scores or probabilities, dP for every row, and the small
+  // products (reverse_pass.cc, BlockScratch).
+  const double scratch = (batch + 2.0) * static_cast<double>(c.num_heads * block * block) * stats;
+  const double rows = batch * static_cast<double>(ReverseBytesPerRow(c, in.length, in.element_bytes));
+  // The MLP's Jacobians are formed before the row products start, so the two do not overlap.
+  memory.transient = Bytes(std::max({forward, accumulate, call + std::max(jacobians, rows + scratch)}));
+  return memory;
 }
 
 }  // namespace posbias::jacobian

@@ -28,6 +28,7 @@ struct BatchPlanInputs {
   Checkpointing checkpointing = Checkpointing::kAuto;
   bool model_pass = false;          // The model's own reverse pass (else autograd).
   bool on_cuda = false;             // CPU batches are capped (memory traffic beats bigger products).
+  int64_t norm_element_bytes = 4;   // Bytes per element of the squared norms' dtype.
 };
 
 struct BatchPlan {
@@ -64,5 +65,21 @@ int64_t ReverseBytesPerRow(const models::ModelConfig& config, int64_t length, in
 inline constexpr int64_t kAttentionBlockBytes = int64_t{3} * (int64_t{4} << 20) * 8;
 
 BatchPlan PlanBatches(const BatchPlanInputs& inputs);
+
+// The memory a measurement holds at its peak, predicted by part, in bytes: what posbias-measure
+// reports beside the peak it measured (a test holds the two within 25 % from L = 1k to 32k), and
+// what job admission weighs against the host (admission/job_admission.h). The own reverse pass:
+//   weights + samples' embeddings + kept activations
+//     + max(the forward's transients, the rows' reverse work + the attention's block scratch),
+// each from the plan's rows (batch per product, rows_per_call per call). Autograd: the graph of
+// every batch row (kept_bytes each) and the rows' gradients.
+struct MemoryPrediction {
+  int64_t weights = 0;      // Parameters in the compute dtype.
+  int64_t inputs = 0;       // The measured sample's embeddings (one sample at a time).
+  int64_t activations = 0;  // Kept for the reverse pass (BatchPlan::kept_bytes; autograd: x batch).
+  int64_t transient = 0;    // The larger of the forward's temporaries and the rows' reverse work.
+  int64_t total() const { return weights + inputs + activations + transient; }
+};
+MemoryPrediction PredictMemory(const BatchPlanInputs& inputs, const BatchPlan& plan, int64_t parameters);
 
 }  // namespace posbias::jacobian

@@ -26,8 +26,12 @@ using models::DecoderModel;
 
 // One input sequence: its embeddings [1, L, d] and, for token inputs, the ids as drawn or given
 // (random inputs draw L + 1, so the log-probability output has a next token at every target).
+// One input sequence. Drawn up front for every sample (the draws follow one seeded stream), but
+// its embeddings [1, L, d] (float64, CPU) only when it is measured (WithEmbeddings), so that a
+// measurement of many samples at long L holds one sample's embeddings at a time.
 struct Sample {
-  torch::Tensor embeds;
+  torch::Tensor embeds;              // Set by WithEmbeddings.
+  std::optional<at::Generator> gaussian;  // Gaussian inputs: the stream where the sample's draw starts.
   std::vector<int64_t> tokens;
   int64_t gaussian_next_token = -1;
   // The token after position t (1-based), scored by the log-probability output.
@@ -79,8 +83,7 @@ int64_t OutputWidth(const DecoderModel& model, Output output) {
   return output == Output::kLogProb ? 1 : model.config().hidden_size;
 }
 
-std::vector<Sample> DrawSamples(DecoderModel& model, const MeasureOptions& options,
-                                const torch::Device& device) {
+std::vector<Sample> DrawSamples(DecoderModel& model, const MeasureOptions& options) {
   torch::NoGradGuard no_grad;
   auto generator = at::detail::createCPUGenerator(options.seed);
   const auto& config = model.config();
@@ -88,7 +91,8 @@ std::vector<Sample> DrawSamples(DecoderModel& model, const MeasureOptions& optio
   for (int64_t s = 0; s < options.samples; ++s) {
     Sample& sample = samples[s];
     if (options.input == InputKind::kGaussianEmbeddings) {
-      sample.embeds = (torch::randn({1, options.length, config.hidden_size}, generator) * options.embedding_std).to(torch::kFloat64);
+      sample.gaussian = generator.clone();
+      (void)torch::randn({1, options.length, config.hidden_size}, generator);  // Drawn again by WithEmbeddings.
       sample.gaussian_next_token = torch::randint(config.vocab_size, {1}, generator).item<int64_t>();
     } else {
       if (options.input == InputKind::kGivenTokens) {
@@ -97,12 +101,26 @@ std::vector<Sample> DrawSamples(DecoderModel& model, const MeasureOptions& optio
         auto ids = torch::randint(config.vocab_size, {options.length + 1}, generator);
         sample.tokens.assign(ids.data_ptr<int64_t>(), ids.data_ptr<int64_t>() + options.length + 1);
       }
-      const std::vector<int64_t> prefix(sample.tokens.begin(), sample.tokens.begin() + options.length);
-      auto ids = torch::tensor(prefix, torch::kLong).unsqueeze(0).to(device);
-      sample.embeds = model.Embed(ids).to(torch::kCPU, torch::kFloat64);  // Cast per pass.
     }
   }
   return samples;
+}
+
+// The sample with its input embeddings (float64 on the CPU; cast per pass).
+Sample WithEmbeddings(const Sample& drawn, DecoderModel& model, const MeasureOptions& options,
+                      const torch::Device& device) {
+  torch::NoGradGuard no_grad;
+  Sample sample = drawn;
+  if (sample.gaussian) {
+    auto generator = sample.gaussian->clone();
+    sample.embeds = (torch::randn({1, options.length, model.config().hidden_size}, generator) * options.embedding_std)
+                        .to(torch::kFloat64);
+    return sample;
+  }
+  const std::vector<int64_t> prefix(sample.tokens.begin(), sample.tokens.begin() + options.length);
+  auto ids = torch::tensor(prefix, torch::kLong).unsqueeze(0).to(device);
+  sample.embeds = model.Embed(ids).to(torch::kCPU, torch::kFloat64);
+  return sample;
 }
 
 // Outputs y [rows, width] at the target position, one per requested output (layers for a sweep).
@@ -596,9 +614,10 @@ struct MeasurePlan {
   int64_t chunks_per_sample = 0;  // Progress units of one pass over a sample.
   int64_t passes_per_sample = 1;  // 2 for compare_pathways through the model's pass.
   int64_t first_sample = 0, end_sample = 0;
+  MemoryPrediction memory;        // The batch plan's prediction of the peak (batch_plan.h).
 };
 
-MeasurePlan PlanMeasurement(const DecoderModel& model, const MeasureOptions& options, const torch::Device& device) {
+MeasurePlan PlanMeasurement(DecoderModel& model, const MeasureOptions& options, const torch::Device& device) {
   MeasurePlan plan;
   plan.target = options.target == 0 ? options.length : options.target;
   const int64_t layers = model.config().num_layers;
@@ -618,11 +637,13 @@ MeasurePlan PlanMeasurement(const DecoderModel& model, const MeasureOptions& opt
   inputs.requested_batch = options.cotangent_batch;
   inputs.checkpointing = options.checkpointing;
   inputs.on_cuda = device.is_cuda();
+  inputs.norm_element_bytes = static_cast<int64_t>(torch::elementSize(NormDtype(options.dtype)));
   const BatchPlan batches = PlanBatches(inputs);
   plan.model_pass = inputs.model_pass;
   plan.checkpoint = batches.checkpoint;
   plan.batch = batches.batch;
   plan.rows_per_call = batches.rows_per_call;
+  plan.memory = PredictMemory(inputs, batches, ParameterCount(model));
   // Progress units: cotangent batches (autograd), or layers of one call (the model's pass).
   plan.chunks_per_sample =
       plan.model_pass ? ((rows_total + plan.rows_per_call - 1) / plan.rows_per_call) *
@@ -666,13 +687,14 @@ absl::Status MeasureSamples(DecoderModel& model, const MeasureOptions& options, 
                         : options.pathway == Pathway::kValueOnly ? PassKind::kValueOnly
                                                                  : PassKind::kFull;
   for (int64_t s = plan.first_sample + static_cast<int64_t>(records.size()); s < plan.end_sample; ++s) {
+    const Sample sample = WithEmbeddings(samples[s], model, options, device);
     // One pass over the sample (its probes restart from the sample's stream, so the value
     // pathway of compare_pathways sees the same probes as the full one).
     absl::StatusOr<SampleSums> sums;
     while (true) {
       runner.StartSample(s);
       try {
-        sums = runner.RunSample(samples[s], plan.batch, plan.rows_per_call, tick, kind);
+        sums = runner.RunSample(sample, plan.batch, plan.rows_per_call, tick, kind);
         break;
       } catch (const c10::Error& error) {
         if (!IsOutOfMemory(error) || (plan.batch == 1 && plan.rows_per_call == 1)) throw;
@@ -681,7 +703,7 @@ absl::Status MeasureSamples(DecoderModel& model, const MeasureOptions& options, 
       }
     }
     if (!sums.ok()) return sums.status();
-    records.push_back(Record(model, options, samples[s], *sums, device));
+    records.push_back(Record(model, options, sample, *sums, device));
     ++progress.samples_done;
     if (options.on_sample && !options.on_sample(s, records.back())) return absl::CancelledError("measurement cancelled");
   }
@@ -695,6 +717,7 @@ absl::StatusOr<MeasureResult> Measure(DecoderModel& model, const MeasureOptions&
   struct ReturnMemoryAtEnd {
     ~ReturnMemoryAtEnd() { ReturnFreeMemory(); }
   } return_memory_at_end;
+  const LargeBlocksMapped large_blocks(options.device == "cpu" && options.length >= kMapLargeBlocksFromLength);
   const auto start_time = std::chrono::steady_clock::now();
   try {
     const torch::Device device(options.device);
@@ -704,7 +727,7 @@ absl::StatusOr<MeasureResult> Measure(DecoderModel& model, const MeasureOptions&
     }
     model.To(device, options.dtype);
     FrozenParameters frozen(model);
-    const std::vector<Sample> samples = DrawSamples(model, options, device);
+    const std::vector<Sample> samples = DrawSamples(model, options);
     MeasurePlan plan = PlanMeasurement(model, options, device);
     Runner runner(model, options, device, plan.target, plan.checkpoint, plan.model_pass);
     std::vector<SampleRecord> records(options.done_samples.begin(), options.done_samples.end());
@@ -720,6 +743,7 @@ absl::StatusOr<MeasureResult> Measure(DecoderModel& model, const MeasureOptions&
     result.vjp_count = runner.vjps();
     result.cotangent_batch = plan.batch;
     result.checkpointed = plan.checkpoint;
+    result.predicted_memory = plan.memory;
     result.reverse_pass = plan.model_pass ? "model" : "autograd";
     result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_time).count();
     result.device_name = device.str();

@@ -148,6 +148,8 @@ struct MeasureResult {
   int64_t vjp_count = 0;             // Vector-Jacobian products (backward rows) computed.
   int64_t cotangent_batch = 0;       // Rows per backward pass actually used.
   bool checkpointed = false;         // Whether activation checkpointing was used.
+  // The batch plan's prediction of the memory the measurement holds at its peak (batch_plan.h).
+  MemoryPrediction predicted_memory;
   std::string reverse_pass;          // "model" or "autograd": the reverse pass that ran.
   double seconds = 0.0;
   std::string device_name;

@@ -13,6 +13,7 @@
 
 #include "CLI/CLI.hpp"
 #include "nlohmann/json.hpp"
+#include "server/host/memory.h"
 #include "server/jacobian/allocator.h"
 #include "server/jacobian/engine.h"
 #include "server/measure/theory_report.h"
@@ -175,6 +176,15 @@ int main(int argc, char** argv) {
   if (!f.tokens_file.empty()) {
     if (auto status = ReadTokens(f.tokens_file, f.options); !status.ok()) return Fail(status);
   }
+  // The measured peak is the resident memory's high-water mark above what the process holds once
+  // torch's thread pools and the BLAS's packing buffers have started (products large enough to
+  // fill the buffers, in both dtypes the CPU measures in), before the model is built.
+  for (const auto warm_dtype : {torch::kFloat32, torch::kFloat64}) {
+    auto square = torch::ones({1024, 1024}, warm_dtype);
+    (void)torch::mm(square, square).sum();
+  }
+  const int64_t resident_before = posbias::host::ReadProcessMemory().resident_bytes;
+  const bool peak_known = posbias::host::ResetPeakResidentMemory();
   auto model = MakeModel(f);
   if (!model.ok()) return Fail(model.status());
   if (!f.export_weights.empty()) {
@@ -185,7 +195,17 @@ int main(int argc, char** argv) {
   }
   auto result = posbias::jacobian::Measure(**model, f.options);
   if (!result.ok()) return Fail(result.status());
+  const int64_t peak = posbias::host::ReadProcessMemory().peak_resident_bytes;
   const auto report = posbias::measure::BuildReport(**model, f.options, *result, f.weights.empty() ? f.torchscript : f.weights);
-  std::cout << posbias::jobs::ReportToJson(report).dump(2) << "\n";
+  auto json = posbias::jobs::ReportToJson(report);
+  const auto& predicted = result->predicted_memory;
+  json["memory"] = {{"predicted_peak_bytes", predicted.total()},
+                    {"predicted_weights_bytes", predicted.weights},
+                    {"predicted_inputs_bytes", predicted.inputs},
+                    {"predicted_activations_bytes", predicted.activations},
+                    {"predicted_transient_bytes", predicted.transient},
+                    {"measured_peak_bytes", peak_known && peak > 0 && resident_before > 0
+                                                ? nlohmann::ordered_json(peak - resident_before) : nlohmann::ordered_json(nullptr)}};
+  std::cout << json.dump(2) << "\n";
   return 0;
 }

@@ -13,15 +13,8 @@ namespace posbias::models {
 absl::StatusOr<std::unique_ptr<DecoderModel>> BuildModel(const ModelConfig& config, uint64_t seed) {
   if (auto status = ValidateConfig(config); !status.ok()) return status;
   try {
-    switch (config.family) {
-      case Family::kGpt2: return MakeGpt2Model(config, seed);
-      case Family::kQwen2: return MakeQwen2Model(config, seed);
-      case Family::kCesaro: return MakeCesaroModel(config, seed);
-      case Family::kLlama:
-      case Family::kMistral: return MakeLlamaModel(config, seed);
-      case Family::kGptNeoX: return MakeGptNeoXModel(config, seed);
-      case Family::kTorchScript: break;
-    }
+    if (config.family == Family::kCesaro) return MakeCesaroModel(config, seed);
+    if (auto model = MakeDecoderModel(config, seed)) return model;
   } catch (const c10::Error& error) {
     return ErrorWithReason(absl::StatusCode::kResourceExhausted, ErrorReason::kInsufficientMemory,
                            absl::StrCat("cannot build the model: ", error.what_without_backtrace()));

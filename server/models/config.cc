@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
+#include "server/models/architecture.h"
 #include "server/status/error.h"
 
 namespace posbias::models {
@@ -207,31 +208,87 @@ absl::Status RefuseUnbuilt(const nlohmann::json& json, const std::string& activa
 
 namespace {
 
+// The decoder families' rows (architecture.h): how the one decoder assembles each of them.
+using Arch = Architecture;
+constexpr Arch kGpt2Architecture{
+    Arch::Norm::kLayerNorm, Arch::AttentionLayout::kFusedColumns, Arch::Mlp::kGeluTanh, Arch::Positions::kLearned,
+    Arch::Bias::kAlways, Arch::Bias::kAlways, Arch::Bias::kAlways,
+    /*conv1d=*/true, /*grouped_query=*/false, /*explicit_head_dim=*/false, /*rope_scaling=*/false,
+    /*partial_rotary=*/false, /*sliding_window=*/false, /*parallel_residual=*/false,
+    /*mlp_width_follows_width=*/true, /*scaled_residual_init=*/true,
+    /*norm2_before_attention=*/false, /*mlp_kept_without_mlp=*/false,
+    {"transformer", "wte", "wpe", "h", "ln_f", nullptr, "ln_1", "attn", "ln_2", "mlp", "c_attn", nullptr, nullptr,
+     "c_proj", "c_fc", nullptr, "c_proj"}};
+// Qwen2, Llama and Mistral share their names: Qwen2's q, k, v always have biases and o none.
+constexpr Arch::Names kLlamaNames{"model", "embed_tokens", nullptr, "layers", "norm", "lm_head", "input_layernorm",
+                                  "self_attn", "post_attention_layernorm", "mlp", "q_proj", "k_proj", "v_proj",
+                                  "o_proj", "up_proj", "gate_proj", "down_proj"};
+constexpr Arch kQwen2Architecture{
+    Arch::Norm::kRmsNorm, Arch::AttentionLayout::kSeparate, Arch::Mlp::kSwiGlu, Arch::Positions::kRotary,
+    Arch::Bias::kAlways, Arch::Bias::kNone, Arch::Bias::kNone,
+    /*conv1d=*/false, /*grouped_query=*/true, /*explicit_head_dim=*/false, /*rope_scaling=*/false,
+    /*partial_rotary=*/false, /*sliding_window=*/false, /*parallel_residual=*/false,
+    /*mlp_width_follows_width=*/false, /*scaled_residual_init=*/false,
+    /*norm2_before_attention=*/false, /*mlp_kept_without_mlp=*/false, kLlamaNames};
+constexpr Arch kLlamaArchitecture{
+    Arch::Norm::kRmsNorm, Arch::AttentionLayout::kSeparate, Arch::Mlp::kSwiGlu, Arch::Positions::kRotary,
+    Arch::Bias::kAttentionBias, Arch::Bias::kAttentionBias, Arch::Bias::kMlpBias,
+    /*conv1d=*/false, /*grouped_query=*/true, /*explicit_head_dim=*/true, /*rope_scaling=*/true,
+    /*partial_rotary=*/false, /*sliding_window=*/false, /*parallel_residual=*/false,
+    /*mlp_width_follows_width=*/false, /*scaled_residual_init=*/false,
+    /*norm2_before_attention=*/false, /*mlp_kept_without_mlp=*/false, kLlamaNames};
+// Llama with a window (its config.json reader refuses biases).
+constexpr Arch kMistralArchitecture{
+    Arch::Norm::kRmsNorm, Arch::AttentionLayout::kSeparate, Arch::Mlp::kSwiGlu, Arch::Positions::kRotary,
+    Arch::Bias::kAttentionBias, Arch::Bias::kAttentionBias, Arch::Bias::kMlpBias,
+    /*conv1d=*/false, /*grouped_query=*/true, /*explicit_head_dim=*/true, /*rope_scaling=*/true,
+    /*partial_rotary=*/false, /*sliding_window=*/true, /*parallel_residual=*/false,
+    /*mlp_width_follows_width=*/false, /*scaled_residual_init=*/false,
+    /*norm2_before_attention=*/false, /*mlp_kept_without_mlp=*/false, kLlamaNames};
+constexpr Arch kGptNeoXArchitecture{
+    Arch::Norm::kLayerNorm, Arch::AttentionLayout::kFusedPerHead, Arch::Mlp::kGeluErf, Arch::Positions::kRotary,
+    Arch::Bias::kAlways, Arch::Bias::kAlways, Arch::Bias::kAlways,
+    /*conv1d=*/false, /*grouped_query=*/false, /*explicit_head_dim=*/false, /*rope_scaling=*/true,
+    /*partial_rotary=*/true, /*sliding_window=*/false, /*parallel_residual=*/true,
+    /*mlp_width_follows_width=*/false, /*scaled_residual_init=*/false,
+    /*norm2_before_attention=*/true, /*mlp_kept_without_mlp=*/true,
+    {"gpt_neox", "embed_in", nullptr, "layers", "final_layer_norm", "embed_out", "input_layernorm", "attention",
+     "post_attention_layernorm", "mlp", "query_key_value", nullptr, nullptr, "dense", "dense_h_to_4h", nullptr,
+     "dense_4h_to_h"}};
+
 // Every family: its name (Hugging Face's model_type for the five), the preset --arch starts from,
-// and whether a config.json may name it.
+// whether a config.json may name it, and its decoder row (none for cesaro and TorchScript).
 struct FamilyRow {
   Family family;
   const char* name;
   const char* base_preset;  // nullptr: not built from a config (TorchScript).
   bool hugging_face;
+  const Architecture* architecture;
 };
 constexpr FamilyRow kFamilies[] = {
-    {Family::kGpt2, "gpt2", "gpt2", true},          {Family::kQwen2, "qwen2", "qwen2-0.5b", true},
-    {Family::kLlama, "llama", "llama3.2-1b", true}, {Family::kMistral, "mistral", "mistral-7b", true},
-    {Family::kGptNeoX, "gpt_neox", "pythia-160m", true}, {Family::kCesaro, "cesaro", "cesaro", false},
-    {Family::kTorchScript, "torchscript", nullptr, false},
+    {Family::kGpt2, "gpt2", "gpt2", true, &kGpt2Architecture},
+    {Family::kQwen2, "qwen2", "qwen2-0.5b", true, &kQwen2Architecture},
+    {Family::kLlama, "llama", "llama3.2-1b", true, &kLlamaArchitecture},
+    {Family::kMistral, "mistral", "mistral-7b", true, &kMistralArchitecture},
+    {Family::kGptNeoX, "gpt_neox", "pythia-160m", true, &kGptNeoXArchitecture},
+    {Family::kCesaro, "cesaro", "cesaro", false, nullptr},
+    {Family::kTorchScript, "torchscript", nullptr, false, nullptr},
 };
+
+std::string JoinedList(const std::vector<std::string>& names, const char* last) {
+  std::string text;
+  for (size_t i = 0; i < names.size(); ++i) {
+    absl::StrAppend(&text, i == 0 ? "" : i + 1 == names.size() ? last : ", ", names[i]);
+  }
+  return text;
+}
 
 std::string ListText(bool hugging_face_only) {
   std::vector<std::string> names;
   for (const auto& row : kFamilies) {
     if (row.base_preset != nullptr && (!hugging_face_only || row.hugging_face)) names.push_back(row.name);
   }
-  std::string text;
-  for (size_t i = 0; i < names.size(); ++i) {
-    absl::StrAppend(&text, i == 0 ? "" : i + 1 == names.size() ? " or " : ", ", names[i]);
-  }
-  return text;
+  return JoinedList(names, " or ");
 }
 
 }  // namespace
@@ -254,8 +311,34 @@ std::vector<std::string> BuiltFamilyNames() {
 std::string BuiltFamiliesText() { return ListText(false); }
 std::string HuggingFaceFamiliesText() { return ListText(true); }
 
+const Architecture* ArchitectureOf(Family family) {
+  for (const auto& row : kFamilies) {
+    if (row.family == family) return row.architecture;
+  }
+  return nullptr;
+}
+
+std::string FamiliesWhere(bool Architecture::*setting) {
+  std::vector<std::string> names;
+  for (const auto& row : kFamilies) {
+    if (row.architecture != nullptr && row.architecture->*setting) names.push_back(row.name);
+  }
+  return JoinedList(names, " and ");
+}
+
+bool HasBias(Architecture::Bias rule, const ModelConfig& config) {
+  switch (rule) {
+    case Architecture::Bias::kNone: return false;
+    case Architecture::Bias::kAlways: return true;
+    case Architecture::Bias::kAttentionBias: return config.attention_bias;
+    case Architecture::Bias::kMlpBias: return config.mlp_bias;
+  }
+  return false;
+}
+
 bool HasRotary(Family family) {
-  return family == Family::kQwen2 || family == Family::kLlama || family == Family::kMistral || family == Family::kGptNeoX;
+  const Architecture* architecture = ArchitectureOf(family);
+  return architecture != nullptr && architecture->positions == Architecture::Positions::kRotary;
 }
 
 std::vector<std::string> PresetNames() {
@@ -283,18 +366,19 @@ absl::StatusOr<ModelConfig> FamilyConfig(const std::string& family) {
 
 ModelConfig ApplyOverrides(ModelConfig config, const ConfigOverrides& overrides) {
   const bool same_kv = config.num_kv_heads == config.num_heads;
+  const Architecture* architecture = ArchitectureOf(config.family);
   if (overrides.num_layers) config.num_layers = *overrides.num_layers;
   if (overrides.hidden_size) {
     config.hidden_size = *overrides.hidden_size;
-    if (config.family == Family::kGpt2 && !overrides.intermediate_size) {
+    if (architecture != nullptr && architecture->mlp_width_follows_width && !overrides.intermediate_size) {
       config.intermediate_size = 4 * config.hidden_size;
     }
   }
   if (overrides.num_heads) config.num_heads = *overrides.num_heads;
-  // GPT-2 has no grouped-query attention: its kv heads follow its heads.
+  // A family without grouped-query attention (GPT-2, GPT-NeoX): its kv heads follow its heads.
   if (overrides.num_kv_heads) {
     config.num_kv_heads = *overrides.num_kv_heads;
-  } else if (same_kv || config.family == Family::kGpt2 || config.family == Family::kGptNeoX) {
+  } else if (same_kv || (architecture != nullptr && !architecture->grouped_query)) {
     config.num_kv_heads = config.num_heads;
   }
   if (overrides.intermediate_size) config.intermediate_size = *overrides.intermediate_size;
@@ -337,35 +421,38 @@ absl::Status ValidateConfig(const ModelConfig& config) {
     return InvalidArgumentError({ErrorReason::kInvalidArgument, "kv_heads", std::to_string(config.num_kv_heads),
                                  absl::StrCat("a divisor of heads ", config.num_heads)});
   }
-  if ((config.family == Family::kGpt2 || config.family == Family::kGptNeoX) && config.num_kv_heads != config.num_heads) {
+  const Architecture* architecture = ArchitectureOf(config.family);
+  const auto lacks = [architecture](bool Architecture::*setting) { return architecture == nullptr || !(architecture->*setting); };
+  if (architecture != nullptr && !architecture->grouped_query && config.num_kv_heads != config.num_heads) {
     return InvalidArgumentError({ErrorReason::kInvalidArgument, "kv_heads", std::to_string(config.num_kv_heads),
                                  absl::StrCat("equal to heads (", config.num_heads, ") for ", FamilyName(config.family))});
   }
   if (HasRotary(config.family) && config.rotary_dims() % 2 != 0) {
     return InvalidArgumentError({ErrorReason::kInvalidArgument,
-                                 config.family == Family::kGptNeoX ? "head_dim * rotary_pct" : "head_dim",
+                                 lacks(&Architecture::partial_rotary) ? "head_dim" : "head_dim * rotary_pct",
                                  std::to_string(config.rotary_dims()), "an even number of rotating dimensions"});
   }
   if (config.explicit_head_dim < 0 || config.explicit_head_dim > 1024) {
     return InvalidArgumentError({ErrorReason::kInvalidArgument, "head_dim", std::to_string(config.explicit_head_dim),
                                  "0 (= width / heads) or 1..1024"});
   }
-  if (config.explicit_head_dim > 0 && config.family != Family::kLlama && config.family != Family::kMistral) {
+  if (config.explicit_head_dim > 0 && lacks(&Architecture::explicit_head_dim)) {
     return InvalidArgumentError({ErrorReason::kInvalidArgument, "head_dim", std::to_string(config.explicit_head_dim),
-                                 "width / heads (an explicit head_dim is a llama or mistral setting)"});
+                                 absl::StrCat("width / heads (an explicit head_dim is a ",
+                                              FamiliesWhere(&Architecture::explicit_head_dim), " setting)")});
   }
-  if (config.sliding_window < 0 || (config.sliding_window > 0 && config.family != Family::kMistral)) {
+  if (config.sliding_window < 0 || (config.sliding_window > 0 && lacks(&Architecture::sliding_window))) {
     return InvalidArgumentError({ErrorReason::kInvalidArgument, "sliding_window", std::to_string(config.sliding_window),
-                                 config.sliding_window < 0 ? ">= 0 (0 = full causal attention)" : "0 (a window is a mistral setting)"});
+                                 config.sliding_window < 0 ? ">= 0 (0 = full causal attention)"
+                                                           : absl::StrCat("0 (a window is a ", FamiliesWhere(&Architecture::sliding_window), " setting)")});
   }
-  if (config.family == Family::kGptNeoX && !(config.rotary_pct > 0.0 && config.rotary_pct <= 1.0)) {
+  if (!lacks(&Architecture::partial_rotary) && !(config.rotary_pct > 0.0 && config.rotary_pct <= 1.0)) {
     return InvalidArgumentError({ErrorReason::kInvalidArgument, "rotary_pct", FormatValue(config.rotary_pct), "(0, 1]"});
   }
   const auto& scaling = config.rope_scaling;
-  if (scaling.type != RopeScaling::Type::kNone && config.family != Family::kLlama &&
-      config.family != Family::kMistral && config.family != Family::kGptNeoX) {
+  if (scaling.type != RopeScaling::Type::kNone && lacks(&Architecture::rope_scaling)) {
     return InvalidArgumentError({ErrorReason::kInvalidArgument, "rope_scaling", "set",
-                                 "none (rope_scaling is built for llama, mistral and gpt_neox)"});
+                                 absl::StrCat("none (rope_scaling is built for ", FamiliesWhere(&Architecture::rope_scaling), ")")});
   }
   if (scaling.type != RopeScaling::Type::kNone) {
     if (!(scaling.factor >= 1.0 && std::isfinite(scaling.factor))) {
@@ -574,46 +661,61 @@ std::string ConfigToHuggingFaceJson(const ModelConfig& config) {
 double EstimatedParameters(const ModelConfig& config) {
   const double d = static_cast<double>(config.hidden_size), m = static_cast<double>(config.intermediate_size);
   const double vocab = static_cast<double>(config.vocab_size), layers = static_cast<double>(config.num_layers);
-  switch (config.family) {
-    case Family::kGpt2:
-      // Per layer: two LayerNorms, c_attn, c_proj, c_fc, the MLP c_proj; then ln_f.
-      return layers * (4 * d * d + 2 * d * m + 9 * d + m) + (vocab + static_cast<double>(config.max_positions)) * d +
-             2 * d;
-    case Family::kQwen2: {
-      const double kv = static_cast<double>(config.num_kv_heads * config.head_dim());
-      const double layer = 2 * d * d + 2 * d * kv + 3 * d * m + 2 * d + d + 2 * kv;
-      return layers * layer + vocab * d * (config.tie_embeddings ? 1 : 2) + d;
-    }
-    case Family::kLlama:
-    case Family::kMistral: {
-      const double q = static_cast<double>(config.num_heads * config.head_dim());
-      const double kv = static_cast<double>(config.num_kv_heads * config.head_dim());
-      double layer = 2 * d * q + 2 * d * kv + 3 * d * m + 2 * d;
-      if (config.attention_bias) layer += q + 2 * kv + d;
-      if (config.mlp_bias) layer += 2 * m + d;
-      return layers * layer + vocab * d * (config.tie_embeddings ? 1 : 2) + d;
-    }
-    case Family::kGptNeoX:
-      // Per layer: two LayerNorms, query_key_value, dense, dense_h_to_4h, dense_4h_to_h; then the
-      // final LayerNorm.
-      return layers * (4 * d * d + 2 * d * m + 9 * d + m) + vocab * d * (config.tie_embeddings ? 1 : 2) + 2 * d;
-    case Family::kCesaro: return vocab * d;
-    case Family::kTorchScript: return 0;
-  }
-  return 0;
+  if (config.family == Family::kCesaro) return vocab * d;
+  const Architecture* a = ArchitectureOf(config.family);
+  if (a == nullptr) return 0;  // TorchScript: not known before loading.
+  // The one decoder's parameters (decoder.cc), counted from the family's row.
+  const double head_dim =
+      config.explicit_head_dim > 0 || config.num_heads > 0 ? static_cast<double>(config.head_dim()) : 0.0;
+  const double q = static_cast<double>(config.num_heads) * head_dim;
+  const double kv = static_cast<double>(config.num_kv_heads) * head_dim;
+  const double norm = a->norm == Architecture::Norm::kLayerNorm ? 2 * d : d;
+  const auto bias = [&config](Architecture::Bias rule, double size) { return HasBias(rule, config) ? size : 0.0; };
+  double layer = 2 * norm + d * (q + 2 * kv) + bias(a->qkv_bias, q + 2 * kv) + q * d + bias(a->o_bias, d);
+  const double mlp_projections = a->mlp == Architecture::Mlp::kSwiGlu ? 3 : 2;
+  layer += mlp_projections * d * m + bias(a->mlp_bias, (mlp_projections - 1) * m + d);
+  const double positions = a->positions == Architecture::Positions::kLearned ? static_cast<double>(config.max_positions) : 0;
+  const bool separate_head = a->names.head != nullptr && !config.tie_embeddings;
+  return layers * layer + (vocab + positions) * d + (separate_head ? vocab * d : 0) + norm;
 }
 
-bool HasOwnReversePass(Family family) { return family != Family::kTorchScript && family != Family::kCesaro; }
+bool HasOwnReversePass(Family family) { return ArchitectureOf(family) != nullptr; }
+
+namespace {
+
+// Widths of the decoder's parts: d, the MLP width (twice for SwiGLU's two derivatives), and the
+// query and key/value widths heads hd and kv_heads hd.
+struct Widths {
+  double d = 0, mlp = 0, q = 0, kv = 0, heads = 0;
+  bool rotary = false;
+};
+Widths WidthsOf(const ModelConfig& config) {
+  Widths w;
+  w.d = static_cast<double>(config.hidden_size);
+  const Architecture* a = ArchitectureOf(config.family);
+  const bool swiglu = a != nullptr && a->mlp == Architecture::Mlp::kSwiGlu;
+  w.mlp = static_cast<double>(config.intermediate_size) * (swiglu ? 2.0 : 1.0);
+  const double head_dim = config.explicit_head_dim > 0 || config.num_heads > 0 ? static_cast<double>(config.head_dim()) : 0.0;
+  w.q = static_cast<double>(config.num_heads) * head_dim;
+  w.kv = static_cast<double>(config.num_kv_heads) * head_dim;
+  w.heads = static_cast<double>(config.num_heads);
+  w.rotary = HasRotary(config.family) && !config.ablations.no_position_encoding;
+  return w;
+}
+
+}  // namespace
 
 double ReversePassElementsPerLayer(const ModelConfig& config, int64_t length) {
-  return static_cast<double>(length) * (7.0 * static_cast<double>(config.hidden_size) +
-                                        2.0 * static_cast<double>(config.intermediate_size) +
-                                        static_cast<double>(config.num_heads) + 4.0);
+  const Widths w = WidthsOf(config);
+  return static_cast<double>(length) * (3.0 * w.d + 2.0 * w.q + 2.0 * w.kv + w.mlp + w.heads + 2.0);
 }
 
 double ReversePassElementsPerRow(const ModelConfig& config, int64_t length) {
-  return static_cast<double>(length) *
-         (8.0 * static_cast<double>(config.hidden_size) + 3.0 * static_cast<double>(config.intermediate_size));
+  const Widths w = WidthsOf(config);
+  double attention = std::max(2.0 * w.q + 2.0 * w.kv, w.q + 3.0 * w.kv + w.d);
+  if (w.rotary) attention = std::max({attention, 3.0 * w.q + 2.0 * w.kv, w.q + 4.0 * w.kv});
+  const double per_position = std::max({2.0 * w.d + attention, 2.0 * w.d + w.mlp, 6.0 * w.d});
+  return static_cast<double>(length) * per_position;
 }
 
 double ActivationElementsPerLayer(const ModelConfig& config, int64_t length) {

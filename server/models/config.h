@@ -84,10 +84,9 @@ struct ModelConfig {
   bool parallel_residual = true;     // gpt_neox: use_parallel_residual.
 
   int64_t head_dim() const { return explicit_head_dim > 0 ? explicit_head_dim : hidden_size / num_heads; }
-  // gpt_neox: the rotating dimensions of a head, int(head_dim * rotary_pct); others head_dim.
-  int64_t rotary_dims() const {
-    return family == Family::kGptNeoX ? static_cast<int64_t>(static_cast<double>(head_dim()) * rotary_pct) : head_dim();
-  }
+  // The rotating dimensions of a head, int(head_dim * rotary_pct): head_dim but for gpt_neox, the
+  // one family whose config.json reader sets rotary_pct (architecture.h: partial_rotary).
+  int64_t rotary_dims() const { return static_cast<int64_t>(static_cast<double>(head_dim()) * rotary_pct); }
 };
 
 // Field overrides on top of a preset (flags of posbias-measure, RegisterModel overrides).
@@ -126,14 +125,18 @@ double ActivationElementsPerLayer(const ModelConfig& config, int64_t length);
 // family; TorchScript and the Cesaro routing model go through autograd.
 bool HasOwnReversePass(Family family);
 
-// What the own reverse pass keeps per layer for one sequence, in elements: the layer's input,
-// two norms' normalized inputs, q, k, v and the attention's output, one log-sum-exp per query and
-// head, the MLP's derivatives: L (7 d + 2 m + heads + 4) at most, linear in L (attention runs in
-// blocks). With ActivationElementsPerLayer, the memory formulas both job admission and the
-// Jacobian engine's batch plan are built on.
+// What the own reverse pass keeps per layer for one sequence, in elements, counted from its saved
+// tensors: the layer's input and two norms' normalized inputs (3 d), q and the attention's output
+// (2 heads hd), k and v (2 kv_heads hd), one log-sum-exp per query and head, the norms' scales
+// and the MLP's derivatives (m for GELU, 2 m for SwiGLU): linear in L (attention runs in blocks).
+// With ActivationElementsPerLayer, the memory formulas both job admission and the Jacobian
+// engine's batch plan are built on.
 double ReversePassElementsPerLayer(const ModelConfig& config, int64_t length);
-// What one cotangent row needs in the own reverse pass, in elements: its gradients and products on
-// the residual stream and the MLP width, L (8 d + 3 m) (a generous estimate).
+// What one cotangent row holds at the peak of a layer's reverse pass, in elements per position,
+// times L: the largest of its phases, each counted from the tensors alive in it (reverse_pass.cc):
+// the attention's (the gradient in and on its output, dO and dQ at heads hd, dK and dV at
+// kv_heads hd, and the rotary transpose's two temporaries), the MLP's (its width once for GELU,
+// twice for SwiGLU, beside two rows at d) and the norms' (six at d).
 double ReversePassElementsPerRow(const ModelConfig& config, int64_t length);
 
 // Reads a Hugging Face config.json (model_type gpt2, qwen2, llama, mistral or gpt_neox). A key

@@ -1,7 +1,7 @@
-// The LibTorch families' factories, private to the room (BuildModel dispatches on the family):
-// GPT-2, Qwen2, Llama, Mistral, GPT-NeoX and Cesaro routing decoders, numerically equivalent to the Hugging Face reference
-// implementations (checked by tests/models/equivalence_test.py against a plain PyTorch
-// reimplementation). Each builds its model at the family's seeded initialization; a c10::Error
+// The LibTorch models' factories, private to the room (BuildModel dispatches on the family): the one
+// decoder of GPT-2, Qwen2, Llama, Mistral and GPT-NeoX, numerically equivalent to the Hugging Face
+// reference implementations (checked by tests/models/equivalence_test.py and families_test.py
+// against plain PyTorch reimplementations), and the Cesaro routing model. Each builds its model at the family's seeded initialization; a c10::Error
 // (such as an allocation failure) propagates to the caller.
 #pragma once
 
@@ -13,12 +13,9 @@
 
 namespace posbias::models {
 
-// gpt2.cc, qwen2.cc and cesaro.cc.
-std::unique_ptr<DecoderModel> MakeGpt2Model(const ModelConfig& config, uint64_t seed);
-std::unique_ptr<DecoderModel> MakeQwen2Model(const ModelConfig& config, uint64_t seed);
+// decoder.cc: every family with a row in the family table (architecture.h); nullptr for others.
+std::unique_ptr<DecoderModel> MakeDecoderModel(const ModelConfig& config, uint64_t seed);
+// cesaro.cc.
 std::unique_ptr<DecoderModel> MakeCesaroModel(const ModelConfig& config, uint64_t seed);
-// llama.cc (llama and mistral) and gpt_neox.cc.
-std::unique_ptr<DecoderModel> MakeLlamaModel(const ModelConfig& config, uint64_t seed);
-std::unique_ptr<DecoderModel> MakeGptNeoXModel(const ModelConfig& config, uint64_t seed);
 
 }  // namespace posbias::models

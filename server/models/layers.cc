@@ -1,13 +1,16 @@
-// The pieces the LibTorch families share (layers.h): attention, branch ratios, checkpointed
-// layers, the seeded Hugging Face initialization and the reverse-pass adapters of torch modules.
+// The pieces the one decoder and the Cesaro model share (layers.h): attention, rotary positions,
+// branch ratios, checkpointed layers and the seeded Hugging Face initialization.
 #include "server/models/layers.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
 #include "server/models/config.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "server/models/reverse_pass.h"
 
 namespace posbias::models::layers {
 namespace {
@@ -83,15 +86,6 @@ torch::Tensor CausalAttention(torch::Tensor q, torch::Tensor k, torch::Tensor v,
   return torch::matmul(detach_probabilities ? probs.detach() : probs, v);
 }
 
-RmsNormImpl::RmsNormImpl(int64_t size, double epsilon)
-    : eps(epsilon), weight(register_parameter("weight", torch::ones({size}))) {}
-
-torch::Tensor RmsNormImpl::forward(const torch::Tensor& x) {
-  auto x32 = x.to(AtLeastFloat32(x.scalar_type()));
-  auto normed = x32 * torch::rsqrt(x32.pow(2).mean(-1, /*keepdim=*/true) + eps);
-  return weight * normed.to(x.dtype());
-}
-
 torch::Tensor RotaryInverseFrequencies(const ModelConfig& config, int64_t dim, const torch::TensorOptions& options) {
   auto inv_freq = 1.0 / torch::pow(config.rope_theta, torch::arange(0, dim, 2, options) / static_cast<double>(dim));
   const auto& scaling = config.rope_scaling;
@@ -156,46 +150,34 @@ std::vector<std::pair<std::string, torch::Tensor>> Named(torch::nn::Module& modu
   return named;
 }
 
-std::string InitializeWeights(torch::nn::Module& module, const ModelConfig& config, uint64_t seed) {
+std::string InitializeWeights(torch::nn::Module& module, const ModelConfig& config, uint64_t seed,
+                              const std::vector<std::string>& scaled_projections) {
   Initializer init(seed);
   const double projection_std = config.initializer_range / std::sqrt(2.0 * config.num_layers);
+  const auto ends_with = [](const std::string& name, const std::string& tail) {
+    return name.size() >= tail.size() && name.compare(name.size() - tail.size(), tail.size(), tail) == 0;
+  };
   torch::NoGradGuard no_grad;
   for (auto& [name, tensor] : Named(module)) {
-    const bool is_bias = name.size() >= 4 && name.compare(name.size() - 4, 4, "bias") == 0;
+    const bool is_bias = ends_with(name, "bias");
     const bool is_norm = name.find("ln_") != std::string::npos || name.find("norm") != std::string::npos;
     if (is_norm) {
       if (is_bias) tensor.zero_(); else tensor.fill_(1.0);
     } else if (is_bias) {
       tensor.zero_();
     } else {
-      const bool residual_projection = config.family == Family::kGpt2 &&
-                                       name.find("c_proj.weight") != std::string::npos;
-      init.Normal(tensor, residual_projection ? projection_std : config.initializer_range);
+      const bool scaled = std::any_of(scaled_projections.begin(), scaled_projections.end(),
+                                      [&](const std::string& projection) { return ends_with(name, "." + projection + ".weight"); });
+      init.Normal(tensor, scaled ? projection_std : config.initializer_range);
     }
   }
+  std::vector<std::string> scaled_names = scaled_projections;
+  std::sort(scaled_names.begin(), scaled_names.end());
+  scaled_names.erase(std::unique(scaled_names.begin(), scaled_names.end()), scaled_names.end());
   return absl::StrCat("huggingface-", FamilyName(config.family), ": normal(0, ",
                       config.initializer_range, ") weights and embeddings, zero biases, unit norms",
-                      config.family == Family::kGpt2 ? ", c_proj normal(0, range / sqrt(2 H))" : "",
+                      scaled_names.empty() ? "" : absl::StrCat(", ", absl::StrJoin(scaled_names, ", "), " normal(0, range / sqrt(2 H))"),
                       "; CPU generator seed ", seed, "; parameters in Hugging Face name order");
-}
-
-// ---- the families' weights for the hand-written reverse pass (reverse_pass.h) ----------------
-
-reverse::Norm ReverseNorm(const torch::nn::LayerNorm& norm, double eps) {
-  return {reverse::Norm::Kind::kLayerNorm, norm->weight, norm->bias, eps};
-}
-reverse::Norm ReverseNorm(const RmsNorm& norm) {
-  return {reverse::Norm::Kind::kRmsNorm, norm->weight, torch::Tensor(), norm->eps};
-}
-reverse::Linear ReverseLinear(const torch::nn::Linear& linear) {
-  return {linear->weight, linear->options.bias() ? linear->bias : torch::Tensor()};
-}
-
-void DescribeRotary(const ModelConfig& config, const torch::Tensor& weight, reverse::Attention& attention) {
-  if (!HasRotary(config.family) || config.ablations.no_position_encoding) return;
-  attention.rotary_dims = config.rotary_dims();
-  auto options = torch::dtype(AtLeastFloat32(weight.scalar_type())).device(weight.device());
-  attention.rotary_inv_freq = RotaryInverseFrequencies(config, attention.rotary_dims, options);
 }
 
 }  // namespace posbias::models::layers

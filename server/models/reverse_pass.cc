@@ -82,13 +82,16 @@ Tensor Rotate(const Tensor& x, const Tensor& cos, const Tensor& sin) {
   return rd == hd ? rotated : torch::cat({rotated, x.narrow(-1, rd, hd - rd)}, -1);
 }
 
-// The transpose: dx = dy * cos + rotate_half^T(dy * sin), rotate_half^T(y) = (y2, -y1).
+// The transpose: dx = dy * cos + rotate_half^T(dy * sin), rotate_half^T(y) = (y2, -y1). Two
+// temporaries of dy's size (at long L dy holds K L heads hd elements).
 Tensor RotateBackward(const Tensor& dy, const Tensor& cos, const Tensor& sin) {
-  const int64_t rd = cos.size(-1), hd = dy.size(-1);
-  auto part = rd == hd ? dy : dy.narrow(-1, 0, rd);
-  auto halves = (part * sin).chunk(2, -1);
-  auto rotated = part * cos + torch::cat({halves[1], -halves[0]}, -1);
-  return rd == hd ? rotated : torch::cat({rotated, dy.narrow(-1, rd, hd - rd)}, -1);
+  const int64_t rd = cos.size(-1), hd = dy.size(-1), half = rd / 2;
+  auto dx = rd == hd ? dy * cos : dy.clone();
+  if (rd != hd) dx.narrow(-1, 0, rd).mul_(cos);
+  auto by_sin = dy.narrow(-1, 0, rd) * sin;
+  dx.narrow(-1, 0, half).add_(by_sin.narrow(-1, half, half));
+  dx.narrow(-1, half, half).sub_(by_sin.narrow(-1, 0, half));
+  return dx;
 }
 
 // ---- attention in blocks ---------------------------------------------------------------------
@@ -132,15 +135,43 @@ Tensor HiddenKeys(int64_t i0, int64_t i1, int64_t j0, int64_t j1, int64_t window
   return hidden;
 }
 
+// The block loops' temporaries, reused from one block pair to the next: each slot keeps the
+// largest buffer asked of it, so a loop over thousands of pairs allocates a handful of times
+// (no allocator churn, and no fragments left behind at long L).
+class BlockScratch {
+ public:
+  // A contiguous tensor of `shape` in slot `slot`'s storage (contents undefined).
+  Tensor Take(size_t slot, at::IntArrayRef shape, const torch::TensorOptions& options) {
+    if (slots_.size() <= slot) slots_.resize(slot + 1);
+    int64_t count = 1;
+    for (int64_t size : shape) count *= size;
+    Tensor& buffer = slots_[slot];
+    if (!buffer.defined() || buffer.numel() < count || buffer.scalar_type() != options.dtype().toScalarType() ||
+        buffer.device() != options.device()) {
+      buffer = torch::empty({count}, options);
+    }
+    return buffer.narrow(0, 0, count).view(shape);
+  }
+  // torch::bmm(a, b) into slot `slot`.
+  Tensor Bmm(size_t slot, const Tensor& a, const Tensor& b) {
+    auto out = Take(slot, {a.size(0), a.size(1), b.size(2)}, a.options());
+    return torch::bmm_out(out, a, b);
+  }
+
+ private:
+  std::vector<Tensor> slots_;
+};
+
 // Scores of the query rows q [kvH, G, Bq, hd] against keys [kvH, Bk, hd], stats dtype, scaled,
-// hidden keys at -inf: [kvH, G, Bq, Bk]. Uniform attention: zeros (then masked).
-Tensor BlockScores(bool uniform, const Tensor& q, const Tensor& k, const Tensor& hidden, torch::Dtype stats) {
+// hidden keys at -inf: [kvH, G, Bq, Bk], in `scratch`'s slot 0. Uniform attention: zeros (then masked).
+Tensor BlockScores(bool uniform, const Tensor& q, const Tensor& k, const Tensor& hidden, torch::Dtype stats,
+                   BlockScratch& scratch) {
   const int64_t kv = q.size(0), groups = q.size(1), rows = q.size(2), hd = q.size(3), keys = k.size(1);
   Tensor scores;
   if (uniform) {
-    scores = torch::zeros({kv, groups, rows, keys}, q.options().dtype(stats));
+    scores = scratch.Take(0, {kv, groups, rows, keys}, q.options().dtype(stats)).zero_();
   } else {
-    scores = torch::bmm(q.reshape({kv, groups * rows, hd}), k.transpose(1, 2)).view({kv, groups, rows, keys});
+    scores = scratch.Bmm(0, q.reshape({kv, groups * rows, hd}), k.transpose(1, 2)).view({kv, groups, rows, keys});
     scores = scores.to(stats).mul_(1.0 / std::sqrt(static_cast<double>(hd)));
   }
   if (hidden.defined()) scores.masked_fill_(hidden, -std::numeric_limits<double>::infinity());
@@ -166,6 +197,7 @@ Tensor BlockedCausalAttention(const Tensor& q, const Tensor& k, const Tensor& v,
   block = std::max<int64_t>(1, std::min(block, length));
   auto out = torch::empty({kv, groups, length, hd}, v.options());
   Tensor sums = torch::empty({kv, groups, length}, v.options().dtype(stats));
+  BlockScratch scratch;
   for (int64_t i0 = 0; i0 < length; i0 += block) {
     const int64_t i1 = std::min(length, i0 + block), rows = i1 - i0;
     auto q_block = q.narrow(2, i0, rows);
@@ -175,15 +207,16 @@ Tensor BlockedCausalAttention(const Tensor& q, const Tensor& k, const Tensor& v,
     const KeyRange keys = KeysOf(i0, i1, window, block);
     for (int64_t j0 = keys.first_block; j0 < keys.end; j0 += block) {
       const int64_t j1 = std::min(keys.end, j0 + block);
-      auto scores = BlockScores(uniform, q_block, k.narrow(1, j0, j1 - j0), HiddenKeys(i0, i1, j0, j1, window, q.device()), stats);
+      auto scores = BlockScores(uniform, q_block, k.narrow(1, j0, j1 - j0), HiddenKeys(i0, i1, j0, j1, window, q.device()),
+                                stats, scratch);
       auto next = torch::maximum(maximum, std::get<0>(scores.max(-1, /*keepdim=*/true)));
       // A row with every key of the blocks so far hidden keeps -inf: its terms are exp(-inf) = 0.
       auto shift = torch::where(torch::isinf(next), torch::zeros_like(next), next);
       auto rescale = torch::exp(maximum - shift);
-      auto p = torch::exp(scores - shift);
+      auto p = scores.sub_(shift).exp_();
       sum.mul_(rescale).add_(p.sum(-1, /*keepdim=*/true));
       auto values = v.narrow(1, j0, j1 - j0).to(stats);  // [kvH, Bk, hd]
-      acc.mul_(rescale).add_(torch::bmm(p.view({kv, groups * rows, j1 - j0}), values).view({kv, groups, rows, hd}));
+      acc.mul_(rescale).add_(scratch.Bmm(1, p.view({kv, groups * rows, j1 - j0}), values).view({kv, groups, rows, hd}));
       maximum = next;
     }
     out.narrow(2, i0, rows).copy_(acc / sum);
@@ -246,6 +279,7 @@ Tensor AttentionBackward(const Attention& w, const Rotary& rotary, const LayerSa
   } else {
     const int64_t block = ReverseBlock(options, w.heads, batch, length);
     const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
+    BlockScratch scratch;
     for (int64_t r0 = 0; r0 < rows; r0 += block) {
       const int64_t r1 = std::min(rows, r0 + block), count = r1 - r0, i0 = first + r0, i1 = first + r1;
       auto d_o = d_out.narrow(2, r0, count).contiguous();                 // [kvH, G, Bq, K, hd]
@@ -257,68 +291,82 @@ Tensor AttentionBackward(const Attention& w, const Rotary& rotary, const LayerSa
       for (int64_t j0 = keys.first_block; j0 < keys.end; j0 += block) {
         const int64_t j1 = std::min(keys.end, j0 + block), width = j1 - j0;
         auto k_block = saved.k.narrow(1, j0, width);
-        auto p = torch::exp(BlockScores(w.uniform, q_block, k_block, HiddenKeys(i0, i1, j0, j1, w.window, dy.device()), stats) - lse);
+        auto p = BlockScores(w.uniform, q_block, k_block, HiddenKeys(i0, i1, j0, j1, w.window, dy.device()), stats, scratch)
+                     .sub_(lse)
+                     .exp_();
         auto p_c = p.to(dtype);                                            // [kvH, G, Bq, Bk]
         // dV_j += P^T dO over every query head of the group and every cotangent row at once.
-        dv.narrow(1, j0, width).add_(torch::bmm(p_c.view({kv, groups * count, width}).transpose(1, 2),
-                                                d_o.view({kv, groups * count, batch * hd}))
+        dv.narrow(1, j0, width).add_(scratch.Bmm(1, p_c.view({kv, groups * count, width}).transpose(1, 2),
+                                                 d_o.view({kv, groups * count, batch * hd}))
                                          .view({kv, width, batch, hd}));
         if (!scores) continue;
         // dP = dO V^T; dS = P (dP - D) / sqrt(hd): [kvH, G, Bq, K, Bk].
-        auto d_p = torch::bmm(d_o.view({kv, groups * count * batch, hd}), saved.v.narrow(1, j0, width).transpose(1, 2))
+        auto d_p = scratch.Bmm(2, d_o.view({kv, groups * count * batch, hd}), saved.v.narrow(1, j0, width).transpose(1, 2))
                        .view({kv, groups, count, batch, width})
                        .to(stats);
         auto d_s = d_p.sub_(delta).mul_(p.unsqueeze(3)).mul_(scale).to(dtype);
-        dq.narrow(2, r0, count).add_(torch::bmm(d_s.view({kv, groups * count * batch, width}), k_block)
+        dq.narrow(2, r0, count).add_(scratch.Bmm(3, d_s.view({kv, groups * count * batch, width}), k_block)
                                          .view({kv, groups, count, batch, hd}));
         // dK_j += dS^T Q: the (group, row) pairs contracted, [kvH, K * Bk, G * Bq] x [kvH, G * Bq, hd].
-        dk.narrow(2, j0, width).add_(torch::bmm(d_s.view({kv, groups * count, batch * width}).transpose(1, 2),
-                                                q_block.reshape({kv, groups * count, hd}))
+        dk.narrow(2, j0, width).add_(scratch.Bmm(4, d_s.view({kv, groups * count, batch * width}).transpose(1, 2),
+                                                 q_block.reshape({kv, groups * count, hd}))
                                          .view({kv, batch, width, hd}));
       }
       if (options.between_blocks && !options.between_blocks()) return Tensor();
     }
   }
+  d_out.reset();  // The products are done: what follows holds dV, dK and dQ only.
   if (scores && rotary.cos.defined()) {
     dq = RotateBackward(dq.transpose(2, 3), rotary.cos.narrow(0, first, rows), rotary.sin.narrow(0, first, rows))
              .transpose(2, 3);
     dk = RotateBackward(dk, rotary.cos, rotary.sin);
   }
   // dx = dV Wv + dK Wk over all L positions, + dQ Wq on the cotangent rows.
+  // Each gradient is released once it is used (at long L each is K L kv_heads hd elements).
   auto dx = torch::mm(dv.permute({2, 1, 0, 3}).reshape({batch * length, kv * hd}), w.v.back);
+  dv.reset();
   if (dk.defined()) dx.addmm_(dk.permute({1, 2, 0, 3}).reshape({batch * length, kv * hd}), w.k.back);
+  dk.reset();
   dx = dx.view({batch, length, -1});
   if (dq.defined()) {
     auto dq_rows = dq.permute({3, 2, 0, 1, 4}).reshape({batch * rows, w.heads * hd});
+    dq.reset();
     dx.narrow(1, first, rows).add_(torch::mm(dq_rows, w.q.back).view({batch, rows, -1}));
   }
   return dx;
 }
 
+// The derivatives are formed in place, a few [L, m] temporaries at a time (a full expression
+// would hold a dozen of them at once: at long L the forward's peak).
 Tensor MlpForward(const Mlp& w, const Tensor& x, LayerSaved* saved) {
   const auto stats = StatsDtype(x.scalar_type());
   if (w.kind == Mlp::Kind::kGeluErf) {
     // gelu(u) = u Phi(u): gelu'(u) = Phi(u) + u phi(u).
     auto pre = Forward(w.in, x);
     auto u = pre.to(stats);
-    auto cdf = 0.5 * (1 + torch::erf(u * M_SQRT1_2));
-    auto density = torch::exp(-0.5 * u * u) * (M_2_SQRTPI * M_SQRT1_2 * 0.5);
-    saved->mlp_a = (cdf + u * density).to(x.dtype());
+    auto derivative = u.mul(M_SQRT1_2).erf_().add_(1).mul_(0.5);                       // Phi(u)
+    derivative.add_(u.pow(2).mul_(-0.5).exp_().mul_(u).mul_(M_2_SQRTPI * M_SQRT1_2 * 0.5));  // + u phi(u)
+    saved->mlp_a = derivative.to(x.dtype());
     return Forward(w.out, torch::gelu(pre));
   }
   if (w.kind == Mlp::Kind::kGeluTanh) {
     auto pre = Forward(w.in, x);
-    // gelu(u) = u/2 (1 + tanh(c (u + 0.044715 u^3))), c = sqrt(2 / pi).
-    const double c = std::sqrt(2.0 / M_PI);
+    // gelu(u) = u/2 (1 + t), t = tanh(c (u + a u^3)), c = sqrt(2 / pi), a = 0.044715:
+    // gelu'(u) = (1 + t) / 2 + u/2 (1 - t^2) c (1 + 3 a u^2).
+    const double c = std::sqrt(2.0 / M_PI), a = 0.044715;
     auto u = pre.to(stats);
-    auto t = torch::tanh(c * (u + 0.044715 * u.pow(3)));
-    saved->mlp_a = (0.5 * (1 + t) + 0.5 * u * (1 - t * t) * c * (1 + 3 * 0.044715 * u * u)).to(x.dtype());
+    auto t = u.pow(3).mul_(a).add_(u).mul_(c).tanh_();
+    auto derivative = t.pow(2).neg_().add_(1);                 // 1 - t^2
+    derivative.mul_(u.pow(2).mul_(3 * a).add_(1)).mul_(u).mul_(0.5 * c);
+    derivative.add_(t.add_(1).mul_(0.5));                      // + (1 + t) / 2
+    saved->mlp_a = derivative.to(x.dtype());
     return Forward(w.out, torch::gelu(pre, "tanh"));
   }
   auto gate = Forward(w.gate, x), up = Forward(w.in, x);
   auto g = gate.to(stats);
   auto sigma = torch::sigmoid(g);
-  saved->mlp_a = (up.to(stats) * sigma * (1 + g * (1 - sigma))).to(x.dtype());
+  // d/d gate of silu(gate) * up = up * sigma (1 + g (1 - sigma)).
+  saved->mlp_a = sigma.neg().add_(1).mul_(g).add_(1).mul_(sigma).mul_(up.to(stats)).to(x.dtype());
   saved->mlp_b = torch::silu(gate);
   return Forward(w.out, saved->mlp_b * up);
 }
@@ -393,9 +441,10 @@ Tensor LayerBackward(const Layer& w, const Rotary& rotary, const LayerSaved& sav
     auto g = dy.narrow(0, start, count);
     Tensor dh = g, d_mlp_input;  // dh: on the attention's output (sequential: through the MLP too).
     if (w.has_mlp) {
-      auto d_mlp = jacobians ? mlp_all.narrow(0, start, count) : MlpBackward(w.mlp, saved, g, first);
-      d_mlp_input = NormBackward(w.norm2, saved.norm2.Rows(first, rows), d_mlp);
-      if (!w.parallel_residual) dh = g + d_mlp_input;
+      d_mlp_input = NormBackward(w.norm2, saved.norm2.Rows(first, rows),
+                                 jacobians ? mlp_all.narrow(0, start, count) : MlpBackward(w.mlp, saved, g, first));
+      // Sequential: the MLP's part joins dh now and is not kept beside it.
+      if (!w.parallel_residual) dh = d_mlp_input.add_(g), d_mlp_input = Tensor();
     }
     auto d_attention = AttentionBackward(w.attention, rotary, saved, dh, first, options.detach_attention_probabilities,
                                          options);

@@ -363,6 +363,37 @@ TEST(Measure, StopsAtTheNextChunkWhenTheCallerCancels) {
   EXPECT_EQ(calls, 2);
 }
 
+// At long L one layer's reverse pass takes minutes: progress moves and a cancel is seen between the
+// attention's query blocks, not only between layers. Two layers at L = 1024 in blocks of 256: the
+// top layer works on the target row (one block), then its chunk ends; the lower layer has four
+// query blocks, and the callback cancels after the first of them.
+TEST(Measure, MovesProgressAndSeesACancelBetweenAttentionBlocksWithinOneLayer) {
+  ModelConfig config = Tiny("llama");
+  config.max_positions = 1024;
+  auto model = Build(config);
+  MeasureOptions options;
+  options.length = 1024;
+  options.method = Method::kHutchinson;
+  options.probes = 8;
+  options.branch_ratios = false;
+  std::vector<Progress> calls;
+  options.progress = [&](const Progress& progress) {
+    calls.push_back(progress);
+    const bool block_of_lower_layer =
+        calls.size() >= 2 && progress.chunks_done == 1 && calls[calls.size() - 2].chunks_done == 1;
+    return !block_of_lower_layer;
+  };
+  const auto result = Measure(*model, options);
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kCancelled);
+  ASSERT_EQ(calls.size(), 3u);  // A block of the top layer, its chunk's end, a block of the lower one.
+  EXPECT_EQ(calls[0].chunks_done, 0);
+  EXPECT_EQ(calls.back().chunks_done, 1);  // The lower layer's chunk never ended.
+  EXPECT_GT(calls[0].fraction, 0.0);
+  EXPECT_LT(calls[0].fraction, calls[1].fraction);
+  EXPECT_LT(calls[1].fraction, calls[2].fraction);
+  EXPECT_LT(calls[2].fraction, 1.0);
+}
+
 TEST(Measure, ReportsProgressUpToOneAndDrawsReproducibleTokens) {
   auto model = Build(Tiny("qwen2"));
   MeasureOptions options;

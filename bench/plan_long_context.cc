@@ -72,7 +72,10 @@ int main(int argc, char** argv) {
     const auto plan = posbias::jacobian::PlanBatches(in);
     const double kept = static_cast<double>(plan.kept_bytes);
     const double per_row = static_cast<double>(posbias::jacobian::ReverseBytesPerRow(config, length, element_bytes));
-    const double peak = weights + kept + plan.batch * per_row + posbias::jacobian::kAttentionBlockBytes;
+    // The engine's own prediction (the one posbias-measure reports and admission uses).
+    const auto memory = posbias::jacobian::PredictMemory(
+        in, plan, static_cast<int64_t>(posbias::models::EstimatedParameters(config)));
+    const double peak = static_cast<double>(memory.total());
     std::printf("{\"model\": \"llama3-8b\", \"length\": %lld, \"element_bytes\": %lld, \"rows\": %lld, "
                 "\"weights_gib\": %.1f, \"checkpoint\": %s, \"kept_gib\": %.1f, \"per_row_gib\": %.2f, "
                 "\"rows_per_product\": %lld, \"predicted_peak_gib\": %.1f, \"tflop\": %.0f}\n",

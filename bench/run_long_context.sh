@@ -12,7 +12,8 @@
 # (exact norms in float64 on both sides, default "1024 2048"), REPEATS (runs per point, median;
 # default 1), CASES (default "llama gpt2 mistral").
 #
-# Models (2 layers, width 64, seeded Hugging Face init): a llama (4 heads, 2 kv heads, MLP 128), a
+# Models (2 layers, width 64, seeded Hugging Face init): a llama (4 heads of 64 dimensions, Llama
+# 3.2's head_dim, 2 kv heads, MLP 128), a
 # gpt2 (4 heads, MLP 256), a mistral (as the llama, sliding window 512). Hutchinson K = 8 in
 # float32 at every length; exact in float64 at EXACT_LENGTHS (the two sides must agree to 1e-10).
 # Seconds and peak RSS come from /usr/bin/time around each process (the whole process: the
@@ -83,8 +84,9 @@ for case in $CASES; do
   for L in $LENGTHS; do
     window=0
     [[ "$case" == mistral ]] && window=512
+    # The llama keeps its preset's head_dim of 64 (Llama 3.2's); the others have width / heads = 16.
     $PY bench/attention_floor.py --length "$L" --heads 4 --kv-heads $([[ "$case" == gpt2 ]] && echo 4 || echo 2) \
-      --head-dim 16 --layers 2 --rows 8 --window "$window" --threads "$THREADS" \
+      --head-dim $([[ "$case" == llama ]] && echo 64 || echo 16) --layers 2 --rows 8 --window "$window" --threads "$THREADS" \
       | $PY -c "import json,sys; d=json.load(sys.stdin); d['case']=sys.argv[1]; d['side']='floor'; print(json.dumps(d))" "$case" \
       >> "$RESULTS"
   done

@@ -168,7 +168,7 @@ absl::Status AdmitJob(jobs::JobRecord& job, const registry::ModelEntry& model, c
   if (!limits.cuda_available && host_memory_bytes > 0 && needed > host_memory_bytes) {
     return ErrorWithReason(absl::StatusCode::kResourceExhausted, ErrorReason::kInsufficientMemory,
                            absl::StrCat("the job needs at least ", static_cast<int64_t>(needed / (1 << 20)),
-                                        " MiB (model, one layer's activations at L = ", spec.length, " and ",
+                                        " MiB (model, the measurement at its smallest plan at L = ", spec.length, " and ",
                                         spec.samples, " samples' records), more than this server's ",
                                         static_cast<int64_t>(host_memory_bytes / (1 << 20)), " MiB"));
   }

@@ -1,6 +1,6 @@
 // Admission of a Jacobian-norm job: whether this service takes a (typed) job on the registered
 // model it names, before it enters the queue. One place for the job limits and the memory estimate
-// (built on models::ReversePassElementsPerLayer and ...PerRow for the own reverse pass, models::ActivationElementsPerLayer for autograd: the formulas the engine's batch plan uses too).
+// (the engine's own memory model, jacobian::PredictMemory, for the job's smallest plan).
 // Torch-free and gRPC-free: the service converts the request (service/job_convert) and asks here.
 #pragma once
 
@@ -30,10 +30,12 @@ struct JobLimits {
   bool cuda_available = false;
 };
 
-// Bytes a job needs at least, with activation checkpointing: the float32 parameters, every layer's
-// input for one row, one layer's activations (attention scores dominate at long L), and what the
-// samples leave behind: their per-position records (in memory and as the checkpoint's JSON text)
-// and the kept raw values.
+// Bytes a job needs at least: the float32 parameters, the measurement as the engine would plan it
+// with almost no memory (jacobian::PredictMemory of PlanBatches with layers recomputed and one
+// cotangent row: every layer's input, one layer's saved tensors, one row's reverse work; for
+// autograd models one layer's activations, attention scores included), and what the samples
+// leave behind: their per-position records (in memory and as the checkpoint's JSON text) and the
+// kept raw values.
 double MinimumJobBytes(const jobs::JacobianJobSpec& spec, const registry::ModelEntry& model);
 
 // OK, or the first reason the job is refused, before anything is allocated for it: labels or

@@ -15,7 +15,7 @@ std::atomic<bool> retaining{false};
 std::mutex mapping_mutex;
 int mapping_measurements = 0;  // Guarded by mapping_mutex.
 
-constexpr int kLargeBlockBytes = 1 << 20;
+constexpr int kLargeBlockBytes = 1 << 20;  // Every row-sized block (the block loops reuse theirs).
 constexpr int kTrimBytes = 128 << 10;        // glibc's default M_TRIM_THRESHOLD.
 
 void SetRetention(bool retain) {

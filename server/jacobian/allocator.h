@@ -30,8 +30,11 @@ void ReturnFreeMemory();
 inline constexpr int64_t kMapLargeBlocksFromLength = 2048;
 
 // While any instance lives (one per measurement at long L; concurrent measurements count), blocks
-// of at least 32 MiB are mapped and unmapped again, as glibc does by default; when the last one
-// ends, retention (if it was set) resumes. `active` false: does nothing.
+// of at least 1 MiB are mapped and unmapped again (every row-sized tensor: the attention's block
+// loops reuse their buffers, so they do not pay for it) and the heap's free top is trimmed; when
+// the last one ends, retention (if it was set) resumes. `active` false: does nothing. The cost is
+// the page faults of fresh blocks: on this project's 2-core machine a windowed model (cheap
+// attention) at L = 32,768 ran 7.1 s with retention and 12 s mapped, holding 1.13 GB and 0.88 GB.
 class LargeBlocksMapped {
  public:
   explicit LargeBlocksMapped(bool active);

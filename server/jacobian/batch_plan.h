@@ -53,12 +53,13 @@ inline constexpr int64_t kCpuModelPassMinRows = 8;
 // Bytes of activations one batch row keeps for autograd's backward pass (all layers).
 // (The model's own pass keeps one copy for all rows: ModelPassBytes.)
 int64_t ActivationBytesPerRow(const models::ModelConfig& config, int64_t length, int64_t element_bytes);
-// Bytes the model's own reverse pass keeps for one sequence (all layers and the final norm;
-// models::ReversePassElementsPerLayer: linear in L).
+// Bytes the model's own reverse pass keeps for one sequence: every layer's saved tensors
+// (models::ReversePassElementsPerLayer: linear in L) and the final norm's.
 int64_t ModelPassBytes(const models::ModelConfig& config, int64_t length, int64_t element_bytes);
-// Bytes one cotangent row needs in the model's own reverse pass: its gradients and products on the
-// residual stream and the MLP width, L (8 d + 3 m) elements (a generous estimate). The attention's
-// blocks add a fixed kAttentionBlockBytes whatever the rows (their side shrinks as rows grow).
+// Bytes one cotangent row holds at the peak of a layer of the model's own reverse pass
+// (models::ReversePassElementsPerRow: the largest phase's tensors). The attention's blocks add
+// their buffers whatever the rows (their side shrinks as rows grow; kAttentionBlockBytes bounds
+// them, PredictMemory counts them).
 int64_t ReverseBytesPerRow(const models::ModelConfig& config, int64_t length, int64_t element_bytes);
 // Scratch of the attention's reverse pass: P, dP and dS of one block for all rows of a product
 // (about 4 Mi elements each, models::GradientOptions::attention_block), in float64 at most.

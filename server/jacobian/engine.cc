@@ -267,7 +267,11 @@ class Runner {
                                                     PassKind kind) {
     models::ReversePassOptions pass_options;
     pass_options.keep_activations = !checkpoint_;
+    bool cancelled = false;
+    // The forward's attention beats too: at long L one layer's forward takes seconds.
+    if (heartbeat_) pass_options.between_blocks = [&] { return !(cancelled = !heartbeat_()); };
     auto pass = model_.PrepareReversePass(sample.embeds.to(device_, options_.dtype), target_, pass_options);
+    if (cancelled || pass->Stopped()) return absl::CancelledError("measurement cancelled");
     const int64_t width = OutputWidth(model_, options_.output);
     const int64_t total = options_.method == Method::kExact ? width : options_.probes;
     torch::Tensor head_gradient;  // d log p / d hidden_t [1, d], log-probability output only.
@@ -284,7 +288,6 @@ class Runner {
     const bool both = kind == PassKind::kBoth;
     models::GradientOptions value_options = gradient_options;
     value_options.detach_attention_probabilities = true;
-    bool cancelled = false;
     gradient_options.between_layers = [&] { return !(cancelled = !tick()); };
     // Between the attention's query blocks (many per layer at long L): cancellation is seen and
     // progress moves within a layer too.

@@ -51,7 +51,15 @@ struct ReversePassOptions {
   // Query and key positions per block of the forward pass's attention (reverse_pass.h: attention
   // in blocks with a running log-sum-exp, O(L) memory per layer); 0 = kDefaultAttentionBlock.
   int64_t attention_block = 0;
+  // Called between groups of attention blocks of the forward pass (at long L one layer's forward
+  // takes seconds); returning false stops it: the pass is then Stopped() and computes nothing.
+  std::function<bool()> between_blocks;
 };
+
+// Attention blocks per heartbeat (GradientOptions::between_blocks, ReversePassOptions's): a query
+// block's row of key blocks is split into groups of this many, so that the time between two
+// heartbeats stays bounded as L grows (64 blocks of 256 keys: 16,384 keys).
+inline constexpr int64_t kBlocksPerHeartbeat = 64;
 
 // Positions per attention block when none is asked for: 256 x 256 scores per head and row fit a
 // core's L2 cache in float32 (256 KiB).
@@ -68,8 +76,9 @@ struct GradientOptions {
   enum class MlpJacobians { kAuto, kOn, kOff } mlp_jacobians = MlpJacobians::kAuto;
   // Called after each layer; returning false stops the call (it then returns an undefined tensor).
   std::function<bool()> between_layers;
-  // Called after each query block of an attention's reverse pass (many per layer at long L);
-  // returning false stops the call as between_layers does.
+  // Called after each query block of an attention's reverse pass (many per layer at long L), and
+  // after every kBlocksPerHeartbeat key blocks within one; returning false stops the call as
+  // between_layers does.
   std::function<bool()> between_blocks;
   // Positions per query and key block of the attention's reverse pass; 0 = sized so that one
   // block's probabilities for all rows of a product (heads x rows x block^2) stay near 4 Mi
@@ -95,6 +104,8 @@ class InputReversePass {
   }
   // The final hidden state [d] at the target position (for outputs computed from it).
   virtual torch::Tensor FinalHidden() const = 0;
+  // Whether ReversePassOptions::between_blocks stopped the forward pass (nothing else is valid).
+  virtual bool Stopped() const { return false; }
 };
 
 class DecoderModel {

@@ -187,7 +187,7 @@ Tensor HeadsOf(const Tensor& x, int64_t kv_heads, int64_t groups) {
 }  // namespace
 
 Tensor BlockedCausalAttention(const Tensor& q, const Tensor& k, const Tensor& v, bool uniform, int64_t window,
-                              int64_t block, Tensor* lse) {
+                              int64_t block, Tensor* lse, const std::function<bool()>* between_blocks) {
   const int64_t kv = q.size(0), groups = q.size(1), length = q.size(2), hd = q.size(3);
   if (uniform && window == 0) {  // A running mean: O(L), no scores at all.
     auto counts = torch::arange(1, length + 1, v.options()).view({1, 1, length, 1});
@@ -198,6 +198,7 @@ Tensor BlockedCausalAttention(const Tensor& q, const Tensor& k, const Tensor& v,
   auto out = torch::empty({kv, groups, length, hd}, v.options());
   Tensor sums = torch::empty({kv, groups, length}, v.options().dtype(stats));
   BlockScratch scratch;
+  int64_t pairs = 0;
   for (int64_t i0 = 0; i0 < length; i0 += block) {
     const int64_t i1 = std::min(length, i0 + block), rows = i1 - i0;
     auto q_block = q.narrow(2, i0, rows);
@@ -218,6 +219,7 @@ Tensor BlockedCausalAttention(const Tensor& q, const Tensor& k, const Tensor& v,
       auto values = v.narrow(1, j0, j1 - j0).to(stats);  // [kvH, Bk, hd]
       acc.mul_(rescale).add_(scratch.Bmm(1, p.view({kv, groups * rows, j1 - j0}), values).view({kv, groups, rows, hd}));
       maximum = next;
+      if (between_blocks && *between_blocks && ++pairs % kBlocksPerHeartbeat == 0 && !(*between_blocks)()) return Tensor();
     }
     out.narrow(2, i0, rows).copy_(acc / sum);
     sums.narrow(2, i0, rows).copy_((maximum + torch::log(sum)).squeeze(-1));
@@ -228,7 +230,8 @@ Tensor BlockedCausalAttention(const Tensor& q, const Tensor& k, const Tensor& v,
 
 namespace {
 
-Tensor AttentionForward(const Attention& w, const Rotary& rotary, const Tensor& x, int64_t block, LayerSaved* saved) {
+Tensor AttentionForward(const Attention& w, const Rotary& rotary, const Tensor& x, int64_t block, LayerSaved* saved,
+                        const std::function<bool()>* between_blocks) {
   const int64_t length = x.size(0), kv = w.kv_heads, groups = w.heads / w.kv_heads;
   auto q = HeadsOf(Forward(w.q, x), kv, groups);
   auto k = HeadsOf(Forward(w.k, x), kv, 1).squeeze(1);
@@ -237,7 +240,8 @@ Tensor AttentionForward(const Attention& w, const Rotary& rotary, const Tensor& 
   saved->q = q.contiguous();
   saved->k = k.contiguous();
   saved->v = v;
-  saved->out = BlockedCausalAttention(saved->q, saved->k, v, w.uniform, w.window, block, &saved->lse);
+  saved->out = BlockedCausalAttention(saved->q, saved->k, v, w.uniform, w.window, block, &saved->lse, between_blocks);
+  if (!saved->out.defined()) return Tensor();  // Stopped between blocks.
   // [kvH, G, L, hd] -> [L, heads * hd].
   return Forward(w.o, saved->out.permute({2, 0, 1, 3}).reshape({length, -1}));
 }
@@ -288,8 +292,11 @@ Tensor AttentionBackward(const Attention& w, const Rotary& rotary, const LayerSa
       Tensor delta;  // D_i = dO_i . O_i per row and cotangent: [kvH, G, Bq, K, 1].
       if (scores) delta = (d_o.to(stats) * saved.out.narrow(2, i0, count).unsqueeze(3).to(stats)).sum(-1, true);
       const KeyRange keys = KeysOf(i0, i1, w.window, block);
+      int64_t pairs = 0;
       for (int64_t j0 = keys.first_block; j0 < keys.end; j0 += block) {
         const int64_t j1 = std::min(keys.end, j0 + block), width = j1 - j0;
+        // A long row of key blocks beats in groups too (the query block's end beats below).
+        if (++pairs % kBlocksPerHeartbeat == 0 && options.between_blocks && !options.between_blocks()) return Tensor();
         auto k_block = saved.k.narrow(1, j0, width);
         auto p = BlockScores(w.uniform, q_block, k_block, HiddenKeys(i0, i1, j0, j1, w.window, dy.device()), stats, scratch)
                      .sub_(lse)
@@ -418,8 +425,12 @@ Tensor MlpBackwardByJacobians(const Mlp& w, const LayerSaved& saved, const Tenso
   return dx;
 }
 
-Tensor LayerForward(const Layer& w, const Rotary& rotary, const Tensor& h, int64_t block, LayerSaved* saved) {
-  auto x = h + AttentionForward(w.attention, rotary, NormForward(w.norm1, h, &saved->norm1), block, saved);
+// Undefined when `between_blocks` stopped it.
+Tensor LayerForward(const Layer& w, const Rotary& rotary, const Tensor& h, int64_t block, LayerSaved* saved,
+                    const std::function<bool()>* between_blocks = nullptr) {
+  auto attention = AttentionForward(w.attention, rotary, NormForward(w.norm1, h, &saved->norm1), block, saved, between_blocks);
+  if (!attention.defined()) return Tensor();
+  auto x = h + attention;
   if (!w.has_mlp) return x;
   // Parallel: the MLP reads the layer's input, not the attention's sum.
   return x + MlpForward(w.mlp, NormForward(w.norm2, w.parallel_residual ? h : x, &saved->norm2), saved);
@@ -478,7 +489,11 @@ class PreparedPass final : public InputReversePass {
     for (size_t l = 0; l < stack_.layers.size(); ++l) {
       inputs_.push_back(h);
       LayerSaved saved;
-      h = LayerForward(stack_.layers[l], rotary_, h, block_, &saved);
+      h = LayerForward(stack_.layers[l], rotary_, h, block_, &saved, &options.between_blocks);
+      if (!h.defined()) {  // Stopped: nothing more is computed.
+        stopped_ = true;
+        return;
+      }
       if (keep_) saved_[l] = std::move(saved);
     }
     final_hidden_ = NormForward(stack_.final_norm, h, &final_norm_);
@@ -487,6 +502,7 @@ class PreparedPass final : public InputReversePass {
   using InputReversePass::InputGradients;
   Tensor InputGradients(const Tensor& cotangents, int64_t layer, const GradientOptions& options) override {
     torch::NoGradGuard no_grad;
+    if (stopped_) return Tensor();
     const int64_t batch = cotangents.size(0), d = cotangents.size(1);
     auto dy = cotangents.to(final_hidden_.options()).view({batch, 1, d});
     int64_t top = layer;
@@ -501,7 +517,7 @@ class PreparedPass final : public InputReversePass {
         dy = LayerBackward(w, rotary_, *saved_[l], dy, first, options);
       } else {
         LayerSaved saved;
-        LayerForward(w, rotary_, inputs_[l], block_, &saved);
+        if (!LayerForward(w, rotary_, inputs_[l], block_, &saved, &options.between_blocks).defined()) return Tensor();
         dy = LayerBackward(w, rotary_, saved, dy, first, options);
       }
       if (!dy.defined()) return Tensor();
@@ -516,11 +532,13 @@ class PreparedPass final : public InputReversePass {
   }
 
   Tensor FinalHidden() const override { return final_hidden_[length_ - 1]; }
+  bool Stopped() const override { return stopped_; }
 
  private:
   Stack stack_;
   int64_t full_length_ = 0, length_ = 0, block_ = kDefaultAttentionBlock;
   bool keep_ = true;
+  bool stopped_ = false;
   Rotary rotary_;
   std::vector<Tensor> inputs_;                   // Each layer's input [length, d].
   std::vector<std::optional<LayerSaved>> saved_;  // Kept activations (keep_activations).

@@ -20,6 +20,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -80,8 +81,11 @@ struct Stack {
 // values [kvH, L, hd]; `window` > 0 hides keys at or before i - window. Returns the output
 // [kvH, G, L, hd]; *lse (when given) the log-sum-exp of each query's scores [kvH, G, L] in the
 // stats dtype. Uniform attention averages the visible keys (a running mean without a window).
+// `between_blocks` (when given) is called after every kBlocksPerHeartbeat block pairs; when it
+// returns false the attention stops and returns an undefined tensor.
 torch::Tensor BlockedCausalAttention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                                     bool uniform, int64_t window, int64_t block, torch::Tensor* lse = nullptr);
+                                     bool uniform, int64_t window, int64_t block, torch::Tensor* lse = nullptr,
+                                     const std::function<bool()>* between_blocks = nullptr);
 
 // Runs the forward pass of inputs_embeds [1, L, d] up to the 1-based target and returns the
 // prepared reverse pass.

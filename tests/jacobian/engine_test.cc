@@ -394,6 +394,30 @@ TEST(Measure, MovesProgressAndSeesACancelBetweenAttentionBlocksWithinOneLayer) {
   EXPECT_LT(calls[2].fraction, 1.0);
 }
 
+// The forward pass of a long sequence beats too (every 64 block pairs): at L = 4096 in blocks of
+// 256 the first layer's forward has 136 pairs, so its first beat comes before any reverse work,
+// and a cancel there ends the measurement without it.
+TEST(Measure, SeesACancelInTheForwardPassOfALongSequence) {
+  ModelConfig config = Tiny("llama");
+  config.max_positions = 4096;
+  auto model = Build(config);
+  MeasureOptions options;
+  options.length = 4096;
+  options.method = Method::kHutchinson;
+  options.probes = 8;
+  options.branch_ratios = false;
+  std::vector<Progress> calls;
+  options.progress = [&](const Progress& progress) {
+    calls.push_back(progress);
+    return false;
+  };
+  const auto result = Measure(*model, options);
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kCancelled);
+  ASSERT_EQ(calls.size(), 1u);
+  EXPECT_EQ(calls[0].chunks_done, 0);
+  EXPECT_GT(calls[0].fraction, 0.0);
+}
+
 TEST(Measure, ReportsProgressUpToOneAndDrawsReproducibleTokens) {
   auto model = Build(Tiny("qwen2"));
   MeasureOptions options;

@@ -98,7 +98,7 @@ TEST_P(ReversePass, EqualsAutogradForEveryOutputAndTarget) {
   // sequence (one block: the dense computation).
   for (int64_t target : {length, int64_t{4}, int64_t{1}}) {
     for (auto [keep, block] : {std::pair{true, int64_t{3}}, std::pair{false, int64_t{3}}, std::pair{true, int64_t{0}}}) {
-      auto pass = model->PrepareReversePass(e, target, {keep, block});
+      auto pass = model->PrepareReversePass(e, target, {keep, block, nullptr});
       ASSERT_NE(pass, nullptr);
       for (int64_t layer = 0; layer <= model->config().num_layers; ++layer) {
         auto expected = AutogradRows(*model, e, u, layer, target);
@@ -137,7 +137,7 @@ TEST_P(ReversePass, ValueOnlyEqualsAutogradWithDetachedProbabilities) {
   auto u = torch::randn({3, d}, generator).to(torch::kFloat64);
   for (int64_t target : {length, int64_t{3}}) {
     for (bool keep : {true, false}) {
-      auto pass = model->PrepareReversePass(e, target, {keep, 2});
+      auto pass = model->PrepareReversePass(e, target, {keep, 2, nullptr});
       ASSERT_NE(pass, nullptr);
       for (int64_t layer = 0; layer <= model->config().num_layers; ++layer) {
         auto expected = AutogradRows(*model, e, u, layer, target, /*value_only=*/true);
@@ -211,7 +211,7 @@ TEST(BlockedAttention, LogitsInTheHundredsStayFiniteAndExact) {
   const int64_t length = 9, d = model->config().hidden_size;
   auto e = torch::randn({1, length, d}, generator).to(torch::kFloat64);
   auto u = torch::randn({3, d}, generator).to(torch::kFloat64);
-  auto pass = model->PrepareReversePass(e, length, {true, 4});
+  auto pass = model->PrepareReversePass(e, length, {true, 4, nullptr});
   GradientOptions options;
   options.attention_block = 2;
   auto actual = pass->InputGradients(u, 0, options);

@@ -238,13 +238,11 @@ constexpr Arch kLlamaArchitecture{
     /*mlp_width_follows_width=*/false, /*scaled_residual_init=*/false,
     /*norm2_before_attention=*/false, /*mlp_kept_without_mlp=*/false, kLlamaNames};
 // Llama with a window (its config.json reader refuses biases).
-constexpr Arch kMistralArchitecture{
-    Arch::Norm::kRmsNorm, Arch::AttentionLayout::kSeparate, Arch::Mlp::kSwiGlu, Arch::Positions::kRotary,
-    Arch::Bias::kAttentionBias, Arch::Bias::kAttentionBias, Arch::Bias::kMlpBias,
-    /*conv1d=*/false, /*grouped_query=*/true, /*explicit_head_dim=*/true, /*rope_scaling=*/true,
-    /*partial_rotary=*/false, /*sliding_window=*/true, /*parallel_residual=*/false,
-    /*mlp_width_follows_width=*/false, /*scaled_residual_init=*/false,
-    /*norm2_before_attention=*/false, /*mlp_kept_without_mlp=*/false, kLlamaNames};
+constexpr Arch WithSlidingWindow(Arch architecture) {
+  architecture.sliding_window = true;
+  return architecture;
+}
+constexpr Arch kMistralArchitecture = WithSlidingWindow(kLlamaArchitecture);
 constexpr Arch kGptNeoXArchitecture{
     Arch::Norm::kLayerNorm, Arch::AttentionLayout::kFusedPerHead, Arch::Mlp::kGeluErf, Arch::Positions::kRotary,
     Arch::Bias::kAlways, Arch::Bias::kAlways, Arch::Bias::kAlways,

@@ -367,15 +367,20 @@ TEST(Measure, StopsAtTheNextChunkWhenTheCallerCancels) {
 // attention's query blocks, not only between layers. Two layers at L = 1024 in blocks of 256: the
 // top layer works on the target row (one block), then its chunk ends; the lower layer has four
 // query blocks, and the callback cancels after the first of them.
-TEST(Measure, MovesProgressAndSeesACancelBetweenAttentionBlocksWithinOneLayer) {
+// A tiny llama able to read `length` positions, and Hutchinson K = 8 options at that length.
+std::pair<std::unique_ptr<models::DecoderModel>, MeasureOptions> LongMeasurement(int64_t length) {
   ModelConfig config = Tiny("llama");
-  config.max_positions = 1024;
-  auto model = Build(config);
+  config.max_positions = length;
   MeasureOptions options;
-  options.length = 1024;
+  options.length = length;
   options.method = Method::kHutchinson;
   options.probes = 8;
   options.branch_ratios = false;
+  return {Build(config), options};
+}
+
+TEST(Measure, MovesProgressAndSeesACancelBetweenAttentionBlocksWithinOneLayer) {
+  auto [model, options] = LongMeasurement(1024);
   std::vector<Progress> calls;
   options.progress = [&](const Progress& progress) {
     calls.push_back(progress);
@@ -398,14 +403,7 @@ TEST(Measure, MovesProgressAndSeesACancelBetweenAttentionBlocksWithinOneLayer) {
 // 256 the first layer's forward has 136 pairs, so its first beat comes before any reverse work,
 // and a cancel there ends the measurement without it.
 TEST(Measure, SeesACancelInTheForwardPassOfALongSequence) {
-  ModelConfig config = Tiny("llama");
-  config.max_positions = 4096;
-  auto model = Build(config);
-  MeasureOptions options;
-  options.length = 4096;
-  options.method = Method::kHutchinson;
-  options.probes = 8;
-  options.branch_ratios = false;
+  auto [model, options] = LongMeasurement(4096);
   std::vector<Progress> calls;
   options.progress = [&](const Progress& progress) {
     calls.push_back(progress);

@@ -25,7 +25,7 @@ void SetRetention(bool retain) {
     mallopt(M_TRIM_THRESHOLD, INT_MAX);  // Freed memory stays for the next temporary.
   } else {
     mallopt(M_MMAP_MAX, 1 << 16);                  // glibc's default count of mapped blocks.
-    mallopt(M_MMAP_THRESHOLD, kLargeBlockBytes);   // Blocks from 32 MiB mapped, unmapped when freed.
+    mallopt(M_MMAP_THRESHOLD, kLargeBlockBytes);   // Blocks from 1 MiB mapped, unmapped when freed.
     mallopt(M_TRIM_THRESHOLD, kTrimBytes);         // The heap's free top goes back as by default.
   }
 #else

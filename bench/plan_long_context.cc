@@ -78,10 +78,12 @@ int main(int argc, char** argv) {
     const double peak = static_cast<double>(memory.total());
     std::printf("{\"model\": \"llama3-8b\", \"length\": %lld, \"element_bytes\": %lld, \"rows\": %lld, "
                 "\"weights_gib\": %.1f, \"checkpoint\": %s, \"kept_gib\": %.1f, \"per_row_gib\": %.2f, "
-                "\"rows_per_product\": %lld, \"predicted_peak_gib\": %.1f, \"tflop\": %.0f}\n",
+                "\"rows_per_product\": %lld, \"forward_block\": %lld, \"reverse_block\": %lld, "
+                "\"predicted_peak_gib\": %.1f, \"tflop\": %.0f}\n",
                 static_cast<long long>(length), static_cast<long long>(element_bytes), static_cast<long long>(rows),
                 weights / (1 << 30), plan.checkpoint ? "true" : "false", kept / (1 << 30), per_row / (1 << 30),
-                static_cast<long long>(plan.batch), peak / (1 << 30),
+                static_cast<long long>(plan.batch), static_cast<long long>(plan.blocks.forward),
+                static_cast<long long>(plan.blocks.reverse), peak / (1 << 30),
                 Flops(config, static_cast<double>(length), static_cast<double>(rows), static_cast<double>(plan.batch)) / 1e12);
   }
   return 0;

@@ -66,6 +66,12 @@ BatchPlan PlanBatches(const BatchPlanInputs& in) {
     const int64_t fixed = plan.kept_bytes + batch * reverse_row + kAttentionBlockBytes;  // One row group; blocks.
     plan.rows_per_call = std::clamp<int64_t>((budget - fixed) / call_row, batch, in.rows_total);
   }
+  if (in.model_pass) {
+    // CUDA's blocks take half of what the activations and one product's rows leave.
+    const double left = static_cast<double>(budget - plan.kept_bytes - batch * reverse_row);
+    plan.blocks = models::PlanAttentionBlocks(in.config.num_heads, batch, in.length, in.on_cuda, left / 2.0,
+                                              in.element_bytes == 8 ? 8 : 4);
+  }
   return plan;
 }
 
@@ -73,14 +79,6 @@ BatchPlan PlanBatches(const BatchPlanInputs& in) {
 
 namespace posbias::jacobian {
 namespace {
-
-// Positions per block of the attention's reverse pass for `rows` cotangent rows: heads x rows x
-// block^2 near 4 Mi elements, a multiple of 16 from 16 to models::kDefaultAttentionBlock (256),
-// at most L (reverse_pass.cc, ReverseBlock).
-int64_t ReverseAttentionBlock(int64_t heads, int64_t rows, int64_t length) {
-  const double side = std::sqrt(4.0 * (1 << 20) / static_cast<double>(std::max<int64_t>(1, heads * rows)));
-  return std::min(std::clamp<int64_t>(static_cast<int64_t>(side) / 16 * 16, 16, 256), length);
-}
 
 int64_t Bytes(double bytes) { return static_cast<int64_t>(std::min(bytes, 9e18)); }
 
@@ -105,24 +103,24 @@ MemoryPrediction PredictMemory(const BatchPlanInputs& in, const BatchPlan& plan,
   }
   memory.activations = plan.kept_bytes;
   // The forward's temporaries: one layer's MLP pre-activations, activation and the derivative's
-  // terms at the MLP width (reverse_pass.cc, MlpForward).
-  const double forward = 5.0 * length * m * stats;
+  // terms at the MLP width (reverse_pass.cc, MlpForward), or one attention block pair's.
+  const double forward = std::max(5.0 * length * m * stats,
+                                  models::ForwardBlockScratchBytes(c.num_heads, plan.blocks.forward,
+                                                                   static_cast<int64_t>(stats)));
   // A call of more rows than one product holds its rows in, out and through the MLP's Jacobians.
   const double call = per_call > batch ? 3.0 * per_call * length * d * e : 0.0;
-  // The MLP's per-position Jacobians where they pay (reverse_pass.cc, MlpJacobiansPay): blocks of
-  // positions whose forming matrices stay under 128 MiB, and the Jacobians themselves.
-  const bool swiglu = models::ArchitectureOf(c.family) != nullptr &&
-                      models::ArchitectureOf(c.family)->mlp == models::Architecture::Mlp::kSwiGlu;
-  const double row_products = (swiglu ? 3.0 : 2.0) * per_call * d * m;
+  // The MLP's per-position Jacobians where they pay (models::MlpJacobiansPay): blocks of positions
+  // whose forming matrices stay under 128 MiB (reverse_pass.cc), and the Jacobians themselves.
+  const auto* architecture = models::ArchitectureOf(c.family);
+  const bool swiglu = architecture != nullptr && architecture->mlp == models::Architecture::Mlp::kSwiGlu;
   double jacobians = 0.0;
-  if (d * d * m + per_call * d * d < 0.8 * row_products) {
+  if (models::MlpJacobiansPay(plan.rows_per_call, c.hidden_size, c.intermediate_size, swiglu)) {
     const double positions = std::clamp(std::floor((128.0 * (1 << 20)) / (m * d * e)), 1.0, length);
     jacobians = positions * (m * d + d * d + per_call * d) * e;
   }
-  const int64_t block = ReverseAttentionBlock(c.num_heads, plan.batch, in.length);
-  // The block loop's reused buffers: the scores or probabilities, dP for every row, and the small
-  // products (reverse_pass.cc, BlockScratch).
-  const double scratch = (batch + 2.0) * static_cast<double>(c.num_heads * block * block) * stats;
+  // The block loop's reused buffers (models::ReverseBlockScratchBytes, the plan's block).
+  const double scratch = models::ReverseBlockScratchBytes(c.num_heads, plan.batch, plan.blocks.reverse,
+                                                          static_cast<int64_t>(stats));
   const double rows = batch * static_cast<double>(ReverseBytesPerRow(c, in.length, in.element_bytes));
   // The MLP's Jacobians are formed before the row products start, so the two do not overlap.
   memory.transient = Bytes(std::max({forward, accumulate, call + std::max(jacobians, rows + scratch)}));

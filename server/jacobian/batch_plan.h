@@ -12,6 +12,7 @@
 #include <cstdint>
 
 #include "server/models/config.h"
+#include "server/models/schedule.h"
 
 namespace posbias::jacobian {
 
@@ -36,6 +37,9 @@ struct BatchPlan {
   int64_t kept_bytes = 0;           // Activations one row keeps (after checkpointing).
   int64_t batch = 1;                // Cotangent rows per backward pass (equal chunks).
   int64_t rows_per_call = 1;        // Model pass: rows per InputGradients call (>= batch).
+  // Model pass: the attention's blocks (models::PlanAttentionBlocks): cache-sized on the CPU;
+  // memory-sized on CUDA from what the kept activations and the rows leave of the budget.
+  models::AttentionBlocks blocks;
 };
 
 // Autograd on the CPU: larger cotangent batches lose more to memory traffic and page faults than
@@ -61,8 +65,8 @@ int64_t ModelPassBytes(const models::ModelConfig& config, int64_t length, int64_
 // their buffers whatever the rows (their side shrinks as rows grow; kAttentionBlockBytes bounds
 // them, PredictMemory counts them).
 int64_t ReverseBytesPerRow(const models::ModelConfig& config, int64_t length, int64_t element_bytes);
-// Scratch of the attention's reverse pass: P, dP and dS of one block for all rows of a product
-// (about 4 Mi elements each, models::GradientOptions::attention_block), in float64 at most.
+// Scratch of the attention's reverse pass on the CPU: P, dP and dS of one block for all rows of a
+// product (about 4 Mi elements each, models::CpuReverseAttentionBlock), in float64 at most.
 inline constexpr int64_t kAttentionBlockBytes = int64_t{3} * (int64_t{4} << 20) * 8;
 
 BatchPlan PlanBatches(const BatchPlanInputs& inputs);

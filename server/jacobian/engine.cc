@@ -202,9 +202,9 @@ enum class PassKind { kFull, kValueOnly, kBoth };
 class Runner {
  public:
   Runner(DecoderModel& model, const MeasureOptions& options, const torch::Device& device, int64_t target,
-         bool checkpoint, bool model_pass)
+         bool checkpoint, bool model_pass, const models::AttentionBlocks& blocks)
       : model_(model), options_(options), device_(device), target_(target), checkpoint_(checkpoint),
-        model_pass_(model_pass), probe_generator_(at::detail::createCPUGenerator(options.seed)) {}
+        model_pass_(model_pass), blocks_(blocks), probe_generator_(at::detail::createCPUGenerator(options.seed)) {}
 
   // Probes of sample s come from their own seeded stream, so a resumed run draws the same ones.
   void StartSample(int64_t s) {
@@ -267,6 +267,7 @@ class Runner {
                                                     PassKind kind) {
     models::ReversePassOptions pass_options;
     pass_options.keep_activations = !checkpoint_;
+    pass_options.attention_block = blocks_.forward;
     bool cancelled = false;
     // The forward's attention beats too: at long L one layer's forward takes seconds.
     if (heartbeat_) pass_options.between_blocks = [&] { return !(cancelled = !heartbeat_()); };
@@ -284,6 +285,7 @@ class Runner {
     }
     models::GradientOptions gradient_options;
     gradient_options.rows_per_product = rows_per_product;
+    gradient_options.attention_block = blocks_.reverse;
     gradient_options.detach_attention_probabilities = kind == PassKind::kValueOnly;
     const bool both = kind == PassKind::kBoth;
     models::GradientOptions value_options = gradient_options;
@@ -345,6 +347,7 @@ class Runner {
   int64_t target_;
   bool checkpoint_;
   bool model_pass_;
+  models::AttentionBlocks blocks_;  // The planner's (batch_plan.h); the passes use them as given.
   std::function<bool()> heartbeat_;
   at::Generator probe_generator_;
   std::optional<ProbeRows> probe_rows_;  // Hutchinson's rows, made on first use (their width).
@@ -614,6 +617,7 @@ struct MeasurePlan {
   bool checkpoint = false;        // Layers recomputed in the backward pass.
   int64_t batch = 1;              // Cotangent rows per backward pass (autograd).
   int64_t rows_per_call = 1;      // Rows per InputGradients call (the model's pass).
+  models::AttentionBlocks blocks;  // The attention's blocks (the model's pass).
   int64_t chunks_per_sample = 0;  // Progress units of one pass over a sample.
   int64_t passes_per_sample = 1;  // 2 for compare_pathways through the model's pass.
   int64_t first_sample = 0, end_sample = 0;
@@ -646,6 +650,7 @@ MeasurePlan PlanMeasurement(DecoderModel& model, const MeasureOptions& options, 
   plan.checkpoint = batches.checkpoint;
   plan.batch = batches.batch;
   plan.rows_per_call = batches.rows_per_call;
+  plan.blocks = batches.blocks;
   plan.memory = PredictMemory(inputs, batches, ParameterCount(model));
   // Progress units: cotangent batches (autograd), or layers of one call (the model's pass).
   plan.chunks_per_sample =
@@ -732,7 +737,7 @@ absl::StatusOr<MeasureResult> Measure(DecoderModel& model, const MeasureOptions&
     FrozenParameters frozen(model);
     const std::vector<Sample> samples = DrawSamples(model, options);
     MeasurePlan plan = PlanMeasurement(model, options, device);
-    Runner runner(model, options, device, plan.target, plan.checkpoint, plan.model_pass);
+    Runner runner(model, options, device, plan.target, plan.checkpoint, plan.model_pass, plan.blocks);
     std::vector<SampleRecord> records(options.done_samples.begin(), options.done_samples.end());
     if (auto status = MeasureSamples(model, options, device, samples, plan, runner, records); !status.ok()) return status;
 

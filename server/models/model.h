@@ -17,6 +17,7 @@
 #include "absl/status/statusor.h"
 #include "server/files/beneath.h"
 #include "server/models/config.h"
+#include "server/models/schedule.h"
 
 namespace posbias::models {
 
@@ -49,21 +50,13 @@ struct ReversePassOptions {
   // false: keep only each layer's input and recompute its activations in every call (long L).
   bool keep_activations = true;
   // Query and key positions per block of the forward pass's attention (reverse_pass.h: attention
-  // in blocks with a running log-sum-exp, O(L) memory per layer); 0 = kDefaultAttentionBlock.
+  // in blocks with a running log-sum-exp, O(L) memory per layer); 0 = kDefaultAttentionBlock. The
+  // measurement passes the planner's (jacobian::BatchPlan::blocks, schedule.h).
   int64_t attention_block = 0;
   // Called between groups of attention blocks of the forward pass (at long L one layer's forward
   // takes seconds); returning false stops it: the pass is then Stopped() and computes nothing.
   std::function<bool()> between_blocks;
 };
-
-// Attention blocks per heartbeat (GradientOptions::between_blocks, ReversePassOptions's): a query
-// block's row of key blocks is split into groups of this many, so that the time between two
-// heartbeats stays bounded as L grows (64 blocks of 256 keys: 16,384 keys).
-inline constexpr int64_t kBlocksPerHeartbeat = 64;
-
-// Positions per attention block when none is asked for: 256 x 256 scores per head and row fit a
-// core's L2 cache in float32 (256 KiB).
-inline constexpr int64_t kDefaultAttentionBlock = 256;
 
 // How one InputGradients call runs (all cotangent rows go through a layer before the next).
 struct GradientOptions {
@@ -80,9 +73,8 @@ struct GradientOptions {
   // after every kBlocksPerHeartbeat key blocks within one; returning false stops the call as
   // between_layers does.
   std::function<bool()> between_blocks;
-  // Positions per query and key block of the attention's reverse pass; 0 = sized so that one
-  // block's probabilities for all rows of a product (heads x rows x block^2) stay near 4 Mi
-  // elements, at most kDefaultAttentionBlock.
+  // Positions per query and key block of the attention's reverse pass; 0 = the CPU's rule
+  // (schedule.h, CpuReverseAttentionBlock). The measurement passes the planner's.
   int64_t attention_block = 0;
   // The value pathway only, as ForwardOptions::detach_attention_probabilities: each attention's
   // reverse pass keeps dV = P^T dO and drops the score branch (dP, hence dq and dk). One prepared

@@ -249,10 +249,7 @@ Tensor AttentionForward(const Attention& w, const Rotary& rotary, const Tensor& 
 // Positions per block of the reverse pass for `rows` cotangent rows (GradientOptions::attention_block).
 int64_t ReverseBlock(const GradientOptions& options, int64_t heads, int64_t rows, int64_t length) {
   if (options.attention_block > 0) return std::min(options.attention_block, length);
-  constexpr double kBlockElements = 4.0 * (1 << 20);
-  const double side = std::sqrt(kBlockElements / static_cast<double>(std::max<int64_t>(1, heads * rows)));
-  const int64_t block = std::clamp<int64_t>(static_cast<int64_t>(side) / 16 * 16, 16, kDefaultAttentionBlock);
-  return std::min(block, length);
+  return CpuReverseAttentionBlock(heads, rows, length);
 }
 
 // The gradient w.r.t. the attention's input x [L, d] of cotangents dy [K, R, d] on its output
@@ -391,15 +388,9 @@ Tensor MlpBackward(const Mlp& w, const LayerSaved& saved, const Tensor& dy, int6
   return dx.view({dy.size(0), rows, -1});
 }
 
-// Whether the MLP's per-position Jacobians (d^2 m to form per position, then K d^2 to apply)
-// cost less than K row products (2 d m for GELU, 3 d m for SwiGLU per row and position); the
-// margin pays for forming them (elementwise work the count leaves out).
+// schedule.h's rule for this MLP: whether its per-position Jacobians cost less than K row products.
 bool MlpJacobiansPay(const Mlp& w, int64_t rows, int64_t d) {
-  const double k = static_cast<double>(rows), width = static_cast<double>(d);
-  const double m = static_cast<double>(w.out.back.size(1));
-  const double row_products = (w.kind == Mlp::Kind::kSwiGlu ? 3.0 : 2.0) * k * width * m;
-  const double jacobians = width * width * m + k * width * width;
-  return jacobians < 0.8 * row_products;
+  return models::MlpJacobiansPay(rows, d, w.out.back.size(1), w.kind == Mlp::Kind::kSwiGlu);
 }
 
 // dy [K, R, d] on rows first.. -> dx [K, R, d] through C_i = out.back (a_i * W1 + b_i * W2): the

@@ -100,5 +100,64 @@ TEST(BatchPlan, AnyBudgetGivesAtLeastOneRow) {
   }
 }
 
+TEST(BatchPlan, OnTheCpuTheAttentionBlocksAreCacheSized) {
+  auto in = Gpt2Small(8192, 64, 64 * 1024 * kMiB);
+  in.model_pass = true;
+  const auto plan = PlanBatches(in);
+  EXPECT_EQ(plan.blocks.forward, models::kDefaultAttentionBlock);
+  // 12 heads x 8 rows x block^2 near 4 Mi elements: sqrt(4 Mi / 96) = 209, down to a multiple of 16.
+  EXPECT_EQ(plan.blocks.reverse, 208);
+  EXPECT_EQ(plan.blocks.reverse, models::CpuReverseAttentionBlock(12, plan.batch, 8192));
+  // Never longer than the sequence.
+  auto short_in = Gpt2Small(100, 64, 64 * 1024 * kMiB);
+  short_in.model_pass = true;
+  const auto short_plan = PlanBatches(short_in);
+  EXPECT_EQ(short_plan.blocks.forward, 100);
+  EXPECT_LE(short_plan.blocks.reverse, 100);
+}
+
+TEST(BatchPlan, OnCudaTheAttentionBlocksGrowWithTheMemoryLeftAndShrinkToTheCpusWhenItIsTight) {
+  auto in = Gpt2Small(32768, 64, 80 * 1024 * kMiB);
+  in.model_pass = true;
+  in.on_cuda = true;
+  const auto roomy = PlanBatches(in);
+  EXPECT_EQ(roomy.blocks.forward, models::kMaxCudaAttentionBlock);
+  EXPECT_GT(roomy.blocks.reverse, models::kDefaultAttentionBlock);
+  EXPECT_EQ(roomy.blocks.reverse % 64, 0);
+  // The blocks' scratch fits what the activations and the rows leave of the budget.
+  const double left = static_cast<double>(in.budget_bytes - roomy.kept_bytes -
+                                          roomy.batch * ReverseBytesPerRow(in.config, in.length, 4));
+  EXPECT_LE(models::ReverseBlockScratchBytes(12, roomy.batch, roomy.blocks.reverse, 4), left);
+  EXPECT_LE(models::ForwardBlockScratchBytes(12, roomy.blocks.forward, 4), left);
+  // A budget that leaves nothing: the CPU's cache-sized blocks, never smaller.
+  in.budget_bytes = roomy.kept_bytes + roomy.batch * ReverseBytesPerRow(in.config, in.length, 4);
+  in.requested_batch = roomy.batch;
+  in.checkpointing = roomy.checkpoint ? Checkpointing::kOn : Checkpointing::kOff;
+  const auto tight = PlanBatches(in);
+  EXPECT_EQ(tight.blocks.forward, models::kDefaultAttentionBlock);
+  EXPECT_EQ(tight.blocks.reverse, models::CpuReverseAttentionBlock(12, roomy.batch, 32768));
+}
+
+TEST(BatchPlan, ThePredictedPeakCountsTheBlocksThePlanChose) {
+  auto in = Gpt2Small(32768, 8, 80 * 1024 * kMiB);
+  in.model_pass = true;
+  in.on_cuda = true;
+  auto plan = PlanBatches(in);
+  const int64_t big = PredictMemory(in, plan, 0).transient;
+  plan.blocks.reverse = models::kDefaultAttentionBlock;
+  plan.blocks.forward = models::kDefaultAttentionBlock;
+  EXPECT_LE(PredictMemory(in, plan, 0).transient, big) << "smaller blocks never predict more";
+  plan.blocks.reverse = 4 * models::kMaxCudaAttentionBlock;
+  EXPECT_GT(PredictMemory(in, plan, 0).transient, big) << "the block scratch is part of the peak";
+}
+
+TEST(MlpJacobians, PayForExactNormsOfGpt2SmallButNotForEightProbes) {
+  EXPECT_TRUE(models::MlpJacobiansPay(768, 768, 3072, false));
+  EXPECT_FALSE(models::MlpJacobiansPay(8, 768, 3072, false));
+  // SwiGLU's three row products make the Jacobians pay sooner.
+  EXPECT_TRUE(models::MlpJacobiansPay(600, 896, 4864, true));
+  EXPECT_FALSE(models::MlpJacobiansPay(600, 896, 4864, false));
+}
+
 }  // namespace
 }  // namespace posbias::jacobian

@@ -17,6 +17,7 @@
 #include "server/jacobian/allocator.h"
 #include "server/jacobian/batch_plan.h"
 #include "server/jacobian/probes.h"
+#include "server/limits/limits.h"
 #include "server/status/error.h"
 
 namespace posbias::jacobian {
@@ -524,15 +525,20 @@ absl::Status CheckMeasureOptions(const DecoderModel& model, const MeasureOptions
     return InvalidArgumentError({ErrorReason::kInvalidLength, "length", std::to_string(options.length),
                                  absl::StrCat("1..", max_length, " (the model's positions)")});
   }
-  if (options.samples < 1 || options.samples > 1'000'000) {
-    return InvalidArgumentError({ErrorReason::kInvalidArgument, "samples", std::to_string(options.samples), "1..1000000"});
+  // The service's limits (limits.h) hold for posbias-measure too: one table, no second cap.
+  constexpr int64_t kMaxSamples = limits::Default<int64_t>(limits::Limit::kMaxSamples);
+  constexpr int64_t kMaxProbes = limits::Default<int64_t>(limits::Limit::kMaxProbes);
+  if (options.samples < 1 || options.samples > kMaxSamples) {
+    return InvalidArgumentError({ErrorReason::kInvalidArgument, "samples", std::to_string(options.samples),
+                                 limits::Range(limits::Limit::kMaxSamples, 1, kMaxSamples)});
   }
   if (options.target < 0 || options.target > options.length) {
     return InvalidArgumentError({ErrorReason::kInvalidPosition, "target", std::to_string(options.target),
                                  absl::StrCat("0 (= L) or 1..", options.length)});
   }
-  if (options.method == Method::kHutchinson && (options.probes < 1 || options.probes > 1'000'000)) {
-    return InvalidArgumentError({ErrorReason::kInvalidArgument, "probes", std::to_string(options.probes), "1..1000000"});
+  if (options.method == Method::kHutchinson && (options.probes < 1 || options.probes > kMaxProbes)) {
+    return InvalidArgumentError({ErrorReason::kInvalidArgument, "probes", std::to_string(options.probes),
+                                 limits::Range(limits::Limit::kMaxProbes, 1, kMaxProbes)});
   }
   if (options.input == InputKind::kGivenTokens) {
     if (static_cast<int64_t>(options.tokens.size()) != options.samples) {

@@ -19,13 +19,15 @@
 
 #include "absl/status/statusor.h"
 #include "server/jobs/jacobian_spec.h"
+#include "server/limits/limits.h"
 
 namespace posbias::jobs {
 
 // How many times a job's attempt may be lost (its worker crashed, was killed, or lost its lease)
 // before the job fails with reason ATTEMPTS_EXHAUSTED instead of running again: a job that takes
 // its worker down must not take down the next one. Graceful re-queues (a drain) do not count.
-inline constexpr int kDefaultMaxLostAttempts = 3;
+// The limits table's default (--max-lost-attempts, limits.h): the stores' and the server's.
+inline constexpr int kDefaultMaxLostAttempts = limits::Default<int>(limits::Limit::kMaxLostAttempts);
 
 enum class JobState { kQueued = 10, kRunning = 20, kCancelling = 30, kSucceeded = 40, kFailed = 50, kCancelled = 60 };
 

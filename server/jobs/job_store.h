@@ -22,9 +22,22 @@ namespace posbias::jobs {
 using Clock = std::function<int64_t()>;
 Clock SystemClock();
 
+// A registered model as its jobs name it, to find the jobs bound to it (ListFilter::bound_to). A
+// job names the model as its submitter saw it: `name` (their tenant's or a public model) or `path`
+// ("tenant/name": an admin's job on a tenant's model). It is bound to this registration when it
+// recorded `uid`; a job stored before uids were recorded is bound when the name and namespace fit
+// (a public model, the job's tenant is the model's, or the job named `path`).
+struct ModelBinding {
+  std::string name;
+  std::string path;    // "tenant/name"; the name for a public model.
+  std::string uid;     // The registration's uid.
+  std::string tenant;  // "" = a public model.
+};
+
 struct ListFilter {
   std::vector<JobState> states;              // Empty = any.
   std::string model;                         // "" = any.
+  std::optional<ModelBinding> bound_to;      // Only the jobs bound to this registration.
   std::map<std::string, std::string> labels; // All must match.
   std::optional<std::string> tenant;         // Only this tenant's jobs; nullopt = every tenant.
   std::string owner;                         // "" = any.
@@ -130,10 +143,12 @@ class JobStore {
   // Units of work by state: jobs, except that a job split into sample parts counts as its parts
   // (so queue depth and running work say how many workers could be busy).
   virtual absl::StatusOr<std::map<JobState, int64_t>> CountByState() = 0;
-  // Number of QUEUED or RUNNING or CANCELLING jobs using `model`; of `tenant`'s jobs only when
-  // given (a tenant sees a count of its own jobs, not of everyone's).
-  virtual absl::StatusOr<int64_t> CountActiveForModel(const std::string& model,
-                                                      const std::optional<std::string>& tenant = std::nullopt) = 0;
+  // Number of jobs `filter` selects, as List would return them over all pages (its page fields
+  // are ignored): one COUNT in the store, no records read.
+  virtual absl::StatusOr<int64_t> Count(const ListFilter& filter) = 0;
+  // Number of QUEUED jobs ClaimNext would take before `job` (higher priority, or equal priority and
+  // older: the claim order), of `tenant`'s jobs only when given: a queued job's queue position.
+  virtual absl::StatusOr<int64_t> CountQueuedAhead(const JobRecord& job, const std::optional<std::string>& tenant) = 0;
 };
 
 // Opens (creating if needed) the SQLite store at `path` (":memory:" for tests): WAL journal,

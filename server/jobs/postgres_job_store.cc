@@ -152,6 +152,13 @@ ALTER TABLE jobs ADD COLUMN owner TEXT NOT NULL DEFAULT '';
 ALTER TABLE jobs ADD COLUMN max_running INTEGER NOT NULL DEFAULT 0;
 CREATE INDEX jobs_owner ON jobs (owner, state);
 )sql"},
+    // The model registration a job is bound to (ListFilter::bound_to), read back from the specs of
+    // the jobs stored before it.
+    {6, R"sql(
+ALTER TABLE jobs ADD COLUMN model_uid TEXT NOT NULL DEFAULT '';
+UPDATE jobs SET model_uid = COALESCE(spec_json::jsonb ->> 'model_uid', '');
+CREATE INDEX jobs_model_uid ON jobs (model_uid, state);
+)sql"},
 };
 
 // The job columns plus the part columns (at kColumnCount ...).
@@ -374,9 +381,9 @@ class PostgresJobStore final : public JobStore {
         for (int32_t k = 0; k < job.parts_total; ++k) {
           tx.exec_params(
               "INSERT INTO jobs (id, state, priority, created_ms, model, spec_device, spec_json, labels_json, "
-              "time_limit_seconds, updated_ms, parent_id, sample_begin, sample_end, tenant, owner, max_running) "
+              "time_limit_seconds, updated_ms, parent_id, sample_begin, sample_end, tenant, owner, max_running, model_uid) "
               "SELECT $2, 'queued', priority, created_ms, model, spec_device, spec_json, labels_json, "
-              "time_limit_seconds, updated_ms, id, $3, $4, tenant, owner, max_running FROM jobs WHERE id = $1",
+              "time_limit_seconds, updated_ms, id, $3, $4, tenant, owner, max_running, model_uid FROM jobs WHERE id = $1",
               job.id, absl::StrCat(job.id, ".", k), k * part, std::min<int64_t>(job.spec.samples, (k + 1) * part));
         }
       }
@@ -392,23 +399,12 @@ class PostgresJobStore final : public JobStore {
   absl::StatusOr<JobPage> List(const ListFilter& filter) override {
     int64_t page_size = filter.page_size == 0 ? 50 : filter.page_size;
     page_size = std::clamp<int64_t>(page_size, 1, 1000);
-    std::vector<std::string> conditions = {kTopLevel};
     std::vector<std::string> values;
     auto placeholder = [&values](std::string value) {
       values.push_back(std::move(value));
       return absl::StrCat("$", values.size());
     };
-    if (!filter.states.empty()) {
-      std::vector<std::string> names;
-      for (JobState state : filter.states) names.push_back(JobStateName(state));
-      conditions.push_back(absl::StrCat("state = ANY(string_to_array(", placeholder(absl::StrJoin(names, ",")), ", ','))"));
-    }
-    if (!filter.model.empty()) conditions.push_back(absl::StrCat("model = ", placeholder(filter.model)));
-    if (filter.tenant) conditions.push_back(absl::StrCat("tenant = ", placeholder(*filter.tenant)));
-    if (!filter.owner.empty()) conditions.push_back(absl::StrCat("owner = ", placeholder(filter.owner)));
-    if (!filter.labels.empty()) {
-      conditions.push_back(absl::StrCat("labels_json @> ", placeholder(internal::LabelsJson(filter.labels)), "::jsonb"));
-    }
+    std::vector<std::string> conditions = Conditions(filter, placeholder);
     if (!filter.page_token.empty()) {
       absl::StatusOr<std::pair<int64_t, std::string>> after = internal::DecodePageToken(filter.page_token);
       if (!after.ok()) return after.status();
@@ -647,17 +643,59 @@ class PostgresJobStore final : public JobStore {
     });
   }
 
-  absl::StatusOr<int64_t> CountActiveForModel(const std::string& model,
-                                              const std::optional<std::string>& tenant) override {
+  absl::StatusOr<int64_t> Count(const ListFilter& filter) override {
+    std::vector<std::string> values;
+    auto placeholder = [&values](std::string value) {
+      values.push_back(std::move(value));
+      return absl::StrCat("$", values.size());
+    };
+    const std::string sql =
+        absl::StrCat("SELECT COUNT(*) FROM jobs WHERE ", absl::StrJoin(Conditions(filter, placeholder), " AND "));
     return InTransaction(pool_, [&](pqxx::work& tx) -> absl::StatusOr<int64_t> {
-      const std::string query = absl::StrCat("SELECT COUNT(*) FROM jobs WHERE model = $1 AND ", kTopLevel,
-                                             " AND state IN ('queued', 'running', 'cancelling')",
-                                             tenant ? " AND tenant = $2" : "");
-      return (tenant ? tx.exec_params(query, model, *tenant) : tx.exec_params(query, model))[0][0].as<int64_t>();
+      return tx.exec_params(sql, pqxx::prepare::make_dynamic_params(values))[0][0].as<int64_t>();
+    });
+  }
+
+  absl::StatusOr<int64_t> CountQueuedAhead(const JobRecord& job, const std::optional<std::string>& tenant) override {
+    const std::string sql = absl::StrCat(
+        "SELECT COUNT(*) FROM jobs WHERE state = 'queued' AND ", kTopLevel,
+        " AND id <> $1 AND (priority > $2 OR (priority = $2 AND (created_ms < $3 OR (created_ms = $3 AND id < $1))))",
+        tenant ? " AND tenant = $4" : "");
+    return InTransaction(pool_, [&](pqxx::work& tx) -> absl::StatusOr<int64_t> {
+      const pqxx::result rows = tenant ? tx.exec_params(sql, job.id, job.priority, job.created_ms, *tenant)
+                                       : tx.exec_params(sql, job.id, job.priority, job.created_ms);
+      return rows[0][0].as<int64_t>();
     });
   }
 
  private:
+  // The WHERE conditions of `filter` (all but its page; top-level jobs only), their values passed
+  // through `placeholder` (which returns the value's "$n").
+  template <typename Placeholder>
+  static std::vector<std::string> Conditions(const ListFilter& filter, Placeholder& placeholder) {
+    std::vector<std::string> conditions = {kTopLevel};
+    if (!filter.states.empty()) {
+      std::vector<std::string> names;
+      for (JobState state : filter.states) names.push_back(JobStateName(state));
+      conditions.push_back(absl::StrCat("state = ANY(string_to_array(", placeholder(absl::StrJoin(names, ",")), ", ','))"));
+    }
+    if (!filter.model.empty()) conditions.push_back(absl::StrCat("model = ", placeholder(filter.model)));
+    if (filter.bound_to) {
+      const ModelBinding& model = *filter.bound_to;
+      const std::string name = placeholder(model.name), path = placeholder(model.path), uid = placeholder(model.uid),
+                        tenant = placeholder(model.tenant);
+      conditions.push_back(absl::StrCat("model IN (", name, ", ", path, ") AND ((", uid, " <> '' AND model_uid = ", uid,
+                                        ") OR (model_uid = '' AND (", tenant, " = '' OR tenant = ", tenant,
+                                        " OR model = ", path, ")))"));
+    }
+    if (filter.tenant) conditions.push_back(absl::StrCat("tenant = ", placeholder(*filter.tenant)));
+    if (!filter.owner.empty()) conditions.push_back(absl::StrCat("owner = ", placeholder(filter.owner)));
+    if (!filter.labels.empty()) {
+      conditions.push_back(absl::StrCat("labels_json @> ", placeholder(internal::LabelsJson(filter.labels)), "::jsonb"));
+    }
+    return conditions;
+  }
+
   // The columns qualified with the table name (for UPDATE ... FROM ... RETURNING), built once.
   static const std::string& Qualified() {
     static const std::string qualified = [] {

@@ -239,6 +239,13 @@ ALTER TABLE jobs ADD COLUMN owner TEXT NOT NULL DEFAULT '';
 ALTER TABLE jobs ADD COLUMN max_running INTEGER NOT NULL DEFAULT 0;
 CREATE INDEX jobs_owner ON jobs (owner, state);
 )sql"},
+    // The model registration a job is bound to (ListFilter::bound_to), read back from the specs of
+    // the jobs stored before it.
+    {5, R"sql(
+ALTER TABLE jobs ADD COLUMN model_uid TEXT NOT NULL DEFAULT '';
+UPDATE jobs SET model_uid = COALESCE(json_extract(spec_json, '$.model_uid'), '');
+CREATE INDEX jobs_model_uid ON jobs (model_uid, state);
+)sql"},
 };
 
 absl::Status Migrate(sqlite3* db, int64_t now_ms) {
@@ -267,7 +274,6 @@ absl::Status Migrate(sqlite3* db, int64_t now_ms) {
 // ---------------------------------------------------------------------------------------------
 // Rows.
 
-constexpr const char* kActiveStates = "('queued', 'running', 'cancelling')";
 constexpr const char* kTerminalStates = "('succeeded', 'failed', 'cancelled')";
 
 // ---------------------------------------------------------------------------------------------
@@ -346,34 +352,8 @@ class SqliteJobStore final : public JobStore {
   absl::StatusOr<JobPage> List(const ListFilter& filter) override {
     int64_t page_size = filter.page_size == 0 ? 50 : filter.page_size;
     page_size = std::clamp<int64_t>(page_size, 1, 1000);
-    std::vector<std::string> conditions;
     std::vector<SqlValue> values;
-    if (!filter.states.empty()) {
-      std::vector<std::string> marks;
-      for (JobState state : filter.states) {
-        marks.push_back("?");
-        values.push_back(JobStateName(state));
-      }
-      conditions.push_back(absl::StrCat("state IN (", absl::StrJoin(marks, ", "), ")"));
-    }
-    if (!filter.model.empty()) {
-      conditions.push_back("model = ?");
-      values.push_back(filter.model);
-    }
-    if (filter.tenant) {
-      conditions.push_back("tenant = ?");
-      values.push_back(*filter.tenant);
-    }
-    if (!filter.owner.empty()) {
-      conditions.push_back("owner = ?");
-      values.push_back(filter.owner);
-    }
-    for (const auto& [key, value] : filter.labels) {
-      conditions.push_back(
-          "EXISTS (SELECT 1 FROM json_each(jobs.labels_json) AS l WHERE l.key = ? AND l.value = ?)");
-      values.push_back(key);
-      values.push_back(value);
-    }
+    std::vector<std::string> conditions = Conditions(filter, values);
     if (!filter.page_token.empty()) {
       absl::StatusOr<std::pair<int64_t, std::string>> after = internal::DecodePageToken(filter.page_token);
       if (!after.ok()) return after.status();
@@ -634,18 +614,77 @@ class SqliteJobStore final : public JobStore {
     return counts;
   }
 
-  absl::StatusOr<int64_t> CountActiveForModel(const std::string& model,
-                                              const std::optional<std::string>& tenant) override {
+  absl::StatusOr<int64_t> Count(const ListFilter& filter) override {
+    std::vector<SqlValue> values;
+    const std::vector<std::string> conditions = Conditions(filter, values);
+    std::string sql = "SELECT COUNT(*) FROM jobs";
+    if (!conditions.empty()) absl::StrAppend(&sql, " WHERE ", absl::StrJoin(conditions, " AND "));
+    return CountOf(sql, values);
+  }
+
+  absl::StatusOr<int64_t> CountQueuedAhead(const JobRecord& job, const std::optional<std::string>& tenant) override {
+    const int64_t priority = job.priority;
+    std::vector<SqlValue> values = {job.id, priority, priority, job.created_ms, job.created_ms, job.id};
+    std::string sql =
+        "SELECT COUNT(*) FROM jobs WHERE state = 'queued' AND id <> ? AND (priority > ? OR (priority = ? AND "
+        "(created_ms < ? OR (created_ms = ? AND id < ?))))";
+    if (tenant) {
+      absl::StrAppend(&sql, " AND tenant = ?");
+      values.push_back(*tenant);
+    }
+    return CountOf(sql, values);
+  }
+
+ private:
+  // The WHERE conditions of `filter` (all but its page), their values appended to `values`.
+  static std::vector<std::string> Conditions(const ListFilter& filter, std::vector<SqlValue>& values) {
+    std::vector<std::string> conditions;
+    if (!filter.states.empty()) {
+      std::vector<std::string> marks;
+      for (JobState state : filter.states) {
+        marks.push_back("?");
+        values.push_back(JobStateName(state));
+      }
+      conditions.push_back(absl::StrCat("state IN (", absl::StrJoin(marks, ", "), ")"));
+    }
+    if (!filter.model.empty()) {
+      conditions.push_back("model = ?");
+      values.push_back(filter.model);
+    }
+    if (filter.bound_to) {
+      const ModelBinding& model = *filter.bound_to;
+      conditions.push_back(
+          "model IN (?, ?) AND ((? <> '' AND model_uid = ?) OR (model_uid = '' AND (? = '' OR tenant = ? OR "
+          "model = ?)))");
+      for (const std::string& value : {model.name, model.path, model.uid, model.uid, model.tenant, model.tenant,
+                                       model.path}) {
+        values.push_back(value);
+      }
+    }
+    if (filter.tenant) {
+      conditions.push_back("tenant = ?");
+      values.push_back(*filter.tenant);
+    }
+    if (!filter.owner.empty()) {
+      conditions.push_back("owner = ?");
+      values.push_back(filter.owner);
+    }
+    for (const auto& [key, value] : filter.labels) {
+      conditions.push_back(
+          "EXISTS (SELECT 1 FROM json_each(jobs.labels_json) AS l WHERE l.key = ? AND l.value = ?)");
+      values.push_back(key);
+      values.push_back(value);
+    }
+    return conditions;
+  }
+
+  // One COUNT(*) query in a read transaction.
+  absl::StatusOr<int64_t> CountOf(const std::string& sql, const std::vector<SqlValue>& values) {
     std::lock_guard lock(mutex_);
     Transaction transaction(db_);
     POSBIAS_JOBS_RETURN_IF_ERROR(transaction.Begin(/*write=*/false));
-    Statement select(db_, absl::StrCat("SELECT COUNT(*) FROM jobs WHERE model = ? AND state IN ", kActiveStates,
-                                       tenant ? " AND tenant = ?" : ""));
-    if (tenant) {
-      select.BindAll(model, *tenant);
-    } else {
-      select.BindAll(model);
-    }
+    Statement select(db_, sql);
+    for (const SqlValue& value : values) select.Bind(value);
     absl::StatusOr<bool> row = select.Step();
     if (!row.ok()) return row.status();
     const int64_t count = select.Int(0);
@@ -653,7 +692,6 @@ class SqliteJobStore final : public JobStore {
     return count;
   }
 
- private:
   // The helpers below run inside the caller's transaction, with mutex_ held.
 
   absl::StatusOr<JobRecord> Load(const std::string& id) {

@@ -78,9 +78,10 @@ consteval int ColumnIndex(std::string_view column) {
   }
 }
 
-// An INSERT of a new job: the row's columns and `model` (stored for the queue's model filter).
-inline constexpr char kInsertExtraColumns[] = ", model";
-// Its placeholders: `placeholder(i, column)` for column i (0-based; "model" last), with an empty
+// An INSERT of a new job: the row's columns, `model` and `model_uid` (stored for the filters by
+// model and by registration, ListFilter::model and bound_to).
+inline constexpr char kInsertExtraColumns[] = ", model, model_uid";
+// Its placeholders: `placeholder(i, column)` for column i (0-based; "model", "model_uid" last), with an empty
 // request_id stored as NULL (the unique index ignores NULLs).
 template <typename Placeholder>
 std::string InsertPlaceholders(const Placeholder& placeholder) {
@@ -96,7 +97,7 @@ std::string InsertPlaceholders(const Placeholder& placeholder) {
     if (comma == std::string_view::npos) break;
     rest.remove_prefix(comma + 2);
   }
-  return sql + placeholder(i, std::string("model"));
+  return sql + placeholder(i, std::string("model")) + ", " + placeholder(i + 1, std::string("model_uid"));
 }
 
 std::string SpecJson(const JacobianJobSpec& spec);
@@ -105,7 +106,7 @@ std::string LabelsJson(const std::map<std::string, std::string>& labels);
 // The values an INSERT of `job` binds, in the order of InsertPlaceholders.
 #define POSBIAS_JOB_COLUMN_VALUE(column, value, read) std::make_tuple(value),
 inline auto InsertValues(const JobRecord& job) {
-  return std::tuple_cat(POSBIAS_JOB_COLUMNS(POSBIAS_JOB_COLUMN_VALUE) std::make_tuple(job.spec.model));
+  return std::tuple_cat(POSBIAS_JOB_COLUMNS(POSBIAS_JOB_COLUMN_VALUE) std::make_tuple(job.spec.model, job.spec.model_uid));
 }
 #undef POSBIAS_JOB_COLUMN_VALUE
 

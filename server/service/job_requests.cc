@@ -30,34 +30,15 @@ std::string ListJobsSelection(const v1::ListJobsRequest& request) {
   return absl::StrCat(absl::StrJoin(states, ","), "|", request.model(), "|", request.label_selector());
 }
 
-// 0 = next to run: queued jobs of its tenant that run before it (higher priority, or equal and
-// older). Other tenants' jobs are not counted: a position must not tell how busy they are. A page
-// the store cannot read ends the count.
-uint32_t QueuePosition(JobRequests& service, const jobs::JobRecord& job) {
-  jobs::ListFilter filter;
-  filter.states = {jobs::JobState::kQueued};
-  filter.tenant = job.tenant;
-  uint32_t ahead = 0;
-  (void)jobs::ForEachJob(*service.store, filter, [&](const jobs::JobRecord& other) {
-    if (other.id == job.id) return;
-    ahead += other.priority > job.priority ||
-             (other.priority == job.priority &&
-              (other.created_ms < job.created_ms || (other.created_ms == job.created_ms && other.id < job.id)));
-  });
-  return ahead;
-}
-
-// The principal's jobs in `states`.
+// The principal's jobs in `states` (one COUNT in the store).
 absl::StatusOr<uint32_t> CountOwnJobs(JobRequests& service, const std::string& owner,
                                       std::vector<jobs::JobState> states) {
   jobs::ListFilter filter;
   filter.states = std::move(states);
   filter.owner = owner;
-  uint32_t count = 0;
-  if (auto status = jobs::ForEachJob(*service.store, filter, [&](const jobs::JobRecord&) { ++count; }); !status.ok()) {
-    return status;
-  }
-  return count;
+  auto count = service.store->Count(filter);
+  if (!count.ok()) return count.status();
+  return static_cast<uint32_t>(*count);
 }
 
 }  // namespace
@@ -166,7 +147,14 @@ absl::StatusOr<v1::Job> HandleGetJob(JobRequests& service, Caller& caller, const
   if (!job.ok()) return job.status();
   v1::Job response;
   JobToProto(*job, &response);
-  if (job->state == jobs::JobState::kQueued) response.set_queue_position(QueuePosition(service, *job));
+  if (job->state == jobs::JobState::kQueued) {
+    // 0 = next to run: the queued jobs of its tenant that the claim order takes before it (higher
+    // priority, or equal and older). Other tenants' jobs are not counted: a position must not tell
+    // how busy they are.
+    auto ahead = service.store->CountQueuedAhead(*job, job->tenant);
+    if (!ahead.ok()) return ahead.status();
+    response.set_queue_position(static_cast<uint32_t>(*ahead));
+  }
   return response;
 }
 

@@ -15,7 +15,7 @@ namespace posbias::service {
 namespace {
 
 // Active jobs on a model as the caller may count them: its tenant's, or everyone's for an admin.
-int64_t ActiveJobs(const ModelRequests& service, const Caller& caller, const registry::ModelEntry& model) {
+absl::StatusOr<int64_t> ActiveJobs(const ModelRequests& service, const Caller& caller, const registry::ModelEntry& model) {
   return service.jobs.active(model, caller.principal.admin() ? std::nullopt : std::optional<std::string>(caller.tenant()));
 }
 
@@ -36,8 +36,10 @@ absl::StatusOr<v1::Model> HandleRegisterModel(ModelRequests& service, Caller& ca
 absl::StatusOr<v1::Model> HandleGetModel(ModelRequests& service, Caller& caller, const v1::GetModelRequest& request) {
   auto entry = FindVisibleModel(*service.catalog, caller, request.name());
   if (!entry.ok()) return entry.status();
+  auto active = ActiveJobs(service, caller, *entry);
+  if (!active.ok()) return active.status();
   v1::Model model;
-  ModelToProto(*entry, ActiveJobs(service, caller, *entry), &model);
+  ModelToProto(*entry, *active, &model);
   return model;
 }
 
@@ -59,7 +61,9 @@ absl::StatusOr<v1::ListModelsResponse> HandleListModels(ModelRequests& service, 
   }
   v1::ListModelsResponse response;
   for (size_t i = 0; i < matching.size() && i < page_size; ++i) {
-    ModelToProto(matching[i], ActiveJobs(service, caller, matching[i]), response.add_models());
+    auto active = ActiveJobs(service, caller, matching[i]);
+    if (!active.ok()) return active.status();
+    ModelToProto(matching[i], *active, response.add_models());
   }
   if (matching.size() > page_size) {
     response.set_next_page_token(
@@ -76,9 +80,11 @@ absl::StatusOr<v1::DeleteModelResponse> HandleDeleteModel(ModelRequests& service
     return ErrorWithReason(absl::StatusCode::kPermissionDenied, ErrorReason::kRoleRequired,
                            absl::StrCat(request.name(), " is a public model: deleting it needs the role admin"));
   }
-  // In use by anyone's jobs: a public model's users are every tenant.
-  if (auto deleted = service.catalog->Delete(registry::ModelPath(*entry), request.force(), service.jobs.active(*entry, std::nullopt));
-      !deleted.ok()) {
+  // In use by anyone's jobs: a public model's users are every tenant. A store that cannot count
+  // them refuses the deletion (its error), so no model in use is deleted unseen.
+  auto active = service.jobs.active(*entry, std::nullopt);
+  if (!active.ok()) return active.status();
+  if (auto deleted = service.catalog->Delete(registry::ModelPath(*entry), request.force(), *active); !deleted.ok()) {
     return deleted;
   }
   // Jobs bound to this registration fail at their start anyway (MODEL_NOT_FOUND); force ends them

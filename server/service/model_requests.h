@@ -26,8 +26,10 @@ namespace posbias::service {
 struct ModelRequests {
   // What the model service asks of the job store.
   struct Jobs {
-    // Queued, running and cancelling jobs bound to the registration (of the tenant when given).
-    std::function<int64_t(const registry::ModelEntry& model, const std::optional<std::string>& tenant)> active;
+    // Queued, running and cancelling jobs bound to the registration (of the tenant when given);
+    // the store's error when it cannot count.
+    std::function<absl::StatusOr<int64_t>(const registry::ModelEntry& model, const std::optional<std::string>& tenant)>
+        active;
     // Cancels the queued and running jobs bound to the registration (DeleteModel with force);
     // the ids cancelled.
     std::function<std::vector<std::string>(const registry::ModelEntry& model)> cancel;

@@ -20,37 +20,24 @@
 
 namespace posbias::service {
 
-// The job room keeps its own default for its stores' callers; the limits table's must agree.
-static_assert(jobs::kDefaultMaxLostAttempts == limits::Default<int>(limits::Limit::kMaxLostAttempts),
-              "--max-lost-attempts' default (limits.h) and jobs::kDefaultMaxLostAttempts differ");
-
-std::vector<jobs::JobRecord> JobsOf(jobs::JobStore& store, const registry::ModelEntry& model,
-                                    const std::vector<jobs::JobState>& states, const std::optional<std::string>& tenant) {
-  // A job names the model as its submitter saw it: the bare name (their tenant's or a public
-  // model), or "tenant/name" (an admin's job on a tenant's model). It belongs to this
-  // registration when it recorded its uid; one stored before uids when the name and namespace fit.
-  std::vector<std::string> names = {model.name};
-  if (!model.tenant.empty()) names.push_back(registry::ModelPath(model));
-  std::vector<jobs::JobRecord> found;
-  for (const std::string& name : names) {
-    jobs::ListFilter filter;
-    filter.model = name;
-    filter.states = states;
-    filter.tenant = tenant;
-    // A page the store cannot read ends the search with what was found.
-    (void)jobs::ForEachJob(store, filter, [&](jobs::JobRecord& job) {
-      const bool bound = job.spec.model_uid.empty()
-                             ? model.tenant.empty() || job.tenant == model.tenant || name != model.name
-                             : job.spec.model_uid == model.uid;
-      if (bound) found.push_back(std::move(job));
-    });
-  }
-  return found;
+// The jobs bound to `model`'s registration (jobs::ModelBinding: by uid, or by name and namespace
+// for jobs stored before uids), selected by the store.
+jobs::ListFilter JobsOf(const registry::ModelEntry& model, const std::vector<jobs::JobState>& states,
+                        const std::optional<std::string>& tenant) {
+  jobs::ListFilter filter;
+  filter.bound_to = jobs::ModelBinding{model.name, registry::ModelPath(model), model.uid, model.tenant};
+  filter.states = states;
+  filter.tenant = tenant;
+  return filter;
 }
 
 std::vector<std::string> CancelJobsOf(jobs::JobStore& store, const registry::ModelEntry& model) {
   std::vector<std::string> cancelled;
-  for (const auto& job : JobsOf(store, model, {jobs::JobState::kQueued, jobs::JobState::kRunning}, std::nullopt)) {
+  std::vector<jobs::JobRecord> active;
+  // A page the store cannot read ends the search with what was found.
+  (void)jobs::ForEachJob(store, JobsOf(model, {jobs::JobState::kQueued, jobs::JobState::kRunning}, std::nullopt),
+                         [&](jobs::JobRecord& job) { active.push_back(std::move(job)); });
+  for (const auto& job : active) {
     const auto next = job.state == jobs::JobState::kQueued ? jobs::JobState::kCancelled : jobs::JobState::kCancelling;
     if (store.Transition(job.id, next, {}).ok()) cancelled.push_back(job.id);
   }
@@ -340,9 +327,8 @@ absl::Status Server::Start() {
   options_.job_limits.cuda_available = runners::CudaDeviceCount() > 0 || store_->lease_ms() > 0;
   ModelRequests::Jobs model_jobs;
   model_jobs.active = [this](const registry::ModelEntry& model, const std::optional<std::string>& tenant) {
-    return static_cast<int64_t>(
-        JobsOf(*store_, model, {jobs::JobState::kQueued, jobs::JobState::kRunning, jobs::JobState::kCancelling}, tenant)
-            .size());
+    return store_->Count(
+        JobsOf(model, {jobs::JobState::kQueued, jobs::JobState::kRunning, jobs::JobState::kCancelling}, tenant));
   };
   model_jobs.cancel = [this](const registry::ModelEntry& model) { return CancelJobsOf(*store_, model); };
   model_requests_ = std::make_unique<ModelRequests>(catalog_.get(), std::move(model_jobs));

@@ -829,22 +829,121 @@ TEST_P(JobStoreContract, CountActiveForModelCountsQueuedRunningAndCancellingJobs
   ASSERT_OK(store().Transition(cancelling.id, JobState::kCancelling, {}).status());
   JobRecord done = ClaimOnly("d");
   ASSERT_OK(store().Succeed(done.id, 1, "{}").status());
-  ASSERT_OK_AND_ASSIGN(int64_t active, store().CountActiveForModel("gpt2"));
-  EXPECT_EQ(active, 3);
-  ASSERT_OK_AND_ASSIGN(active, store().CountActiveForModel("qwen2"));
-  EXPECT_EQ(active, 1);
-  ASSERT_OK_AND_ASSIGN(active, store().CountActiveForModel("none"));
-  EXPECT_EQ(active, 0);
+  const auto active = [](std::string model, std::optional<std::string> tenant = std::nullopt) {
+    ListFilter filter = Filter({JobState::kQueued, JobState::kRunning, JobState::kCancelling}, std::move(model));
+    filter.tenant = std::move(tenant);
+    return filter;
+  };
+  ASSERT_OK_AND_ASSIGN(int64_t count, store().Count(active("gpt2")));
+  EXPECT_EQ(count, 3);
+  ASSERT_OK_AND_ASSIGN(count, store().Count(active("qwen2")));
+  EXPECT_EQ(count, 1);
+  ASSERT_OK_AND_ASSIGN(count, store().Count(active("none")));
+  EXPECT_EQ(count, 0);
   // Per tenant: a tenant counts only its own jobs on a model.
   JobRecord other = MakeJob("qwen2", 0, "f");
   other.tenant = "lab-b";
   Add(other);
-  ASSERT_OK_AND_ASSIGN(active, store().CountActiveForModel("qwen2"));
-  EXPECT_EQ(active, 2);
-  ASSERT_OK_AND_ASSIGN(active, store().CountActiveForModel("qwen2", std::string("lab-b")));
-  EXPECT_EQ(active, 1);
-  ASSERT_OK_AND_ASSIGN(active, store().CountActiveForModel("gpt2", std::string("lab-b")));
-  EXPECT_EQ(active, 0);
+  ASSERT_OK_AND_ASSIGN(count, store().Count(active("qwen2")));
+  EXPECT_EQ(count, 2);
+  ASSERT_OK_AND_ASSIGN(count, store().Count(active("qwen2", "lab-b")));
+  EXPECT_EQ(count, 1);
+  ASSERT_OK_AND_ASSIGN(count, store().Count(active("gpt2", "lab-b")));
+  EXPECT_EQ(count, 0);
+}
+
+TEST_P(JobStoreContract, CountIsTheNumberOfJobsListReturnsOverAllItsPages) {
+  for (int i = 0; i < 7; ++i) {
+    JobRecord job = MakeJob(i % 2 ? "gpt2" : "qwen2", 0, absl::StrCat("d", i));
+    job.owner = i < 4 ? "alice" : "bob";
+    job.tenant = i < 4 ? "lab-a" : "lab-b";
+    job.labels = {{"sweep", i % 3 ? "x" : "y"}};
+    Add(job);
+  }
+  ClaimOnly("d1");
+  ClaimOnly("d4");
+  ListFilter by_owner = Filter({JobState::kQueued});
+  by_owner.owner = "alice";
+  ListFilter by_tenant = Filter({}, "gpt2");
+  by_tenant.tenant = "lab-b";
+  for (ListFilter filter : {Filter({}), Filter({JobState::kRunning}), by_owner, by_tenant,
+                            Filter({JobState::kQueued}, "", {{"sweep", "x"}})}) {
+    int64_t listed = 0;
+    filter.page_size = 2;  // Pages of two: Count ignores the page fields.
+    ASSERT_OK(ForEachJob(store(), filter, [&](JobRecord&) { ++listed; }));
+    ASSERT_OK_AND_ASSIGN(int64_t counted, store().Count(filter));
+    EXPECT_EQ(counted, listed);
+  }
+  ASSERT_OK_AND_ASSIGN(int64_t alice_queued, store().Count(by_owner));
+  EXPECT_EQ(alice_queued, 3);
+}
+
+TEST_P(JobStoreContract, TheJobsQueuedAheadOfAJobAreThoseTheClaimOrderTakesBeforeIt) {
+  // Priority first, then the older, then the smaller id: the order ClaimNext takes them in.
+  std::vector<JobRecord> jobs;
+  const int32_t priorities[] = {0, 5, 0, 5, 1, 0};
+  for (int i = 0; i < 6; ++i) {
+    JobRecord job = MakeJob("gpt2", priorities[i], "cpu");
+    job.created_ms = 1000 + (i % 3);  // Equal times for some: the id breaks the tie.
+    job.tenant = i % 2 ? "lab-a" : "lab-b";
+    jobs.push_back(Add(job));
+  }
+  std::vector<std::string> claim_order;
+  std::map<std::string, int64_t> ahead, ahead_in_tenant;
+  for (const JobRecord& job : jobs) {
+    ASSERT_OK_AND_ASSIGN(ahead[job.id], store().CountQueuedAhead(job, std::nullopt));
+    ASSERT_OK_AND_ASSIGN(ahead_in_tenant[job.id], store().CountQueuedAhead(job, job.tenant));
+  }
+  for (size_t i = 0; i < jobs.size(); ++i) claim_order.push_back(ClaimOnly("cpu").id);
+  std::map<std::string, int64_t> seen_in_tenant;
+  for (size_t position = 0; position < claim_order.size(); ++position) {
+    const std::string& id = claim_order[position];
+    const auto job = std::find_if(jobs.begin(), jobs.end(), [&](const JobRecord& j) { return j.id == id; });
+    EXPECT_EQ(ahead[id], static_cast<int64_t>(position)) << id;
+    EXPECT_EQ(ahead_in_tenant[id], seen_in_tenant[job->tenant]++) << id << " of " << job->tenant;
+  }
+  // A claimed job is no longer ahead of anyone.
+  ASSERT_OK_AND_ASSIGN(int64_t none, store().CountQueuedAhead(jobs.back(), std::nullopt));
+  EXPECT_EQ(none, 0);
+}
+
+TEST_P(JobStoreContract, AModelsJobsAreThoseThatRecordedItsUidOrOlderOnesWhoseNameAndNamespaceFit) {
+  const auto job = [](std::string model, std::string uid, std::string tenant, std::string device) {
+    JobRecord record = MakeJob(std::move(model), 0, std::move(device));
+    record.spec.model_uid = std::move(uid);
+    record.tenant = std::move(tenant);
+    return record;
+  };
+  // lab-a's model "m" (uid u-1), registered again after an earlier "m" of uid u-0 was deleted.
+  const JobRecord bound = Add(job("m", "u-1", "lab-a", "a"));
+  const JobRecord by_admin = Add(job("lab-a/m", "u-1", "", "b"));
+  Add(job("m", "u-0", "lab-a", "c"));                              // The earlier registration's.
+  Add(job("m", "u-9", "lab-b", "d"));                              // lab-b's own "m".
+  const JobRecord legacy = Add(job("m", "", "lab-a", "e"));        // Stored before uids.
+  const JobRecord legacy_path = Add(job("lab-a/m", "", "", "f"));  // An admin's, before uids.
+  Add(job("m", "", "lab-b", "g"));                                 // lab-b's, before uids.
+  ModelBinding model{"m", "lab-a/m", "u-1", "lab-a"};
+  ListFilter filter;
+  filter.bound_to = model;
+  std::set<std::string> found;
+  ASSERT_OK(ForEachJob(store(), filter, [&](JobRecord& j) { found.insert(j.id); }));
+  EXPECT_EQ(found, (std::set<std::string>{bound.id, by_admin.id, legacy.id, legacy_path.id}));
+  ASSERT_OK_AND_ASSIGN(int64_t count, store().Count(filter));
+  EXPECT_EQ(count, 4);
+  // With states and a tenant, as a model's active jobs are counted for one tenant.
+  ClaimOnly("a");
+  filter.states = {JobState::kRunning};
+  filter.tenant = "lab-a";
+  ASSERT_OK_AND_ASSIGN(count, store().Count(filter));
+  EXPECT_EQ(count, 1);
+  // A public model (no tenant): every job that named it without another uid.
+  Add(job("gpt2", "", "lab-a", "h"));
+  Add(job("gpt2", "p-1", "lab-b", "i"));
+  Add(job("gpt2", "p-0", "lab-b", "j"));
+  ListFilter public_model;
+  public_model.bound_to = ModelBinding{"gpt2", "gpt2", "p-1", ""};
+  ASSERT_OK_AND_ASSIGN(count, store().Count(public_model));
+  EXPECT_EQ(count, 2);
 }
 
 // Tenancy: a principal's max_running_jobs is kept at claim time; other owners are not held up,
@@ -955,6 +1054,18 @@ class SqliteJobStore : public ::testing::Test {
     return value;
   }
 
+  // Runs statements on the file with the plain SQLite API (no store open).
+  void Execute(const std::string& sql) const {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open_v2(Path().c_str(), &db, SQLITE_OPEN_READWRITE, nullptr), SQLITE_OK);
+    char* error = nullptr;
+    const int rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &error);
+    const std::string message = error != nullptr ? error : "";
+    sqlite3_free(error);
+    sqlite3_close_v2(db);
+    ASSERT_EQ(rc, SQLITE_OK) << message;
+  }
+
  private:
   std::filesystem::path dir_;
 };
@@ -969,10 +1080,29 @@ TEST_F(SqliteJobStore, MigrationsRunOnceAndTwoOpenStoresShareTheFile) {
   first.reset();
   second.reset();
   ASSERT_OK_AND_ASSIGN(first, OpenSqliteJobStore(Path()));
-  EXPECT_EQ(Query("SELECT COUNT(*) FROM schema_migrations"), "4");  // Each of the four migrations once.
-  EXPECT_EQ(Query("SELECT MAX(version) FROM schema_migrations"), "4");
+  EXPECT_EQ(Query("SELECT COUNT(*) FROM schema_migrations"), "5");  // Each of the five migrations once.
+  EXPECT_EQ(Query("SELECT MAX(version) FROM schema_migrations"), "5");
   EXPECT_EQ(Query("PRAGMA journal_mode"), "wal");
   EXPECT_EQ(Query("SELECT request_id IS NULL FROM jobs"), "1");
+}
+
+TEST_F(SqliteJobStore, TheJobsStoredBeforeModelUidsHadAColumnGetTheirsFromTheirSpecs) {
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<JobStore> store, OpenSqliteJobStore(Path()));
+  JobRecord job;
+  job.spec.model = "m";
+  job.spec.model_uid = "u-1";
+  ASSERT_OK_AND_ASSIGN(JobStore::Created created, store->Create(job, 0));
+  store.reset();
+  // The file as the fourth schema left it: no model_uid column, the uid only in the spec.
+  Execute("DROP INDEX jobs_model_uid; ALTER TABLE jobs DROP COLUMN model_uid; "
+          "DELETE FROM schema_migrations WHERE version = 5");
+  EXPECT_EQ(Query("SELECT COUNT(*) FROM pragma_table_info('jobs') WHERE name = 'model_uid'"), "0");
+  ASSERT_OK_AND_ASSIGN(store, OpenSqliteJobStore(Path()));
+  EXPECT_EQ(Query("SELECT model_uid FROM jobs"), "u-1");
+  ListFilter filter;
+  filter.bound_to = ModelBinding{"m", "m", "u-1", ""};
+  ASSERT_OK_AND_ASSIGN(int64_t count, store->Count(filter));
+  EXPECT_EQ(count, 1);
 }
 
 TEST_F(SqliteJobStore, AnInMemoryStoreWorks) {

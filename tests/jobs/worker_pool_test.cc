@@ -80,9 +80,9 @@ class FaultyStore final : public JobStore {
   absl::StatusOr<int64_t> ReapExpiredLeases() override { return real_->ReapExpiredLeases(); }
   int64_t lease_ms() const override { return lease; }
   absl::StatusOr<std::map<JobState, int64_t>> CountByState() override { return real_->CountByState(); }
-  absl::StatusOr<int64_t> CountActiveForModel(const std::string& model,
-                                              const std::optional<std::string>& tenant) override {
-    return real_->CountActiveForModel(model, tenant);
+  absl::StatusOr<int64_t> Count(const ListFilter& filter) override { return real_->Count(filter); }
+  absl::StatusOr<int64_t> CountQueuedAhead(const JobRecord& job, const std::optional<std::string>& tenant) override {
+    return real_->CountQueuedAhead(job, tenant);
   }
 
  private:

@@ -28,23 +28,9 @@ Housekeeper::RoundResult Housekeeper::Round() {
 
 void Housekeeper::Start() {
   const int64_t tick_ms = store_->lease_ms() > 0 ? std::max<int64_t>(1, store_->lease_ms() / 2) : options_.purge_interval_ms;
-  thread_ = std::thread([this, tick_ms] {
-    std::unique_lock lock(mutex_);
-    while (!wake_.wait_for(lock, std::chrono::milliseconds(tick_ms), [this] { return stopping_; })) {
-      lock.unlock();
-      Round();
-      lock.lock();
-    }
-  });
+  task_.Start({std::chrono::milliseconds(tick_ms)}, [this] { Round(); });
 }
 
-void Housekeeper::Stop() {
-  {
-    std::lock_guard lock(mutex_);
-    stopping_ = true;
-  }
-  wake_.notify_all();
-  if (thread_.joinable()) thread_.join();
-}
+void Housekeeper::Stop() { task_.Stop(); }
 
 }  // namespace posbias::jobs

@@ -7,12 +7,10 @@
 // destruction). Round() may be called directly: tests drive it with an injected clock.
 #pragma once
 
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
-#include <mutex>
-#include <thread>
 
+#include "server/host/periodic.h"
 #include "server/jobs/job_store.h"
 
 namespace posbias::jobs {
@@ -46,10 +44,7 @@ class Housekeeper {
   Options options_;
   Clock clock_;
   int64_t next_purge_ms_ = 0;  // Unix ms; 0 = at the first round.
-  std::thread thread_;
-  std::mutex mutex_;
-  std::condition_variable wake_;
-  bool stopping_ = false;
+  host::PeriodicTask task_;
 };
 
 }  // namespace posbias::jobs

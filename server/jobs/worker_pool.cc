@@ -29,7 +29,7 @@ void WorkerPool::Start() {
   // Another process's submission (or a re-queue by the reaper) wakes idle workers at once.
   store_->OnWorkAvailable([this] { Wake(); });
   for (const auto& spec : options_.workers) threads_.emplace_back([this, spec] { Loop(spec); });
-  backlog_thread_ = std::thread([this] { RetryBacklog(); });
+  backlog_retry_.Start({std::chrono::milliseconds(options_.backlog_retry_ms)}, [this] { (void)TryBacklogOnce(); });
 }
 
 void WorkerPool::Wake() { wake_.notify_all(); }
@@ -42,7 +42,7 @@ void WorkerPool::Stop() {
   }
   if (!threads_.empty()) store_->OnWorkAvailable(nullptr);
   threads_.clear();
-  if (backlog_thread_.joinable()) backlog_thread_.join();
+  backlog_retry_.Stop();
   // A last try; what is still refused is recovered at the next start (RUNNING jobs are re-queued
   // and resume from their checkpoints).
   (void)TryBacklogOnce();
@@ -75,17 +75,6 @@ bool WorkerPool::TryBacklogOnce() {
   return backlog_.empty();
 }
 
-void WorkerPool::RetryBacklog() {
-  std::unique_lock lock(mutex_);
-  while (!stopping_) {
-    wake_.wait_for(lock, std::chrono::milliseconds(options_.backlog_retry_ms), [this] { return stopping_.load(); });
-    if (stopping_) break;
-    lock.unlock();
-    (void)TryBacklogOnce();
-    lock.lock();
-  }
-}
-
 // Renews the lease of one running job every lease/3 until destroyed; `lost` becomes true when the
 // store says a newer attempt owns the job (or it is gone).
 class WorkerPool::Heartbeat {
@@ -93,32 +82,19 @@ class WorkerPool::Heartbeat {
   Heartbeat(JobStore* store, const JobRecord& job, std::atomic<bool>* lost) {
     const int64_t lease_ms = store->lease_ms();
     if (lease_ms <= 0) return;
-    thread_ = std::thread([this, store, id = job.id, attempt = job.attempt, lost, lease_ms] {
-      std::unique_lock lock(mutex_);
-      while (!wake_.wait_for(lock, std::chrono::milliseconds(std::max<int64_t>(1, lease_ms / 3)), [this] { return done_; })) {
-        lock.unlock();
-        const absl::Status renewed = store->RenewLease(id, attempt);
-        // UNAVAILABLE: keep trying; if the lease runs out meanwhile the reaper re-queues the job
-        // and this attempt's writes are refused.
-        if (renewed.code() == absl::StatusCode::kAborted || renewed.code() == absl::StatusCode::kNotFound) *lost = true;
-        lock.lock();
-      }
-    });
-  }
-  ~Heartbeat() {
-    {
-      std::lock_guard lock(mutex_);
-      done_ = true;
-    }
-    wake_.notify_all();
-    if (thread_.joinable()) thread_.join();
+    renew_.Start({std::chrono::milliseconds(std::max<int64_t>(1, lease_ms / 3))},
+                 [store, id = job.id, attempt = job.attempt, lost] {
+                   const absl::Status renewed = store->RenewLease(id, attempt);
+                   // UNAVAILABLE: keep trying; if the lease runs out meanwhile the reaper re-queues
+                   // the job and this attempt's writes are refused.
+                   if (renewed.code() == absl::StatusCode::kAborted || renewed.code() == absl::StatusCode::kNotFound) {
+                     *lost = true;
+                   }
+                 });
   }
 
  private:
-  std::mutex mutex_;
-  std::condition_variable wake_;
-  bool done_ = false;
-  std::thread thread_;
+  host::PeriodicTask renew_;  // Stopped and joined when the heartbeat is destroyed.
 };
 
 void WorkerPool::Loop(const WorkerSpec& spec) {

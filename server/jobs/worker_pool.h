@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "server/host/periodic.h"
 #include "server/jobs/job_store.h"
 
 namespace posbias::jobs {
@@ -77,7 +78,6 @@ class WorkerPool {
   // Keeps a final write that failed for the backlog thread (see Options::backlog_retry_ms).
   void KeepForRetry(const std::string& job_id, std::function<absl::Status()> write);
   void Finalize(const std::string& job_id, std::function<absl::Status()> write);
-  void RetryBacklog();  // The backlog thread.
   bool TryBacklogOnce();  // One pass; true when the backlog is empty afterwards.
   struct PendingWrite {
     std::string job_id;
@@ -94,7 +94,7 @@ class WorkerPool {
   std::vector<std::thread> threads_;
   std::mutex backlog_mutex_;
   std::vector<PendingWrite> backlog_;  // Guarded by backlog_mutex_.
-  std::thread backlog_thread_;
+  host::PeriodicTask backlog_retry_;
 
  public:
   int64_t backlog_size();  // Final writes waiting for the store (for metrics and tests).

@@ -113,11 +113,7 @@ grpc::ServerWriteReactor<v1::WatchJobResponse>* JobWatches::Open(grpc::CallbackS
                                                                  const absl::Status& refusal,
                                                                  std::optional<Caller> watcher) {
   auto watch = std::make_shared<Watch>(this, context, id, metrics_, std::move(method), std::move(watcher));
-  bool stopping;
-  {
-    std::lock_guard lock(mutex_);
-    stopping = stopping_;
-  }
+  const bool stopping = poller_.stopping();
   // Every stream, a refused one too, is kept until its OnDone.
   const auto before = static_cast<int64_t>(open_.Add(watch));
   std::optional<absl::Status> refused;
@@ -135,7 +131,7 @@ grpc::ServerWriteReactor<v1::WatchJobResponse>* JobWatches::Open(grpc::CallbackS
   if (refused) {
     watch->End(*refused);
   } else {
-    wake_.notify_all();  // The first message goes out at once.
+    poller_.Wake();  // The first message goes out at once.
   }
   return watch.get();
 }
@@ -152,20 +148,10 @@ void JobWatches::PollOnce() {
   }
 }
 
-void JobWatches::Loop() {
-  std::unique_lock lock(mutex_);
-  while (!stopping_) {
-    lock.unlock();
-    PollOnce();
-    lock.lock();
-    wake_.wait_for(lock, std::chrono::milliseconds(options_.poll_ms));
-  }
-}
-
 void JobWatches::Start(const CallAuth* auth, JobRequests* requests) {
   auth_ = auth;
   requests_ = requests;
-  poller_ = std::thread([this] { Loop(); });
+  poller_.Start({std::chrono::milliseconds(options_.poll_ms), /*run_first=*/true}, [this] { PollOnce(); });
 }
 
 grpc::ServerWriteReactor<v1::WatchJobResponse>* JobWatches::WatchJob(grpc::CallbackServerContext* context,
@@ -189,12 +175,7 @@ void JobWatches::Recheck() {
 }
 
 void JobWatches::Stop() {
-  {
-    std::lock_guard lock(mutex_);
-    stopping_ = true;
-  }
-  wake_.notify_all();
-  if (poller_.joinable()) poller_.join();
+  poller_.Stop();
   for (const auto& watch : open_.Snapshot()) watch->End(ShuttingDown());
 }
 

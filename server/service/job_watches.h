@@ -25,6 +25,7 @@
 #include "server/auth/visibility.h"
 #include "server/jobs/job_store.h"
 #include "server/limits/limits.h"
+#include "server/host/periodic.h"
 #include "server/metrics/metrics.h"
 #include "server/service/call_auth.h"
 #include "server/service/job_requests.h"
@@ -66,7 +67,6 @@ class JobWatches {
  private:
   class Watch;
   void Remove(Watch* watch);
-  void Loop();
   void PollOnce();
 
   jobs::JobStore* store_;
@@ -75,10 +75,7 @@ class JobWatches {
   const CallAuth* auth_ = nullptr;
   JobRequests* requests_ = nullptr;
   OpenStreams<Watch> open_;
-  std::mutex mutex_;  // Guards stopping_; wakes the poller.
-  std::condition_variable wake_;
-  bool stopping_ = false;
-  std::thread poller_;
+  host::PeriodicTask poller_;  // PollOnce every poll_ms, and at once when a watch opens.
 };
 
 }  // namespace posbias::service

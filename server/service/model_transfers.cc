@@ -253,16 +253,14 @@ ModelTransfers::~ModelTransfers() { Stop(); }
 void ModelTransfers::Start(CallExecutor* executor, const CallAuth* auth) {
   executor_ = executor;
   auth_ = auth;
-  watchdog_ = std::thread([this] { Watchdog(); });
+  watchdog_.Start({std::chrono::seconds(1)}, [this] {
+    const auto now = std::chrono::steady_clock::now();
+    for (const auto& upload : uploads_.Snapshot()) upload->EndIfIdle(now, options_.upload_idle_timeout);
+  });
 }
 
 void ModelTransfers::Stop() {
-  {
-    std::lock_guard lock(mutex_);
-    stopping_ = true;
-  }
-  wake_.notify_all();
-  if (watchdog_.joinable()) watchdog_.join();
+  watchdog_.Stop();
   for (const auto& upload : uploads_.Snapshot()) {
     upload->End(ErrorWithReason(absl::StatusCode::kUnavailable, ErrorReason::kShuttingDown,
                                 "the server is shutting down; upload again after it restarts"));
@@ -272,11 +270,7 @@ void ModelTransfers::Stop() {
 grpc::ServerReadReactor<v1::UploadModelRequest>* ModelTransfers::UploadModel(grpc::CallbackServerContext* context,
                                                                         v1::Model* response) {
   auto upload = std::make_shared<UploadReactor>(this, context, response);
-  bool stopping;
-  {
-    std::lock_guard lock(mutex_);
-    stopping = stopping_;
-  }
+  const bool stopping = watchdog_.stopping();
   uploads_.Add(upload);  // Kept until its OnDone.
   auto caller = auth_->Admit(context, v1::UploadModelRequest::descriptor());
   if (!caller.ok()) {
@@ -307,16 +301,6 @@ void ModelTransfers::Forget(UploadReactor* upload) { uploads_.Remove(upload); }
 void ModelTransfers::Recheck() {
   for (const auto& upload : uploads_.Snapshot()) upload->Recheck(*auth_);
   for (const auto& reactor : exports_.Snapshot()) reactor->Recheck(*auth_);
-}
-
-void ModelTransfers::Watchdog() {
-  std::unique_lock lock(mutex_);
-  while (!wake_.wait_for(lock, std::chrono::seconds(1), [this] { return stopping_; })) {
-    lock.unlock();
-    const auto now = std::chrono::steady_clock::now();
-    for (const auto& upload : uploads_.Snapshot()) upload->EndIfIdle(now, options_.upload_idle_timeout);
-    lock.lock();
-  }
 }
 
 }  // namespace posbias::service

@@ -18,6 +18,7 @@
 
 #include "posbias/v1/model_service.pb.h"
 #include "server/limits/limits.h"
+#include "server/host/periodic.h"
 #include "server/metrics/metrics.h"
 #include "server/registry/model_catalog.h"
 #include "server/service/call_auth.h"
@@ -55,7 +56,6 @@ class ModelTransfers {
   class UploadReactor;
   class ExportReactor;
   void Forget(UploadReactor* upload);
-  void Watchdog();
 
   registry::ModelCatalog* catalog_;
   metrics::Metrics* metrics_;
@@ -64,10 +64,7 @@ class ModelTransfers {
   const CallAuth* auth_ = nullptr;
   OpenStreams<UploadReactor> uploads_;
   OpenStreams<ExportReactor> exports_;
-  std::mutex mutex_;  // Guards stopping_; wakes the watchdog.
-  std::condition_variable wake_;
-  bool stopping_ = false;
-  std::thread watchdog_;
+  host::PeriodicTask watchdog_;  // Ends idle uploads, once a second.
 };
 
 }  // namespace posbias::service

@@ -230,24 +230,18 @@ void Server::RecheckOpenStreams() {
   if (model_transfers_) model_transfers_->Recheck();
 }
 
-void Server::WatchCredentials() {
-  std::unique_lock lock(reload_mutex_);
-  const auto interval = std::chrono::seconds(std::max(1, options_.security.reload_interval_seconds));
-  while (!reload_wake_.wait_for(lock, interval, [this] { return reload_stop_; })) {
-    const size_t before = authenticator_->principal_count();
-    if (auto status = authenticator_->ReloadIfChanged(); status.code() == absl::StatusCode::kNotFound) {
-      spdlog::error("{}", std::string(status.message()));
-    } else if (!status.ok()) {
-      if (metrics_ != nullptr) metrics_->TokensReloadFailed();
-      spdlog::error("tokens file changed but not reloaded (the principals loaded before stay): {}",
-                    std::string(status.message()));
-    } else if (authenticator_->principal_count() != before) {
-      spdlog::info("tokens file changed: {} principals", authenticator_->principal_count());
-    }
-    lock.unlock();
-    RecheckOpenStreams();  // Cheap (a look-up per open stream), so after every poll, changed or not.
-    lock.lock();
+void Server::ReloadIfChanged() {
+  const size_t before = authenticator_->principal_count();
+  if (auto status = authenticator_->ReloadIfChanged(); status.code() == absl::StatusCode::kNotFound) {
+    spdlog::error("{}", std::string(status.message()));
+  } else if (!status.ok()) {
+    if (metrics_ != nullptr) metrics_->TokensReloadFailed();
+    spdlog::error("tokens file changed but not reloaded (the principals loaded before stay): {}",
+                  std::string(status.message()));
+  } else if (authenticator_->principal_count() != before) {
+    spdlog::info("tokens file changed: {} principals", authenticator_->principal_count());
   }
+  RecheckOpenStreams();  // Cheap (a look-up per open stream), so after every poll, changed or not.
 }
 
 absl::Status Server::StartRpcServer(bool serves_api, std::shared_ptr<grpc::ServerCredentials> credentials) {
@@ -354,7 +348,10 @@ absl::Status Server::Start() {
   model_transfers_->Start(executor_.get(), call_auth_.get());
   job_watches_->Start(call_auth_.get(), job_requests_.get());
   if (auto status = StartRpcServer(serves_api, *credentials); !status.ok()) return status;
-  if (!options_.security.auth_tokens_file.empty()) reload_thread_ = std::thread([this] { WatchCredentials(); });
+  if (!options_.security.auth_tokens_file.empty()) {
+    reload_.Start({std::chrono::seconds(std::max(1, options_.security.reload_interval_seconds))},
+                  [this] { ReloadIfChanged(); });
+  }
   if (runs_jobs) pool_->Start();
   housekeeper_->Start();
   return absl::OkStatus();
@@ -363,12 +360,7 @@ absl::Status Server::Start() {
 void Server::Shutdown(std::chrono::milliseconds drain) {
   if (!server_ || shut_down_) return;
   shut_down_ = true;
-  {
-    std::lock_guard lock(reload_mutex_);
-    reload_stop_ = true;
-  }
-  reload_wake_.notify_all();
-  if (reload_thread_.joinable()) reload_thread_.join();
+  reload_.Stop();
   housekeeper_->Stop();
   server_->GetHealthCheckService()->Shutdown();
   job_requests_->Shutdown();    // New submissions are refused.

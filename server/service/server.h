@@ -16,6 +16,7 @@
 
 #include "absl/status/status.h"
 #include "server/admission/job_admission.h"
+#include "server/host/periodic.h"
 #include "server/jobs/housekeeper.h"
 #include "server/jobs/job_store.h"
 #include "server/jobs/worker_pool.h"
@@ -127,7 +128,7 @@ class Server {
   absl::Status StartRpcServer(bool serves_api, std::shared_ptr<grpc::ServerCredentials> credentials);
   // Checks the security options and opens the authenticator; the transport's credentials.
   absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> PrepareSecurity();
-  void WatchCredentials();  // The reload thread.
+  void ReloadIfChanged();  // One look at the tokens file (reload_): re-read when it changed.
   void RecheckOpenStreams();  // After a reload: open streams whose principal was revoked or demoted end.
 
   std::unique_ptr<jobs::JobStore> store_;
@@ -145,10 +146,7 @@ class Server {
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<auth::Authenticator> authenticator_;
   std::unique_ptr<CallAuth> call_auth_;
-  std::thread reload_thread_;
-  std::mutex reload_mutex_;
-  std::condition_variable reload_wake_;
-  bool reload_stop_ = false;
+  host::PeriodicTask reload_;  // ReloadIfChanged every reload_interval_seconds.
   int port_ = 0;
   bool shut_down_ = false;
 };

@@ -12,7 +12,7 @@
 #include "server/logging/logging.h"
 #include "server/metrics/metrics.h"
 #include "server/runners/runtime.h"
-#include "server/service/server.h"
+#include "server/app/server.h"
 #include "spdlog/spdlog.h"
 
 #ifndef POSBIAS_VERSION

@@ -1,7 +1,7 @@
 // Admission of a Jacobian-norm job: whether this service takes a (typed) job on the registered
 // model it names, before it enters the queue. One place for the job limits and the memory estimate
 // (the engine's own memory model, jacobian::PredictMemory, for the job's smallest plan).
-// Torch-free and gRPC-free: the service converts the request (service/job_convert) and asks here.
+// Torch-free and gRPC-free: the service converts the request (api/job_convert) and asks here.
 #pragma once
 
 #include <cstdint>

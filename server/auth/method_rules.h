@@ -1,6 +1,6 @@
 // What a call to one RPC requires and causes: the role it needs, whether it changes state, whether
 // it is audited. The values come from each RPC's `(posbias.v1.policy)` option in the proto
-// (proto/posbias/v1/options.proto); service/api_methods.h reads them from the descriptors at
+// (proto/posbias/v1/options.proto); api/api_methods.h reads them from the descriptors at
 // start-up into a MethodRules table. Health and reflection are gRPC's own services, outside the
 // table: health is always open (probes).
 #pragma once

@@ -1,5 +1,5 @@
 // The typed contract of a Jacobian-norm job: what to measure, parsed once from the request (by
-// service/job_convert) and read as enums everywhere after, in the store, the runner, the engine
+// api/job_convert) and read as enums everywhere after, in the store, the runner, the engine
 // and posbias-measure. Each enum has one name/parse pair here; the names are the stored JSON's
 // words (unchanged since the first stored job), so older queues stay readable.
 //

@@ -1,7 +1,7 @@
 // Errors inside posbias: absl::Status values that carry a stable machine-readable reason.
 //
 // Every room below the RPC layer reports failure as an absl::Status built here. Besides the code and
-// the human message, the status carries three payloads that service/status_mapping turns into the
+// the human message, the status carries three payloads that grpc/status_mapping turns into the
 // public posbias.v1.ErrorDetail: the reason (an ErrorReason of error_reason.h), the field
 // at fault and the allowed range. Rooms never see the proto; they only name the reason.
 #pragma once

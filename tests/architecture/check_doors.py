@@ -2,8 +2,9 @@
 """Checks every `#include "server/..."` in server/ against the doors table (server/doors.txt).
 
 Fails, naming the file, line and rule, when a file includes a header its room may not, when a file
-matches no rule, or when a torch-free file reaches (through server/ includes, transitively) a
-torch, ATen or c10 header. `--self-test` first checks that the checker catches a planted mistake.
+matches no rule, when a torch-free file reaches (through server/ includes, transitively) a
+torch, ATen or c10 header, or when a grpc-free file reaches a gRPC header (grpc/, grpcpp/, a
+*.grpc.pb.h) or a header of server/grpc/. `--self-test` first checks that the checker catches a planted mistake.
 Usage: check_doors.py SOURCE_DIR [--self-test]
 """
 import re
@@ -12,6 +13,8 @@ from pathlib import Path
 
 INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^">]+)[">]', re.M)
 TORCH = re.compile(r"^(torch|ATen|c10)/")
+GRPC = re.compile(r"^(grpc|grpcpp)/|\.grpc\.pb\.h$|^server/grpc/")
+FLAGS = {"torch-free": TORCH, "grpc-free": GRPC}
 
 
 def read_rules(table_text):
@@ -20,11 +23,14 @@ def read_rules(table_text):
         line = line.split("#", 1)[0].strip()
         if not line:
             continue
-        torch_free = line.endswith("| torch-free")
-        line = line.removesuffix("| torch-free").strip()
+        line, _, flags = line.partition("|")
+        flags = set(flags.split())
+        unknown = flags - set(FLAGS)
+        if unknown:
+            raise SystemExit(f"doors.txt line {number}: unknown flag(s) {' '.join(sorted(unknown))}")
         files, _, allowed = line.partition(":")
         allowed = [] if allowed.strip() == "-" else allowed.split()
-        rules.append((files.strip(), allowed, torch_free, number))
+        rules.append((files.strip(), allowed, flags, number))
     return rules
 
 
@@ -58,35 +64,38 @@ def check(files, rules):
             if not any(inner.startswith(door) for door in rule[1]):
                 problems.append(f"server/{path}:{line}: includes {target}, not a door of '{rule[0]}' "
                                 f"(doors.txt line {rule[3]} allows: {' '.join(rule[1]) or 'none'})")
-    # Transitive torch-freedom.
-    reaches_torch = {}
+    # Transitive freedom from torch and from gRPC.
+    for flag, pattern in FLAGS.items():
+        reaches = {}
 
-    def torch_path(path, seen):
-        if path in reaches_torch:
-            return reaches_torch[path]
-        if path in seen or path not in graph:
-            return None
-        seen.add(path)
-        result = None
-        for _, kind, target in graph[path]:
-            if kind == "<" and TORCH.match(target):
-                result = [f"<{target}>"]
-                break
-            if kind == '"' and target.startswith("server/"):
-                below = torch_path(target.removeprefix("server/"), seen)
-                if below is not None:
-                    result = [target] + below
+        def forbidden_path(path, seen):
+            if path in reaches:
+                return reaches[path]
+            if path in seen or path not in graph:
+                return None
+            seen.add(path)
+            result = None
+            for _, kind, target in graph[path]:
+                if pattern.search(target) and (kind == "<" or not target.startswith("server/")
+                                               or target.startswith("server/grpc/")):
+                    result = [f"<{target}>" if kind == "<" else target]
                     break
-        reaches_torch[path] = result
-        return result
+                if kind == '"' and target.startswith("server/"):
+                    below = forbidden_path(target.removeprefix("server/"), seen)
+                    if below is not None:
+                        result = [target] + below
+                        break
+            reaches[path] = result
+            return result
 
-    for path in sorted(graph):
-        rule = rule_for(path, rules)
-        if rule[2]:
-            chain = torch_path(path, set())
-            if chain is not None:
-                problems.append(f"server/{path}: torch-free by doors.txt line {rule[3]}, "
-                                f"but reaches torch: {' -> '.join(chain)}")
+        what = flag.removesuffix("-free")
+        for path in sorted(graph):
+            rule = rule_for(path, rules)
+            if flag in rule[2]:
+                chain = forbidden_path(path, set())
+                if chain is not None:
+                    problems.append(f"server/{path}: {flag} by doors.txt line {rule[3]}, "
+                                    f"but reaches {what}: {' -> '.join(chain)}")
     return problems
 
 
@@ -102,11 +111,11 @@ def load(source_dir):
 def self_test(files, rules):
     """The checker must catch a wrong arrow, a torch leak and an unruled file."""
     planted = dict(files)
-    planted["density/planted.cc"] = '#include "server/service/server.h"\n'
+    planted["density/planted.cc"] = '#include "server/app/server.h"\n'
     planted["jobs/planted.h"] = '#include "server/models/model.h"\n'
     planted["newroom/planted.cc"] = "int x;\n"
     problems = check(planted, rules)
-    expected = ["density/planted.cc:1: includes server/service/server.h",
+    expected = ["density/planted.cc:1: includes server/app/server.h",
                 "jobs/planted.h: torch-free", "newroom/planted.cc: no rule"]
     missing = [e for e in expected if not any(e in p for p in problems)]
     if missing:

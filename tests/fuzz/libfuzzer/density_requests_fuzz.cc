@@ -1,4 +1,4 @@
-// libFuzzer harness: the four DensityService RPCs as the server runs them (service/
+// libFuzzer harness: the four DensityService RPCs as the server runs them (api/
 // density_requests.h: validate against the limits, compute with the density room, fill the
 // response), with no gRPC in between.
 //
@@ -17,7 +17,7 @@
 #include <string>
 
 #include "posbias/v1/density_service.pb.h"
-#include "server/service/density_requests.h"
+#include "server/api/density_requests.h"
 #include "tests/fuzz/libfuzzer/fuzz_check.h"
 
 namespace {

@@ -25,7 +25,7 @@
 #include "server/jobs/jacobian_spec.h"
 #include "server/models/config.h"
 #include "server/registry/model_entry.h"
-#include "server/service/job_convert.h"
+#include "server/api/job_convert.h"
 #include "tests/fuzz/libfuzzer/fuzz_check.h"
 
 namespace {

@@ -33,7 +33,7 @@
 #include "server/models/config.h"
 #include "server/registry/model_catalog.h"
 #include "server/registry/model_loader.h"
-#include "server/service/model_convert.h"
+#include "server/api/model_convert.h"
 #include "tests/fuzz/libfuzzer/fuzz_check.h"
 
 namespace {
@@ -159,7 +159,7 @@ void Upload(ModelCatalog& catalog, const std::string& bytes) {
   v1::UploadModelRequest request;
   if (!request.ParseFromString(bytes) || !request.has_metadata()) return;
   const v1::UploadModelMetadata& metadata = request.metadata();
-  // The checks the upload stream makes on its first message (service/model_transfers.cc).
+  // The checks the upload stream makes on its first message (grpc/model_transfers.cc).
   auto upload = posbias::service::UploadFromMetadata(metadata);
   if (!upload.ok()) return RequireCleanRefusal(upload.status(), "UploadFromMetadata");
   const bool existed = catalog.Get(metadata.name()).ok();

@@ -1,0 +1,379 @@
+#include "server/app/server.h"
+
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/security/tls_certificate_provider.h>
+#include <grpcpp/security/tls_credentials_options.h>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "server/admission/page_token.h"
+#include "server/status/error.h"
+#include "spdlog/spdlog.h"
+
+namespace posbias::service {
+
+// The jobs bound to `model`'s registration (jobs::ModelBinding: by uid, or by name and namespace
+// for jobs stored before uids), selected by the store.
+jobs::ListFilter JobsOf(const registry::ModelEntry& model, const std::vector<jobs::JobState>& states,
+                        const std::optional<std::string>& tenant) {
+  jobs::ListFilter filter;
+  filter.bound_to = jobs::ModelBinding{model.name, registry::ModelPath(model), model.uid, model.tenant};
+  filter.states = states;
+  filter.tenant = tenant;
+  return filter;
+}
+
+std::vector<std::string> CancelJobsOf(jobs::JobStore& store, const registry::ModelEntry& model) {
+  std::vector<std::string> cancelled;
+  std::vector<jobs::JobRecord> active;
+  // A page the store cannot read ends the search with what was found.
+  (void)jobs::ForEachJob(store, JobsOf(model, {jobs::JobState::kQueued, jobs::JobState::kRunning}, std::nullopt),
+                         [&](jobs::JobRecord& job) { active.push_back(std::move(job)); });
+  for (const auto& job : active) {
+    const auto next = job.state == jobs::JobState::kQueued ? jobs::JobState::kCancelled : jobs::JobState::kCancelling;
+    if (store.Transition(job.id, next, {}).ok()) cancelled.push_back(job.id);
+  }
+  return cancelled;
+}
+
+absl::StatusOr<Tier> ParseTier(const std::string& name) {
+  if (name == "api") return Tier::kApi;
+  if (name == "worker") return Tier::kWorker;
+  if (name == "both") return Tier::kBoth;
+  return absl::InvalidArgumentError(absl::StrCat("role '", name, "' is not one of: api, worker, both"));
+}
+
+std::string TierName(Tier tier) {
+  switch (tier) {
+    case Tier::kApi: return "api";
+    case Tier::kWorker: return "worker";
+    case Tier::kBoth: return "both";
+  }
+  return "both";
+}
+
+namespace {
+std::string DefaultWorkerName() {
+  char host[256] = {0};
+  if (gethostname(host, sizeof(host) - 1) != 0 || host[0] == '\0') std::snprintf(host, sizeof(host), "posbias");
+  return absl::StrCat(host, "-", getpid());
+}
+}  // namespace
+
+Server::Server(Options options, metrics::Metrics* metrics)
+    : options_(std::move(options)), metrics_(metrics), density_requests_{options_.density_limits, metrics_} {}
+
+Server::~Server() {
+  if (server_ && !shut_down_) Shutdown(std::chrono::milliseconds(0));
+}
+
+absl::Status Server::OpenStore() {
+  std::error_code error;
+  std::filesystem::create_directories(options_.data_dir, error);
+  // Page tokens are signed with the data directory's key, so replicas sharing it accept each
+  // other's tokens.
+  auto key = admission::LoadOrCreatePageTokenKey((std::filesystem::path(options_.data_dir) / "page_token.key").string());
+  if (!key.ok()) return key.status();
+  admission::SetPageTokenKey(*std::move(key));
+  auto store = jobs::OpenJobStore(options_.job_store, (std::filesystem::path(options_.data_dir) / "jobs.sqlite").string(),
+                                  options_.lease_ms, options_.part_samples, options_.max_lost_attempts);
+  if (!store.ok()) return store.status();
+  store_ = std::move(*store);
+  if (store_->lease_ms() == 0 && options_.tier != Tier::kBoth) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("role ", TierName(options_.tier), " needs a shared job store (--job-store postgresql://...): "
+                     "the embedded SQLite store serves one process, which must be role both"));
+  }
+  auto recovered = store_->RecoverAfterRestart();
+  if (recovered.ok() && *recovered > 0) spdlog::info("re-queued {} jobs interrupted by the previous run", *recovered);
+  return absl::OkStatus();
+}
+
+void Server::StartWorkers(bool runs_jobs) {
+  jobs::WorkerPool::Options pool_options;
+  // With a shared store a worker's name says which process holds a job ("host-pid/cpu-0").
+  const std::string prefix = store_->lease_ms() > 0 ? absl::StrCat(options_.worker_name, "/") : "";
+  if (runs_jobs) pool_options.workers = runners::WorkerDevices(prefix, options_.cpu_worker);
+  // Shared store: idle workers wake on NOTIFY; the poll only backs up a lost notification.
+  if (store_->lease_ms() > 0) pool_options.idle_poll_ms = 5000;
+  jobs::WorkerObserver observer;
+  if (metrics_ != nullptr) {
+    observer.started = [this](double wait) { metrics_->JobStarted(wait); };
+    observer.finished = [this](const jobs::JobRecord&, const std::string& outcome, double seconds) {
+      metrics_->JobFinished(outcome, seconds, static_cast<double>(runtime_->last_vjp_count()));
+    };
+    metrics_->SetQueueDepthSource([this] {
+      std::map<std::string, int64_t> depth;
+      for (auto state : {jobs::JobState::kQueued, jobs::JobState::kRunning, jobs::JobState::kCancelling,
+                         jobs::JobState::kSucceeded, jobs::JobState::kFailed, jobs::JobState::kCancelled}) {
+        depth[jobs::JobStateName(state)] = 0;
+      }
+      if (auto counts = store_->CountByState(); counts.ok()) {
+        for (const auto& [state, count] : *counts) depth[jobs::JobStateName(state)] = count;
+      }
+      return depth;
+    });
+  }
+  pool_ = std::make_unique<jobs::WorkerPool>(store_.get(), runtime_->runner(catalog_.get()), pool_options, observer);
+}
+
+namespace {
+
+// Whether clients can reach `address` only from this machine (loopback, a unix socket).
+bool IsLoopbackAddress(const std::string& address) {
+  if (address.rfind("unix:", 0) == 0) return true;
+  const size_t colon = address.rfind(':');
+  std::string host = colon == std::string::npos ? address : address.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
+}
+
+// FAILED_PRECONDITION naming the flag when `path` is not a readable PEM file.
+absl::Status CheckPemFile(const std::string& flag, const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::string head(4096, '\0');
+  in.read(head.data(), static_cast<std::streamsize>(head.size()));
+  head.resize(static_cast<size_t>(std::max<std::streamsize>(0, in.gcount())));
+  if (!in && head.empty()) {
+    return ErrorWithReason(absl::StatusCode::kFailedPrecondition, ErrorReason::kPathNotFound,
+                           absl::StrCat(flag, " = ", path, " cannot be read"));
+  }
+  if (head.find("-----BEGIN ") == std::string::npos) {
+    return ErrorWithReason(absl::StatusCode::kFailedPrecondition, ErrorReason::kInvalidArgument,
+                           absl::StrCat(flag, " = ", path, " is not a PEM file (no -----BEGIN line)"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> Server::PrepareSecurity() {
+  const auto& security = options_.security;
+  const bool tls = !security.tls_cert_file.empty() || !security.tls_key_file.empty();
+  if (tls && (security.tls_cert_file.empty() || security.tls_key_file.empty())) {
+    return ErrorWithReason(absl::StatusCode::kFailedPrecondition, ErrorReason::kInvalidArgument,
+                           "--tls-cert-file and --tls-key-file go together: give both for TLS, or neither");
+  }
+  if (!security.tls_client_ca_file.empty() && !tls) {
+    return ErrorWithReason(absl::StatusCode::kFailedPrecondition, ErrorReason::kInvalidArgument,
+                           "--tls-client-ca-file (mTLS) needs TLS: give --tls-cert-file and --tls-key-file too");
+  }
+  for (const auto& [flag, path] : {std::pair<const char*, std::string>{"--tls-cert-file", security.tls_cert_file},
+                                   {"--tls-key-file", security.tls_key_file},
+                                   {"--tls-client-ca-file", security.tls_client_ca_file}}) {
+    if (path.empty()) continue;
+    if (auto status = CheckPemFile(flag, path); !status.ok()) return status;
+  }
+  const bool mtls = !security.tls_client_ca_file.empty();
+  if (security.auth_tokens_file.empty() && !mtls && !security.allow_unauthenticated &&
+      !IsLoopbackAddress(options_.listen_address)) {
+    return ErrorWithReason(
+        absl::StatusCode::kFailedPrecondition, ErrorReason::kInvalidArgument,
+        absl::StrCat("refusing to listen on ", options_.listen_address,
+                     " without authentication: give --auth-tokens-file (bearer tokens) or --tls-client-ca-file (mTLS), "
+                     "listen on 127.0.0.1, or pass --allow-unauthenticated when a mesh in front authenticates"));
+  }
+  if (!security.auth_tokens_file.empty() && !tls && !security.allow_plaintext_tokens &&
+      !IsLoopbackAddress(options_.listen_address)) {
+    return ErrorWithReason(
+        absl::StatusCode::kFailedPrecondition, ErrorReason::kInvalidArgument,
+        absl::StrCat("refusing to accept bearer tokens in plaintext on ", options_.listen_address,
+                     ": give --tls-cert-file and --tls-key-file, listen on 127.0.0.1, or pass --allow-plaintext-tokens "
+                     "when a mesh in front encrypts"));
+  }
+  auto authenticator = auth::Authenticator::Open({security.auth_tokens_file, mtls});
+  if (!authenticator.ok()) return authenticator.status();
+  authenticator_ = *std::move(authenticator);
+  const auto& methods = V1Methods();  // Every RPC's policy, from its proto option.
+  if (!methods.ok()) {
+    return absl::InternalError(absl::StrCat("the API's method policies are incomplete: ", methods.status().message()));
+  }
+  call_auth_ = std::make_unique<CallAuth>(authenticator_.get(), &*methods, metrics_);
+  if (!tls) return grpc::InsecureServerCredentials();
+  // The provider re-reads the files when they change on disk: renewed certificates (cert-manager,
+  // the local CA script) take effect without a restart or a dropped connection.
+  const unsigned interval = static_cast<unsigned>(std::max(1, security.reload_interval_seconds));
+  auto provider = std::make_shared<grpc::experimental::FileWatcherCertificateProvider>(
+      security.tls_key_file, security.tls_cert_file, security.tls_client_ca_file, interval);
+  grpc::experimental::TlsServerCredentialsOptions tls_options(provider);
+  tls_options.watch_identity_key_cert_pairs();
+  if (mtls) {
+    tls_options.watch_root_certs();
+    tls_options.set_cert_request_type(GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+  } else {
+    tls_options.set_cert_request_type(GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
+  }
+  return grpc::experimental::TlsServerCredentials(tls_options);
+}
+
+void Server::ReloadCredentials() {
+  if (!authenticator_) return;
+  if (auto status = authenticator_->Reload(); !status.ok()) {
+    spdlog::error("tokens file not reloaded (the principals loaded before stay): {}", std::string(status.message()));
+  } else if (!options_.security.auth_tokens_file.empty()) {
+    spdlog::info("tokens file reloaded: {} principals", authenticator_->principal_count());
+  }
+  RecheckOpenStreams();
+}
+
+void Server::RecheckOpenStreams() {
+  // Every open stream under the principals loaded now: revoked or demoted ones end at once.
+  if (job_watches_) job_watches_->Recheck();
+  if (model_transfers_) model_transfers_->Recheck();
+}
+
+void Server::ReloadIfChanged() {
+  const size_t before = authenticator_->principal_count();
+  if (auto status = authenticator_->ReloadIfChanged(); status.code() == absl::StatusCode::kNotFound) {
+    spdlog::error("{}", std::string(status.message()));
+  } else if (!status.ok()) {
+    if (metrics_ != nullptr) metrics_->TokensReloadFailed();
+    spdlog::error("tokens file changed but not reloaded (the principals loaded before stay): {}",
+                  std::string(status.message()));
+  } else if (authenticator_->principal_count() != before) {
+    spdlog::info("tokens file changed: {} principals", authenticator_->principal_count());
+  }
+  RecheckOpenStreams();  // Cheap (a look-up per open stream), so after every poll, changed or not.
+}
+
+absl::Status Server::StartRpcServer(bool serves_api, std::shared_ptr<grpc::ServerCredentials> credentials) {
+  grpc::EnableDefaultHealthCheckService(true);
+  if (options_.reflection) grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(options_.listen_address, credentials, &port_);
+  // One socket per address: with SO_REUSEPORT gRPC binds a second one, which for port 0 lands on
+  // a different, unreported port.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  builder.SetMaxReceiveMessageSize(options_.max_message_bytes);
+  builder.SetMaxSendMessageSize(options_.max_message_bytes);
+  // Keepalive: the server pings a connection idle for a minute and drops it when no answer comes
+  // in 20 s; a client may ping at most every 10 s (more often: the connection is closed).
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 60'000);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 20'000);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 10'000);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  // The v1 services run on the callback API (their work on the call executor); the threads of
+  // this quota serve only what is still synchronous (reflection).
+  grpc::ResourceQuota quota("posbias");
+  quota.SetMaxThreads(8);
+  builder.SetResourceQuota(quota);
+  if (serves_api) {
+    builder.RegisterService(&density_service_);
+    builder.RegisterService(model_service_.get());
+    builder.RegisterService(job_service_.get());
+  }
+  server_ = builder.BuildAndStart();
+  if (!server_ || port_ == 0) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen for gRPC on ", options_.listen_address,
+                     " (address in use, or not a valid host:port)"));
+  }
+  auto* health = server_->GetHealthCheckService();
+  health->SetServingStatus("", true);
+  if (serves_api) {
+    for (const char* service : {kDensityServiceName, kModelServiceName, kJobServiceName}) {
+      health->SetServingStatus(service, true);
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Server::Start() {
+  if (auto status = OpenStore(); !status.ok()) return status;
+  if (options_.worker_name.empty()) options_.worker_name = DefaultWorkerName();
+  const bool runs_jobs = options_.tier != Tier::kApi;
+  const bool serves_api = options_.tier != Tier::kWorker;
+  jobs::Housekeeper::Options housekeeping;
+  housekeeping.retention_hours = options_.retention_hours;
+  housekeeping.on_reaped = [](int64_t reaped) { spdlog::warn("re-queued {} jobs whose worker lost its lease", reaped); };
+  housekeeper_ = std::make_unique<jobs::Housekeeper>(store_.get(), housekeeping);
+  housekeeper_->Round();  // Purges what passed its retention while the server was down.
+
+  runners::Runtime::Options runtime_options;
+  // An API-only process builds a model only to check a registration (and hash its weights) or to
+  // export it: it keeps none, and the budget still bounds what it builds (model_cache.h).
+  runtime_options.model_cache_bytes = options_.cache_budget_bytes;
+  runtime_options.keep_models = runs_jobs;
+  runtime_options.cpu_threads = options_.cpu_threads;
+  if (metrics_ != nullptr) runtime_options.on_model_load = [this](double seconds) { metrics_->ModelLoaded(seconds); };
+  runtime_ = runners::Runtime::Create(runtime_options);
+  auto catalog = registry::ModelCatalog::Open(
+      {options_.model_root, options_.data_dir, options_.allow_torchscript, options_.cache_budget_bytes},
+      runtime_->loader());
+  if (!catalog.ok()) return catalog.status();
+  catalog_ = std::move(*catalog);
+  if (const auto& left = catalog_->leftovers(); left.index_temporaries + left.scratch.files_removed > 0) {
+    spdlog::info("removed what stopped processes left in {}: {} temporary index copies, {} scratch and orphaned "
+                 "upload files ({} bytes)", options_.data_dir, left.index_temporaries, left.scratch.files_removed,
+                 left.scratch.bytes_removed);
+  }
+  StartWorkers(runs_jobs);
+  // With a shared store the workers are other processes: a CUDA (or float16, or larger-than-this-
+  // host) job is accepted and waits until a worker with a CUDA device claims it.
+  options_.job_limits.cuda_available = runners::CudaDeviceCount() > 0 || store_->lease_ms() > 0;
+  ModelRequests::Jobs model_jobs;
+  model_jobs.active = [this](const registry::ModelEntry& model, const std::optional<std::string>& tenant) {
+    return store_->Count(
+        JobsOf(model, {jobs::JobState::kQueued, jobs::JobState::kRunning, jobs::JobState::kCancelling}, tenant));
+  };
+  model_jobs.cancel = [this](const registry::ModelEntry& model) { return CancelJobsOf(*store_, model); };
+  model_requests_ = std::make_unique<ModelRequests>(catalog_.get(), std::move(model_jobs));
+  ModelTransfers::Options transfers;
+  transfers.limits.max_upload_bytes = static_cast<uint64_t>(options_.max_upload_bytes);
+  transfers.limits.min_free_disk_bytes = options_.min_free_disk_bytes;
+  transfers.upload_idle_timeout = std::chrono::seconds(options_.upload_idle_seconds);
+  model_transfers_ = std::make_unique<ModelTransfers>(catalog_.get(), metrics_, transfers);
+  model_service_ = std::make_unique<ModelServiceWiring<ModelTransfers>>(model_requests_.get(), model_transfers_.get(),
+                                                                       &call_runtime_);
+  // Text inputs are laid out with the registered models' tokenizers.
+  job_requests_ = std::make_unique<JobRequests>(store_.get(), catalog_.get(), pool_.get(), options_.job_limits,
+                                                metrics_, &model_requests_->tokenizers);
+  JobWatches::Options watches;
+  watches.max_streams = options_.max_watch_streams;
+  job_watches_ = std::make_unique<JobWatches>(store_.get(), metrics_, watches);
+  job_service_ = std::make_unique<JobServiceWiring<JobWatches>>(job_requests_.get(), job_watches_.get(), &call_runtime_);
+  executor_ = std::make_unique<CallExecutor>(CallExecutor::Options{options_.max_rpc_threads, options_.max_waiting_calls});
+  // The security options are checked (and the tokens file read) before anything listens.
+  auto credentials = PrepareSecurity();
+  if (!credentials.ok()) return credentials.status();
+  call_runtime_ = CallRuntime{executor_.get(), metrics_, call_auth_.get()};
+  model_transfers_->Start(executor_.get(), call_auth_.get());
+  job_watches_->Start(call_auth_.get(), job_requests_.get());
+  if (auto status = StartRpcServer(serves_api, *credentials); !status.ok()) return status;
+  if (!options_.security.auth_tokens_file.empty()) {
+    reload_.Start({std::chrono::seconds(std::max(1, options_.security.reload_interval_seconds))},
+                  [this] { ReloadIfChanged(); });
+  }
+  if (runs_jobs) pool_->Start();
+  housekeeper_->Start();
+  return absl::OkStatus();
+}
+
+void Server::Shutdown(std::chrono::milliseconds drain) {
+  if (!server_ || shut_down_) return;
+  shut_down_ = true;
+  reload_.Stop();
+  housekeeper_->Stop();
+  server_->GetHealthCheckService()->Shutdown();
+  job_requests_->Shutdown();    // New submissions are refused.
+  job_watches_->Stop();         // Open watch streams end.
+  model_transfers_->Stop();     // Open uploads end.
+  server_->Shutdown(std::chrono::system_clock::now() + drain);
+  server_->Wait();
+  executor_->Stop();  // Every call's work has finished by now.
+  pool_->Stop();      // Running jobs stop at their next chunk and go back to the queue.
+}
+
+void Server::Wait() {
+  if (server_) server_->Wait();
+}
+
+}  // namespace posbias::service

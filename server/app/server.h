@@ -1,0 +1,152 @@
+// The posbias gRPC server: the v1 services, gRPC health (overall and per service) and reflection.
+//
+// Lifecycle: constructed -> Start() (listening; health SERVING) -> Shutdown(drain) (health
+// NOT_SERVING, no new calls, in-flight calls get until the drain deadline, then are cancelled) ->
+// destroyed. Start and Shutdown are each called once, from one thread.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <string>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/status/status.h"
+#include "server/admission/job_admission.h"
+#include "server/host/periodic.h"
+#include "server/jobs/housekeeper.h"
+#include "server/jobs/job_store.h"
+#include "server/jobs/worker_pool.h"
+#include "server/limits/limits.h"
+#include "server/metrics/metrics.h"
+#include "server/registry/model_catalog.h"
+#include "server/runners/runtime.h"
+#include "server/auth/authenticator.h"
+#include "server/grpc/call_auth.h"
+#include "server/grpc/call_executor.h"
+#include "server/api/api.h"
+#include "server/grpc/density_service_wiring.h"
+#include "server/grpc/job_service_wiring.h"
+#include "server/grpc/job_watches.h"
+#include "server/grpc/model_service_wiring.h"
+#include "server/grpc/model_transfers.h"
+
+namespace posbias::service {
+
+// Full names of the services, as health checks and reflection know them.
+inline constexpr char kDensityServiceName[] = "posbias.v1.DensityService";
+inline constexpr char kModelServiceName[] = "posbias.v1.ModelService";
+inline constexpr char kJobServiceName[] = "posbias.v1.JobService";
+
+// What a replica does: its tier (the flag is --role; auth::Role is a principal's permission). kBoth: the embedded default (API and workers in one process). With a
+// shared job store (PostgreSQL) the tiers scale apart: kApi serves the v1 services and runs no
+// jobs; kWorker runs jobs and serves only gRPC health (and reflection) for its probes.
+enum class Tier { kApi, kWorker, kBoth };
+absl::StatusOr<Tier> ParseTier(const std::string& name);
+std::string TierName(Tier tier);
+
+// DeleteModel with force: cancels the queued jobs and stops the running ones bound to `model`
+// (every tenant's); the ids, in the store's order.
+std::vector<std::string> CancelJobsOf(jobs::JobStore& store, const registry::ModelEntry& model);
+
+class Server {
+ public:
+  struct Options {
+    Tier tier = Tier::kBoth;  // --role
+    // "" = SQLite at <data_dir>/jobs.sqlite; "sqlite:PATH"; or a PostgreSQL URI (shared store).
+    std::string job_store;
+    int64_t lease_ms = 30'000;         // Shared store: how long a claim holds a job unrenewed.
+    int64_t part_samples = 0;          // Shared store: split jobs into parts of this many samples.
+    int max_lost_attempts = limits::Default<int>(limits::Limit::kMaxLostAttempts);  // Then ATTEMPTS_EXHAUSTED.
+    std::string worker_name;           // Prefix of this process's worker names ("" = host-pid).
+    std::string listen_address = "127.0.0.1:50051";  // host:port; port 0 picks a free port.
+    DensityLimits density_limits;
+    // The limits' defaults come from the limits table (limits/limits.h), as the flags do.
+    int max_message_bytes = limits::Default<int>(limits::Limit::kMaxMessageBytes);  // Request or response.
+    int max_rpc_threads = limits::Default<int>(limits::Limit::kRpcThreads);  // The call executor's threads.
+    int64_t max_waiting_calls = limits::Default<int64_t>(limits::Limit::kMaxWaitingCalls);  // Then SERVER_BUSY.
+    int64_t max_watch_streams = limits::Default<int64_t>(limits::Limit::kMaxWatchStreams);  // Then SERVER_BUSY.
+    int upload_idle_seconds = limits::Default<int>(limits::Limit::kUploadIdleSeconds);  // Silent uploads end.
+    std::string data_dir = "posbias-data";  // jobs.sqlite, models.json, uploads/.
+    std::string model_root;            // Checkpoints and TorchScript files ("" = none allowed).
+    bool allow_torchscript = false;    // Register and load TorchScript files (they run code).
+    int cpu_threads = 0;               // LibTorch threads of the CPU worker (0 = all cores).
+    bool cpu_worker = true;            // Run jobs on the CPU (besides any CUDA devices).
+    int64_t cache_budget_bytes = limits::Default<int64_t>(limits::Limit::kModelCacheMb) << 20;
+    int64_t max_upload_bytes = limits::Default<int64_t>(limits::Limit::kMaxUploadBytes);  // UploadModel stream.
+    // Uploads leave this much of the data disk free.
+    int64_t min_free_disk_bytes = limits::Default<int64_t>(limits::Limit::kMinFreeDiskMib) << 20;
+    double retention_hours = limits::Default<double>(limits::Limit::kRetentionHours);  // Then deleted.
+    admission::JobLimits job_limits;
+    // Who may call (README "Security"). TLS with a certificate and key; mTLS with a client CA too;
+    // principals from the tokens file. Listening off loopback with neither tokens nor mTLS is
+    // refused unless allow_unauthenticated (a mesh in front authenticates).
+    struct Security {
+      std::string tls_cert_file, tls_key_file;  // PEM, both or neither.
+      std::string tls_client_ca_file;           // PEM: require and verify client certificates.
+      std::string auth_tokens_file;             // auth/principals.h; "" = no token principals.
+      bool allow_unauthenticated = false;
+      // Off loopback, a tokens file without TLS is refused (tokens would cross the network in
+      // the clear) unless this is set: a mesh in front encrypts.
+      bool allow_plaintext_tokens = false;
+      int reload_interval_seconds = 1;          // Certificates and tokens re-read when changed.
+    } security;
+    bool reflection = true;  // gRPC server reflection (the API's schema, no data).
+  };
+
+  Server(Options options, metrics::Metrics* metrics);
+  ~Server();
+
+  // Opens the store (recovering jobs of a previous run) and the registry, starts the workers and
+  // the RPC server.
+  absl::Status Start();
+  // The port actually bound (useful with port 0).
+  int port() const { return port_; }
+  // Stops accepting calls and waits up to `drain` for in-flight calls before cancelling them.
+  void Shutdown(std::chrono::milliseconds drain);
+  void Wait();
+  // Re-reads the tokens file now (SIGHUP); certificates are re-read when they change on disk.
+  void ReloadCredentials();
+
+ private:
+  Options options_;
+  metrics::Metrics* metrics_;
+  // What every call needs (executor, metrics, door); filled before the RPC server starts.
+  CallRuntime call_runtime_;
+  // Each service: its handlers' state, its streams, and the wiring generated from the proto.
+  DensityRequests density_requests_;
+  DensityServiceWiring density_service_{&density_requests_, &call_runtime_};
+  // Opens the job store and checks it fits the role.
+  absl::Status OpenStore();
+  // The workers and their metrics (role api: none run).
+  void StartWorkers(bool runs_jobs);
+  absl::Status StartRpcServer(bool serves_api, std::shared_ptr<grpc::ServerCredentials> credentials);
+  // Checks the security options and opens the authenticator; the transport's credentials.
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> PrepareSecurity();
+  void ReloadIfChanged();  // One look at the tokens file (reload_): re-read when it changed.
+  void RecheckOpenStreams();  // After a reload: open streams whose principal was revoked or demoted end.
+
+  std::unique_ptr<jobs::JobStore> store_;
+  std::unique_ptr<runners::Runtime> runtime_;  // Torch-side: the model cache and the runner.
+  std::unique_ptr<registry::ModelCatalog> catalog_;
+  std::unique_ptr<jobs::WorkerPool> pool_;
+  std::unique_ptr<jobs::Housekeeper> housekeeper_;
+  std::unique_ptr<ModelRequests> model_requests_;
+  std::unique_ptr<ModelTransfers> model_transfers_;
+  std::unique_ptr<ModelServiceWiring<ModelTransfers>> model_service_;
+  std::unique_ptr<JobRequests> job_requests_;
+  std::unique_ptr<JobWatches> job_watches_;
+  std::unique_ptr<JobServiceWiring<JobWatches>> job_service_;
+  std::unique_ptr<CallExecutor> executor_;
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<auth::Authenticator> authenticator_;
+  std::unique_ptr<CallAuth> call_auth_;
+  host::PeriodicTask reload_;  // ReloadIfChanged every reload_interval_seconds.
+  int port_ = 0;
+  bool shut_down_ = false;
+};
+
+}  // namespace posbias::service

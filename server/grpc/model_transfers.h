@@ -1,0 +1,70 @@
+// The streams of the model service on gRPC's callback API, holding no thread while they wait.
+// Their logic is model_streams.h's gRPC-free sessions; these reactors only move messages:
+// UploadModel (a read reactor: each message handed to its UploadSession as it arrives, the
+// registration itself run on the call executor) and ExportModel (a write reactor: the weights
+// are prepared on the executor, then streamed a chunk at a time as the client takes them). An
+// upload that sends nothing for the idle timeout is ended (DEADLINE_EXCEEDED); a cancelled,
+// refused or failed upload leaves no staging file and registers nothing.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include <grpcpp/grpcpp.h>
+
+#include "posbias/v1/model_service.pb.h"
+#include "server/limits/limits.h"
+#include "server/host/periodic.h"
+#include "server/metrics/metrics.h"
+#include "server/registry/model_catalog.h"
+#include "server/grpc/call_auth.h"
+#include "server/grpc/call_executor.h"
+#include "server/api/api.h"
+#include "server/grpc/open_streams.h"
+
+namespace posbias::service {
+
+class ModelTransfers {
+ public:
+  struct Options {
+    UploadLimits limits;  // Size and free disk (model_streams.h).
+    // Between messages.
+    std::chrono::milliseconds upload_idle_timeout{
+        std::chrono::seconds(limits::Default<int64_t>(limits::Limit::kUploadIdleSeconds))};
+  };
+  ModelTransfers(registry::ModelCatalog* catalog, metrics::Metrics* metrics, Options options);
+  ~ModelTransfers();
+  // Where registrations and exports run (set before the server starts); starts the idle watchdog.
+  void Start(CallExecutor* executor, const CallAuth* auth);
+  // Ends open uploads (UNAVAILABLE / SHUTTING_DOWN); joins the watchdog.
+  void Stop();
+  // After the tokens file was reloaded: ends every open upload and export whose principal was
+  // revoked (UNAUTHENTICATED) or lost its role or tenant (PERMISSION_DENIED).
+  void Recheck();
+
+  // The two streams, named after their RPCs (the generated ModelServiceWiring forwards to them).
+  grpc::ServerReadReactor<v1::UploadModelRequest>* UploadModel(grpc::CallbackServerContext* context,
+                                                               v1::Model* response);
+  grpc::ServerWriteReactor<v1::ExportModelResponse>* ExportModel(grpc::CallbackServerContext* context,
+                                                                 const v1::ExportModelRequest* request);
+
+ private:
+  class UploadReactor;
+  class ExportReactor;
+  void Forget(UploadReactor* upload);
+
+  registry::ModelCatalog* catalog_;
+  metrics::Metrics* metrics_;
+  Options options_;
+  CallExecutor* executor_ = nullptr;
+  const CallAuth* auth_ = nullptr;
+  OpenStreams<UploadReactor> uploads_;
+  OpenStreams<ExportReactor> exports_;
+  host::PeriodicTask watchdog_;  // Ends idle uploads, once a second.
+};
+
+}  // namespace posbias::service

@@ -1,6 +1,6 @@
 // Conversions between the public job messages (posbias.v1) and the typed job contract
-// (jobs/jacobian_spec.h, jobs/jacobian_report.h): the only place job enums meet proto enums and
-// the report meets GetJobResult's pages.
+// (jobs/jacobian_spec.h, jobs/jacobian_report.h): the only place job enums meet proto enums
+// (GetJobResult's pages of a report: result_pages.h), and the per-tenant request ids.
 #pragma once
 
 #include <cstdint>
@@ -35,15 +35,5 @@ void JobToProto(const jobs::JobRecord& job, v1::Job* out);
 std::string TenantRequestKey(const std::string& tenant, const std::string& request_id);
 // The client's request_id of a stored key.
 std::string ClientRequestId(const std::string& tenant, const std::string& stored_key);
-
-// Fills one page of a finished job's result: positions first..last (1-based) every `stride`,
-// `page_size` of them per page (default 1024, at most 16384), with the theory comparison, layer
-// profiles, branch ratios, raw samples and token ids as asked. The page token is the index of the
-// page's first selected position. A page holds fewer positions when it would pass the result-page
-// limit (limits.h) together with `reserved_bytes` (what the caller adds to it: the first page's
-// report_json); one position alone over the limit is REQUEST_TOO_LARGE. A report larger than the
-// limit still goes out whole on the first page, with one position.
-absl::Status FillResultPage(const v1::GetJobResultRequest& request, const jobs::JacobianReport& report,
-                            v1::GetJobResultResponse* response, size_t reserved_bytes = 0);
 
 }  // namespace posbias::service

@@ -14,6 +14,7 @@
 #include "server/jobs/boundary_spikes.h"
 #include "server/jobs/jacobian_report.h"
 #include "server/api/job_convert.h"
+#include "server/api/result_pages.h"
 #include "server/api/model_visibility.h"
 #include "server/text/text_input.h"
 #include "server/status/error.h"

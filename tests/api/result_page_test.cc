@@ -7,6 +7,7 @@
 #include "gtest/gtest.h"
 #include "server/limits/limits.h"
 #include "server/api/job_convert.h"
+#include "server/api/result_pages.h"
 #include "server/status/error.h"
 
 namespace posbias::service {

@@ -26,6 +26,7 @@
 #include "server/models/config.h"
 #include "server/registry/model_entry.h"
 #include "server/api/job_convert.h"
+#include "server/api/result_pages.h"
 #include "tests/fuzz/libfuzzer/fuzz_check.h"
 
 namespace {

@@ -64,8 +64,9 @@ struct MeasuredAlphaTheory {
 struct TheoryComparison {
   int64_t depth = 0;
   std::string quantity = "squared_norm";
-  std::optional<std::string> note;                  // Why there is no fit.
-  std::optional<std::vector<FixedDepthFit>> fits;   // Absent with a note.
+  // Which fits failed and why ("; "-separated); the fits that did not fail are still reported.
+  std::optional<std::string> note;
+  std::optional<std::vector<FixedDepthFit>> fits;   // Absent (with a note) when they failed.
   std::optional<std::vector<EffectiveDepthFit>> effective_depth_fits;
   std::optional<MeasuredAlphaTheory> measured_alpha_schedule;
   // Jobs: whether GetJobResult reports the effective-depth fits (asked for, or unknown depth).

@@ -5,8 +5,12 @@
 #include <map>
 #include <numeric>
 #include <random>
+#include <string>
 #include <utility>
+#include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "server/density/comparison.h"
 #include "server/density/discrete.h"
 #include "server/density/fit.h"
@@ -85,9 +89,105 @@ std::map<density::Model, std::pair<double, double>> BootstrapLambda(
 // `depth` is the model's layer count, 0 when unknown (TorchScript): the fixed-depth fits then use
 // depth 1 and the effective-depth ridge spans all depths 1..64. `window`: the model's attention
 // window (Mistral's sliding_window; 0 = full causal), the routing matrix of every fit.
-jobs::TheoryComparison Theory(int64_t depth, const std::vector<double>& measured,
-                              const std::vector<double>& branch_ratio,
-                              const std::vector<std::vector<double>>& samples, uint32_t window) {
+// The fits at the model's depth, one per model, with bootstrap intervals over samples.
+absl::Status AddFixedDepthFits(int64_t depth, const std::vector<double>& measured,
+                               const std::vector<std::vector<double>>& samples, uint32_t window,
+                               jobs::TheoryComparison& theory) {
+  density::FitOptions options;
+  options.min_depth = options.max_depth = static_cast<uint32_t>(depth);
+  options.include_profiles = true;
+  options.attention_window = window;
+  auto fits = density::FitProfile(measured, options);
+  if (!fits.ok()) return fits.status();
+  const auto intervals = samples.size() > 1 ? BootstrapLambda(depth, samples, static_cast<int64_t>(measured.size()), window)
+                                            : std::map<density::Model, std::pair<double, double>>{};
+  theory.fits.emplace();
+  for (const auto& fit : *fits) {
+    const auto interval = intervals.count(fit.model) ? intervals.at(fit.model) : std::pair{fit.lambda, fit.lambda};
+    // `profile`: the fitted theory on the measured positions 1..t, normalized to sum 1 (compare
+    // with sq_norm_mean / its sum). `lambda_sample_low/high`: the bootstrap interval over samples.
+    jobs::FixedDepthFit out;
+    out.model = TheoryModelOf(fit.model);
+    out.alpha = fit.alpha;
+    out.lambda = fit.lambda;
+    out.lambda_sample_low = interval.first;
+    out.lambda_sample_high = interval.second;
+    out.bootstrap_resamples = samples.size() > 1 ? kResamples : 0;
+    out.metrics = fit.metrics;
+    out.profile = fit.profile;
+    theory.fits->push_back(std::move(out));
+  }
+  return absl::OkStatus();
+}
+
+// The effective depth (THEORY.md section 8): real profiles pin lambda = alpha H far better than H
+// and alpha apart, so the ridge over depths 1..max_depth is reported with its interval. A failure's
+// message says which part failed (skipped for its size, or the fit's own refusal).
+absl::Status AddEffectiveDepthFits(uint32_t max_depth, const std::vector<double>& measured,
+                                   const std::vector<std::vector<double>>& samples, uint32_t window,
+                                   jobs::TheoryComparison& theory) {
+  if (uint64_t{max_depth} * measured.size() > density::kMaxFitWork) {
+    return absl::ResourceExhaustedError(absl::StrCat("the effective-depth ridge was skipped: ", max_depth, " depths x ",
+                                                     measured.size(), " positions exceed the fits' work limit of ",
+                                                     density::kMaxFitWork));
+  }
+  density::FitOptions ridge;
+  ridge.include_profiles = true;
+  ridge.attention_window = window;
+  ridge.min_depth = 1;
+  ridge.max_depth = max_depth;
+  auto ridge_fits = density::FitProfile(measured, ridge);
+  if (!ridge_fits.ok()) {
+    return absl::Status(ridge_fits.status().code(), absl::StrCat("the effective-depth fits over depths 1..", max_depth,
+                                                                 " failed: ", ridge_fits.status().message()));
+  }
+  theory.effective_depth_fits.emplace();
+  for (const auto& fit : *ridge_fits) {
+    jobs::EffectiveDepthFit out;
+    for (const auto& point : fit.ridge) out.ridge.push_back({point.depth, point.alpha, point.rmse_log});
+    // The sampling interval with alpha refitted at this fit's depth.
+    auto interval = std::pair{fit.lambda, fit.lambda};
+    if (samples.size() > 1) {
+      const auto intervals = BootstrapLambda(fit.depth, samples, static_cast<int64_t>(measured.size()), window);
+      if (intervals.count(fit.model)) interval = intervals.at(fit.model);
+    }
+    out.model = TheoryModelOf(fit.model);
+    out.depth = fit.depth;
+    out.alpha = fit.alpha;
+    out.lambda = fit.lambda;
+    out.lambda_low = fit.lambda_low;
+    out.lambda_high = fit.lambda_high;
+    out.lambda_sample_low = interval.first;
+    out.lambda_sample_high = interval.second;
+    out.metrics = fit.metrics;
+    out.profile = fit.profile;
+    theory.effective_depth_fits->push_back(std::move(out));
+  }
+  return absl::OkStatus();
+}
+
+// The theory under the measured per-layer branch ratios (no fit: the schedule is the model's).
+absl::Status AddMeasuredAlphaTheory(const std::vector<double>& measured, const std::vector<double>& branch_ratio,
+                                    uint32_t window, jobs::TheoryComparison& theory) {
+  auto routing = density::MakeScheduledRouting(0, branch_ratio);
+  if (routing.ok() && window > 0) routing = density::WithAttentionWindows(*routing, window, {});
+  if (!routing.ok()) return routing.status();
+  auto profiles = density::ComputeDiscreteProfiles(*routing, measured.size());
+  if (!profiles.ok()) return profiles.status();
+  std::vector<double> coherent_sq(profiles->coherent.size());
+  std::transform(profiles->coherent.begin(), profiles->coherent.end(), coherent_sq.begin(),
+                 [](double v) { return v * v; });
+  theory.measured_alpha_schedule = jobs::MeasuredAlphaTheory{
+      branch_ratio, density::CompareProfiles(measured, coherent_sq), density::CompareProfiles(measured, profiles->incoherent),
+      density::Normalized(coherent_sq), density::Normalized(profiles->incoherent)};
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+jobs::TheoryComparison CompareWithTheory(int64_t depth, const std::vector<double>& measured,
+                                         const std::vector<double>& branch_ratio,
+                                         const std::vector<std::vector<double>>& samples, uint32_t window) {
   const bool unknown_depth = depth == 0;
   depth = std::max<int64_t>(depth, 1);
   jobs::TheoryComparison theory;
@@ -97,86 +197,24 @@ jobs::TheoryComparison Theory(int64_t depth, const std::vector<double>& measured
     theory.note = "no fit: the profile needs at least 3 finite, non-negative values";
     return theory;
   }
-  density::FitOptions options;
-  options.min_depth = options.max_depth = static_cast<uint32_t>(depth);
-  options.include_profiles = true;
-  options.attention_window = window;
-  auto fits = density::FitProfile(measured, options);
-  theory.fits.emplace();
-  if (fits.ok()) {
-    const auto intervals = samples.size() > 1 ? BootstrapLambda(depth, samples, static_cast<int64_t>(measured.size()), window)
-                                              : std::map<density::Model, std::pair<double, double>>{};
-    for (const auto& fit : *fits) {
-      const auto interval = intervals.count(fit.model) ? intervals.at(fit.model) : std::pair{fit.lambda, fit.lambda};
-      // `profile`: the fitted theory on the measured positions 1..t, normalized to sum 1 (compare
-      // with sq_norm_mean / its sum). `lambda_sample_low/high`: the bootstrap interval over samples.
-      jobs::FixedDepthFit out;
-      out.model = TheoryModelOf(fit.model);
-      out.alpha = fit.alpha;
-      out.lambda = fit.lambda;
-      out.lambda_sample_low = interval.first;
-      out.lambda_sample_high = interval.second;
-      out.bootstrap_resamples = samples.size() > 1 ? kResamples : 0;
-      out.metrics = fit.metrics;
-      out.profile = fit.profile;
-      theory.fits->push_back(std::move(out));
-    }
+  // Each part that fails says which it was and why; the others are still reported.
+  std::vector<std::string> failed;
+  if (auto status = AddFixedDepthFits(depth, measured, samples, window, theory); !status.ok()) {
+    failed.push_back(absl::StrCat("the fits at depth ", depth, " failed: ", status.message()));
   }
-  // The effective depth too (THEORY.md section 8): real profiles pin lambda = alpha H far better
-  // than H and alpha apart, so the ridge over depths 1..min(4H, 64) is reported with its interval.
-  density::FitOptions ridge;
-  ridge.include_profiles = true;
-  ridge.attention_window = window;
-  ridge.min_depth = 1;
-  ridge.max_depth = static_cast<uint32_t>(unknown_depth ? density::kMaxFitDepthCount
-                                                        : std::min<int64_t>(4 * depth, density::kMaxFitDepthCount));
-  if (uint64_t{ridge.max_depth} * measured.size() <= density::kMaxFitWork) {
-    auto ridge_fits = density::FitProfile(measured, ridge);
-    theory.effective_depth_fits.emplace();
-    if (ridge_fits.ok()) {
-      for (const auto& fit : *ridge_fits) {
-        jobs::EffectiveDepthFit out;
-        for (const auto& point : fit.ridge) out.ridge.push_back({point.depth, point.alpha, point.rmse_log});
-        // The sampling interval with alpha refitted at this fit's depth.
-        auto interval = std::pair{fit.lambda, fit.lambda};
-        if (samples.size() > 1) {
-          const auto intervals = BootstrapLambda(fit.depth, samples, static_cast<int64_t>(measured.size()), window);
-          if (intervals.count(fit.model)) interval = intervals.at(fit.model);
-        }
-        out.model = TheoryModelOf(fit.model);
-        out.depth = fit.depth;
-        out.alpha = fit.alpha;
-        out.lambda = fit.lambda;
-        out.lambda_low = fit.lambda_low;
-        out.lambda_high = fit.lambda_high;
-        out.lambda_sample_low = interval.first;
-        out.lambda_sample_high = interval.second;
-        out.metrics = fit.metrics;
-        out.profile = fit.profile;
-        theory.effective_depth_fits->push_back(std::move(out));
-      }
-    }
+  const auto max_depth = static_cast<uint32_t>(unknown_depth ? density::kMaxFitDepthCount
+                                                             : std::min<int64_t>(4 * depth, density::kMaxFitDepthCount));
+  if (auto status = AddEffectiveDepthFits(max_depth, measured, samples, window, theory); !status.ok()) {
+    failed.emplace_back(status.message());
   }
   if (!branch_ratio.empty()) {
-    auto routing = density::MakeScheduledRouting(0, branch_ratio);
-    if (routing.ok() && window > 0) routing = density::WithAttentionWindows(*routing, window, {});
-    if (routing.ok()) {
-      auto profiles = density::ComputeDiscreteProfiles(*routing, measured.size());
-      if (profiles.ok()) {
-        std::vector<double> coherent_sq(profiles->coherent.size());
-        std::transform(profiles->coherent.begin(), profiles->coherent.end(), coherent_sq.begin(),
-                       [](double v) { return v * v; });
-        theory.measured_alpha_schedule = jobs::MeasuredAlphaTheory{
-            branch_ratio, density::CompareProfiles(measured, coherent_sq),
-            density::CompareProfiles(measured, profiles->incoherent), density::Normalized(coherent_sq),
-            density::Normalized(profiles->incoherent)};
-      }
+    if (auto status = AddMeasuredAlphaTheory(measured, branch_ratio, window, theory); !status.ok()) {
+      failed.push_back(absl::StrCat("the theory under the measured branch ratios failed: ", status.message()));
     }
   }
+  if (!failed.empty()) theory.note = absl::StrJoin(failed, "; ");
   return theory;
 }
-
-}  // namespace
 
 jobs::JacobianReport BuildReport(models::DecoderModel& model, const jacobian::MeasureOptions& options,
                                  const jacobian::MeasureResult& result, const std::string& weights) {
@@ -246,7 +284,7 @@ jobs::JacobianReport BuildReport(models::DecoderModel& model, const jacobian::Me
   std::vector<std::vector<double>> samples;
   for (const auto& sample : result.sample_sq_norm) samples.push_back(Prefix(sample, result.target));
   const bool unknown_depth = model.config().family == models::Family::kTorchScript;
-  report.theory = Theory(unknown_depth ? 0 : model.config().num_layers, Prefix(final_stats.mean, result.target),
+  report.theory = CompareWithTheory(unknown_depth ? 0 : model.config().num_layers, Prefix(final_stats.mean, result.target),
                          result.branch_ratio, samples, static_cast<uint32_t>(model.config().sliding_window));
   if (options.keep_samples) report.raw = result.raw.back();
   return report;

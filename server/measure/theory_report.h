@@ -9,6 +9,15 @@
 
 namespace posbias::measure {
 
+// A measured squared-norm profile (positions 1..t) against the theory: the fits at `depth` (the
+// model's layers; 0 = unknown, then depth 1) with bootstrap intervals over `samples`, the
+// effective-depth ridge, and the theory under the measured per-layer `branch_ratio` (when given);
+// `window`: the model's attention window (0 = full causal). A part that fails is left out and
+// the note says which and why.
+jobs::TheoryComparison CompareWithTheory(int64_t depth, const std::vector<double>& measured,
+                                         const std::vector<double>& branch_ratio,
+                                         const std::vector<std::vector<double>>& samples, uint32_t window);
+
 // `weights` names where the parameters came from: a checkpoint path, or "" for the seeded init.
 jobs::JacobianReport BuildReport(models::DecoderModel& model, const jacobian::MeasureOptions& options,
                                  const jacobian::MeasureResult& result, const std::string& weights);

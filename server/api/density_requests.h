@@ -23,9 +23,9 @@ struct DensityLimits {
   uint64_t max_returned_positions = limits::Default<uint64_t>(limits::Limit::kMaxReturnedPositions);
 };
 
-// The service's state: what its handlers (density_service_handlers.h, generated from the proto:
-// HandleEvaluateContinuum, HandleEvaluateDiscrete, HandleSummarizeProfile, HandleFitProfile; all
-// defined in density_requests.cc) read. EvaluateDiscrete polls Caller::Gone during long
+// The service's state: what its handlers (Handle<Method> for each unary RPC of DensityService,
+// declared in density_service_handlers.h, generated from the proto; defined in
+// density_requests.cc) read. EvaluateDiscrete polls Caller::Gone during long
 // computations and stops with CANCELLED.
 struct DensityRequests {
   DensityLimits limits;

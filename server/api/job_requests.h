@@ -22,9 +22,9 @@
 
 namespace posbias::service {
 
-// The service's state: what its handlers read. The handlers, one per unary RPC, are declared in
-// job_service_handlers.h (generated from the proto: HandleSubmitJob, HandleGetJob, HandleListJobs,
-// HandleCancelJob, HandleDeleteJob, HandleGetJobResult) and defined in job_requests.cc.
+// The service's state: what its handlers read. The handlers, Handle<Method> for each unary RPC of
+// JobService, are declared in job_service_handlers.h (generated from the proto, which lists them)
+// and defined in job_requests.cc.
 // HandleSubmitJob, HandleCancelJob and HandleDeleteJob set caller.resource (the audit line) to
 // the job id.
 struct JobRequests {

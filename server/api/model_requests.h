@@ -18,9 +18,8 @@
 
 namespace posbias::service {
 
-// The service's state: what its handlers read. The handlers, one per unary RPC, are declared in
-// model_service_handlers.h (generated from the proto: HandleRegisterModel, HandleGetModel,
-// HandleListModels, HandleDeleteModel, HandleListPresets, HandleTokenize) and defined in
+// The service's state: what its handlers read. The handlers, Handle<Method> for each unary RPC of
+// ModelService, are declared in model_service_handlers.h (generated from the proto) and defined in
 // model_requests.cc. HandleRegisterModel and HandleDeleteModel set caller.resource (the audit
 // line) to the model's name.
 struct ModelRequests {

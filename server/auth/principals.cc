@@ -25,39 +25,8 @@ bool IsLowerHex(std::string_view text) {
   return true;
 }
 
-absl::StatusOr<Principal> ParseOne(const Json& item, const std::string& where) {
-  if (!item.is_object()) return Bad(where, item.type_name(), "an object");
-  static const std::set<std::string> kKeys = {"name", "tenant", "roles", "token_sha256", "cert_subject", "cert_san",
-                                              "max_queued_jobs", "max_running_jobs"};
-  for (const auto& [key, value] : item.items()) {
-    if (kKeys.count(key) == 0) {
-      return Bad(absl::StrCat(where, ".", key), "present",
-                 "name, tenant, roles, token_sha256, cert_subject, cert_san, max_queued_jobs, max_running_jobs");
-    }
-  }
-  Principal principal;
-  for (const auto& [key, target] : {std::pair<const char*, std::string*>{"name", &principal.name},
-                                    std::pair<const char*, std::string*>{"tenant", &principal.tenant}}) {
-    if (!item.contains(key) || !item[key].is_string() || !IsValidName(item[key].get<std::string>())) {
-      return Bad(absl::StrCat(where, ".", key), item.contains(key) ? item[key].dump() : "missing",
-                 "1..63 characters of [a-z0-9._-], starting with a letter or digit");
-    }
-    *target = item[key].get<std::string>();
-  }
-  if (!item.contains("roles") || !item["roles"].is_array() || item["roles"].empty()) {
-    return Bad(where + ".roles", item.contains("roles") ? item["roles"].dump() : "missing",
-               "a non-empty list of reader, submitter, operator, admin");
-  }
-  bool any = false;
-  for (size_t i = 0; i < item["roles"].size(); ++i) {
-    const Json& name = item["roles"][i];
-    auto role = name.is_string() ? ParseRole(name.get<std::string>()) : absl::InvalidArgumentError("");
-    if (!role.ok()) {
-      return Bad(absl::StrCat(where, ".roles[", i, "]"), name.dump(), "reader, submitter, operator or admin");
-    }
-    if (!any || static_cast<int>(*role) > static_cast<int>(principal.role)) principal.role = *role;
-    any = true;
-  }
+// The principal's one credential: a token's SHA-256, a certificate's CN or one of its SANs.
+absl::Status ParseCredential(const Json& item, const std::string& where, Principal& principal) {
   const int credentials = static_cast<int>(item.contains("token_sha256")) + static_cast<int>(item.contains("cert_subject")) +
                           static_cast<int>(item.contains("cert_san"));
   if (credentials != 1) {
@@ -95,6 +64,43 @@ absl::StatusOr<Principal> ParseOne(const Json& item, const std::string& where) {
     }
     principal.cert_subject = subject.get<std::string>();
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Principal> ParseOne(const Json& item, const std::string& where) {
+  if (!item.is_object()) return Bad(where, item.type_name(), "an object");
+  static const std::set<std::string> kKeys = {"name", "tenant", "roles", "token_sha256", "cert_subject", "cert_san",
+                                              "max_queued_jobs", "max_running_jobs"};
+  for (const auto& [key, value] : item.items()) {
+    if (kKeys.count(key) == 0) {
+      return Bad(absl::StrCat(where, ".", key), "present",
+                 "name, tenant, roles, token_sha256, cert_subject, cert_san, max_queued_jobs, max_running_jobs");
+    }
+  }
+  Principal principal;
+  for (const auto& [key, target] : {std::pair<const char*, std::string*>{"name", &principal.name},
+                                    std::pair<const char*, std::string*>{"tenant", &principal.tenant}}) {
+    if (!item.contains(key) || !item[key].is_string() || !IsValidName(item[key].get<std::string>())) {
+      return Bad(absl::StrCat(where, ".", key), item.contains(key) ? item[key].dump() : "missing",
+                 "1..63 characters of [a-z0-9._-], starting with a letter or digit");
+    }
+    *target = item[key].get<std::string>();
+  }
+  if (!item.contains("roles") || !item["roles"].is_array() || item["roles"].empty()) {
+    return Bad(where + ".roles", item.contains("roles") ? item["roles"].dump() : "missing",
+               "a non-empty list of reader, submitter, operator, admin");
+  }
+  bool any = false;
+  for (size_t i = 0; i < item["roles"].size(); ++i) {
+    const Json& name = item["roles"][i];
+    auto role = name.is_string() ? ParseRole(name.get<std::string>()) : absl::InvalidArgumentError("");
+    if (!role.ok()) {
+      return Bad(absl::StrCat(where, ".roles[", i, "]"), name.dump(), "reader, submitter, operator or admin");
+    }
+    if (!any || static_cast<int>(*role) > static_cast<int>(principal.role)) principal.role = *role;
+    any = true;
+  }
+  if (auto status = ParseCredential(item, where, principal); !status.ok()) return status;
   for (const auto& [key, target] : {std::pair<const char*, int64_t*>{"max_queued_jobs", &principal.max_queued_jobs},
                                     std::pair<const char*, int64_t*>{"max_running_jobs", &principal.max_running_jobs}}) {
     if (!item.contains(key)) continue;

@@ -517,6 +517,34 @@ std::string TorchDtypeName(torch::Dtype dtype) {
   return "other";
 }
 
+namespace {
+
+// The given token ids: one sequence per sample, long enough for the output, every id in the
+// model's vocabulary.
+absl::Status CheckGivenTokens(const models::ModelConfig& config, const MeasureOptions& options) {
+  if (static_cast<int64_t>(options.tokens.size()) != options.samples) {
+    return InvalidArgumentError({ErrorReason::kInvalidArgument, "tokens", absl::StrCat(options.tokens.size(), " sequences"),
+                                 absl::StrCat("one sequence per sample (", options.samples, ")")});
+  }
+  const int64_t t = options.target == 0 ? options.length : options.target;
+  const size_t need = options.output == Output::kLogProb ? std::max(options.length, t + 1) : options.length;
+  for (size_t s = 0; s < options.tokens.size(); ++s) {
+    if (options.tokens[s].size() < need) {
+      return InvalidArgumentError({ErrorReason::kInvalidArgument, absl::StrCat("tokens[", s, "]"),
+                                   absl::StrCat(options.tokens[s].size(), " ids"), absl::StrCat("at least ", need, " ids")});
+    }
+    for (size_t j = 0; j < options.tokens[s].size(); ++j) {
+      if (options.tokens[s][j] < 0 || options.tokens[s][j] >= config.vocab_size) {
+        return InvalidArgumentError({ErrorReason::kInvalidArgument, absl::StrCat("tokens[", s, "][", j, "]"),
+                                     std::to_string(options.tokens[s][j]), absl::StrCat("0..", config.vocab_size - 1)});
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status CheckMeasureOptions(const DecoderModel& model, const MeasureOptions& options) {
   const auto& config = model.config();
   const int64_t max_length = config.family == models::Family::kGpt2 && !config.ablations.no_position_encoding
@@ -541,24 +569,7 @@ absl::Status CheckMeasureOptions(const DecoderModel& model, const MeasureOptions
                                  limits::Range(limits::Limit::kMaxProbes, 1, kMaxProbes)});
   }
   if (options.input == InputKind::kGivenTokens) {
-    if (static_cast<int64_t>(options.tokens.size()) != options.samples) {
-      return InvalidArgumentError({ErrorReason::kInvalidArgument, "tokens", absl::StrCat(options.tokens.size(), " sequences"),
-                                   absl::StrCat("one sequence per sample (", options.samples, ")")});
-    }
-    const int64_t t = options.target == 0 ? options.length : options.target;
-    const size_t need = options.output == Output::kLogProb ? std::max(options.length, t + 1) : options.length;
-    for (size_t s = 0; s < options.tokens.size(); ++s) {
-      if (options.tokens[s].size() < need) {
-        return InvalidArgumentError({ErrorReason::kInvalidArgument, absl::StrCat("tokens[", s, "]"),
-                                     absl::StrCat(options.tokens[s].size(), " ids"), absl::StrCat("at least ", need, " ids")});
-      }
-      for (size_t j = 0; j < options.tokens[s].size(); ++j) {
-        if (options.tokens[s][j] < 0 || options.tokens[s][j] >= config.vocab_size) {
-          return InvalidArgumentError({ErrorReason::kInvalidArgument, absl::StrCat("tokens[", s, "][", j, "]"),
-                                       std::to_string(options.tokens[s][j]), absl::StrCat("0..", config.vocab_size - 1)});
-        }
-      }
-    }
+    if (auto status = CheckGivenTokens(config, options); !status.ok()) return status;
   }
   const int64_t end_sample = options.end_sample > 0 ? options.end_sample : options.samples;
   if (options.first_sample < 0 || options.first_sample >= end_sample || end_sample > options.samples) {

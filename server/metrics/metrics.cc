@@ -70,6 +70,12 @@ Metrics::Metrics(const BuildInfo& build) : registry_(std::make_shared<prometheus
                                  .Help("Changed tokens files that failed to parse (the last good set stays).")
                                  .Register(*registry_)
                                  .Add({});
+  RegisterJobMetrics();
+}
+
+// The job lifecycle's metrics: submissions, outcomes, queue wait, run time, throughput, model
+// loads, the store's jobs by state and device memory.
+void Metrics::RegisterJobMetrics() {
   jobs_submitted_ = &prometheus::BuildCounter()
                          .Name("posbias_jobs_submitted_total")
                          .Help("Jobs accepted by SubmitJob (idempotent retries not counted).")

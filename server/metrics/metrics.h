@@ -62,6 +62,7 @@ class Metrics {
   std::string Scrape();
 
  private:
+  void RegisterJobMetrics();
   void RefreshProcessMetrics();
 
   std::shared_ptr<prometheus::Registry> registry_;

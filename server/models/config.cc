@@ -390,35 +390,11 @@ ModelConfig ApplyOverrides(ModelConfig config, const ConfigOverrides& overrides)
   return config;
 }
 
-absl::Status ValidateConfig(const ModelConfig& config) {
-  for (const auto& [value, field] : std::vector<std::pair<int64_t, std::string>>{
-           {config.num_layers, "layers"}, {config.hidden_size, "width"}, {config.num_heads, "heads"},
-           {config.num_kv_heads, "kv_heads"}, {config.intermediate_size, "mlp_width"},
-           {config.vocab_size, "vocab"}, {config.max_positions, "max_positions"}}) {
-    if (auto status = Positive(value, field); !status.ok()) return status;
-  }
-  if (config.num_layers > 1024) {
-    return InvalidArgumentError({ErrorReason::kInvalidDepth, "layers", std::to_string(config.num_layers), "1..1024"});
-  }
-  // The maxima model_service.proto documents (ModelConfig, ConfigOverrides); the Cesaro routing
-  // model has no position table, so it reaches L = 2^20.
-  const int64_t max_positions = config.family == Family::kCesaro ? int64_t{1} << 20 : 131072;
-  for (const auto& [value, field, most] : std::vector<std::tuple<int64_t, std::string, int64_t>>{
-           {config.hidden_size, "width", 16384}, {config.num_heads, "heads", 256},
-           {config.intermediate_size, "mlp_width", 65536}, {config.vocab_size, "vocab", 262144},
-           {config.max_positions, "max_positions", max_positions}}) {
-    if (value > most) {
-      return InvalidArgumentError({ErrorReason::kInvalidArgument, field, std::to_string(value), absl::StrCat("1..", most)});
-    }
-  }
-  if (config.explicit_head_dim == 0 && config.hidden_size % config.num_heads != 0) {
-    return InvalidArgumentError({ErrorReason::kInvalidArgument, "heads", std::to_string(config.num_heads),
-                                 absl::StrCat("a divisor of width ", config.hidden_size)});
-  }
-  if (config.num_heads % config.num_kv_heads != 0) {
-    return InvalidArgumentError({ErrorReason::kInvalidArgument, "kv_heads", std::to_string(config.num_kv_heads),
-                                 absl::StrCat("a divisor of heads ", config.num_heads)});
-  }
+namespace {
+
+// The attention's settings against the family's row: grouped-query heads, head_dim, the rotary
+// fraction and scaling, and the sliding window exist only where the architecture has them.
+absl::Status CheckAttentionSettings(const ModelConfig& config) {
   const Architecture* architecture = ArchitectureOf(config.family);
   const auto lacks = [architecture](bool Architecture::*setting) { return architecture == nullptr || !(architecture->*setting); };
   if (architecture != nullptr && !architecture->grouped_query && config.num_kv_heads != config.num_heads) {
@@ -466,6 +442,41 @@ absl::Status ValidateConfig(const ModelConfig& config) {
                                    "0 < low_freq_factor < high_freq_factor and original_max_position_embeddings >= 1"});
     }
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ValidateConfig(const ModelConfig& config) {
+  for (const auto& [value, field] : std::vector<std::pair<int64_t, std::string>>{
+           {config.num_layers, "layers"}, {config.hidden_size, "width"}, {config.num_heads, "heads"},
+           {config.num_kv_heads, "kv_heads"}, {config.intermediate_size, "mlp_width"},
+           {config.vocab_size, "vocab"}, {config.max_positions, "max_positions"}}) {
+    if (auto status = Positive(value, field); !status.ok()) return status;
+  }
+  if (config.num_layers > 1024) {
+    return InvalidArgumentError({ErrorReason::kInvalidDepth, "layers", std::to_string(config.num_layers), "1..1024"});
+  }
+  // The maxima model_service.proto documents (ModelConfig, ConfigOverrides); the Cesaro routing
+  // model has no position table, so it reaches L = 2^20.
+  const int64_t max_positions = config.family == Family::kCesaro ? int64_t{1} << 20 : 131072;
+  for (const auto& [value, field, most] : std::vector<std::tuple<int64_t, std::string, int64_t>>{
+           {config.hidden_size, "width", 16384}, {config.num_heads, "heads", 256},
+           {config.intermediate_size, "mlp_width", 65536}, {config.vocab_size, "vocab", 262144},
+           {config.max_positions, "max_positions", max_positions}}) {
+    if (value > most) {
+      return InvalidArgumentError({ErrorReason::kInvalidArgument, field, std::to_string(value), absl::StrCat("1..", most)});
+    }
+  }
+  if (config.explicit_head_dim == 0 && config.hidden_size % config.num_heads != 0) {
+    return InvalidArgumentError({ErrorReason::kInvalidArgument, "heads", std::to_string(config.num_heads),
+                                 absl::StrCat("a divisor of width ", config.hidden_size)});
+  }
+  if (config.num_heads % config.num_kv_heads != 0) {
+    return InvalidArgumentError({ErrorReason::kInvalidArgument, "kv_heads", std::to_string(config.num_kv_heads),
+                                 absl::StrCat("a divisor of heads ", config.num_heads)});
+  }
+  if (auto status = CheckAttentionSettings(config); !status.ok()) return status;
   if (!(config.cesaro_alpha >= 0.0 && config.cesaro_alpha <= 1.0)) {
     return InvalidArgumentError({ErrorReason::kInvalidAlpha, "cesaro_alpha", FormatValue(config.cesaro_alpha), "[0, 1]"});
   }
@@ -478,7 +489,95 @@ absl::Status ValidateConfig(const ModelConfig& config) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<ModelConfig> ConfigFromHuggingFaceJson(const std::string& json_text) {
+namespace {
+
+// GPT-2's config.json (n_layer, n_embd, n_head, ...).
+absl::StatusOr<ModelConfig> ReadGpt2Config(const nlohmann::json& json) {
+  ModelConfig config = Gpt2(IntegerMember(json, "n_layer", 12), IntegerMember(json, "n_embd", 768), IntegerMember(json, "n_head", 12));
+  if (json.contains("n_inner") && json["n_inner"].is_number()) config.intermediate_size = IntegerMember(json, "n_inner", 0);
+  config.vocab_size = IntegerMember(json, "vocab_size", 50257);
+  config.max_positions = IntegerMember(json, "n_positions", 1024);
+  config.norm_eps = json.value("layer_norm_epsilon", 1e-5);
+  config.tie_embeddings = json.value("tie_word_embeddings", true);
+  return config;
+}
+
+// Qwen2's config.json: no sliding window or rope_scaling is built.
+absl::StatusOr<ModelConfig> ReadQwen2Config(const nlohmann::json& json) {
+  const int64_t heads = RequiredInteger(json, "num_attention_heads");
+  ModelConfig config = Qwen2(RequiredInteger(json, "num_hidden_layers"), RequiredInteger(json, "hidden_size"), heads,
+                             IntegerMember(json, "num_key_value_heads", heads), RequiredInteger(json, "intermediate_size"));
+  config.vocab_size = IntegerMember(json, "vocab_size", 151936);
+  config.max_positions = IntegerMember(json, "max_position_embeddings", 32768);
+  config.norm_eps = json.value("rms_norm_eps", 1e-6);
+  config.rope_theta = json.value("rope_theta", 1e4);
+  config.tie_embeddings = json.value("tie_word_embeddings", false);
+  if (IsSet(json, "use_sliding_window")) return NotBuilt("use_sliding_window", "true", "false (full causal attention)");
+  if (auto scaling = ReadRopeScaling(json); !scaling.ok() || scaling->type != RopeScaling::Type::kNone) {
+    return scaling.ok() ? NotBuilt("rope_scaling", json.at("rope_scaling").dump(), "null for qwen2") : scaling.status();
+  }
+  return config;
+}
+
+// Llama's and Mistral's config.json (`type` "llama" or "mistral"): head_dim, rope_scaling, biases (Llama) or the window (Mistral).
+absl::StatusOr<ModelConfig> ReadLlamaConfig(const nlohmann::json& json, const std::string& type) {
+  if (auto status = RefuseUnbuilt(json, "silu"); !status.ok()) return status;
+  const int64_t heads = RequiredInteger(json, "num_attention_heads");
+  ModelConfig config = Llama(RequiredInteger(json, "num_hidden_layers"), RequiredInteger(json, "hidden_size"), heads,
+                             IntegerMember(json, "num_key_value_heads", heads), RequiredInteger(json, "intermediate_size"),
+                             IntegerMember(json, "vocab_size", 32000));
+  config.family = type == "llama" ? Family::kLlama : Family::kMistral;
+  config.max_positions = IntegerMember(json, "max_position_embeddings", 2048);
+  config.norm_eps = json.value("rms_norm_eps", 1e-6);
+  config.rope_theta = json.value("rope_theta", 1e4);
+  config.tie_embeddings = json.value("tie_word_embeddings", false);
+  if (json.contains("head_dim") && !json["head_dim"].is_null()) {
+    const int64_t head_dim = IntegerMember(json, "head_dim", 0);
+    // The default spelled out stays the default (a width that heads divide).
+    const bool is_default = config.num_heads > 0 && config.hidden_size % config.num_heads == 0 &&
+                            head_dim == config.hidden_size / config.num_heads;
+    config.explicit_head_dim = is_default ? 0 : head_dim;
+  }
+  auto scaling = ReadRopeScaling(json);
+  if (!scaling.ok()) return scaling.status();
+  config.rope_scaling = *scaling;
+  if (type == "llama") {
+    config.attention_bias = json.value("attention_bias", false);
+    config.mlp_bias = json.value("mlp_bias", false);
+  } else {
+    for (const char* key : {"attention_bias", "mlp_bias"}) {
+      if (IsSet(json, key)) return NotBuilt(key, json.at(key).dump(), "false (mistral has no biases)");
+    }
+    config.sliding_window = json.contains("sliding_window") && !json["sliding_window"].is_null()
+                                ? IntegerMember(json, "sliding_window", 0) : 0;
+  }
+  return config;
+}
+
+// GPT-NeoX's config.json: partial rotary, the parallel residual, rope_scaling.
+absl::StatusOr<ModelConfig> ReadGptNeoxConfig(const nlohmann::json& json) {
+  if (auto status = RefuseUnbuilt(json, "gelu"); !status.ok()) return status;
+  ModelConfig config = Pythia(RequiredInteger(json, "num_hidden_layers"), RequiredInteger(json, "hidden_size"),
+                              RequiredInteger(json, "num_attention_heads"));
+  config.intermediate_size = RequiredInteger(json, "intermediate_size");
+  config.vocab_size = IntegerMember(json, "vocab_size", 50432);
+  config.max_positions = IntegerMember(json, "max_position_embeddings", 2048);
+  config.norm_eps = json.value("layer_norm_eps", 1e-5);
+  config.rope_theta = json.contains("rotary_emb_base") ? json.value("rotary_emb_base", 1e4) : json.value("rope_theta", 1e4);
+  config.rotary_pct = json.contains("rotary_pct") ? json.value("rotary_pct", 0.25) : json.value("partial_rotary_factor", 0.25);
+  config.parallel_residual = json.value("use_parallel_residual", true);
+  config.tie_embeddings = json.value("tie_word_embeddings", false);
+  if (json.contains("attention_bias") && !json.value("attention_bias", true)) {
+    return NotBuilt("attention_bias", "false", "true (gpt_neox's query_key_value and dense have biases)");
+  }
+  auto scaling = ReadRopeScaling(json);
+  if (!scaling.ok()) return scaling.status();
+  config.rope_scaling = *scaling;
+  return config;
+}
+
+// config.json's text as a JSON object: at most 1 MiB, nested at most 64 levels.
+absl::StatusOr<nlohmann::json> ParseConfigJson(const std::string& json_text) {
   // Refuses nesting deeper than any config.json has while parsing (no recursion can run away).
   constexpr int kMaxDepth = 64;
   bool too_deep = false;
@@ -492,7 +591,7 @@ absl::StatusOr<ModelConfig> ConfigFromHuggingFaceJson(const std::string& json_te
     return ErrorWithReason(absl::StatusCode::kInvalidArgument, ErrorReason::kInvalidModelFile,
                            absl::StrCat("config.json has ", json_text.size(), " bytes; at most 1 MiB"));
   }
-  const nlohmann::json json = nlohmann::json::parse(json_text, depth_limit, false);
+  nlohmann::json json = nlohmann::json::parse(json_text, depth_limit, false);
   if (too_deep) {
     return ErrorWithReason(absl::StatusCode::kInvalidArgument, ErrorReason::kInvalidModelFile,
                            absl::StrCat("config.json is nested deeper than ", kMaxDepth, " levels"));
@@ -501,92 +600,41 @@ absl::StatusOr<ModelConfig> ConfigFromHuggingFaceJson(const std::string& json_te
     return ErrorWithReason(absl::StatusCode::kInvalidArgument, ErrorReason::kInvalidModelFile,
                            "config.json is not a JSON object");
   }
+  return json;
+}
+
+}  // namespace
+
+absl::StatusOr<ModelConfig> ConfigFromHuggingFaceJson(const std::string& json_text) {
+  auto parsed = ParseConfigJson(json_text);
+  if (!parsed.ok()) return parsed.status();
+  const nlohmann::json& json = *parsed;
   // Not json.value: a model_type that is not a string would throw outside the try below.
   const auto type_member = json.find("model_type");
   const std::string type =
       type_member != json.end() && type_member->is_string() ? type_member->get<std::string>() : "";
-  ModelConfig config;
+  absl::StatusOr<ModelConfig> config;
   try {
     if (type == "gpt2") {
-      config = Gpt2(IntegerMember(json, "n_layer", 12), IntegerMember(json, "n_embd", 768), IntegerMember(json, "n_head", 12));
-      if (json.contains("n_inner") && json["n_inner"].is_number()) config.intermediate_size = IntegerMember(json, "n_inner", 0);
-      config.vocab_size = IntegerMember(json, "vocab_size", 50257);
-      config.max_positions = IntegerMember(json, "n_positions", 1024);
-      config.norm_eps = json.value("layer_norm_epsilon", 1e-5);
-      config.tie_embeddings = json.value("tie_word_embeddings", true);
+      config = ReadGpt2Config(json);
     } else if (type == "qwen2") {
-      const int64_t heads = RequiredInteger(json, "num_attention_heads");
-      config = Qwen2(RequiredInteger(json, "num_hidden_layers"), RequiredInteger(json, "hidden_size"), heads,
-                     IntegerMember(json, "num_key_value_heads", heads), RequiredInteger(json, "intermediate_size"));
-      config.vocab_size = IntegerMember(json, "vocab_size", 151936);
-      config.max_positions = IntegerMember(json, "max_position_embeddings", 32768);
-      config.norm_eps = json.value("rms_norm_eps", 1e-6);
-      config.rope_theta = json.value("rope_theta", 1e4);
-      config.tie_embeddings = json.value("tie_word_embeddings", false);
-      if (IsSet(json, "use_sliding_window")) return NotBuilt("use_sliding_window", "true", "false (full causal attention)");
-      if (auto scaling = ReadRopeScaling(json); !scaling.ok() || scaling->type != RopeScaling::Type::kNone) {
-        return scaling.ok() ? NotBuilt("rope_scaling", json.at("rope_scaling").dump(), "null for qwen2") : scaling.status();
-      }
+      config = ReadQwen2Config(json);
     } else if (type == "llama" || type == "mistral") {
-      if (auto status = RefuseUnbuilt(json, "silu"); !status.ok()) return status;
-      const int64_t heads = RequiredInteger(json, "num_attention_heads");
-      config = Llama(RequiredInteger(json, "num_hidden_layers"), RequiredInteger(json, "hidden_size"), heads,
-                     IntegerMember(json, "num_key_value_heads", heads), RequiredInteger(json, "intermediate_size"),
-                     IntegerMember(json, "vocab_size", 32000));
-      config.family = type == "llama" ? Family::kLlama : Family::kMistral;
-      config.max_positions = IntegerMember(json, "max_position_embeddings", 2048);
-      config.norm_eps = json.value("rms_norm_eps", 1e-6);
-      config.rope_theta = json.value("rope_theta", 1e4);
-      config.tie_embeddings = json.value("tie_word_embeddings", false);
-      if (json.contains("head_dim") && !json["head_dim"].is_null()) {
-        const int64_t head_dim = IntegerMember(json, "head_dim", 0);
-        // The default spelled out stays the default (a width that heads divide).
-        const bool is_default = config.num_heads > 0 && config.hidden_size % config.num_heads == 0 &&
-                                head_dim == config.hidden_size / config.num_heads;
-        config.explicit_head_dim = is_default ? 0 : head_dim;
-      }
-      auto scaling = ReadRopeScaling(json);
-      if (!scaling.ok()) return scaling.status();
-      config.rope_scaling = *scaling;
-      if (type == "llama") {
-        config.attention_bias = json.value("attention_bias", false);
-        config.mlp_bias = json.value("mlp_bias", false);
-      } else {
-        for (const char* key : {"attention_bias", "mlp_bias"}) {
-          if (IsSet(json, key)) return NotBuilt(key, json.at(key).dump(), "false (mistral has no biases)");
-        }
-        config.sliding_window = json.contains("sliding_window") && !json["sliding_window"].is_null()
-                                    ? IntegerMember(json, "sliding_window", 0) : 0;
-      }
+      config = ReadLlamaConfig(json, type);
     } else if (type == "gpt_neox") {
-      if (auto status = RefuseUnbuilt(json, "gelu"); !status.ok()) return status;
-      config = Pythia(RequiredInteger(json, "num_hidden_layers"), RequiredInteger(json, "hidden_size"),
-                      RequiredInteger(json, "num_attention_heads"));
-      config.intermediate_size = RequiredInteger(json, "intermediate_size");
-      config.vocab_size = IntegerMember(json, "vocab_size", 50432);
-      config.max_positions = IntegerMember(json, "max_position_embeddings", 2048);
-      config.norm_eps = json.value("layer_norm_eps", 1e-5);
-      config.rope_theta = json.contains("rotary_emb_base") ? json.value("rotary_emb_base", 1e4) : json.value("rope_theta", 1e4);
-      config.rotary_pct = json.contains("rotary_pct") ? json.value("rotary_pct", 0.25) : json.value("partial_rotary_factor", 0.25);
-      config.parallel_residual = json.value("use_parallel_residual", true);
-      config.tie_embeddings = json.value("tie_word_embeddings", false);
-      if (json.contains("attention_bias") && !json.value("attention_bias", true)) {
-        return NotBuilt("attention_bias", "false", "true (gpt_neox's query_key_value and dense have biases)");
-      }
-      auto scaling = ReadRopeScaling(json);
-      if (!scaling.ok()) return scaling.status();
-      config.rope_scaling = *scaling;
+      config = ReadGptNeoxConfig(json);
     } else {
       return ErrorWithReason(absl::StatusCode::kInvalidArgument, ErrorReason::kInvalidModelFile,
                              absl::StrCat("config.json model_type '", type,
                                           "' is not supported: allowed ", HuggingFaceFamiliesText()));
     }
-    config.initializer_range = json.value("initializer_range", 0.02);
+    if (!config.ok()) return config.status();
+    config->initializer_range = json.value("initializer_range", 0.02);
   } catch (const nlohmann::json::exception& error) {
     return ErrorWithReason(absl::StatusCode::kInvalidArgument, ErrorReason::kInvalidModelFile,
                            absl::StrCat("config.json: ", error.what()));
   }
-  if (auto status = ValidateConfig(config); !status.ok()) return status;
+  if (auto status = ValidateConfig(*config); !status.ok()) return status;
   return config;
 }
 

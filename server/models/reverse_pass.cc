@@ -252,6 +252,25 @@ int64_t ReverseBlock(const GradientOptions& options, int64_t heads, int64_t rows
   return CpuReverseAttentionBlock(heads, rows, length);
 }
 
+// dx = dV Wv + dK Wk over all L positions, + dQ Wq on the cotangent rows first.. (dv [kvH, L, K, hd],
+// dk [kvH, K, L, hd], dq [kvH, G, R, K, hd]; dk and dq undefined for the value pathway). Each
+// gradient is released once it is used (at long L each is K L kv_heads hd elements).
+Tensor ProjectionsBackward(const Attention& w, Tensor dv, Tensor dk, Tensor dq, int64_t first) {
+  const int64_t kv = dv.size(0), length = dv.size(1), batch = dv.size(2), hd = dv.size(3);
+  auto dx = torch::mm(dv.permute({2, 1, 0, 3}).reshape({batch * length, kv * hd}), w.v.back);
+  dv.reset();
+  if (dk.defined()) dx.addmm_(dk.permute({1, 2, 0, 3}).reshape({batch * length, kv * hd}), w.k.back);
+  dk.reset();
+  dx = dx.view({batch, length, -1});
+  if (dq.defined()) {
+    const int64_t rows = dq.size(2);
+    auto dq_rows = dq.permute({3, 2, 0, 1, 4}).reshape({batch * rows, w.heads * hd});
+    dq.reset();
+    dx.narrow(1, first, rows).add_(torch::mm(dq_rows, w.q.back).view({batch, rows, -1}));
+  }
+  return dx;
+}
+
 // The gradient w.r.t. the attention's input x [L, d] of cotangents dy [K, R, d] on its output
 // rows first..L-1. With `value_only` the probabilities are constants: only the value branch
 // dV = P^T dO, not the score branch (dP -> dq, dk). Undefined when between_blocks stopped it.
@@ -325,19 +344,7 @@ Tensor AttentionBackward(const Attention& w, const Rotary& rotary, const LayerSa
              .transpose(2, 3);
     dk = RotateBackward(dk, rotary.cos, rotary.sin);
   }
-  // dx = dV Wv + dK Wk over all L positions, + dQ Wq on the cotangent rows.
-  // Each gradient is released once it is used (at long L each is K L kv_heads hd elements).
-  auto dx = torch::mm(dv.permute({2, 1, 0, 3}).reshape({batch * length, kv * hd}), w.v.back);
-  dv.reset();
-  if (dk.defined()) dx.addmm_(dk.permute({1, 2, 0, 3}).reshape({batch * length, kv * hd}), w.k.back);
-  dk.reset();
-  dx = dx.view({batch, length, -1});
-  if (dq.defined()) {
-    auto dq_rows = dq.permute({3, 2, 0, 1, 4}).reshape({batch * rows, w.heads * hd});
-    dq.reset();
-    dx.narrow(1, first, rows).add_(torch::mm(dq_rows, w.q.back).view({batch, rows, -1}));
-  }
-  return dx;
+  return ProjectionsBackward(w, std::move(dv), std::move(dk), std::move(dq), first);
 }
 
 // The derivatives are formed in place, a few [L, m] temporaries at a time (a full expression

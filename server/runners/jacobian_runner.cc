@@ -92,29 +92,9 @@ jacobian::MeasureOptions OptionsFor(const jobs::JacobianJobSpec& spec, const std
   return options;
 }
 
-}  // namespace
-
-absl::StatusOr<std::string> JacobianRunner::Run(const jobs::JobRecord& job,
-                                                const std::function<bool(const jobs::ProgressUpdate&)>& report) {
-  // Bound to the registration it was submitted for (catalog's GetBound, by uid): never another
-  // model, another tenant's of the same name neither.
-  auto first = catalog_->GetBound(job.spec.model_uid, job.spec.model_weights_sha256, job.spec.model, job.tenant);
-  if (!first.ok()) return first.status();
-  const std::string path = registry::ModelPath(*first);
-  // Jobs on the same model instance run one at a time, and exports wait for them (model_cache.h).
-  std::lock_guard model_lock(cache_->InstanceLock(path, job.spec.dtype));
-  auto model = cache_->Acquire(*catalog_, path, job.spec.dtype);
-  if (!model.ok()) return model.status();
-  // Still the same registration once loaded (a replacement in between evicts the cache's copy).
-  auto bound = catalog_->GetBound(job.spec.model_uid, job.spec.model_weights_sha256, job.spec.model, job.tenant);
-  if (!bound.ok()) return bound.status();
-  if (registry::ModelPath(*bound) != path) {
-    return ErrorWithReason(absl::StatusCode::kFailedPrecondition, ErrorReason::kModelChanged,
-                           absl::StrCat("the model ", job.spec.model, " this job was submitted for changed while it loaded"));
-  }
-  const std::string device = job.device.empty() ? "cpu" : job.device;
-  jacobian::MeasureOptions options = OptionsFor(job.spec, device);
-  if (options_.cpu_threads > 0 && device == "cpu") torch::set_num_threads(options_.cpu_threads);
+// The samples a job does not measure again: a merge's parts' records in sample order (nothing
+// left to compute), or the checkpoint's of an earlier attempt; and the job's sample range.
+absl::Status ResumeSamples(const jobs::JobRecord& job, jacobian::MeasureOptions& options) {
   if (job.parts_total > 0) {
     // Merging a job run in sample parts: their records in sample order, nothing left to compute.
     for (const std::string& part : job.part_results) {
@@ -144,6 +124,52 @@ absl::StatusOr<std::string> JacobianRunner::Run(const jobs::JobRecord& job,
       }
     }
   }
+  return absl::OkStatus();
+}
+
+// The finished job's report: the measurement and its theory, the registration measured, and the
+// text inputs' boundary spikes and the needle sweep where the job asked for them.
+std::string ReportJson(const jobs::JobRecord& job, models::DecoderModel& model, const jacobian::MeasureOptions& options,
+                       const jacobian::MeasureResult& result, const registry::ModelEntry& bound) {
+  auto job_report = measure::BuildReport(model, options, result, job.spec.model);
+  job_report.model.weights_sha256 = bound.weights_sha256;  // Provenance: the registration measured.
+  job_report.model.source = std::string(registry::SourceKindName(bound.source.kind));
+  job_report.model.uid = bound.uid;
+  if (!job.spec.document_starts.empty()) {  // Text inputs: each start's spike, over the samples starting there.
+    job_report.boundary_spikes = jobs::BoundarySpikes(job.spec.document_starts, result.sample_sq_norm);
+  }
+  if (job.spec.needle_sweep) job_report.needle_sweep = jobs::NeedleSweepShares(*job.spec.needle_sweep, result.sample_sq_norm);
+  // GetJobResult reports the effective-depth fits when asked, or when the depth is unknown.
+  job_report.theory.fit_effective_depth =
+      job.spec.fit_effective_depth || model.config().family == models::Family::kTorchScript;
+  job_report.job = jobs::ReportJob{job.id, job.attempt, static_cast<int64_t>(options.done_samples.size()), job.parts_total};
+  return jobs::ReportToJson(job_report).dump();
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> JacobianRunner::Run(const jobs::JobRecord& job,
+                                                const std::function<bool(const jobs::ProgressUpdate&)>& report) {
+  // Bound to the registration it was submitted for (catalog's GetBound, by uid): never another
+  // model, another tenant's of the same name neither.
+  auto first = catalog_->GetBound(job.spec.model_uid, job.spec.model_weights_sha256, job.spec.model, job.tenant);
+  if (!first.ok()) return first.status();
+  const std::string path = registry::ModelPath(*first);
+  // Jobs on the same model instance run one at a time, and exports wait for them (model_cache.h).
+  std::lock_guard model_lock(cache_->InstanceLock(path, job.spec.dtype));
+  auto model = cache_->Acquire(*catalog_, path, job.spec.dtype);
+  if (!model.ok()) return model.status();
+  // Still the same registration once loaded (a replacement in between evicts the cache's copy).
+  auto bound = catalog_->GetBound(job.spec.model_uid, job.spec.model_weights_sha256, job.spec.model, job.tenant);
+  if (!bound.ok()) return bound.status();
+  if (registry::ModelPath(*bound) != path) {
+    return ErrorWithReason(absl::StatusCode::kFailedPrecondition, ErrorReason::kModelChanged,
+                           absl::StrCat("the model ", job.spec.model, " this job was submitted for changed while it loaded"));
+  }
+  const std::string device = job.device.empty() ? "cpu" : job.device;
+  jacobian::MeasureOptions options = OptionsFor(job.spec, device);
+  if (options_.cpu_threads > 0 && device == "cpu") torch::set_num_threads(options_.cpu_threads);
+  if (auto status = ResumeSamples(job, options); !status.ok()) return status;
   nlohmann::json checkpoint = {{"samples", nlohmann::json::array()}};
   for (const auto& record : options.done_samples) checkpoint["samples"].push_back(RecordToJson(record));
 
@@ -187,19 +213,7 @@ absl::StatusOr<std::string> JacobianRunner::Run(const jobs::JobRecord& job,
     checkpoint["part"] = {{"sample_begin", job.sample_begin}, {"sample_end", job.sample_end}};
     return checkpoint.dump();
   }
-  auto job_report = measure::BuildReport(**model, options, *result, job.spec.model);
-  job_report.model.weights_sha256 = bound->weights_sha256;  // Provenance: the registration measured.
-  job_report.model.source = std::string(registry::SourceKindName(bound->source.kind));
-  job_report.model.uid = bound->uid;
-  if (!job.spec.document_starts.empty()) {  // Text inputs: each start's spike, over the samples starting there.
-    job_report.boundary_spikes = jobs::BoundarySpikes(job.spec.document_starts, result->sample_sq_norm);
-  }
-  if (job.spec.needle_sweep) job_report.needle_sweep = jobs::NeedleSweepShares(*job.spec.needle_sweep, result->sample_sq_norm);
-  // GetJobResult reports the effective-depth fits when asked, or when the depth is unknown.
-  job_report.theory.fit_effective_depth =
-      job.spec.fit_effective_depth || (*model)->config().family == models::Family::kTorchScript;
-  job_report.job = jobs::ReportJob{job.id, job.attempt, static_cast<int64_t>(options.done_samples.size()), job.parts_total};
-  return jobs::ReportToJson(job_report).dump();
+  return ReportJson(job, **model, options, *result, *bound);
 }
 
 }  // namespace posbias::runners

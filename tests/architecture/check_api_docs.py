@@ -6,7 +6,8 @@ Usage: check_api_docs.py REPO_ROOT [--self-test] [--write]
 Reads the committed Python stubs (client/python/posbias/v1, regenerated from proto/ and checked for
 drift by python_package.stubs_match_proto), so every RPC, its service and its (posbias.v1.policy)
 role come from the descriptors. The README's "The API" table must list each service's RPCs exactly;
-the "Roles" table must list, in the row of each role, exactly the RPCs whose least role it is.
+the "Roles" table must list, in the row of each role, exactly the RPCs whose least role it is; the
+Audit item must name exactly the RPCs whose policy is `audited: true`.
 --self-test first checks that a README with one RPC missing or moved fails. --write rewrites the
 RPC lists of both tables from the descriptors (what a new RPC needs instead of editing them).
 """
@@ -22,13 +23,28 @@ def descriptor_methods(root):
     sys.path.insert(0, os.path.join(root, "client", "python"))
     from posbias.v1 import density_service_pb2, job_service_pb2, model_service_pb2, options_pb2
     methods = {}  # service name -> {method: role}
+    audited = []  # In proto order.
     for module in (density_service_pb2, model_service_pb2, job_service_pb2):
         for service in module.DESCRIPTOR.services_by_name.values():
             for method in service.methods:
                 policy = method.GetOptions().Extensions[options_pb2.policy]
                 role = options_pb2.AccessRole.Name(policy.role).replace("ACCESS_ROLE_", "").lower()
                 methods.setdefault(service.name, {})[method.name] = role
+                if policy.audited:
+                    audited.append(method.name)
+    methods[AUDITED] = audited
     return methods
+
+
+# The key of descriptor_methods' audited list (not a service: no service name has a space).
+AUDITED = "audited RPCs"
+# The README's Audit item: "(the proto's `audited: true`: A, B, and C, whose ...)".
+AUDIT_LIST = re.compile(r"(the proto's `audited: true`: )([A-Z][A-Za-z]+(?:,\s+(?:and\s+)?[A-Z][A-Za-z]+)*)")
+
+
+def audit_list(readme):
+    match = AUDIT_LIST.search(readme)
+    return None if match is None else set(re.findall(r"[A-Z][A-Za-z]+", match.group(2)))
 
 
 def table_rows(text, first_cell_pattern):
@@ -44,6 +60,13 @@ def table_rows(text, first_cell_pattern):
 
 def problems(readme, methods):
     found = []
+    listed_audit = audit_list(readme)
+    if listed_audit is None:
+        found.append("no Audit item listing the proto's `audited: true` RPCs")
+    elif listed_audit != set(methods[AUDITED]):
+        found.append("the Audit item's RPCs: missing %s, extra %s" % (
+            sorted(set(methods[AUDITED]) - listed_audit), sorted(listed_audit - set(methods[AUDITED]))))
+    methods = {service: rpcs for service, rpcs in methods.items() if service != AUDITED}
     api = table_rows(readme, r"`(\w+Service)`")
     for service, rpcs in methods.items():
         listed = api.get(service)
@@ -74,6 +97,8 @@ def rewritten(readme, methods):
     def names(rpcs):
         return ", ".join("`%s`" % rpc for rpc in rpcs)
 
+    audited = methods[AUDITED]
+    methods = {service: rpcs for service, rpcs in methods.items() if service != AUDITED}
     lists = {service: list(rpcs) for service, rpcs in methods.items()}
     for role in ROLES[:-1]:
         lists[role] = [m for rpcs in methods.values() for m, r in rpcs.items() if r == role]
@@ -85,7 +110,8 @@ def rewritten(readme, methods):
             cells[2] = re.sub(r"`[A-Za-z]+`(?:, `[A-Za-z]+`)*", lambda _: names(lists[first.group(1)]), cells[2], count=1)
             line = "|".join(cells) + ("\n" if line.endswith("\n") else "")
         out.append(line)
-    return "".join(out)
+    listed = ", ".join(audited[:-1]) + (", and " if len(audited) > 1 else "") + audited[-1]
+    return AUDIT_LIST.sub(lambda m: m.group(1) + listed, "".join(out), count=1)
 
 
 def main():
@@ -100,7 +126,9 @@ def main():
     if "--self-test" in sys.argv:
         broken = readme.replace("`Tokenize`, ", "", 1)
         moved = readme.replace("+ `SubmitJob`, ", "+ ", 1)
-        for name, text in (("one RPC dropped", broken), ("one RPC moved out of its role", moved)):
+        unaudited = readme.replace("`audited: true`: SubmitJob, ", "`audited: true`: ", 1)
+        for name, text in (("one RPC dropped", broken), ("one RPC moved out of its role", moved),
+                           ("one audited RPC left out of the Audit item", unaudited)):
             if text == readme or not problems(text, methods):
                 sys.exit("self-test: a README with %s passed the check" % name)
             if problems(rewritten(text, methods), methods):
@@ -110,8 +138,8 @@ def main():
         print("README.md: " + problem)
     if found:
         sys.exit(1)
-    print("README.md: the API and roles tables match %d RPCs of the descriptors" %
-          sum(len(rpcs) for rpcs in methods.values()))
+    print("README.md: the API and roles tables and the Audit item match %d RPCs of the descriptors (%d audited)" %
+          (sum(len(rpcs) for service, rpcs in methods.items() if service != AUDITED), len(methods[AUDITED])))
 
 
 if __name__ == "__main__":

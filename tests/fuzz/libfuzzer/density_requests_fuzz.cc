@@ -1,10 +1,12 @@
-// libFuzzer harness: the four DensityService RPCs as the server runs them (api/
+// libFuzzer harness: every DensityService RPC as the server runs it (api/
 // density_requests.h: validate against the limits, compute with the density room, fill the
 // response), with no gRPC in between.
 //
-// Input: byte 0 picks the RPC (EvaluateContinuum, EvaluateDiscrete, SummarizeProfile,
-// FitProfile, by value mod 4); the rest is the serialized request (protobuf wire format, as gRPC
-// would hand it over). Bytes that are not a message of that type are skipped.
+// Input: byte 0 picks the RPC from the service's descriptor (its methods in the proto's order:
+// EvaluateContinuum, EvaluateDiscrete, SummarizeProfile, FitProfile; by value mod their count), so
+// a new RPC is drawn from the day it is added and fails here until it has a case; the rest is the
+// serialized request (protobuf wire format, as gRPC would hand it over). Bytes that are not a
+// message of that type are skipped.
 //
 // Promises checked: OK with a response whose sizes match the request, or a clean refusal
 // (fuzz_check.h). The work per input is bounded the way the server bounds it, with the limits
@@ -14,6 +16,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <string>
 
 #include "posbias/v1/density_service.pb.h"
@@ -107,11 +110,14 @@ void Fit(const std::string& bytes) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) return 0;
   const std::string bytes(reinterpret_cast<const char*>(data) + 1, size - 1);
-  switch (data[0] % 4) {
-    case 0: Continuum(bytes); break;
-    case 1: Discrete(bytes); break;
-    case 2: Summarize(bytes); break;
-    default: Fit(bytes); break;
-  }
+  // Each RPC's case, by method name (the service's methods come from its descriptor).
+  static const std::map<std::string, void (*)(const std::string&)> kCases = {
+      {"EvaluateContinuum", Continuum}, {"EvaluateDiscrete", Discrete}, {"SummarizeProfile", Summarize},
+      {"FitProfile", Fit}};
+  static const auto* service = v1::EvaluateContinuumRequest::descriptor()->file()->FindServiceByName("DensityService");
+  const auto* method = service->method(data[0] % service->method_count());
+  const auto found = kCases.find(method->name());
+  Require(found != kCases.end(), "a DensityService RPC without a case in this harness", method->name());
+  found->second(bytes);
   return 0;
 }

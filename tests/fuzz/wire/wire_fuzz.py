@@ -679,29 +679,47 @@ class Rpc:
         self.weight, self.kind = weight, kind
 
 
+# Each posbias.v1 RPC's template of valid requests and its draw weight, by method name. The RPCs
+# themselves come from the descriptors (build_rpcs): one without a template is fuzzed from its
+# descriptor alone, so a new RPC is fuzzed from the day it is added.
+TEMPLATES = {
+    "EvaluateContinuum": (t_continuum, 1.0), "EvaluateDiscrete": (t_discrete, 1.0),
+    "SummarizeProfile": (t_summarize, 1.0), "FitProfile": (t_fit, 1.0),
+    "RegisterModel": (t_register, 1.0), "GetModel": (t_get_model, 0.6), "ListModels": (t_list_models, 0.6),
+    "DeleteModel": (t_delete_model, 0.6), "ListPresets": (t_list_presets, 0.3), "Tokenize": (t_tokenize, 0.4),
+    "UploadModel": (None, 1.2), "ExportModel": (t_export, 0.6),
+    "SubmitJob": (t_submit, 1.3), "GetJob": (t_get_job, 0.6), "ListJobs": (t_list_jobs, 0.6),
+    "CancelJob": (t_cancel_job, 0.6), "DeleteJob": (t_delete_job, 0.6), "GetJobResult": (t_job_result, 0.8),
+    "WatchJob": (t_watch, 0.8),
+}
+# Client-streaming RPCs need a case of their own (the fuzzer's kind); the descriptors cannot drive them.
+CLIENT_STREAMS = {"UploadModel": "upload"}
+
+
 def build_rpcs():
-    d, m, j = pb.density, pb.model, pb.job
-    ds, ms, js = "posbias.v1.DensityService", "posbias.v1.ModelService", "posbias.v1.JobService"
-    return [
-        Rpc(ds, "EvaluateContinuum", d.EvaluateContinuumRequest, d.EvaluateContinuumResponse, t_continuum),
-        Rpc(ds, "EvaluateDiscrete", d.EvaluateDiscreteRequest, d.EvaluateDiscreteResponse, t_discrete),
-        Rpc(ds, "SummarizeProfile", d.SummarizeProfileRequest, d.SummarizeProfileResponse, t_summarize),
-        Rpc(ds, "FitProfile", d.FitProfileRequest, d.FitProfileResponse, t_fit),
-        Rpc(ms, "RegisterModel", m.RegisterModelRequest, m.Model, t_register),
-        Rpc(ms, "GetModel", m.GetModelRequest, m.Model, t_get_model, 0.6),
-        Rpc(ms, "ListModels", m.ListModelsRequest, m.ListModelsResponse, t_list_models, 0.6),
-        Rpc(ms, "DeleteModel", m.DeleteModelRequest, m.DeleteModelResponse, t_delete_model, 0.6),
-        Rpc(ms, "ListPresets", m.ListPresetsRequest, m.ListPresetsResponse, t_list_presets, 0.3),
-        Rpc(ms, "Tokenize", m.TokenizeRequest, m.TokenizeResponse, t_tokenize, 0.4),
-        Rpc(ms, "UploadModel", m.UploadModelRequest, m.Model, None, 1.2, kind="upload"),
-        Rpc(ms, "ExportModel", m.ExportModelRequest, m.ExportModelResponse, t_export, 0.6, kind="server_stream"),
-        Rpc(js, "SubmitJob", j.SubmitJobRequest, j.Job, t_submit, 1.3),
-        Rpc(js, "GetJob", j.GetJobRequest, j.Job, t_get_job, 0.6),
-        Rpc(js, "ListJobs", j.ListJobsRequest, j.ListJobsResponse, t_list_jobs, 0.6),
-        Rpc(js, "CancelJob", j.CancelJobRequest, j.Job, t_cancel_job, 0.6),
-        Rpc(js, "DeleteJob", j.DeleteJobRequest, j.DeleteJobResponse, t_delete_job, 0.6),
-        Rpc(js, "GetJobResult", j.GetJobResultRequest, j.GetJobResultResponse, t_job_result, 0.8),
-        Rpc(js, "WatchJob", j.WatchJobRequest, j.WatchJobResponse, t_watch, 0.8, kind="server_stream"),
+    """Every posbias.v1 RPC of the descriptors, with its template where TEMPLATES has one, then
+    gRPC's health and reflection services and a service that does not exist. Returns (rpcs, the
+    posbias RPCs without a template, the client-streaming RPCs without a case)."""
+    from google.protobuf import descriptor_pb2
+    rpcs, untemplated, missing = [], [], []
+    for module in (pb.density, pb.model, pb.job):
+        for service in module.DESCRIPTOR.services_by_name.values():
+            proto = descriptor_pb2.ServiceDescriptorProto()
+            service.CopyToProto(proto)
+            for method, described in zip(service.methods, proto.method):
+                path = "/%s/%s" % (service.full_name, method.name)
+                if described.client_streaming and method.name not in CLIENT_STREAMS:
+                    missing.append(path)
+                    continue
+                kind = (CLIENT_STREAMS[method.name] if described.client_streaming
+                        else "server_stream" if described.server_streaming else "unary")
+                request_cls = getattr(module, method.input_type.name, None) or getattr(pb.common, method.input_type.name)
+                response_cls = getattr(module, method.output_type.name, None) or getattr(pb.common, method.output_type.name)
+                if method.name not in TEMPLATES:
+                    untemplated.append(path)
+                template, weight = TEMPLATES.get(method.name, (None, 0.6))
+                rpcs.append(Rpc(service.full_name, method.name, request_cls, response_cls, template, weight, kind=kind))
+    rpcs += [
         Rpc("grpc.health.v1.Health", "Check", pb.health.HealthCheckRequest, pb.health.HealthCheckResponse, t_health, 0.3),
         Rpc("grpc.health.v1.Health", "Watch", pb.health.HealthCheckRequest, pb.health.HealthCheckResponse, t_health, 0.2,
             kind="server_stream"),
@@ -709,32 +727,7 @@ def build_rpcs():
             pb.reflection.ServerReflectionResponse, None, 0.3, kind="reflection"),
         Rpc("posbias.v1.NoSuchService", "Nothing", pb.common.ErrorDetail, pb.common.ErrorDetail, None, 0.1, kind="unknown"),
     ]
-
-
-def descriptor_rpcs(rpcs):
-    """An Rpc, fuzzed with messages generated from its descriptor alone (no template), for each
-    posbias.v1 unary or server-streaming RPC of the descriptors that `rpcs` does not list, so a new
-    RPC is fuzzed from the day it is added; and the client-streaming RPCs that cannot be fuzzed so
-    (they need a case of their own here)."""
-    from google.protobuf import descriptor_pb2
-    listed = {rpc.path for rpc in rpcs}
-    added, missing = [], []
-    for module in (pb.density, pb.model, pb.job):
-        for service in module.DESCRIPTOR.services_by_name.values():
-            proto = descriptor_pb2.ServiceDescriptorProto()
-            service.CopyToProto(proto)
-            for method, described in zip(service.methods, proto.method):
-                path = "/%s/%s" % (service.full_name, method.name)
-                if path in listed:
-                    continue
-                if described.client_streaming:
-                    missing.append(path)
-                    continue
-                request_cls = getattr(module, method.input_type.name, None) or getattr(pb.common, method.input_type.name)
-                response_cls = getattr(module, method.output_type.name, None) or getattr(pb.common, method.output_type.name)
-                added.append(Rpc(service.full_name, method.name, request_cls, response_cls, None, 0.6,
-                                 kind="server_stream" if described.server_streaming else "unary"))
-    return added, sorted(missing)
+    return rpcs, untemplated, sorted(missing)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1528,13 +1521,11 @@ def main():
         sampler = RssSampler(server.process.pid)
         sampler.start()
 
-        rpcs = build_rpcs()
-        added, missing = descriptor_rpcs(rpcs)
+        rpcs, untemplated, missing = build_rpcs()
         if missing:
             raise SystemExit("wire_fuzz: client-streaming RPCs of the proto with no case here: %s" % ", ".join(missing))
-        for rpc in added:
-            print("wire_fuzz: %s has no template here: fuzzed from its descriptor alone" % rpc.path, flush=True)
-        rpcs += added
+        for path in untemplated:
+            print("wire_fuzz: %s has no template here: fuzzed from its descriptor alone" % path, flush=True)
         fuzzer = Fuzzer(channel, CTX, rec, rpcs)
         sampler.fuzzer = fuzzer
         started = time.time()

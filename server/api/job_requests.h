@@ -24,7 +24,8 @@ namespace posbias::service {
 
 // The service's state: what its handlers read. The handlers, Handle<Method> for each unary RPC of
 // JobService, are declared in job_service_handlers.h (generated from the proto, which lists them)
-// and defined in job_requests.cc.
+// and defined by group: job_submission.cc (the submission), job_queries.cc (the reads) and
+// job_requests.cc (the changes, and what the three share).
 // HandleSubmitJob, HandleCancelJob and HandleDeleteJob set caller.resource (the audit line) to
 // the job id.
 struct JobRequests {

@@ -1,10 +1,5 @@
 #include "server/app/server.h"
 
-#include <grpcpp/ext/proto_server_reflection_plugin.h>
-#include <grpcpp/health_check_service_interface.h>
-#include <grpcpp/security/tls_certificate_provider.h>
-#include <grpcpp/security/tls_credentials_options.h>
-
 #include <unistd.h>
 
 #include <algorithm>
@@ -72,7 +67,7 @@ Server::Server(Options options, metrics::Metrics* metrics)
     : options_(std::move(options)), metrics_(metrics), density_requests_{options_.density_limits, metrics_} {}
 
 Server::~Server() {
-  if (server_ && !shut_down_) Shutdown(std::chrono::milliseconds(0));
+  if (rpc_ && !shut_down_) Shutdown(std::chrono::milliseconds(0));
 }
 
 absl::Status Server::OpenStore() {
@@ -155,7 +150,7 @@ absl::Status CheckPemFile(const std::string& flag, const std::string& path) {
 
 }  // namespace
 
-absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> Server::PrepareSecurity() {
+absl::Status Server::PrepareSecurity() {
   const auto& security = options_.security;
   const bool tls = !security.tls_cert_file.empty() || !security.tls_key_file.empty();
   if (tls && (security.tls_cert_file.empty() || security.tls_key_file.empty())) {
@@ -192,26 +187,7 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> Server::PrepareSecurity
   auto authenticator = auth::Authenticator::Open({security.auth_tokens_file, mtls});
   if (!authenticator.ok()) return authenticator.status();
   authenticator_ = *std::move(authenticator);
-  const auto& methods = V1Methods();  // Every RPC's policy, from its proto option.
-  if (!methods.ok()) {
-    return absl::InternalError(absl::StrCat("the API's method policies are incomplete: ", methods.status().message()));
-  }
-  call_auth_ = std::make_unique<CallAuth>(authenticator_.get(), &*methods, metrics_);
-  if (!tls) return grpc::InsecureServerCredentials();
-  // The provider re-reads the files when they change on disk: renewed certificates (cert-manager,
-  // the local CA script) take effect without a restart or a dropped connection.
-  const unsigned interval = static_cast<unsigned>(std::max(1, security.reload_interval_seconds));
-  auto provider = std::make_shared<grpc::experimental::FileWatcherCertificateProvider>(
-      security.tls_key_file, security.tls_cert_file, security.tls_client_ca_file, interval);
-  grpc::experimental::TlsServerCredentialsOptions tls_options(provider);
-  tls_options.watch_identity_key_cert_pairs();
-  if (mtls) {
-    tls_options.watch_root_certs();
-    tls_options.set_cert_request_type(GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
-  } else {
-    tls_options.set_cert_request_type(GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
-  }
-  return grpc::experimental::TlsServerCredentials(tls_options);
+  return absl::OkStatus();
 }
 
 void Server::ReloadCredentials() {
@@ -226,8 +202,7 @@ void Server::ReloadCredentials() {
 
 void Server::RecheckOpenStreams() {
   // Every open stream under the principals loaded now: revoked or demoted ones end at once.
-  if (job_watches_) job_watches_->Recheck();
-  if (model_transfers_) model_transfers_->Recheck();
+  if (rpc_) rpc_->Recheck();
 }
 
 void Server::ReloadIfChanged() {
@@ -244,46 +219,29 @@ void Server::ReloadIfChanged() {
   RecheckOpenStreams();  // Cheap (a look-up per open stream), so after every poll, changed or not.
 }
 
-absl::Status Server::StartRpcServer(bool serves_api, std::shared_ptr<grpc::ServerCredentials> credentials) {
-  grpc::EnableDefaultHealthCheckService(true);
-  if (options_.reflection) grpc::reflection::InitProtoReflectionServerBuilderPlugin();
-  grpc::ServerBuilder builder;
-  builder.AddListeningPort(options_.listen_address, credentials, &port_);
-  // One socket per address: with SO_REUSEPORT gRPC binds a second one, which for port 0 lands on
-  // a different, unreported port.
-  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-  builder.SetMaxReceiveMessageSize(options_.max_message_bytes);
-  builder.SetMaxSendMessageSize(options_.max_message_bytes);
-  // Keepalive: the server pings a connection idle for a minute and drops it when no answer comes
-  // in 20 s; a client may ping at most every 10 s (more often: the connection is closed).
-  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 60'000);
-  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 20'000);
-  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 10'000);
-  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
-  // The v1 services run on the callback API (their work on the call executor); the threads of
-  // this quota serve only what is still synchronous (reflection).
-  grpc::ResourceQuota quota("posbias");
-  quota.SetMaxThreads(8);
-  builder.SetResourceQuota(quota);
-  if (serves_api) {
-    builder.RegisterService(&density_service_);
-    builder.RegisterService(model_service_.get());
-    builder.RegisterService(job_service_.get());
+absl::Status Server::StartRpcServer(bool serves_api) {
+  const auto& methods = V1Methods();  // Every RPC's policy, from its proto option.
+  if (!methods.ok()) {
+    return absl::InternalError(absl::StrCat("the API's method policies are incomplete: ", methods.status().message()));
   }
-  server_ = builder.BuildAndStart();
-  if (!server_ || port_ == 0) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot listen for gRPC on ", options_.listen_address,
-                     " (address in use, or not a valid host:port)"));
-  }
-  auto* health = server_->GetHealthCheckService();
-  health->SetServingStatus("", true);
-  if (serves_api) {
-    for (const char* service : {kDensityServiceName, kModelServiceName, kJobServiceName}) {
-      health->SetServingStatus(service, true);
-    }
-  }
-  return absl::OkStatus();
+  RpcServer::Options rpc;
+  rpc.listen_address = options_.listen_address;
+  rpc.max_message_bytes = options_.max_message_bytes;
+  rpc.max_rpc_threads = options_.max_rpc_threads;
+  rpc.max_waiting_calls = options_.max_waiting_calls;
+  rpc.max_watch_streams = options_.max_watch_streams;
+  rpc.max_upload_bytes = options_.max_upload_bytes;
+  rpc.min_free_disk_bytes = options_.min_free_disk_bytes;
+  rpc.upload_idle_seconds = options_.upload_idle_seconds;
+  rpc.reflection = options_.reflection;
+  rpc.tls_cert_file = options_.security.tls_cert_file;
+  rpc.tls_key_file = options_.security.tls_key_file;
+  rpc.tls_client_ca_file = options_.security.tls_client_ca_file;
+  rpc.reload_interval_seconds = options_.security.reload_interval_seconds;
+  rpc_ = std::make_unique<RpcServer>(std::move(rpc), metrics_);
+  RpcServer::Api api{serves_api, &density_requests_, model_requests_.get(), job_requests_.get(), catalog_.get(),
+                     store_.get()};
+  return rpc_->Start(api, authenticator_.get(), &*methods);
 }
 
 absl::Status Server::Start() {
@@ -326,28 +284,15 @@ absl::Status Server::Start() {
   };
   model_jobs.cancel = [this](const registry::ModelEntry& model) { return CancelJobsOf(*store_, model); };
   model_requests_ = std::make_unique<ModelRequests>(catalog_.get(), std::move(model_jobs));
-  ModelTransfers::Options transfers;
-  transfers.limits.max_upload_bytes = static_cast<uint64_t>(options_.max_upload_bytes);
-  transfers.limits.min_free_disk_bytes = options_.min_free_disk_bytes;
-  transfers.upload_idle_timeout = std::chrono::seconds(options_.upload_idle_seconds);
-  model_transfers_ = std::make_unique<ModelTransfers>(catalog_.get(), metrics_, transfers);
-  model_service_ = std::make_unique<ModelServiceWiring<ModelTransfers>>(model_requests_.get(), model_transfers_.get(),
-                                                                       &call_runtime_);
   // Text inputs are laid out with the registered models' tokenizers.
   job_requests_ = std::make_unique<JobRequests>(store_.get(), catalog_.get(), pool_.get(), options_.job_limits,
                                                 metrics_, &model_requests_->tokenizers);
-  JobWatches::Options watches;
-  watches.max_streams = options_.max_watch_streams;
-  job_watches_ = std::make_unique<JobWatches>(store_.get(), metrics_, watches);
-  job_service_ = std::make_unique<JobServiceWiring<JobWatches>>(job_requests_.get(), job_watches_.get(), &call_runtime_);
-  executor_ = std::make_unique<CallExecutor>(CallExecutor::Options{options_.max_rpc_threads, options_.max_waiting_calls});
   // The security options are checked (and the tokens file read) before anything listens.
-  auto credentials = PrepareSecurity();
-  if (!credentials.ok()) return credentials.status();
-  call_runtime_ = CallRuntime{executor_.get(), metrics_, call_auth_.get()};
-  model_transfers_->Start(executor_.get(), call_auth_.get());
-  job_watches_->Start(call_auth_.get(), job_requests_.get());
-  if (auto status = StartRpcServer(serves_api, *credentials); !status.ok()) return status;
+  if (auto status = PrepareSecurity(); !status.ok()) return status;
+  if (auto status = StartRpcServer(serves_api); !status.ok()) {
+    rpc_.reset();  // Never listened: nothing to drain (its streams stop as it is destroyed).
+    return status;
+  }
   if (!options_.security.auth_tokens_file.empty()) {
     reload_.Start({std::chrono::seconds(std::max(1, options_.security.reload_interval_seconds))},
                   [this] { ReloadIfChanged(); });
@@ -358,22 +303,18 @@ absl::Status Server::Start() {
 }
 
 void Server::Shutdown(std::chrono::milliseconds drain) {
-  if (!server_ || shut_down_) return;
+  if (!rpc_ || shut_down_) return;
   shut_down_ = true;
   reload_.Stop();
   housekeeper_->Stop();
-  server_->GetHealthCheckService()->Shutdown();
-  job_requests_->Shutdown();    // New submissions are refused.
-  job_watches_->Stop();         // Open watch streams end.
-  model_transfers_->Stop();     // Open uploads end.
-  server_->Shutdown(std::chrono::system_clock::now() + drain);
-  server_->Wait();
-  executor_->Stop();  // Every call's work has finished by now.
-  pool_->Stop();      // Running jobs stop at their next chunk and go back to the queue.
+  rpc_->StopServing();        // Health says NOT_SERVING.
+  job_requests_->Shutdown();  // New submissions are refused.
+  rpc_->Drain(drain);         // Open streams end; in-flight calls get until the deadline.
+  pool_->Stop();              // Running jobs stop at their next chunk and go back to the queue.
 }
 
 void Server::Wait() {
-  if (server_) server_->Wait();
+  if (rpc_) rpc_->Wait();
 }
 
 }  // namespace posbias::service

@@ -6,13 +6,8 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <memory>
-#include <mutex>
-#include <thread>
 #include <string>
-
-#include <grpcpp/grpcpp.h>
 
 #include "absl/status/status.h"
 #include "server/admission/job_admission.h"
@@ -25,21 +20,10 @@
 #include "server/registry/model_catalog.h"
 #include "server/runners/runtime.h"
 #include "server/auth/authenticator.h"
-#include "server/grpc/call_auth.h"
-#include "server/grpc/call_executor.h"
 #include "server/api/api.h"
-#include "server/grpc/density_service_wiring.h"
-#include "server/grpc/job_service_wiring.h"
-#include "server/grpc/job_watches.h"
-#include "server/grpc/model_service_wiring.h"
-#include "server/grpc/model_transfers.h"
+#include "server/grpc/rpc_server.h"
 
 namespace posbias::service {
-
-// Full names of the services, as health checks and reflection know them.
-inline constexpr char kDensityServiceName[] = "posbias.v1.DensityService";
-inline constexpr char kModelServiceName[] = "posbias.v1.ModelService";
-inline constexpr char kJobServiceName[] = "posbias.v1.JobService";
 
 // What a replica does: its tier (the flag is --role; auth::Role is a principal's permission). kBoth: the embedded default (API and workers in one process). With a
 // shared job store (PostgreSQL) the tiers scale apart: kApi serves the v1 services and runs no
@@ -104,7 +88,7 @@ class Server {
   // the RPC server.
   absl::Status Start();
   // The port actually bound (useful with port 0).
-  int port() const { return port_; }
+  int port() const { return rpc_ ? rpc_->port() : 0; }
   // Stops accepting calls and waits up to `drain` for in-flight calls before cancelling them.
   void Shutdown(std::chrono::milliseconds drain);
   void Wait();
@@ -114,18 +98,17 @@ class Server {
  private:
   Options options_;
   metrics::Metrics* metrics_;
-  // What every call needs (executor, metrics, door); filled before the RPC server starts.
-  CallRuntime call_runtime_;
-  // Each service: its handlers' state, its streams, and the wiring generated from the proto.
+  // Each service's handlers' state (the api room); the gRPC side is rpc_.
   DensityRequests density_requests_;
-  DensityServiceWiring density_service_{&density_requests_, &call_runtime_};
   // Opens the job store and checks it fits the role.
   absl::Status OpenStore();
   // The workers and their metrics (role api: none run).
   void StartWorkers(bool runs_jobs);
-  absl::Status StartRpcServer(bool serves_api, std::shared_ptr<grpc::ServerCredentials> credentials);
-  // Checks the security options and opens the authenticator; the transport's credentials.
-  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> PrepareSecurity();
+  // Starts the gRPC side (grpc/rpc_server.h) on the api's states.
+  absl::Status StartRpcServer(bool serves_api);
+  // Checks the security options (TLS files, what may listen off loopback) and opens the
+  // authenticator.
+  absl::Status PrepareSecurity();
   void ReloadIfChanged();  // One look at the tokens file (reload_): re-read when it changed.
   void RecheckOpenStreams();  // After a reload: open streams whose principal was revoked or demoted end.
 
@@ -135,17 +118,10 @@ class Server {
   std::unique_ptr<jobs::WorkerPool> pool_;
   std::unique_ptr<jobs::Housekeeper> housekeeper_;
   std::unique_ptr<ModelRequests> model_requests_;
-  std::unique_ptr<ModelTransfers> model_transfers_;
-  std::unique_ptr<ModelServiceWiring<ModelTransfers>> model_service_;
   std::unique_ptr<JobRequests> job_requests_;
-  std::unique_ptr<JobWatches> job_watches_;
-  std::unique_ptr<JobServiceWiring<JobWatches>> job_service_;
-  std::unique_ptr<CallExecutor> executor_;
-  std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<auth::Authenticator> authenticator_;
-  std::unique_ptr<CallAuth> call_auth_;
+  std::unique_ptr<RpcServer> rpc_;
   host::PeriodicTask reload_;  // ReloadIfChanged every reload_interval_seconds.
-  int port_ = 0;
   bool shut_down_ = false;
 };
 

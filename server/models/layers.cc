@@ -57,9 +57,12 @@ torch::Tensor CausalAttention(torch::Tensor q, torch::Tensor k, torch::Tensor v,
     // No graph: in blocks, O(L) memory (reverse_pass.h), one sequence of the batch at a time.
     const int64_t batch = q.size(0), kv = k.size(1), length = q.size(2), hd = q.size(3);
     std::vector<torch::Tensor> outputs;
+    reverse::BlockedAttentionOptions blocked;
+    blocked.uniform = uniform;
+    blocked.window = window;
     for (int64_t b = 0; b < batch; ++b) {
       auto out = reverse::BlockedCausalAttention(q[b].reshape({kv, groups, length, hd}), k[b].contiguous(),
-                                                 v[b].contiguous(), uniform, window, kDefaultAttentionBlock);
+                                                 v[b].contiguous(), blocked);
       outputs.push_back(out.view({kv * groups, length, hd}));
     }
     return torch::stack(outputs);

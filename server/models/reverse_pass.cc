@@ -186,15 +186,17 @@ Tensor HeadsOf(const Tensor& x, int64_t kv_heads, int64_t groups) {
 
 }  // namespace
 
-Tensor BlockedCausalAttention(const Tensor& q, const Tensor& k, const Tensor& v, bool uniform, int64_t window,
-                              int64_t block, Tensor* lse, const std::function<bool()>* between_blocks) {
+Tensor BlockedCausalAttention(const Tensor& q, const Tensor& k, const Tensor& v, const BlockedAttentionOptions& options) {
+  const bool uniform = options.uniform;
+  const int64_t window = options.window;
+  const auto* between_blocks = options.between_blocks;
   const int64_t kv = q.size(0), groups = q.size(1), length = q.size(2), hd = q.size(3);
   if (uniform && window == 0) {  // A running mean: O(L), no scores at all.
     auto counts = torch::arange(1, length + 1, v.options()).view({1, 1, length, 1});
     return (torch::cumsum(v, 1).unsqueeze(1) / counts).expand({kv, groups, length, hd}).contiguous();
   }
   const auto stats = StatsDtype(q.scalar_type());
-  block = std::max<int64_t>(1, std::min(block, length));
+  const int64_t block = std::max<int64_t>(1, std::min(options.block, length));
   auto out = torch::empty({kv, groups, length, hd}, v.options());
   Tensor sums = torch::empty({kv, groups, length}, v.options().dtype(stats));
   BlockScratch scratch;
@@ -224,7 +226,7 @@ Tensor BlockedCausalAttention(const Tensor& q, const Tensor& k, const Tensor& v,
     out.narrow(2, i0, rows).copy_(acc / sum);
     sums.narrow(2, i0, rows).copy_((maximum + torch::log(sum)).squeeze(-1));
   }
-  if (lse != nullptr) *lse = sums;
+  if (options.lse != nullptr) *options.lse = sums;
   return out;
 }
 
@@ -240,7 +242,7 @@ Tensor AttentionForward(const Attention& w, const Rotary& rotary, const Tensor& 
   saved->q = q.contiguous();
   saved->k = k.contiguous();
   saved->v = v;
-  saved->out = BlockedCausalAttention(saved->q, saved->k, v, w.uniform, w.window, block, &saved->lse, between_blocks);
+  saved->out = BlockedCausalAttention(saved->q, saved->k, v, {w.uniform, w.window, block, &saved->lse, between_blocks});
   if (!saved->out.defined()) return Tensor();  // Stopped between blocks.
   // [kvH, G, L, hd] -> [L, heads * hd].
   return Forward(w.o, saved->out.permute({2, 0, 1, 3}).reshape({length, -1}));

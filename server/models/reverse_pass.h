@@ -76,16 +76,23 @@ struct Stack {
   Norm final_norm;
 };
 
-// Causal attention in blocks of `block` queries x keys with a running log-sum-exp (no [L, L]
-// scores): queries q [kvH, G, L, hd] (query head kv * G + g reads key/value head kv), keys and
-// values [kvH, L, hd]; `window` > 0 hides keys at or before i - window. Returns the output
-// [kvH, G, L, hd]; *lse (when given) the log-sum-exp of each query's scores [kvH, G, L] in the
-// stats dtype. Uniform attention averages the visible keys (a running mean without a window).
-// `between_blocks` (when given) is called after every kBlocksPerHeartbeat block pairs; when it
-// returns false the attention stops and returns an undefined tensor.
+// How BlockedCausalAttention runs.
+struct BlockedAttentionOptions {
+  bool uniform = false;                    // Average the visible keys (no scores).
+  int64_t window = 0;                      // > 0: keys at or before i - window are hidden.
+  int64_t block = kDefaultAttentionBlock;  // Query and key positions per block.
+  torch::Tensor* lse = nullptr;            // When given: each query's log-sum-exp [kvH, G, L] (stats dtype).
+  // When given: called after every kBlocksPerHeartbeat block pairs; false stops the attention.
+  const std::function<bool()>* between_blocks = nullptr;
+};
+
+// Causal attention in blocks of options.block queries x keys with a running log-sum-exp (no
+// [L, L] scores): queries q [kvH, G, L, hd] (query head kv * G + g reads key/value head kv), keys
+// and values [kvH, L, hd]. Returns the output [kvH, G, L, hd], or an undefined tensor when
+// between_blocks stopped it. Uniform attention averages the visible keys (a running mean without
+// a window).
 torch::Tensor BlockedCausalAttention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                                     bool uniform, int64_t window, int64_t block, torch::Tensor* lse = nullptr,
-                                     const std::function<bool()>* between_blocks = nullptr);
+                                     const BlockedAttentionOptions& options);
 
 // Runs the forward pass of inputs_embeds [1, L, d] up to the 1-based target and returns the
 // prepared reverse pass.

@@ -4,7 +4,7 @@
 Fails, naming the file, line and rule, when a file includes a header its room may not, when a file
 matches no rule, when a torch-free file reaches (through server/ includes, transitively) a
 torch, ATen or c10 header, or when a grpc-free file reaches a gRPC header (grpc/, grpcpp/, a
-*.grpc.pb.h) or a header of server/grpc/. `--self-test` first checks that the checker catches a planted mistake.
+*.grpc.pb.h). `--self-test` first checks that the checker catches a planted mistake.
 Usage: check_doors.py SOURCE_DIR [--self-test]
 """
 import re
@@ -13,7 +13,7 @@ from pathlib import Path
 
 INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^">]+)[">]', re.M)
 TORCH = re.compile(r"^(torch|ATen|c10)/")
-GRPC = re.compile(r"^(grpc|grpcpp)/|\.grpc\.pb\.h$|^server/grpc/")
+GRPC = re.compile(r"^(grpc|grpcpp)/|\.grpc\.pb\.h$")
 FLAGS = {"torch-free": TORCH, "grpc-free": GRPC}
 
 
@@ -76,8 +76,7 @@ def check(files, rules):
             seen.add(path)
             result = None
             for _, kind, target in graph[path]:
-                if pattern.search(target) and (kind == "<" or not target.startswith("server/")
-                                               or target.startswith("server/grpc/")):
+                if pattern.search(target) and (kind == "<" or not target.startswith("server/")):
                     result = [f"<{target}>" if kind == "<" else target]
                     break
                 if kind == '"' and target.startswith("server/"):

@@ -4,7 +4,6 @@
 #include <cstdio>
 #include <string>
 
-#include <grpcpp/grpcpp.h>
 #include <google/protobuf/stubs/common.h>
 
 #include "CLI/CLI.hpp"
@@ -152,7 +151,7 @@ bool SplitHostPort(const std::string& address, std::string* host, int* port) {
 
 void LogBanner(const Flags& flags, int grpc_port, int metrics_port) {
   const auto& limits = flags.server.density_limits;
-  spdlog::info("posbias-server {} (gRPC {}, protobuf {})", POSBIAS_VERSION, grpc::Version(),
+  spdlog::info("posbias-server {} (gRPC {}, protobuf {})", POSBIAS_VERSION, posbias::service::GrpcVersion(),
                google::protobuf::internal::VersionString(GOOGLE_PROTOBUF_VERSION));
   spdlog::info("config: listen={} metrics_listen={} log_level={} log_format={} drain_seconds={} "
                "rpc_threads={} max_message_bytes={} max_points={} max_discrete_length={} "
@@ -220,7 +219,7 @@ int main(int argc, char** argv) {
   sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
-  posbias::metrics::Metrics metrics({POSBIAS_VERSION, grpc::Version(),
+  posbias::metrics::Metrics metrics({POSBIAS_VERSION, posbias::service::GrpcVersion(),
                                      google::protobuf::internal::VersionString(GOOGLE_PROTOBUF_VERSION)});
   posbias::metrics::MetricsHttpServer metrics_server(&metrics, metrics_host, metrics_port);
   if (auto status = metrics_server.Start(); !status.ok()) {

@@ -41,6 +41,8 @@ std::shared_ptr<grpc::ServerCredentials> Credentials(const RpcServer::Options& o
 
 }  // namespace
 
+std::string GrpcVersion() { return grpc::Version(); }
+
 struct RpcServer::Impl {
   Options options;
   metrics::Metrics* metrics;

@@ -27,6 +27,9 @@ inline constexpr char kDensityServiceName[] = "posbias.v1.DensityService";
 inline constexpr char kModelServiceName[] = "posbias.v1.ModelService";
 inline constexpr char kJobServiceName[] = "posbias.v1.JobService";
 
+// gRPC's version, for the start-up line and the build-info metric.
+std::string GrpcVersion();
+
 class RpcServer {
  public:
   struct Options {

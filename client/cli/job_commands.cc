@@ -38,6 +38,7 @@ nlohmann::ordered_json JobJson(const v1::Job& j) {
       {"model", spec.model()},
       {"length", spec.sequence_length()},
       {"samples", spec.samples()},
+      {"output", LowerEnum(v1::JacobianOutput_Name(spec.output()), "JACOBIAN_OUTPUT_")},
       {"method", LowerEnum(v1::JacobianMethod_Name(spec.method()), "JACOBIAN_METHOD_")},
       {"probes", spec.probes()},
       {"priority", j.spec().priority()},
@@ -225,6 +226,7 @@ absl::Status SetSpec(const SubmitFlags& flags, v1::JacobianNormSpec* spec) {
   if (flags.target) spec->set_target_position(*flags.target);
   spec->set_output(flags.output == "layers"    ? v1::JACOBIAN_OUTPUT_LAYER_SWEEP
                    : flags.output == "logprob" ? v1::JACOBIAN_OUTPUT_LOG_PROB
+                   : flags.output == "loss"    ? v1::JACOBIAN_OUTPUT_LOSS_GRADIENT
                                                : v1::JACOBIAN_OUTPUT_FINAL_HIDDEN);
   spec->set_dtype(flags.dtype == "bfloat16"  ? v1::BFLOAT16
                   : flags.dtype == "float16" ? v1::FLOAT16
@@ -282,8 +284,8 @@ CommandRun DefineSubmit(CLI::App& command) {
       ->check(CLI::IsMember({"gaussian", "rademacher", "orthogonal"}));
   command.add_option("--seed", f->seed, "Input seed (default: drawn by the server)");
   command.add_option("--target", f->target, "Output position t (default L)");
-  command.add_option("--output", f->output, "final, layers or logprob")
-      ->check(CLI::IsMember({"final", "layers", "logprob"}))
+  command.add_option("--output", f->output, "final, layers, logprob or loss (the gradient of the next-token loss over the sample)")
+      ->check(CLI::IsMember({"final", "layers", "logprob", "loss"}))
       ->capture_default_str();
   command.add_option("--input", f->input, "random or gaussian")
       ->check(CLI::IsMember({"random", "gaussian"}))

@@ -87,6 +87,37 @@ absl::Status CheckInput(const jobs::JacobianJobSpec& spec, const registry::Model
   return absl::OkStatus();
 }
 
+// The scalar outputs (LOG_PROB, LOSS_GRADIENT) are measured exactly, from a model with an output
+// head; the loss gradient also needs every position's next token and has no target of its own.
+absl::Status CheckOutput(const jobs::JacobianJobSpec& spec, const registry::ModelEntry& model) {
+  if (!jobs::IsScalarOutput(spec.output)) return absl::OkStatus();
+  const std::string output = spec.output == jobs::JacobianOutput::kLogProb ? "JACOBIAN_OUTPUT_LOG_PROB"
+                                                                           : "JACOBIAN_OUTPUT_LOSS_GRADIENT";
+  if (spec.method == jobs::JacobianMethod::kHutchinson) {
+    return Invalid(ErrorReason::kInvalidArgument, "method", "JACOBIAN_METHOD_HUTCHINSON",
+                   absl::StrCat("EXACT with ", output, " (a scalar output: its exact norm is one VJP per sample)"));
+  }
+  if (model.config.family == models::Family::kTorchScript) {
+    return Invalid(ErrorReason::kInvalidArgument, "output", output,
+                   "FINAL_HIDDEN (a TorchScript model has no output head)");
+  }
+  if (spec.output != jobs::JacobianOutput::kLossGradient) return absl::OkStatus();
+  if (spec.input == jobs::JacobianInput::kGaussianEmbeddings) {
+    return Invalid(ErrorReason::kInvalidArgument, "input", "gaussian_embeddings",
+                   "random_tokens, given_tokens or text with LOSS_GRADIENT (its loss scores each next token)");
+  }
+  if (spec.target != 0 && spec.target != spec.length) {
+    return Invalid(ErrorReason::kInvalidPosition, "target_position", std::to_string(spec.target),
+                   absl::StrCat("unset or L = ", spec.length, " with LOSS_GRADIENT (the loss sums over all positions)"));
+  }
+  if (spec.pathway != jobs::Pathway::kFull || spec.compare_pathways) {
+    return Invalid(ErrorReason::kInvalidArgument, spec.compare_pathways ? "compare_pathways" : "pathway",
+                   spec.compare_pathways ? "true" : std::string(jobs::PathwayName(spec.pathway)),
+                   "FULL without compare_pathways with LOSS_GRADIENT");
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckScheduling(jobs::JobRecord& job, const JobLimits& limits) {
   if (job.priority < -100 || job.priority > 100) {
     return InvalidArgumentError({ErrorReason::kInvalidArgument, "spec.priority", std::to_string(job.priority), "-100..100"});
@@ -141,7 +172,8 @@ double MinimumJobBytes(const jobs::JacobianJobSpec& spec, const registry::ModelE
   least.norm_element_bytes = spec.dtype == jobs::ComputeDtype::kFloat64 ? 8 : 4;
   least.rows_total = 1;
   least.budget_bytes = 1;
-  least.model_pass = models::HasOwnReversePass(c.family);
+  least.model_pass = models::HasOwnReversePass(c.family) && spec.output != jobs::JacobianOutput::kLossGradient;
+  least.loss_over_positions = spec.output == jobs::JacobianOutput::kLossGradient;
   least.on_cuda = spec.device == jobs::DevicePreference::kCuda;
   const double measurement = static_cast<double>(jacobian::PredictMemory(least, jacobian::PlanBatches(least), 0).total());
   // Each kept value: 8 bytes in memory, about 24 more as checkpoint text, 8 more when raw.
@@ -158,6 +190,7 @@ absl::Status AdmitJob(jobs::JobRecord& job, const registry::ModelEntry& model, c
                            absl::StrCat("model ", model.name, " failed to load: ", model.error_message));
   }
   if (auto status = CheckShape(spec, model, limits); !status.ok()) return status;
+  if (auto status = CheckOutput(spec, model); !status.ok()) return status;
   if (auto status = CheckInput(spec, model); !status.ok()) return status;
   if (spec.keep_samples && RecordValues(spec, model) > static_cast<double>(limits.max_raw_values)) {
     return TooLargeError(absl::StrCat(kSpec, "return_raw_samples"), FormatValue(RecordValues(spec, model)) + " values",

@@ -42,12 +42,14 @@ v1::ComputeDtype DtypeToProto(jobs::ComputeDtype dtype) {
 jobs::JacobianOutput OutputFromProto(v1::JacobianOutput output) {
   if (output == v1::JACOBIAN_OUTPUT_LAYER_SWEEP) return jobs::JacobianOutput::kLayerSweep;
   if (output == v1::JACOBIAN_OUTPUT_LOG_PROB) return jobs::JacobianOutput::kLogProb;
+  if (output == v1::JACOBIAN_OUTPUT_LOSS_GRADIENT) return jobs::JacobianOutput::kLossGradient;
   return jobs::JacobianOutput::kFinalHidden;
 }
 v1::JacobianOutput OutputToProto(jobs::JacobianOutput output) {
   switch (output) {
     case jobs::JacobianOutput::kLayerSweep: return v1::JACOBIAN_OUTPUT_LAYER_SWEEP;
     case jobs::JacobianOutput::kLogProb: return v1::JACOBIAN_OUTPUT_LOG_PROB;
+    case jobs::JacobianOutput::kLossGradient: return v1::JACOBIAN_OUTPUT_LOSS_GRADIENT;
     case jobs::JacobianOutput::kFinalHidden: return v1::JACOBIAN_OUTPUT_FINAL_HIDDEN;
   }
   return v1::JACOBIAN_OUTPUT_FINAL_HIDDEN;

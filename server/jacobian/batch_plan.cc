@@ -13,6 +13,12 @@ int64_t ActivationBytesPerRow(const models::ModelConfig& config, int64_t length,
   return std::max<int64_t>(1, static_cast<int64_t>(std::min(bytes, 9e18)));
 }
 
+int64_t LossHeadBytesPerRow(const models::ModelConfig& config, int64_t length, int64_t element_bytes) {
+  const double bytes = static_cast<double>(length) * static_cast<double>(config.vocab_size) *
+                       static_cast<double>(element_bytes + 4);
+  return static_cast<int64_t>(std::min(bytes, 9e18));
+}
+
 int64_t ModelPassBytes(const models::ModelConfig& config, int64_t length, int64_t element_bytes) {
   // Every layer's kept tensors, then the final norm's normalized input and scale.
   const double final_norm = static_cast<double>(length) * static_cast<double>(config.hidden_size + 1);
@@ -27,8 +33,10 @@ int64_t ReverseBytesPerRow(const models::ModelConfig& config, int64_t length, in
 
 BatchPlan PlanBatches(const BatchPlanInputs& in) {
   BatchPlan plan;
-  const int64_t row_bytes = in.model_pass ? ModelPassBytes(in.config, in.length, in.element_bytes)
-                                          : ActivationBytesPerRow(in.config, in.length, in.element_bytes);
+  // The loss head's logits are kept whether or not the layers are recomputed.
+  const int64_t head_bytes = in.loss_over_positions ? LossHeadBytesPerRow(in.config, in.length, in.element_bytes) : 0;
+  const int64_t row_bytes = (in.model_pass ? ModelPassBytes(in.config, in.length, in.element_bytes)
+                                           : ActivationBytesPerRow(in.config, in.length, in.element_bytes)) + head_bytes;
   const int64_t budget = in.budget_bytes;
   plan.checkpoint = in.checkpointing == Checkpointing::kOn ||
                     (in.checkpointing == Checkpointing::kAuto && row_bytes > (in.model_pass ? budget / 2 : budget));
@@ -39,7 +47,7 @@ BatchPlan PlanBatches(const BatchPlanInputs& in) {
       static_cast<int64_t>(models::ReversePassElementsPerLayer(in.config, in.length)) * in.element_bytes;
   plan.kept_bytes = !plan.checkpoint ? row_bytes
                     : in.model_pass  ? std::min(row_bytes, model_pass_checkpointed)
-                                     : std::max<int64_t>(1, row_bytes / 12);
+                                     : std::max<int64_t>(1, (row_bytes - head_bytes) / 12) + head_bytes;
   const int64_t reverse_row = ReverseBytesPerRow(in.config, in.length, in.element_bytes);
   int64_t batch = in.requested_batch;
   if (batch == 0 && in.model_pass) {

@@ -30,6 +30,9 @@ struct BatchPlanInputs {
   bool model_pass = false;          // The model's own reverse pass (else autograd).
   bool on_cuda = false;             // CPU batches are capped (memory traffic beats bigger products).
   int64_t norm_element_bytes = 4;   // Bytes per element of the squared norms' dtype.
+  // The loss gradient: every position's logits and float32 log-probabilities stay in the graph
+  // (L x vocabulary each, per row), on top of the layers' activations.
+  bool loss_over_positions = false;
 };
 
 struct BatchPlan {
@@ -57,6 +60,9 @@ inline constexpr int64_t kCpuModelPassMinRows = 8;
 // Bytes of activations one batch row keeps for autograd's backward pass (all layers).
 // (The model's own pass keeps one copy for all rows: ModelPassBytes.)
 int64_t ActivationBytesPerRow(const models::ModelConfig& config, int64_t length, int64_t element_bytes);
+// Bytes the output head of the loss over all positions keeps per row: logits in the compute dtype
+// and their float32 log-probabilities, L x vocabulary each.
+int64_t LossHeadBytesPerRow(const models::ModelConfig& config, int64_t length, int64_t element_bytes);
 // Bytes the model's own reverse pass keeps for one sequence: every layer's saved tensors
 // (models::ReversePassElementsPerLayer: linear in L) and the final norm's.
 int64_t ModelPassBytes(const models::ModelConfig& config, int64_t length, int64_t element_bytes);

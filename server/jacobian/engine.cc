@@ -81,7 +81,25 @@ bool HasOwnReversePass(const DecoderModel& model) { return models::HasOwnReverse
 torch::Dtype NormDtype(torch::Dtype dtype) { return dtype == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32; }
 
 int64_t OutputWidth(const DecoderModel& model, Output output) {
-  return output == Output::kLogProb ? 1 : model.config().hidden_size;
+  return jobs::IsScalarOutput(output) ? 1 : model.config().hidden_size;
+}
+
+// The loss gradient's own reverse pass is autograd's: the loss reads every position's logits,
+// while the model's pass starts from one target row.
+bool UsesModelPass(const DecoderModel& model, const MeasureOptions& options) {
+  return options.reverse_pass != MeasureOptions::ReversePass::kAutograd && HasOwnReversePass(model) &&
+         options.output != Output::kLossGradient;
+}
+
+// The next-token loss over a sample, summed over positions (nats): -sum_t log p(x_{t+1} | x_<=t)
+// from final hidden states [B, L, d] and the sample's ids x_1..x_{L+1}; [B, 1].
+torch::Tensor NextTokenLoss(DecoderModel& model, const torch::Tensor& hidden, const std::vector<int64_t>& tokens) {
+  const int64_t length = hidden.size(1);
+  auto next = torch::tensor(std::vector<int64_t>(tokens.begin() + 1, tokens.begin() + 1 + length), torch::kLong)
+                  .to(hidden.device());
+  auto log_probs = torch::log_softmax(model.Logits(hidden).to(torch::kFloat32), -1);  // [B, L, V].
+  auto picked = log_probs.gather(2, next.view({1, length, 1}).expand({hidden.size(0), length, 1}));
+  return -picked.sum({1, 2}).unsqueeze(1);
 }
 
 std::vector<Sample> DrawSamples(DecoderModel& model, const MeasureOptions& options) {
@@ -127,7 +145,7 @@ Sample WithEmbeddings(const Sample& drawn, DecoderModel& model, const MeasureOpt
 // Outputs y [rows, width] at the target position, one per requested output (layers for a sweep).
 // `value_only`: the attention probabilities detached (Pathway::kValueOnly).
 std::vector<torch::Tensor> Outputs(DecoderModel& model, const torch::Tensor& e, const MeasureOptions& options,
-                                   int64_t target, int64_t next_token, bool checkpoint, bool value_only) {
+                                   int64_t target, const Sample& sample, bool checkpoint, bool value_only) {
   models::ForwardOptions forward;
   forward.record_layers = options.output == Output::kLayerSweep;
   forward.checkpoint_layers = checkpoint;
@@ -136,10 +154,12 @@ std::vector<torch::Tensor> Outputs(DecoderModel& model, const torch::Tensor& e, 
   std::vector<torch::Tensor> ys;
   if (options.output == Output::kLayerSweep) {
     for (auto& layer : out.layers) ys.push_back(layer.select(1, target - 1));
+  } else if (options.output == Output::kLossGradient) {
+    ys.push_back(NextTokenLoss(model, out.hidden, sample.tokens));
   } else if (options.output == Output::kLogProb) {
     auto logits = model.Logits(out.hidden.select(1, target - 1).unsqueeze(1)).squeeze(1);
     auto log_probs = torch::log_softmax(logits.to(torch::kFloat32), -1);
-    ys.push_back(log_probs.select(1, next_token).unsqueeze(1));
+    ys.push_back(log_probs.select(1, sample.NextToken(target)).unsqueeze(1));
   } else {
     ys.push_back(out.hidden.select(1, target - 1));
   }
@@ -235,9 +255,9 @@ class Runner {
     const int64_t total = options_.method == Method::kExact ? width : options_.probes;
     auto e = sample.embeds.to(device_, options_.dtype).expand({batch, -1, -1}).clone().set_requires_grad(true);
     const bool both = kind == PassKind::kBoth;
-    auto ys = Outputs(model_, e, options_, target_, sample.NextToken(target_), checkpoint_, kind == PassKind::kValueOnly);
+    auto ys = Outputs(model_, e, options_, target_, sample, checkpoint_, kind == PassKind::kValueOnly);
     std::vector<torch::Tensor> value_ys;
-    if (both) value_ys = Outputs(model_, e, options_, target_, sample.NextToken(target_), checkpoint_, true);
+    if (both) value_ys = Outputs(model_, e, options_, target_, sample, checkpoint_, true);
     SampleSums sums;
     for (size_t o = 0; o < ys.size(); ++o) {
       OutputSums output_sums(options_, width);
@@ -527,7 +547,9 @@ absl::Status CheckGivenTokens(const models::ModelConfig& config, const MeasureOp
                                  absl::StrCat("one sequence per sample (", options.samples, ")")});
   }
   const int64_t t = options.target == 0 ? options.length : options.target;
-  const size_t need = options.output == Output::kLogProb ? std::max(options.length, t + 1) : options.length;
+  const size_t need = options.output == Output::kLossGradient ? options.length + 1
+                      : options.output == Output::kLogProb   ? std::max(options.length, t + 1)
+                                                             : options.length;
   for (size_t s = 0; s < options.tokens.size(); ++s) {
     if (options.tokens[s].size() < need) {
       return InvalidArgumentError({ErrorReason::kInvalidArgument, absl::StrCat("tokens[", s, "]"),
@@ -539,6 +561,33 @@ absl::Status CheckGivenTokens(const models::ModelConfig& config, const MeasureOp
                                      std::to_string(options.tokens[s][j]), absl::StrCat("0..", config.vocab_size - 1)});
       }
     }
+  }
+  return absl::OkStatus();
+}
+
+// The loss gradient scores every position's next token: token ids (drawn or given), no target
+// of its own, one exact VJP through autograd.
+absl::Status CheckLossGradient(const MeasureOptions& options) {
+  if (options.output != Output::kLossGradient) return absl::OkStatus();
+  if (options.input == InputKind::kGaussianEmbeddings) {
+    return InvalidArgumentError({ErrorReason::kInvalidArgument, "input", "gaussian",
+                                 "random or given token ids with the loss gradient (its loss scores each next token)"});
+  }
+  if (options.target != 0 && options.target != options.length) {
+    return InvalidArgumentError({ErrorReason::kInvalidPosition, "target", std::to_string(options.target),
+                                 "0 (= L) with the loss gradient (the loss sums over all L positions)"});
+  }
+  if (options.method != Method::kExact) {
+    return InvalidArgumentError({ErrorReason::kInvalidArgument, "method", "hutchinson",
+                                 "exact with the loss gradient (a scalar output: one VJP per sample)"});
+  }
+  if (options.reverse_pass == MeasureOptions::ReversePass::kModel) {
+    return InvalidArgumentError({ErrorReason::kInvalidArgument, "reverse_pass", "model",
+                                 "auto or autograd with the loss gradient (the model's pass starts from one target row)"});
+  }
+  if (options.compare_pathways || options.pathway != Pathway::kFull) {
+    return InvalidArgumentError({ErrorReason::kInvalidArgument, "pathway", "value_only or compare_pathways",
+                                 "the full pathway with the loss gradient"});
   }
   return absl::OkStatus();
 }
@@ -618,6 +667,7 @@ absl::Status CheckMeasureOptions(const DecoderModel& model, const MeasureOptions
       }
     }
   }
+  if (auto status = CheckLossGradient(options); !status.ok()) return status;
   if (options.input != InputKind::kGaussianEmbeddings && !model.has_token_embedding()) {
     return InvalidArgumentError({ErrorReason::kInvalidArgument, "input", "tokens", "gaussian (this model takes embeddings only)"});
   }
@@ -655,7 +705,8 @@ MeasurePlan PlanMeasurement(DecoderModel& model, const MeasureOptions& options, 
   inputs.element_bytes = static_cast<int64_t>(torch::elementSize(options.dtype));
   inputs.rows_total = rows_total;
   inputs.budget_bytes = free_bytes > 0 ? std::min(options.memory_budget_bytes, free_bytes / 2) : options.memory_budget_bytes;
-  inputs.model_pass = options.reverse_pass != MeasureOptions::ReversePass::kAutograd && HasOwnReversePass(model);
+  inputs.model_pass = UsesModelPass(model, options);
+  inputs.loss_over_positions = options.output == Output::kLossGradient;
   // compare_pathways through autograd keeps two forward graphs (full and value) per sample.
   if (options.compare_pathways && !inputs.model_pass) inputs.budget_bytes /= 2;
   inputs.requested_batch = options.cotangent_batch;

@@ -122,7 +122,7 @@ struct EnumNames {
 };
 
 constexpr EnumNames<JacobianMethod, 2> kMethods{"spec.method", {"exact", "hutchinson"}};
-constexpr EnumNames<JacobianOutput, 3> kOutputs{"spec.output", {"final_hidden", "layer_sweep", "log_prob"}};
+constexpr EnumNames<JacobianOutput, 4> kOutputs{"spec.output", {"final_hidden", "layer_sweep", "log_prob", "loss_gradient"}};
 constexpr EnumNames<JacobianInput, 3> kInputs{"spec.input", {"random_tokens", "given_tokens", "gaussian_embeddings"}};
 constexpr EnumNames<ComputeDtype, 4> kDtypes{"spec.dtype", {"float32", "bfloat16", "float16", "float64"}};
 constexpr EnumNames<DevicePreference, 3> kDevices{"spec.device", {"", "cpu", "cuda"}};

@@ -21,7 +21,14 @@ namespace posbias::jobs {
 enum class JacobianMethod { kExact, kHutchinson };
 // kFinalHidden: the hidden state after the final norm at the target position. kLayerSweep: the
 // residual stream after every layer l = 1..H there. kLogProb: the log-probability of the next token.
-enum class JacobianOutput { kFinalHidden, kLayerSweep, kLogProb };
+// kLossGradient: the next-token loss over the whole sample, L = -sum_{t=1..L} log p(x_{t+1} | x_<=t)
+// (THEORY.md section 11), whose squared gradient ||dL/de_j||^2 is the training signal position j's
+// embedding receives; it has no target position.
+enum class JacobianOutput { kFinalHidden, kLayerSweep, kLogProb, kLossGradient };
+// The outputs that are one number (their exact norm is one VJP; Hutchinson has nothing to estimate).
+inline bool IsScalarOutput(JacobianOutput output) {
+  return output == JacobianOutput::kLogProb || output == JacobianOutput::kLossGradient;
+}
 // Where the input embeddings come from.
 enum class JacobianInput { kRandomTokens, kGivenTokens, kGaussianEmbeddings };
 // The forward/backward dtype (norms accumulate in float32, float64 for float64).
@@ -47,7 +54,7 @@ inline constexpr ProbeDistribution kDefaultProbeDistribution = ProbeDistribution
 // "exact" | "hutchinson"
 std::string_view MethodName(JacobianMethod method);
 absl::StatusOr<JacobianMethod> ParseMethod(std::string_view name);
-// "final_hidden" | "layer_sweep" | "log_prob"
+// "final_hidden" | "layer_sweep" | "log_prob" | "loss_gradient"
 std::string_view OutputName(JacobianOutput output);
 absl::StatusOr<JacobianOutput> ParseOutput(std::string_view name);
 // "random_tokens" | "given_tokens" | "gaussian_embeddings"
@@ -108,9 +115,11 @@ struct JacobianJobSpec {
   std::optional<NeedleSweep> needle_sweep;
 };
 
-// Whether the job needs the token after position L: LOG_PROB at T = L scores it (given tokens then
-// carry L + 1 ids, text layouts take it from the text).
+// Whether the job needs the token after position L: LOG_PROB at T = L scores it, and LOSS_GRADIENT
+// scores every position's next token, the last one's included (given tokens then carry L + 1 ids,
+// text layouts take it from the text).
 inline bool NeedsNextToken(const JacobianJobSpec& spec) {
+  if (spec.output == JacobianOutput::kLossGradient) return true;
   return spec.output == JacobianOutput::kLogProb && (spec.target == 0 ? spec.length : spec.target) == spec.length;
 }
 

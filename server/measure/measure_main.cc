@@ -66,8 +66,10 @@ void DefineFlags(CLI::App& app, Flags& f) {
   app.add_option("--probe-distribution", f.probe_distribution,
                  "gaussian, rademacher or orthogonal (blocks of d orthonormal rows scaled by sqrt(d): K = d is exact)")
       ->check(CLI::IsMember({"gaussian", "rademacher", "orthogonal"}))->capture_default_str();
-  app.add_option("--output", f.output, "final (hidden after final norm), layers (every layer) or logprob")
-      ->check(CLI::IsMember({"final", "layers", "logprob"}))->capture_default_str();
+  app.add_option("--output", f.output,
+                 "final (hidden after final norm), layers (every layer), logprob, or loss (the gradient of the "
+                 "next-token loss over the sample)")
+      ->check(CLI::IsMember({"final", "layers", "logprob", "loss"}))->capture_default_str();
   app.add_option("--input", f.input, "random (token ids) or gaussian (embeddings)")
       ->check(CLI::IsMember({"random", "gaussian"}))->capture_default_str();
   app.add_option("--tokens", f.tokens_file, "JSON list of token id lists (one per sample)");
@@ -168,7 +170,10 @@ int main(int argc, char** argv) {
   f.options.method = *posbias::jobs::ParseMethod(f.method);  // The flag allows only the two names.
   f.options.pathway = *posbias::jobs::ParsePathway(f.pathway);  // Likewise.
   f.options.probe_distribution = *posbias::jobs::ParseProbeDistribution(f.probe_distribution);  // Likewise.
-  f.options.output = f.output == "layers" ? Output::kLayerSweep : f.output == "logprob" ? Output::kLogProb : Output::kFinalHidden;
+  f.options.output = f.output == "layers"    ? Output::kLayerSweep
+                     : f.output == "logprob" ? Output::kLogProb
+                     : f.output == "loss"    ? Output::kLossGradient
+                                             : Output::kFinalHidden;
   f.options.input = f.input == "gaussian" ? InputKind::kGaussianEmbeddings : InputKind::kRandomTokens;
   auto dtype = posbias::jobs::ParseDtype(f.dtype);
   if (!dtype.ok()) return Fail(dtype.status());

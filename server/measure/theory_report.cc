@@ -216,6 +216,16 @@ jobs::TheoryComparison CompareWithTheory(int64_t depth, const std::vector<double
   return theory;
 }
 
+jobs::TheoryComparison LossGradientTheory(int64_t depth) {
+  jobs::TheoryComparison theory;
+  theory.depth = depth;
+  theory.note =
+      "no fit: the loss gradient sums every position's loss, g_j = sum_{t>=j} J_{t,j}^T dl_t/dh_t, so the "
+      "routing model's counterpart is sum_{t>=j} (N^H)_{t,j}^2 (uncorrelated per-position loss gradients of "
+      "equal size), not row L of N^H that the fits describe";
+  return theory;
+}
+
 jobs::JacobianReport BuildReport(models::DecoderModel& model, const jacobian::MeasureOptions& options,
                                  const jacobian::MeasureResult& result, const std::string& weights) {
   jobs::JacobianReport report;
@@ -284,8 +294,12 @@ jobs::JacobianReport BuildReport(models::DecoderModel& model, const jacobian::Me
   std::vector<std::vector<double>> samples;
   for (const auto& sample : result.sample_sq_norm) samples.push_back(Prefix(sample, result.target));
   const bool unknown_depth = model.config().family == models::Family::kTorchScript;
-  report.theory = CompareWithTheory(unknown_depth ? 0 : model.config().num_layers, Prefix(final_stats.mean, result.target),
-                         result.branch_ratio, samples, static_cast<uint32_t>(model.config().sliding_window));
+  if (options.output == jacobian::Output::kLossGradient) {
+    report.theory = LossGradientTheory(model.config().num_layers);
+  } else {
+    report.theory = CompareWithTheory(unknown_depth ? 0 : model.config().num_layers, Prefix(final_stats.mean, result.target),
+                                      result.branch_ratio, samples, static_cast<uint32_t>(model.config().sliding_window));
+  }
   if (options.keep_samples) report.raw = result.raw.back();
   return report;
 }

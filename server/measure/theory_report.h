@@ -18,6 +18,10 @@ jobs::TheoryComparison CompareWithTheory(int64_t depth, const std::vector<double
                                          const std::vector<double>& branch_ratio,
                                          const std::vector<std::vector<double>>& samples, uint32_t window);
 
+// The loss gradient's theory part: no fit, and a note with the routing model's counterpart (not
+// a row of N^H, so the row fits do not apply).
+jobs::TheoryComparison LossGradientTheory(int64_t depth);
+
 // `weights` names where the parameters came from: a checkpoint path, or "" for the seeded init.
 jobs::JacobianReport BuildReport(models::DecoderModel& model, const jacobian::MeasureOptions& options,
                                  const jacobian::MeasureResult& result, const std::string& weights);

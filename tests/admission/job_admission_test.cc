@@ -91,6 +91,43 @@ TEST(AdmitJob, RefusesALayerSweepOfATorchScriptModel) {
   EXPECT_EQ(ErrorFieldOf(Admit(job, model)), "spec.jacobian_norm.output");
 }
 
+TEST(AdmitJob, ScalarOutputsAreExactAndNeedAnOutputHead) {
+  for (auto output : {jobs::JacobianOutput::kLogProb, jobs::JacobianOutput::kLossGradient}) {
+    jobs::JobRecord job = Job();
+    job.spec.output = output;
+    EXPECT_TRUE(Admit(job).ok());
+    job.spec.method = jobs::JacobianMethod::kHutchinson;
+    job.spec.probes = 4;
+    EXPECT_EQ(ErrorFieldOf(Admit(job)), "spec.jacobian_norm.method");
+    auto torchscript = TinyGpt2();
+    torchscript.config.family = models::Family::kTorchScript;
+    job.spec.method = jobs::JacobianMethod::kExact;
+    EXPECT_EQ(ErrorFieldOf(Admit(job, torchscript)), "spec.jacobian_norm.output");
+  }
+}
+
+TEST(AdmitJob, TheLossGradientScoresEveryNextTokenAndHasNoTarget) {
+  jobs::JobRecord job = Job(4);
+  job.spec.output = jobs::JacobianOutput::kLossGradient;
+  job.spec.input = jobs::JacobianInput::kGivenTokens;
+  job.spec.tokens = {{1, 2, 3, 4}};  // The token after position L is missing.
+  EXPECT_EQ(ErrorFieldOf(Admit(job)), "spec.jacobian_norm.input.given_tokens.sequences[0]");
+  job.spec.tokens = {{1, 2, 3, 4, 5}};
+  EXPECT_TRUE(Admit(job).ok());
+  job.spec.target = 4;  // = L: the same loss.
+  EXPECT_TRUE(Admit(job).ok());
+  job.spec.target = 2;
+  const absl::Status target = Admit(job);
+  EXPECT_EQ(ErrorFieldOf(target), "spec.jacobian_norm.target_position");
+  EXPECT_EQ(ErrorReasonOf(target), "INVALID_POSITION");
+  job.spec.target = 0;
+  job.spec.compare_pathways = true;
+  EXPECT_EQ(ErrorFieldOf(Admit(job)), "spec.jacobian_norm.compare_pathways");
+  job.spec.compare_pathways = false;
+  job.spec.input = jobs::JacobianInput::kGaussianEmbeddings;
+  EXPECT_EQ(ErrorFieldOf(Admit(job)), "spec.jacobian_norm.input");
+}
+
 TEST(AdmitJob, CapsTheRawValuesAJobKeeps) {
   jobs::JobRecord job = Job(4096);  // 2^16 samples x 2^12 positions x 2 layers > 2^27 values.
   job.spec.samples = 65536;

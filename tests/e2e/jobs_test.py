@@ -576,6 +576,20 @@ class JobsTest(ServerTestCase):
         self.assertExit(refused, 2)  # A usage error, naming the flag.
         self.assertIn("--pathway", refused.stderr)
 
+    def test_a_loss_gradient_job_measures_the_training_signal_and_refuses_a_target(self):
+        job = self.submit("--model", "tiny-qwen2", "--length", "10", "--samples", "2", "--seed", "3",
+                          "--output", "loss", "--wait")
+        self.assertEqual((job["state"], job["output"]), ("succeeded", "loss_gradient"), job)
+        result = self.cli_json("jobs", "result", job["id"])
+        self.assertEqual(result["measurement"]["output"], "loss_gradient")
+        self.assertEqual(len(result["sq_norm_mean"]), 10)
+        self.assertTrue(all(is_positive_finite(v) for v in result["sq_norm_mean"]))
+        self.assertIn("N^H", result["theory"]["note"])
+        refused = self.cli("jobs", "submit", "--model", "tiny-qwen2", "--length", "10", "--samples", "1",
+                           "--output", "loss", "--target", "4")
+        self.assertCliError(refused, "INVALID_ARGUMENT", "INVALID_POSITION")
+        self.assertIn("target_position", refused.stderr)
+
     def test_the_same_request_id_submitted_twice_returns_the_same_job(self):
         flags = ["--model", "tiny-gpt2", "--length", "8", "--samples", "1", "--seed", "4", "--request-id", "submit-once"]
         first = self.submit(*flags)

@@ -406,6 +406,15 @@ class OptionTest(unittest.TestCase):
         self.assertEqual(len(report["sq_norm_mean"]), LENGTH)
         self.assertTrue(all(is_positive_finite(v) for v in report["sq_norm_mean"]), report["sq_norm_mean"])
 
+    def test_output_loss_measures_the_training_signal_with_one_vjp_per_sample_and_no_row_fit(self):
+        report = measure(*QWEN2, *RUN, "--output", "loss")
+        self.assertEqual(report["measurement"]["output"], "loss_gradient")
+        self.assertEqual(report["measurement"]["reverse_pass"], "autograd")
+        self.assertEqual(report["measurement"]["vjp_count"], SAMPLES)
+        self.assertTrue(all(is_positive_finite(v) for v in report["sq_norm_mean"]), report["sq_norm_mean"])
+        self.assertNotIn("fits", report["theory"])
+        self.assertIn("sum_{t>=j} (N^H)_{t,j}^2", report["theory"]["note"])
+
     def test_logprob_at_an_earlier_target_scores_the_token_right_after_the_target(self):
         # Output position t = 4 only sees positions 1..4, so the sequence after it matters only
         # through the label: the token at position t + 1 (index 4). The id at index L must not matter.

@@ -444,6 +444,85 @@ TEST(Measure, MeasuresTheLogProbabilityOfTheNextToken) {
   for (double value : result->sq_norm[0].mean) EXPECT_GT(value, 0.0);
 }
 
+// The next-token loss over the sample by finite differences of the cross entropy (float64): each
+// coordinate of e_j moved by +-h, the loss -sum_t log p(x_{t+1} | x_<=t) recomputed through
+// torch's cross_entropy (an independent formula for it), and ||dL/de_j||^2 summed over coordinates.
+std::vector<double> LossGradientByFiniteDifferences(models::DecoderModel& model, const std::vector<int64_t>& tokens) {
+  torch::NoGradGuard no_grad;
+  model.To(torch::kCPU, torch::kFloat64);
+  const auto length = static_cast<int64_t>(tokens.size()) - 1;
+  auto ids = torch::tensor(std::vector<int64_t>(tokens.begin(), tokens.end() - 1), torch::kLong).unsqueeze(0);
+  auto next = torch::tensor(std::vector<int64_t>(tokens.begin() + 1, tokens.end()), torch::kLong);
+  auto embeds = model.Embed(ids).clone();
+  auto loss = [&](const torch::Tensor& e) {
+    auto logits = model.Logits(model.Forward(e, {}).hidden).squeeze(0);
+    return torch::nn::functional::cross_entropy(logits, next, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum))
+        .item<double>();
+  };
+  const double h = 1e-5;
+  std::vector<double> sq(length, 0.0);
+  for (int64_t j = 0; j < length; ++j) {
+    for (int64_t k = 0; k < embeds.size(2); ++k) {
+      auto up = embeds.clone(), down = embeds.clone();
+      up[0][j][k] += h;
+      down[0][j][k] -= h;
+      const double derivative = (loss(up) - loss(down)) / (2 * h);
+      sq[j] += derivative * derivative;
+    }
+  }
+  return sq;
+}
+
+// g_j = ||dL/de_j||^2 of the next-token loss over the sample (THEORY.md section 11): one VJP per
+// sample through autograd, equal to finite differences of the cross entropy, for a family with
+// learned positions and one with rotary embeddings; nonzero at every position (every position's
+// loss reaches back to position 1).
+TEST(LossGradient, EqualsFiniteDifferencesOfTheSummedCrossEntropy) {
+  for (const std::string family : {"gpt2", "llama"}) {
+    auto model = Build(Tiny(family));
+    const std::vector<int64_t> tokens = {7, 1, 40, 22, 9, 13, 2};
+    MeasureOptions options = GivenTokens(tokens);
+    options.length = 6;  // The seventh id is the last position's next token.
+    options.output = Output::kLossGradient;
+    auto result = Measure(*model, options);
+    ASSERT_TRUE(result.ok()) << result.status();
+    EXPECT_EQ(result->vjp_count, 1);
+    EXPECT_EQ(result->reverse_pass, "autograd");
+    ExpectRelativelyClose(result->sq_norm[0].mean, LossGradientByFiniteDifferences(*model, tokens), 1e-6);
+    for (double value : result->sq_norm[0].mean) EXPECT_GT(value, 0.0) << family;
+  }
+}
+
+TEST(LossGradient, RefusesWhatItCannotMeasure) {
+  auto model = Build(Tiny("qwen2"));
+  MeasureOptions options = GivenTokens({1, 2, 3, 4, 5});
+  options.length = 5;
+  options.output = Output::kLossGradient;
+  auto refused = [&](MeasureOptions changed, const std::string& field) {
+    auto status = CheckMeasureOptions(*model, changed);
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << field;
+    EXPECT_NE(std::string(status.message()).find(field), std::string::npos) << status;
+  };
+  refused(options, "tokens[0]");  // L ids: the last position's next token is missing.
+  options.length = 4;
+  EXPECT_TRUE(CheckMeasureOptions(*model, options).ok());
+  MeasureOptions gaussian = options;
+  gaussian.input = InputKind::kGaussianEmbeddings;
+  refused(gaussian, "input");
+  MeasureOptions target = options;
+  target.target = 2;
+  refused(target, "target");
+  MeasureOptions hutchinson = options;
+  hutchinson.method = Method::kHutchinson;
+  refused(hutchinson, "method");
+  MeasureOptions model_pass = options;
+  model_pass.reverse_pass = MeasureOptions::ReversePass::kModel;
+  refused(model_pass, "reverse_pass");
+  MeasureOptions value_only = options;
+  value_only.pathway = Pathway::kValueOnly;
+  refused(value_only, "pathway");
+}
+
 TEST(Measure, RunsInBfloat16WithFloat32Norms) {
   auto model = Build(Tiny("qwen2"));
   MeasureOptions options = GivenTokens({1, 2, 3, 4});

@@ -31,7 +31,7 @@ T = TypeVar("T")
 Floats = Union[Sequence[float], np.ndarray]
 
 # Names the CLI uses, accepted besides the enum names.
-OUTPUT_ALIASES = {"final": "final_hidden", "layers": "layer_sweep", "logprob": "log_prob"}
+OUTPUT_ALIASES = {"final": "final_hidden", "layers": "layer_sweep", "logprob": "log_prob", "loss": "loss_gradient"}
 QUANTITY_ALIASES = {"squared-norm": "squared_norm", "sq_norm": "squared_norm"}
 INPUT_KINDS = ("random", "gaussian", "tokens")
 ABLATIONS = ("no_position_encoding", "uniform_attention", "no_mlp")
@@ -624,7 +624,8 @@ class Client:
         tokens (default) or "gaussian" embeddings (`stddev`), each from `seed` (default drawn by
         the server); or `tokens`, one list of L ids per sample (then samples may be None), with
         `next_token_ids` for the LOG_PROB output at T = L. target: T (default L). output:
-        "final_hidden" ("final"), "layer_sweep" ("layers") or "log_prob" ("logprob"). dtype:
+        "final_hidden" ("final"), "layer_sweep" ("layers"), "log_prob" ("logprob") or
+        "loss_gradient" ("loss": the gradient of the next-token loss over the sample). dtype:
         "float32" (default), "bfloat16", "float16", "float64"; device: "cpu" or "cuda" (default
         any). priority -100..100; time_limit in seconds; return_raw_samples keeps per-sample
         values; fit_effective_depth fits the theory's depth too. pathway: "full" (default) or

@@ -1,0 +1,99 @@
+// Paired comparisons of profiles (THEORY.md section 11) on profiles whose statistics are known in
+// closed form: shares of hand-built bands, log ratios of scaled middles, and bootstrap intervals
+// that shrink to the mean when every sample agrees.
+#include "server/jobs/jacobian_comparison.h"
+
+#include <cmath>
+
+#include "gtest/gtest.h"
+
+namespace posbias::jobs {
+namespace {
+
+// L = 20: bands of 2, 16 and 2 positions. Edge values `edge`, middle values `middle`.
+std::vector<double> Valley(double edge, double middle) {
+  std::vector<double> profile(20, middle);
+  for (int j : {0, 1, 18, 19}) profile[j] = edge;
+  return profile;
+}
+
+TEST(BandShares, TheEdgeBandsAreATenthOfThePositionsAtLeastOne) {
+  EXPECT_EQ(EdgeBandPositions(3), 1);
+  EXPECT_EQ(EdgeBandPositions(20), 2);
+  EXPECT_EQ(EdgeBandPositions(64), 6);
+  auto shares = SharesOf(Valley(4.0, 1.0));  // Total 4 * 4 + 16 = 32.
+  ASSERT_TRUE(shares.ok());
+  EXPECT_DOUBLE_EQ(shares->leading, 0.25);
+  EXPECT_DOUBLE_EQ(shares->middle, 0.5);
+  EXPECT_DOUBLE_EQ(shares->trailing, 0.25);
+  EXPECT_DOUBLE_EQ(shares->first, 0.125);
+  EXPECT_DOUBLE_EQ(shares->last, 0.125);
+}
+
+TEST(BandShares, RefuseProfilesWithoutAMiddleOrWithoutMass) {
+  EXPECT_EQ(SharesOf({1.0, 2.0}).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(SharesOf({0.0, 0.0, 0.0}).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(SharesOf({1.0, -1.0, 1.0}).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(SharesOf({1.0, NAN, 1.0}).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// Birth: middle share 1/2 in every sample. Trained: edges 4 times heavier (middle 16 / 80 = 1/5),
+// so log(middle ratio) = log(2/5) in every sample, with no spread and a point interval.
+TEST(PairedComparison, ADeeperValleyIsANegativeMiddleLogRatioWithoutSpreadWhenSamplesAgree) {
+  const std::vector<std::vector<double>> birth(5, Valley(4.0, 1.0));
+  const std::vector<std::vector<double>> trained(5, Valley(16.0, 1.0));
+  auto comparison = CompareProfilesPaired(birth, trained);
+  ASSERT_TRUE(comparison.ok()) << comparison.status();
+  EXPECT_NEAR(comparison->middle.mean, 0.2, 1e-15);
+  EXPECT_NEAR(comparison->middle_log_ratio.moments.mean, std::log(0.4), 1e-12);
+  EXPECT_NEAR(comparison->middle_log_ratio.moments.standard_error, 0.0, 1e-15);
+  EXPECT_NEAR(comparison->middle_log_ratio.low, std::log(0.4), 1e-12);
+  EXPECT_NEAR(comparison->middle_log_ratio.high, std::log(0.4), 1e-12);
+  // First weight: 4/32 at birth, 16/80 trained.
+  EXPECT_NEAR(comparison->first_log_ratio.moments.mean, std::log(0.2 / 0.125), 1e-12);
+  EXPECT_EQ(comparison->middle_log_ratio.samples, 5);
+  EXPECT_DOUBLE_EQ(comparison->spearman, 1.0);  // Same ranks: a U against a deeper U.
+}
+
+// The ratio is taken per sample, then averaged: samples whose middles halve and double average
+// to log 1 = 0 (the ratio of the mean middles would not), with standard error sd / sqrt(n).
+TEST(PairedComparison, AveragesThePerSampleLogRatios) {
+  const std::vector<std::vector<double>> birth = {Valley(1.0, 1.0), Valley(1.0, 1.0)};
+  const std::vector<std::vector<double>> trained = {Valley(1.0, 0.25), Valley(1.0, 4.0)};
+  auto comparison = CompareProfilesPaired(birth, trained);
+  ASSERT_TRUE(comparison.ok());
+  // Middle shares: birth 16/20; trained 4/8 and 64/68.
+  const double a = std::log((4.0 / 8.0) / (16.0 / 20.0)), b = std::log((64.0 / 68.0) / (16.0 / 20.0));
+  EXPECT_NEAR(comparison->middle_log_ratio.moments.mean, (a + b) / 2, 1e-12);
+  EXPECT_NEAR(comparison->middle_log_ratio.moments.standard_error, std::abs(a - b) / 2, 1e-12);
+  EXPECT_LE(comparison->middle_log_ratio.low, comparison->middle_log_ratio.moments.mean);
+  EXPECT_GE(comparison->middle_log_ratio.high, comparison->middle_log_ratio.moments.mean);
+  EXPECT_NEAR(comparison->middle_log_ratio.low, std::min(a, b), 1e-12);  // Two samples: a, b or their mean.
+  EXPECT_NEAR(comparison->middle_log_ratio.high, std::max(a, b), 1e-12);
+}
+
+TEST(PairedComparison, RefusesProfilesOfDifferentShapes) {
+  const std::vector<std::vector<double>> three(3, Valley(1.0, 1.0));
+  const std::vector<std::vector<double>> two(2, Valley(1.0, 1.0));
+  EXPECT_EQ(CompareProfilesPaired(three, two).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(CompareProfilesPaired({}, {}).status().code(), absl::StatusCode::kInvalidArgument);
+  const std::vector<std::vector<double>> shorter(3, std::vector<double>(19, 1.0));
+  EXPECT_EQ(CompareProfilesPaired(three, shorter).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// The bootstrap interval of a mean covers it and is as reproducible as its seed.
+TEST(BootstrapMean, IsReproducibleAndCoversTheMean) {
+  const std::vector<double> values = {0.1, -0.3, 0.25, 0.4, -0.05, 0.2, 0.0, 0.15};
+  ComparisonOptions options;
+  options.seed = 7;
+  const PairedEstimate first = BootstrapMean(values, options), again = BootstrapMean(values, options);
+  EXPECT_EQ(first.low, again.low);
+  EXPECT_EQ(first.high, again.high);
+  EXPECT_LT(first.low, first.moments.mean);
+  EXPECT_GT(first.high, first.moments.mean);
+  // About mean -+ 1.96 standard errors for a mean of 8 values (within a third of it).
+  EXPECT_NEAR(first.high - first.low, 2 * 1.96 * first.moments.standard_error, 0.7 * first.moments.standard_error);
+}
+
+}  // namespace
+}  // namespace posbias::jobs

@@ -117,6 +117,8 @@ struct SubmitFlags {
   double time_limit = 0;
   std::vector<std::string> labels;
   bool wait = false;
+  std::vector<std::string> versus;  // Comparison jobs: models after --model, "init" for its seeded init.
+  std::optional<uint64_t> init_seed;
 };
 
 // --text-file: one sample per line, a JSON string (one document), a list of strings or
@@ -235,6 +237,8 @@ absl::Status SetSpec(const SubmitFlags& flags, v1::JacobianNormSpec* spec) {
   if (flags.pathway == "value-only") spec->set_pathway(v1::JACOBIAN_PATHWAY_VALUE_ONLY);
   spec->set_compare_pathways(flags.compare_pathways);
   spec->set_return_raw_samples(flags.raw);
+  for (const auto& model : flags.versus) spec->add_versus(model);
+  if (flags.init_seed) spec->set_init_seed(*flags.init_seed);
   return SetInput(flags, spec);
 }
 
@@ -273,6 +277,12 @@ int RunSubmit(const CliContext& context, const SubmitFlags& flags) {
 CommandRun DefineSubmit(CLI::App& command) {
   auto f = std::make_shared<SubmitFlags>();
   command.add_option("--model", f->model, "Registered model name")->required();
+  command.add_option("--versus", f->versus,
+                     "A comparison job: more models measured on the same inputs, compared with --model (comma-separated "
+                     "registered names in order, e.g. a training trajectory; init = --model's architecture at seeded "
+                     "initialization)")
+      ->delimiter(',');
+  command.add_option("--init-seed", f->init_seed, "The seed of init in --versus (default 0)");
   command.add_option("--length,-L", f->length, "Sequence length L")->required();
   command.add_option("--samples,-S", f->samples, "Input samples (default 16)");
   command.add_option("--method", f->method, "exact or hutchinson")
@@ -349,6 +359,10 @@ absl::StatusOr<v1::GetJobResultResponse> WholeResult(const CliContext& context, 
     auto* stats = result->mutable_profile()->mutable_stats();
     stats->mutable_sq_norm_mean()->MergeFrom(more.profile().stats().sq_norm_mean());
     stats->mutable_sq_norm_stderr()->MergeFrom(more.profile().stats().sq_norm_stderr());
+    for (int m = 0; m < result->comparison_size() && m < more.comparison_size(); ++m) {
+      result->mutable_comparison(m)->mutable_sq_norm_mean()->MergeFrom(more.comparison(m).sq_norm_mean());
+      result->mutable_comparison(m)->mutable_sq_norm_stderr()->MergeFrom(more.comparison(m).sq_norm_stderr());
+    }
     auto* curves = result->mutable_profile()->mutable_theory()->mutable_curves();
     for (int c = 0; c < curves->size() && c < more.profile().theory().curves_size(); ++c) {
       curves->Mutable(c)->mutable_profile()->MergeFrom(more.profile().theory().curves(c).profile());
@@ -389,6 +403,24 @@ void PrintResultTable(const CliContext& context, const v1::JacobianNormResult& r
   PrintResult(table, context.format, context.out);
 }
 
+// A comparison job: one line per model, its shares and its paired ratios against the first.
+void PrintComparison(const CliContext& context, const v1::JacobianNormResult& result) {
+  if (result.comparison_size() == 0) return;
+  context.out << absl::StrFormat("%-24s %-20s %-20s %-20s %-34s %8s\n", "model", "middle share (+- se)",
+                                 "first weight (+- se)", "last weight (+- se)",
+                                 "log middle / first model's [95 %]", "spearman");
+  for (const auto& m : result.comparison()) {
+    std::string ratio = "(reference)";
+    if (m.has_middle_log_ratio()) {
+      ratio = absl::StrFormat("%+.4f +- %.4f [%+.4f, %+.4f]", m.middle_log_ratio().mean(), m.middle_log_ratio().stderr(),
+                              m.middle_log_ratio().low(), m.middle_log_ratio().high());
+    }
+    context.out << absl::StrFormat("%-24s %.4f +- %-10.4f %.4f +- %-10.4f %.4f +- %-10.4f %-34s %8.4f\n", m.model(),
+                                   m.middle().mean(), m.middle().stderr(), m.first().mean(), m.first().stderr(),
+                                   m.last().mean(), m.last().stderr(), ratio, m.spearman());
+  }
+}
+
 // A needle sweep: the needle span's share against depth, with its standard-error band, beside the
 // same positions' share with the filler alone; written next to the profile plot as
 // <plot>-needle.svg.
@@ -420,6 +452,61 @@ int PlotNeedleSweep(const CliContext& context, const std::string& id, const v1::
   std::ofstream(path) << svg;
   if (svg.empty()) return context.UsageError("cannot draw the needle plot: " + error);
   context.err << "needle plot written to " << path << "\n";
+  return 0;
+}
+
+// A path beside --plot: <plot>-<suffix>.svg.
+std::string PlotPathBeside(const std::string& plot, const std::string& suffix) {
+  std::string path = plot;
+  if (path.size() > 4 && path.compare(path.size() - 4, 4, ".svg") == 0) path.resize(path.size() - 4);
+  return path + "-" + suffix + ".svg";
+}
+
+// A comparison job: every model's profile, normalized to sum 1 over the positions, with its
+// standard-error band, overlaid (<plot>-comparison.svg); and each model's middle share with its
+// standard error against its place in the job (<plot>-middle.svg: a training trajectory's
+// checkpoints in order).
+int PlotComparison(const CliContext& context, const std::string& id, const v1::JacobianNormResult& result) {
+  if (result.comparison_size() == 0) return 0;
+  const std::vector<double> positions(result.positions().begin(), result.positions().end());
+  std::vector<PlotSeries> profiles;
+  PlotSeries middle{.label = "middle 80 % share", .x = {}, .y = {}, .markers = true};
+  PlotSeries high{.label = "+- standard error", .x = {}, .y = {}, .markers = false, .dashed = true, .line = true, .color = 7};
+  PlotSeries low = high;
+  low.label = "";
+  for (int m = 0; m < result.comparison_size(); ++m) {
+    const auto& compared = result.comparison(m);
+    double total = 0;
+    for (double v : compared.sq_norm_mean()) total += v;
+    PlotSeries profile{.label = compared.model(), .x = positions, .y = Doubles(compared.sq_norm_mean()), .markers = false};
+    PlotSeries band{.label = "", .x = positions, .y = {}, .markers = false, .dashed = true, .line = true, .color = m};
+    PlotSeries band_low = band;
+    profile.color = m;
+    for (size_t j = 0; j < profile.y.size() && total > 0; ++j) {
+      const double se = j < static_cast<size_t>(compared.sq_norm_stderr_size()) ? compared.sq_norm_stderr(static_cast<int>(j)) : 0;
+      band.y.push_back((profile.y[j] + se) / total);
+      band_low.y.push_back((profile.y[j] - se) / total);
+      profile.y[j] /= total;
+    }
+    profiles.push_back(std::move(profile));
+    profiles.push_back(std::move(band));
+    profiles.push_back(std::move(band_low));
+    for (PlotSeries* series : {&middle, &high, &low}) series->x.push_back(m);
+    middle.y.push_back(compared.middle().mean());
+    high.y.push_back(compared.middle().mean() + compared.middle().stderr());
+    low.y.push_back(compared.middle().mean() - compared.middle().stderr());
+  }
+  std::string error;
+  const std::string overlay = RenderSvgPlot(profiles, {.title = "profiles compared " + id, .x_label = "position j",
+                                                       .y_label = "share of sum_j ||J_j||^2 (+- standard error)"}, &error);
+  const std::string trajectory = RenderSvgPlot({middle, high, low}, {.title = "middle share by model " + id,
+                                                                     .x_label = "model (0 = " + result.comparison(0).model() + ")",
+                                                                     .y_label = "middle 80 % share", .log_y = false}, &error);
+  if (overlay.empty() || trajectory.empty()) return context.UsageError("cannot draw the comparison plots: " + error);
+  std::ofstream(PlotPathBeside(context.plot, "comparison")) << overlay;
+  std::ofstream(PlotPathBeside(context.plot, "middle")) << trajectory;
+  context.err << "comparison plots written to " << PlotPathBeside(context.plot, "comparison") << " and "
+              << PlotPathBeside(context.plot, "middle") << "\n";
   return 0;
 }
 
@@ -470,6 +557,7 @@ int PlotResult(const CliContext& context, const std::string& id, const v1::Jacob
   std::ofstream(context.plot) << svg;
   if (svg.empty()) return context.UsageError("cannot draw the plot: " + error);
   context.err << "plot written to " << context.plot << "\n";
+  if (int code = PlotComparison(context, id, result); code != 0) return code;
   return PlotNeedleSweep(context, id, result);
 }
 
@@ -526,6 +614,7 @@ int RunResult(const CliContext& context, const JobIdFlags& flags) {
     context.out << (report.is_discarded() ? whole->report_json() : report.dump(2)) << "\n";
   } else {
     PrintResultTable(context, result);
+    PrintComparison(context, result);
     for (const auto& spike : result.boundary_spikes()) {
       context.out << "boundary at " << spike.position() << ": spike ratio " << spike.ratio();
       if (spike.has_ratio_mean()) {

@@ -161,6 +161,7 @@ absl::StatusOr<jobs::JobRecord> RecordFromRequest(const v1::SubmitJobRequest& re
                                  "only with pathway FULL (the comparison measures both)"});
   }
   spec.seed = drawn_seed;
+  spec.init_seed = in.init_seed();  // The versus models are resolved at submission (job_submission.cc).
   ReadInput(in.input(), spec);
   spec.device = DeviceFromProto(request.spec().device());
   job.worker_kind = std::string(jobs::DeviceName(spec.device));
@@ -208,6 +209,8 @@ void JobToProto(const jobs::JobRecord& job, v1::Job* out) {
     spec->set_probe_distribution(ProbeDistributionToProto(job.spec.probe_distribution));
   }
   WriteInput(job.spec, spec->mutable_input());
+  for (const auto& versus : job.spec.versus) spec->add_versus(versus.init ? std::string(jobs::kVersusInit) : versus.model);
+  if (!job.spec.versus.empty() && job.spec.init_seed != 0) spec->set_init_seed(job.spec.init_seed);
   out->mutable_spec()->set_priority(job.priority);
   out->mutable_spec()->set_device(DeviceToProto(job.spec.device));
   if (job.time_limit_seconds > 0) {

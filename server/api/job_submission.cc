@@ -14,6 +14,7 @@
 #include "server/host/memory.h"
 #include "server/jobs/boundary_spikes.h"
 #include "server/jobs/jacobian_report.h"
+#include "server/models/config.h"
 #include "server/api/job_convert.h"
 #include "server/api/result_pages.h"
 #include "server/api/model_visibility.h"
@@ -24,6 +25,89 @@ namespace posbias::service {
 namespace {
 
 uint64_t DrawSeed() { return std::random_device{}() * uint64_t{0x100000000} + std::random_device{}(); }
+
+// An error about the i-th model of `versus`, naming it and the job's first model (its reason,
+// field and allowed range kept).
+absl::Status AboutVersus(const absl::Status& status, size_t i, const std::string& name, const std::string& first) {
+  absl::Status named(status.code(), absl::StrCat("spec.jacobian_norm.versus[", i, "] = ", name, " compared with model ",
+                                                 first, ": ", status.message()));
+  status.ForEachPayload([&](absl::string_view url, const absl::Cord& payload) { named.SetPayload(url, payload); });
+  return named;
+}
+
+absl::Status Incompatible(size_t i, const std::string& value, const std::string& allowed) {
+  return InvalidArgumentError({ErrorReason::kInvalidArgument, absl::StrCat("spec.jacobian_norm.versus[", i, "]"), value, allowed});
+}
+
+// Whether model `other` can take the inputs laid out for `first`: random ids from first's
+// vocabulary, Gaussian embeddings of its width, text laid out into the same ids by its tokenizer.
+absl::Status CheckSharedInputs(JobRequests& service, const v1::SubmitJobRequest& request, const jobs::JobRecord& record,
+                               const registry::ModelEntry& first, const registry::ModelEntry& other, size_t i) {
+  const auto& spec = record.spec;
+  if (spec.input == jobs::JacobianInput::kRandomTokens && request.spec().jacobian_norm().input().has_text() == false &&
+      other.config.vocab_size < first.config.vocab_size) {
+    return Incompatible(i, absl::StrCat(other.name, " (a vocabulary of ", other.config.vocab_size, ")"),
+                        absl::StrCat("a vocabulary of at least ", first.config.vocab_size, " (model ", first.name,
+                                     "'s: the random token ids are drawn from it)"));
+  }
+  if (spec.input == jobs::JacobianInput::kGaussianEmbeddings && other.config.hidden_size != first.config.hidden_size) {
+    return Incompatible(i, absl::StrCat(other.name, " (width ", other.config.hidden_size, ")"),
+                        absl::StrCat("width ", first.config.hidden_size, " (model ", first.name, "'s embeddings)"));
+  }
+  if (!request.spec().jacobian_norm().input().has_text() || service.tokenizers == nullptr) return absl::OkStatus();
+  auto tokenizer = service.tokenizers->For(other);
+  if (!tokenizer.ok()) return AboutVersus(tokenizer.status(), i, other.name, first.name);
+  auto laid_out = text::LayOutText(**tokenizer, request.spec().jacobian_norm().input().text(), spec.length,
+                                   jobs::NeedsNextToken(spec));
+  if (!laid_out.ok()) return AboutVersus(laid_out.status(), i, other.name, first.name);
+  if (laid_out->tokens != spec.tokens) {
+    return InvalidArgumentError({ErrorReason::kInvalidArgument, "spec.jacobian_norm.input.text",
+                                 absl::StrCat("laid out into other token ids by ", other.name, "'s tokenizer than by ", first.name, "'s"),
+                                 "models whose tokenizers give the same ids (compare those with given_tokens instead)"});
+  }
+  return absl::OkStatus();
+}
+
+// Comparison jobs: each model of `versus` found as the caller sees it (another tenant's is
+// NOT_FOUND), in the job's tenant, able to share the inputs, and admitted like the first model.
+absl::Status ResolveVersus(JobRequests& service, Caller& caller, const v1::SubmitJobRequest& request,
+                           const registry::ModelEntry& first, double host_bytes, jobs::JobRecord& record) {
+  const auto& names = request.spec().jacobian_norm().versus();
+  if (static_cast<size_t>(names.size()) > jobs::kMaxVersusModels) {
+    return InvalidArgumentError({ErrorReason::kInvalidArgument, "spec.jacobian_norm.versus", absl::StrCat(names.size(), " models"),
+                                 absl::StrCat("at most ", jobs::kMaxVersusModels)});
+  }
+  for (int i = 0; i < names.size(); ++i) {
+    const std::string& name = names[i];
+    jobs::JacobianJobSpec::VersusModel versus;
+    registry::ModelEntry entry = first;
+    if (name == jobs::kVersusInit) {
+      if (!models::HasOwnReversePass(first.config.family) && first.config.family != models::Family::kCesaro) {
+        return Incompatible(i, "init", absl::StrCat("a registered model (", first.name, " has no initialization recipe to build)"));
+      }
+      versus.model = name, versus.init = true;
+      entry.name = name;
+    } else {
+      auto found = FindVisibleModel(*service.catalog, caller, name);
+      if (!found.ok()) return AboutVersus(found.status(), i, name, first.name);
+      if (found->tenant != first.tenant && !found->tenant.empty()) {
+        return Incompatible(i, absl::StrCat(name, " (tenant ", found->tenant, ")"),
+                            absl::StrCat("a public model or one of tenant ", first.tenant.empty() ? "(none)" : first.tenant,
+                                         ", the job's (its results are that tenant's)"));
+      }
+      entry = *found;
+      versus.model = found->tenant.empty() || found->tenant == record.tenant ? found->name : registry::ModelPath(*found);
+      versus.uid = found->uid;
+      versus.weights_sha256 = found->weights_sha256;
+    }
+    if (auto status = CheckSharedInputs(service, request, record, first, entry, static_cast<size_t>(i)); !status.ok()) return status;
+    if (auto status = admission::AdmitJob(record, entry, service.limits, host_bytes); !status.ok()) {
+      return AboutVersus(status, static_cast<size_t>(i), name, first.name);
+    }
+    record.spec.versus.push_back(std::move(versus));
+  }
+  return absl::OkStatus();
+}
 
 }  // namespace
 
@@ -65,6 +149,10 @@ absl::StatusOr<v1::Job> HandleSubmitJob(JobRequests& service, Caller& caller, co
   if (auto admitted = admission::AdmitJob(*record, *model, service.limits, static_cast<double>(host.total_bytes));
       !admitted.ok()) {
     return admitted;
+  }
+  if (auto resolved = ResolveVersus(service, caller, request, *model, static_cast<double>(host.total_bytes), *record);
+      !resolved.ok()) {
+    return resolved;
   }
   record->request_id = TenantRequestKey(caller.tenant(), record->request_id);  // Checked above as the client's.
   // The principal's queued-jobs quota is counted in the store's insert transaction.

@@ -235,6 +235,47 @@ void FillPathways(const jobs::PathwayComparison& comparison, const std::vector<u
   pathways->set_total_interference_share_stderr(comparison.total_interference_share_stderr);
 }
 
+// Comparison jobs: every model's shares and paired ratios, its profile at the page's positions
+// and its spikes at text inputs' document starts.
+void FillComparison(const std::vector<jobs::ComparedModel>& comparison, const std::vector<uint32_t>& positions,
+                    v1::JacobianNormResult* result) {
+  auto share = [](const jobs::ShareEstimate& in, v1::ShareEstimate* out) {
+    out->set_mean(in.mean), out->set_std(in.std), out->set_stderr(in.stderr);
+  };
+  auto ratio = [](const std::optional<jobs::PairedLogRatio>& in, v1::PairedLogRatio* out) {
+    out->set_mean(in->mean), out->set_std(in->std), out->set_stderr(in->stderr);
+    out->set_low(in->low), out->set_high(in->high), out->set_samples(static_cast<uint32_t>(in->samples));
+  };
+  for (const auto& compared : comparison) {
+    auto* out = result->add_comparison();
+    out->set_model(compared.model);
+    out->set_model_uid(compared.uid);
+    out->set_weights_sha256(compared.weights_sha256);
+    for (uint32_t position : positions) {
+      out->add_sq_norm_mean(At(compared.sq_norm_mean, position));
+      out->add_sq_norm_stderr(At(compared.sq_norm_stderr, position));
+    }
+    share(compared.leading, out->mutable_leading());
+    share(compared.middle, out->mutable_middle());
+    share(compared.trailing, out->mutable_trailing());
+    share(compared.first, out->mutable_first());
+    share(compared.last, out->mutable_last());
+    if (compared.middle_log_ratio) ratio(compared.middle_log_ratio, out->mutable_middle_log_ratio());
+    if (compared.first_log_ratio) ratio(compared.first_log_ratio, out->mutable_first_log_ratio());
+    if (compared.last_log_ratio) ratio(compared.last_log_ratio, out->mutable_last_log_ratio());
+    out->set_spearman(compared.spearman);
+    for (const auto& measured : compared.boundary_spikes.value_or(std::vector<jobs::BoundarySpike>{})) {
+      auto* spike = out->add_boundary_spikes();
+      spike->set_position(static_cast<uint32_t>(measured.position));
+      spike->set_ratio(measured.ratio);
+      if (measured.ratio_mean) spike->set_ratio_mean(*measured.ratio_mean);
+      if (measured.ratio_std) spike->set_ratio_std(*measured.ratio_std);
+      if (measured.ratio_stderr) spike->set_ratio_stderr(*measured.ratio_stderr);
+      if (measured.samples) spike->set_samples(static_cast<uint32_t>(*measured.samples));
+    }
+  }
+}
+
 // One page: the header fields, the positions and every per-position array, and the token of the
 // next page when positions remain.
 absl::Status FillPage(const v1::GetJobResultRequest& request, const jobs::JacobianReport& report,
@@ -260,6 +301,7 @@ absl::Status FillPage(const v1::GetJobResultRequest& request, const jobs::Jacobi
                            "the job was submitted without return_raw_samples: no per-sample values were kept");
   }
   if (report.pathways) FillPathways(*report.pathways, positions, result->mutable_pathways());
+  if (report.comparison) FillComparison(*report.comparison, positions, result);
   FillSamples(request, report, positions, result);
   if (page.stop() < page.selected) {
     response->set_next_page_token(admission::IssuePageToken("GetJobResult", page.token_binding, std::to_string(page.stop())));

@@ -138,4 +138,55 @@ absl::StatusOr<ProfileComparison> CompareProfilesPaired(const std::vector<std::v
   return comparison;
 }
 
+namespace {
+
+ShareEstimate Share(const SampleMoments& m) { return {m.mean, m.std, m.standard_error}; }
+
+PairedLogRatio Ratio(const PairedEstimate& e) {
+  return {e.moments.mean, e.moments.std, e.moments.standard_error, e.low, e.high, e.samples};
+}
+
+// Mean and standard error over samples, per position.
+void ProfileOf(const std::vector<std::vector<double>>& samples, ComparedModel& compared) {
+  const size_t length = samples.front().size();
+  for (size_t j = 0; j < length; ++j) {
+    std::vector<double> column;
+    for (const auto& sample : samples) column.push_back(sample[j]);
+    const SampleMoments m = MomentsOf(column);
+    compared.sq_norm_mean.push_back(m.mean);
+    compared.sq_norm_stderr.push_back(m.standard_error);
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<ComparedModel>> CompareModels(const std::vector<MeasuredModel>& models,
+                                                         const ComparisonOptions& options) {
+  std::vector<ComparedModel> compared;
+  if (models.empty()) return compared;
+  const auto& reference = models.front().samples;
+  for (size_t m = 0; m < models.size(); ++m) {
+    auto paired = CompareProfilesPaired(reference, models[m].samples, options);
+    if (!paired.ok()) return paired.status();
+    ComparedModel entry;
+    entry.model = models[m].model;
+    entry.uid = models[m].uid;
+    entry.weights_sha256 = models[m].weights_sha256;
+    ProfileOf(models[m].samples, entry);
+    entry.leading = Share(paired->leading);
+    entry.middle = Share(paired->middle);
+    entry.trailing = Share(paired->trailing);
+    entry.first = Share(paired->first);
+    entry.last = Share(paired->last);
+    entry.spearman = paired->spearman;
+    if (m > 0) {
+      entry.middle_log_ratio = Ratio(paired->middle_log_ratio);
+      entry.first_log_ratio = Ratio(paired->first_log_ratio);
+      entry.last_log_ratio = Ratio(paired->last_log_ratio);
+    }
+    compared.push_back(std::move(entry));
+  }
+  return compared;
+}
+
 }  // namespace posbias::jobs

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "server/jobs/jacobian_report.h"
 #include "server/jobs/sample_moments.h"
 
 namespace posbias::jobs {
@@ -61,6 +62,18 @@ struct ProfileComparison {
 absl::StatusOr<ProfileComparison> CompareProfilesPaired(const std::vector<std::vector<double>>& reference,
                                                         const std::vector<std::vector<double>>& other,
                                                         const ComparisonOptions& options = {});
+
+// One model of a comparison job as measured: who it is and its per-sample squared norms
+// [sample][position 1..T] (the samples in the reference's order).
+struct MeasuredModel {
+  std::string model, uid, weights_sha256;
+  std::vector<std::vector<double>> samples;
+};
+
+// The report's comparison: the first model is the reference (its own shares, no ratios, Spearman
+// 1), every other one is compared with it by CompareProfilesPaired.
+absl::StatusOr<std::vector<ComparedModel>> CompareModels(const std::vector<MeasuredModel>& models,
+                                                         const ComparisonOptions& options = {});
 
 // The mean and percentile bootstrap interval of `values` (resampled with replacement).
 PairedEstimate BootstrapMean(const std::vector<double>& values, const ComparisonOptions& options);

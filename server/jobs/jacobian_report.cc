@@ -271,6 +271,42 @@ void Members(Self& m, Visit&& visit) {
         Later(m.total_interference_share_stderr));
 }
 
+template <typename Self, typename Visit, Same<Self, ShareEstimate> = 0>
+void Members(Self& m, Visit&& visit) {
+  visit("mean", m.mean);
+  visit("std", m.std);
+  visit("stderr", m.stderr);
+}
+
+template <typename Self, typename Visit, Same<Self, PairedLogRatio> = 0>
+void Members(Self& m, Visit&& visit) {
+  visit("mean", m.mean);
+  visit("std", m.std);
+  visit("stderr", m.stderr);
+  visit("low", m.low);
+  visit("high", m.high);
+  visit("samples", m.samples);
+}
+
+template <typename Self, typename Visit, Same<Self, ComparedModel> = 0>
+void Members(Self& m, Visit&& visit) {
+  visit("model", m.model);
+  visit("uid", m.uid);
+  visit("weights_sha256", m.weights_sha256);
+  visit("sq_norm_mean", m.sq_norm_mean);
+  visit("sq_norm_stderr", m.sq_norm_stderr);
+  visit("leading", m.leading);
+  visit("middle", m.middle);
+  visit("trailing", m.trailing);
+  visit("first", m.first);
+  visit("last", m.last);
+  visit("middle_log_ratio", m.middle_log_ratio);
+  visit("first_log_ratio", m.first_log_ratio);
+  visit("last_log_ratio", m.last_log_ratio);
+  visit("spearman", m.spearman);
+  visit("boundary_spikes", m.boundary_spikes);
+}
+
 template <typename Self, typename Visit, Same<Self, ReportJob> = 0>
 void Members(Self& m, Visit&& visit) {
   visit("id", m.id);
@@ -296,6 +332,7 @@ void Members(Self& m, Visit&& visit) {
   visit("pathways", m.pathways);
   visit("boundary_spikes", m.boundary_spikes);
   visit("needle_sweep", m.needle_sweep);
+  visit("comparison", m.comparison);
   visit("branch_ratio", m.branch_ratio);
   visit("theory", m.theory);
   visit("raw", m.raw);

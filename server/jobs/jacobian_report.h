@@ -148,6 +148,25 @@ struct NeedleDepth {
   double baseline_share_mean = 0, baseline_share_std = 0, baseline_share_stderr = 0;
 };
 
+// Comparison jobs: one model against the reference (jobs/jacobian_comparison.h says how).
+struct ShareEstimate {
+  double mean = 0, std = 0, stderr = 0;
+};
+struct PairedLogRatio {
+  double mean = 0, std = 0, stderr = 0, low = 0, high = 0;
+  int64_t samples = 0;
+};
+struct ComparedModel {
+  std::string model;  // As the job names it ("init": the reference's architecture at seeded init).
+  std::string uid, weights_sha256;
+  std::vector<double> sq_norm_mean, sq_norm_stderr;  // Positions 1..T.
+  ShareEstimate leading, middle, trailing, first, last;
+  // Against the reference; absent for the reference itself.
+  std::optional<PairedLogRatio> middle_log_ratio, first_log_ratio, last_log_ratio;
+  double spearman = 1;
+  std::optional<std::vector<BoundarySpike>> boundary_spikes;
+};
+
 struct ReportJob {
   std::string id;
   int64_t attempt = 0, resumed_samples = 0, parts = 0;
@@ -164,6 +183,7 @@ struct JacobianReport {
   std::optional<PathwayComparison> pathways;                    // compare_pathways.
   std::optional<std::vector<BoundarySpike>> boundary_spikes;    // Text inputs with document starts.
   std::optional<std::vector<NeedleDepth>> needle_sweep;         // NEEDLE text inputs.
+  std::optional<std::vector<ComparedModel>> comparison;         // Comparison jobs, reference first.
   std::vector<double> branch_ratio;                             // Per layer.
   TheoryComparison theory;
   std::optional<std::vector<std::vector<double>>> raw;          // [sample][position], kept samples.

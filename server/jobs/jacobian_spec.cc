@@ -196,8 +196,39 @@ nlohmann::json SpecToJson(const JacobianJobSpec& spec) {
     json["needle_sweep"] = {{"depths", sweep->depths}, {"starts", sweep->starts},
                             {"needle_tokens", sweep->needle_tokens}, {"samples", sweep->samples}};
   }
+  if (!spec.versus.empty()) {
+    Json versus = Json::array();
+    for (const auto& model : spec.versus) {
+      versus.push_back({{"model", model.model}, {"init", model.init}, {"uid", model.uid},
+                        {"weights_sha256", model.weights_sha256}});
+    }
+    json["versus"] = std::move(versus);
+    json["init_seed"] = spec.init_seed;
+  }
   return json;
 }
+
+namespace {
+
+// A comparison job's further models (absent in specs stored before comparisons: none).
+absl::Status ReadVersus(const Json& json, JacobianJobSpec& spec) {
+  auto it = json.find("versus");
+  if (it == json.end() || it->is_null()) return absl::OkStatus();
+  if (!it->is_array()) return TypeError("spec.versus", *it, "an array of objects");
+  for (const Json& item : *it) {
+    if (!item.is_object()) return TypeError("spec.versus", item, "an object");
+    JacobianJobSpec::VersusModel model;
+    for (absl::Status status : {ReadString(item, "model", model.model), ReadBool(item, "init", model.init),
+                                ReadString(item, "uid", model.uid),
+                                ReadString(item, "weights_sha256", model.weights_sha256)}) {
+      if (!status.ok()) return status;
+    }
+    spec.versus.push_back(std::move(model));
+  }
+  return ReadUint64(json, "init_seed", spec.init_seed);
+}
+
+}  // namespace
 
 absl::StatusOr<JacobianJobSpec> SpecFromJson(const nlohmann::json& json) {
   if (!json.is_object()) return TypeError("spec", json, "a JSON object");
@@ -250,6 +281,7 @@ absl::StatusOr<JacobianJobSpec> SpecFromJson(const nlohmann::json& json) {
     }
     spec.needle_sweep = std::move(sweep);
   }
+  if (auto status = ReadVersus(json, spec); !status.ok()) return status;
   return spec;
 }
 

@@ -113,7 +113,23 @@ struct JacobianJobSpec {
     std::vector<std::vector<int64_t>> samples;
   };
   std::optional<NeedleSweep> needle_sweep;
+  // Comparison jobs (THEORY.md section 11): the models measured after `model` on the same inputs
+  // and probes, in order; the first model is the reference. `init`: `model`'s own architecture at
+  // a seeded Hugging Face initialization (init_seed), built by the runner; otherwise a registered
+  // model, bound like `model` (its name as the job names it, its uid and weights' digest then).
+  struct VersusModel {
+    std::string model;
+    bool init = false;
+    std::string uid, weights_sha256;
+  };
+  std::vector<VersusModel> versus;
+  uint64_t init_seed = 0;
 };
+
+// The name `versus` gives the first model's architecture at seeded initialization.
+inline constexpr char kVersusInit[] = "init";
+// Models a comparison job measures besides its first.
+inline constexpr size_t kMaxVersusModels = 16;
 
 // Whether the job needs the token after position L: LOG_PROB at T = L scores it, and LOSS_GRADIENT
 // scores every position's next token, the last one's included (given tokens then carry L + 1 ids,

@@ -12,8 +12,10 @@
 #include "nlohmann/json.hpp"
 #include "server/jacobian/engine.h"
 #include "server/jobs/boundary_spikes.h"
+#include "server/jobs/jacobian_comparison.h"
 #include "server/jobs/needle_sweep.h"
 #include "server/measure/theory_report.h"
+#include "server/models/model.h"
 #include "server/status/error.h"
 
 namespace posbias::runners {
@@ -26,15 +28,12 @@ nlohmann::json RecordToJson(const jacobian::SampleRecord& record) {
   return json;
 }
 
-// The records of a checkpoint (or of a part's result). A damaged one is DATA_LOSS, never an
-// exception in a worker thread.
-absl::StatusOr<std::vector<jacobian::SampleRecord>> RecordsFromCheckpoint(const std::string& checkpoint) {
+// The records of one model in a checkpoint (an array of samples). A damaged one is DATA_LOSS,
+// never an exception in a worker thread.
+absl::StatusOr<std::vector<jacobian::SampleRecord>> RecordsFromJson(const nlohmann::json& items) {
   std::vector<jacobian::SampleRecord> records;
-  if (checkpoint.empty()) return records;
-  const auto json = nlohmann::json::parse(checkpoint, nullptr, false);
-  if (json.is_discarded() || !json.contains("samples")) return records;
   try {
-    for (const auto& item : json.at("samples")) {
+    for (const auto& item : items) {
       jacobian::SampleRecord record;
       record.sq_norm = item.at("sq_norm").get<std::vector<std::vector<double>>>();
       record.probe_var = item.at("probe_var").get<std::vector<std::vector<double>>>();
@@ -50,6 +49,32 @@ absl::StatusOr<std::vector<jacobian::SampleRecord>> RecordsFromCheckpoint(const 
   } catch (const nlohmann::json::exception& error) {
     return ErrorWithReason(absl::StatusCode::kDataLoss, ErrorReason::kInternalError,
                            absl::StrCat("the job's checkpoint is damaged: ", error.what()));
+  }
+  return records;
+}
+
+// A checkpoint's (or a part's result's) records: the first model's samples, and per model of
+// `versus` its own (always `versus` lists; empty where nothing was kept yet).
+struct CheckpointRecords {
+  std::vector<jacobian::SampleRecord> samples;
+  std::vector<std::vector<jacobian::SampleRecord>> versus;
+};
+
+absl::StatusOr<CheckpointRecords> RecordsFromCheckpoint(const std::string& checkpoint, size_t versus_count) {
+  CheckpointRecords records;
+  records.versus.resize(versus_count);
+  if (checkpoint.empty()) return records;
+  const auto json = nlohmann::json::parse(checkpoint, nullptr, false);
+  if (json.is_discarded() || !json.contains("samples")) return records;
+  auto samples = RecordsFromJson(json.at("samples"));
+  if (!samples.ok()) return samples.status();
+  records.samples = *std::move(samples);
+  if (auto it = json.find("versus"); it != json.end() && it->is_array()) {
+    for (size_t m = 0; m < versus_count && m < it->size(); ++m) {
+      auto versus = RecordsFromJson((*it)[m]);
+      if (!versus.ok()) return versus.status();
+      records.versus[m] = *std::move(versus);
+    }
   }
   return records;
 }
@@ -93,34 +118,45 @@ jacobian::MeasureOptions OptionsFor(const jobs::JacobianJobSpec& spec, const std
 }
 
 // The samples a job does not measure again: a merge's parts' records in sample order (nothing
-// left to compute), or the checkpoint's of an earlier attempt; and the job's sample range.
-absl::Status ResumeSamples(const jobs::JobRecord& job, jacobian::MeasureOptions& options) {
+// left to compute), or the checkpoint's of an earlier attempt; and the job's sample range. Per
+// model of `versus`, its records likewise in `versus_done`.
+absl::Status ResumeSamples(const jobs::JobRecord& job, jacobian::MeasureOptions& options,
+                           std::vector<std::vector<jacobian::SampleRecord>>& versus_done) {
+  const size_t versus_count = job.spec.versus.size();
+  versus_done.assign(versus_count, {});
   if (job.parts_total > 0) {
     // Merging a job run in sample parts: their records in sample order, nothing left to compute.
     for (const std::string& part : job.part_results) {
-      auto records = RecordsFromCheckpoint(part);
+      auto records = RecordsFromCheckpoint(part, versus_count);
       if (!records.ok()) return records.status();
-      options.done_samples.insert(options.done_samples.end(), records->begin(), records->end());
+      options.done_samples.insert(options.done_samples.end(), records->samples.begin(), records->samples.end());
+      for (size_t m = 0; m < versus_count; ++m) {
+        versus_done[m].insert(versus_done[m].end(), records->versus[m].begin(), records->versus[m].end());
+      }
     }
-    if (static_cast<int64_t>(options.done_samples.size()) != job.spec.samples) {
-      return ErrorWithReason(absl::StatusCode::kInternal, ErrorReason::kInternalError,
-                             absl::StrCat("job ", job.id, ": its ", job.part_results.size(), " parts hold ",
-                                          options.done_samples.size(), " samples, not ", job.spec.samples));
+    for (size_t m = 0; m <= versus_count; ++m) {
+      const size_t held = m == 0 ? options.done_samples.size() : versus_done[m - 1].size();
+      if (static_cast<int64_t>(held) != job.spec.samples) {
+        return ErrorWithReason(absl::StatusCode::kInternal, ErrorReason::kInternalError,
+                               absl::StrCat("job ", job.id, ": its ", job.part_results.size(), " parts hold ", held,
+                                            " samples of model ", m + 1, ", not ", job.spec.samples));
+      }
     }
-  } else {
-    options.first_sample = job.sample_begin;
-    options.end_sample = job.parent_id.empty() ? 0 : job.sample_end;
-    auto records = RecordsFromCheckpoint(job.checkpoint);
-    if (!records.ok()) return records.status();
-    options.done_samples = *std::move(records);
-    // A compare_pathways checkpoint written before the score pathway's norms were kept: its
-    // samples are measured again rather than the job failing.
-    if (job.spec.compare_pathways) {
-      for (const auto& record : options.done_samples) {
-        if (record.score_sq_norm.size() != record.sq_norm.size()) {
-          options.done_samples.clear();
-          break;
-        }
+    return absl::OkStatus();
+  }
+  options.first_sample = job.sample_begin;
+  options.end_sample = job.parent_id.empty() ? 0 : job.sample_end;
+  auto records = RecordsFromCheckpoint(job.checkpoint, versus_count);
+  if (!records.ok()) return records.status();
+  options.done_samples = std::move(records->samples);
+  versus_done = std::move(records->versus);
+  // A compare_pathways checkpoint written before the score pathway's norms were kept: its
+  // samples are measured again rather than the job failing.
+  if (job.spec.compare_pathways) {
+    for (const auto& record : options.done_samples) {
+      if (record.score_sq_norm.size() != record.sq_norm.size()) {
+        options.done_samples.clear();
+        break;
       }
     }
   }
@@ -129,8 +165,9 @@ absl::Status ResumeSamples(const jobs::JobRecord& job, jacobian::MeasureOptions&
 
 // The finished job's report: the measurement and its theory, the registration measured, and the
 // text inputs' boundary spikes and the needle sweep where the job asked for them.
-std::string ReportJson(const jobs::JobRecord& job, models::DecoderModel& model, const jacobian::MeasureOptions& options,
-                       const jacobian::MeasureResult& result, const registry::ModelEntry& bound) {
+jobs::JacobianReport BaseReport(const jobs::JobRecord& job, models::DecoderModel& model,
+                                const jacobian::MeasureOptions& options, const jacobian::MeasureResult& result,
+                                const registry::ModelEntry& bound) {
   auto job_report = measure::BuildReport(model, options, result, job.spec.model);
   job_report.model.weights_sha256 = bound.weights_sha256;  // Provenance: the registration measured.
   job_report.model.source = std::string(registry::SourceKindName(bound.source.kind));
@@ -143,51 +180,101 @@ std::string ReportJson(const jobs::JobRecord& job, models::DecoderModel& model, 
   job_report.theory.fit_effective_depth =
       job.spec.fit_effective_depth || model.config().family == models::Family::kTorchScript;
   job_report.job = jobs::ReportJob{job.id, job.attempt, static_cast<int64_t>(options.done_samples.size()), job.parts_total};
-  return jobs::ReportToJson(job_report).dump();
+  return job_report;
 }
 
-}  // namespace
+// Each sample's squared norms at positions 1..T.
+std::vector<std::vector<double>> UpToTarget(const jacobian::MeasureResult& result) {
+  std::vector<std::vector<double>> samples;
+  for (const auto& sample : result.sample_sq_norm) {
+    samples.emplace_back(sample.begin(), sample.begin() + std::min<int64_t>(result.target, static_cast<int64_t>(sample.size())));
+  }
+  return samples;
+}
 
-absl::StatusOr<std::string> JacobianRunner::Run(const jobs::JobRecord& job,
-                                                const std::function<bool(const jobs::ProgressUpdate&)>& report) {
+// A comparison job's report part: every model against the first, with the text inputs' spikes.
+absl::Status AddComparison(const jobs::JobRecord& job, const std::vector<jobs::MeasuredModel>& measured,
+                           jobs::JacobianReport& report) {
+  jobs::ComparisonOptions comparison_options;
+  comparison_options.seed = job.spec.seed;
+  auto compared = jobs::CompareModels(measured, comparison_options);
+  if (!compared.ok()) return compared.status();
+  if (!job.spec.document_starts.empty()) {
+    for (size_t m = 0; m < compared->size(); ++m) {
+      (*compared)[m].boundary_spikes = jobs::BoundarySpikes(job.spec.document_starts, measured[m].samples);
+    }
+  }
+  report.comparison = *std::move(compared);
+  return absl::OkStatus();
+}
+
+// One model of the job, bound and loaded (the first one, or a registered one of `versus`).
+struct Loaded {
+  std::shared_ptr<models::DecoderModel> model;
+  registry::ModelEntry bound;
+  std::mutex* lock = nullptr;  // The cache's instance lock (null for a model built for the job).
+};
+
+absl::StatusOr<Loaded> Load(registry::ModelCatalog* catalog_, registry::ModelCache* cache_, const jobs::JobRecord& job,
+                            const std::string& name, const std::string& uid, const std::string& sha256) {
   // Bound to the registration it was submitted for (catalog's GetBound, by uid): never another
   // model, another tenant's of the same name neither.
-  auto first = catalog_->GetBound(job.spec.model_uid, job.spec.model_weights_sha256, job.spec.model, job.tenant);
+  auto first = catalog_->GetBound(uid, sha256, name, job.tenant);
   if (!first.ok()) return first.status();
   const std::string path = registry::ModelPath(*first);
+  Loaded loaded;
   // Jobs on the same model instance run one at a time, and exports wait for them (model_cache.h).
-  std::lock_guard model_lock(cache_->InstanceLock(path, job.spec.dtype));
+  loaded.lock = &cache_->InstanceLock(path, job.spec.dtype);
+  std::unique_lock lock(*loaded.lock);
   auto model = cache_->Acquire(*catalog_, path, job.spec.dtype);
   if (!model.ok()) return model.status();
   // Still the same registration once loaded (a replacement in between evicts the cache's copy).
-  auto bound = catalog_->GetBound(job.spec.model_uid, job.spec.model_weights_sha256, job.spec.model, job.tenant);
+  auto bound = catalog_->GetBound(uid, sha256, name, job.tenant);
   if (!bound.ok()) return bound.status();
   if (registry::ModelPath(*bound) != path) {
     return ErrorWithReason(absl::StatusCode::kFailedPrecondition, ErrorReason::kModelChanged,
-                           absl::StrCat("the model ", job.spec.model, " this job was submitted for changed while it loaded"));
+                           absl::StrCat("the model ", name, " this job was submitted for changed while it loaded"));
   }
-  const std::string device = job.device.empty() ? "cpu" : job.device;
-  jacobian::MeasureOptions options = OptionsFor(job.spec, device);
-  if (options_.cpu_threads > 0 && device == "cpu") torch::set_num_threads(options_.cpu_threads);
-  if (auto status = ResumeSamples(job, options); !status.ok()) return status;
-  nlohmann::json checkpoint = {{"samples", nlohmann::json::array()}};
-  for (const auto& record : options.done_samples) checkpoint["samples"].push_back(RecordToJson(record));
+  loaded.model = *std::move(model);
+  loaded.bound = *std::move(bound);
+  return loaded;
+}
 
+// Where one model's measurement stands in the job: its place among the job's models, its name
+// (messages), its records in the checkpoint (appended to as samples finish), and the reporter.
+struct Stage {
+  int64_t index = 0, count = 1;
+  std::string name;
+  nlohmann::json* records = nullptr;
+  nlohmann::json* checkpoint = nullptr;
+  const std::function<bool(const jobs::ProgressUpdate&)>& report;
+};
+
+// One model over the job's samples (those not in options.done_samples), under its instance lock;
+// each finished sample is appended to the checkpoint and reported.
+absl::StatusOr<jacobian::MeasureResult> MeasureOne(const jobs::JobRecord& job, Loaded& loaded,
+                                                   jacobian::MeasureOptions& options, const Stage& stage) {
+  std::unique_lock<std::mutex> lock;
+  if (loaded.lock != nullptr) lock = std::unique_lock(*loaded.lock);
   const auto start = std::chrono::steady_clock::now();
   const int64_t samples_here = job.parent_id.empty() ? job.spec.samples : job.sample_end - job.sample_begin;
   const double resumed_fraction = static_cast<double>(options.done_samples.size()) / samples_here;
+  // The job's fraction: this model's within its share of all models.
+  auto overall = [&](double fraction) { return (static_cast<double>(stage.index) + fraction) / static_cast<double>(stage.count); };
   jacobian::Progress last;
   options.progress = [&](const jacobian::Progress& progress) {
     last = progress;
     jobs::ProgressUpdate update;
-    update.progress = progress.fraction;
+    update.progress = overall(progress.fraction);
     update.samples_done = progress.samples_done;
     update.chunks_done = progress.chunks_done;
     update.chunks_total = progress.chunks_total;
     const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const double gained = progress.fraction - resumed_fraction;
-    update.eta_seconds = gained > 0 ? elapsed / gained * (1.0 - progress.fraction) : -1;
-    return report(update);
+    update.eta_seconds = gained > 0 ? elapsed / gained * (1.0 - progress.fraction) +
+                                          elapsed / gained * static_cast<double>(stage.count - stage.index - 1)
+                                    : -1;
+    return stage.report(update);
   };
   std::optional<int64_t> not_finite;  // The first sample with a non-finite value.
   options.on_sample = [&](int64_t sample, const jacobian::SampleRecord& record) {
@@ -195,25 +282,100 @@ absl::StatusOr<std::string> JacobianRunner::Run(const jobs::JobRecord& job,
       not_finite = sample;
       return false;  // Stops the measurement; nothing of this sample is stored.
     }
-    checkpoint["samples"].push_back(RecordToJson(record));
+    stage.records->push_back(RecordToJson(record));
     jobs::ProgressUpdate update;
-    update.progress = last.fraction;
-    update.samples_done = static_cast<int64_t>(checkpoint["samples"].size());
+    update.progress = overall(last.fraction);
+    update.samples_done = static_cast<int64_t>(stage.records->size());
     update.chunks_done = last.chunks_done;
     update.chunks_total = last.chunks_total;
-    update.checkpoint = checkpoint.dump();
-    return report(update);
+    update.checkpoint = stage.checkpoint->dump();
+    return stage.report(update);
   };
-  auto result = jacobian::Measure(**model, options);
-  if (not_finite) return NotFinite(job.spec.model, *not_finite);
+  auto result = jacobian::Measure(*loaded.model, options);
+  if (not_finite) return NotFinite(stage.name, *not_finite);
+  return result;
+}
+
+// Comparison jobs: the index-th model of `versus` on the reference's samples, resumed from `done`.
+absl::StatusOr<jobs::MeasuredModel> MeasureVersus(registry::ModelCatalog* catalog, registry::ModelCache* cache,
+                                                  const jobs::JobRecord& job, const Loaded& first,
+                                                  const jacobian::MeasureResult& reference, size_t index,
+                                                  std::vector<jacobian::SampleRecord>& done, nlohmann::json& checkpoint,
+                                                  const std::function<bool(const jobs::ProgressUpdate&)>& report,
+                                                  int64_t& vjps) {
+  const auto& versus = job.spec.versus[index];
+  Loaded loaded;
+  if (versus.init) {
+    // The reference's architecture at a seeded initialization, built for this job alone.
+    auto built = models::BuildModel(first.model->config(), job.spec.init_seed);
+    if (!built.ok()) return built.status();
+    loaded.model = std::shared_ptr<models::DecoderModel>(std::move(*built));
+  } else {
+    auto bound = Load(catalog, cache, job, versus.model, versus.uid, versus.weights_sha256);
+    if (!bound.ok()) return bound.status();
+    loaded = *std::move(bound);
+  }
+  jacobian::MeasureOptions options = OptionsFor(job.spec, job.device.empty() ? "cpu" : job.device);
+  // The same inputs: the reference's token ids (drawn from its vocabulary, or given); Gaussian
+  // embeddings and probes are drawn from the same seed.
+  if (!reference.tokens.empty()) {
+    options.input = jobs::JacobianInput::kGivenTokens;
+    options.tokens = reference.tokens;
+  }
+  options.first_sample = job.sample_begin;
+  options.end_sample = job.parent_id.empty() ? 0 : job.sample_end;
+  options.done_samples = std::move(done);
+  const std::string name = versus.init ? std::string(jobs::kVersusInit) : versus.model;
+  auto result = MeasureOne(job, loaded, options,
+                           Stage{static_cast<int64_t>(index) + 1, 1 + static_cast<int64_t>(job.spec.versus.size()), name,
+                                 &checkpoint["versus"][index], &checkpoint, report});
   if (!result.ok()) return result.status();
-  last_vjp_count_ = result->vjp_count;
+  vjps += result->vjp_count;
+  return jobs::MeasuredModel{name, loaded.bound.uid, loaded.bound.weights_sha256, UpToTarget(*result)};
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> JacobianRunner::Run(const jobs::JobRecord& job,
+                                                const std::function<bool(const jobs::ProgressUpdate&)>& report) {
+  auto first = Load(catalog_, cache_, job, job.spec.model, job.spec.model_uid, job.spec.model_weights_sha256);
+  if (!first.ok()) return first.status();
+  const std::string device = job.device.empty() ? "cpu" : job.device;
+  jacobian::MeasureOptions options = OptionsFor(job.spec, device);
+  if (options_.cpu_threads > 0 && device == "cpu") torch::set_num_threads(options_.cpu_threads);
+  std::vector<std::vector<jacobian::SampleRecord>> versus_done;
+  if (auto status = ResumeSamples(job, options, versus_done); !status.ok()) return status;
+  nlohmann::json checkpoint = {{"samples", nlohmann::json::array()}};
+  for (const auto& record : options.done_samples) checkpoint["samples"].push_back(RecordToJson(record));
+  if (!job.spec.versus.empty()) checkpoint["versus"] = nlohmann::json::array();
+  for (const auto& records : versus_done) {
+    checkpoint["versus"].push_back(nlohmann::json::array());
+    for (const auto& record : records) checkpoint["versus"].back().push_back(RecordToJson(record));
+  }
+  const int64_t count = 1 + static_cast<int64_t>(job.spec.versus.size());
+  auto result = MeasureOne(job, *first, options, Stage{0, count, job.spec.model, &checkpoint["samples"], &checkpoint, report});
+  if (!result.ok()) return result.status();
+  int64_t vjps = result->vjp_count;
+  std::vector<jobs::MeasuredModel> measured = {{job.spec.model, first->bound.uid, first->bound.weights_sha256, UpToTarget(*result)}};
+  for (size_t i = 0; i < job.spec.versus.size(); ++i) {
+    auto other = MeasureVersus(catalog_, cache_, job, *first, *result, i, versus_done[i], checkpoint, report, vjps);
+    if (!other.ok()) return other.status();
+    measured.push_back(*std::move(other));
+  }
+  last_vjp_count_ = vjps;
   if (!job.parent_id.empty()) {
     // A part's result is its samples' records (the checkpoint format); the merge reports.
     checkpoint["part"] = {{"sample_begin", job.sample_begin}, {"sample_end", job.sample_end}};
     return checkpoint.dump();
   }
-  return ReportJson(job, **model, options, *result, *bound);
+  std::unique_lock lock(*first->lock);  // The report reads the model (its config and parameters).
+  auto job_report = BaseReport(job, *first->model, options, *result, first->bound);
+  lock.unlock();
+  if (!job.spec.versus.empty()) {
+    if (auto status = AddComparison(job, measured, job_report); !status.ok()) return status;
+  }
+  return jobs::ReportToJson(job_report).dump();
 }
+
 
 }  // namespace posbias::runners

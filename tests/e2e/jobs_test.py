@@ -590,6 +590,45 @@ class JobsTest(ServerTestCase):
         self.assertCliError(refused, "INVALID_ARGUMENT", "INVALID_POSITION")
         self.assertIn("target_position", refused.stderr)
 
+    def test_a_comparison_job_measures_every_model_on_the_reference_samples_and_pairs_them(self):
+        self.cli_json("models", "register", "tiny-gpt2-seed5", *TINY_GPT2[:-1], "5")
+        flags = ["--length", "12", "--samples", "3", "--seed", "3", "--wait"]
+        # init with the reference's own seed is the reference again: a paired ratio of exactly 0.
+        job = self.submit("--model", "tiny-gpt2", "--versus", "init,tiny-gpt2-seed5", "--init-seed", "1", *flags)
+        self.assertEqual(job["state"], "succeeded", job)
+        result = self.cli_json("jobs", "result", job["id"])
+        compared = result["comparison"]
+        self.assertEqual([m["model"] for m in compared], ["tiny-gpt2", "init", "tiny-gpt2-seed5"])
+        self.assertNotIn("middle_log_ratio", compared[0])
+        self.assertEqual(compared[1]["sq_norm_mean"], compared[0]["sq_norm_mean"])
+        self.assertEqual(compared[1]["middle_log_ratio"]["mean"], 0.0)
+        self.assertEqual((compared[1]["middle_log_ratio"]["low"], compared[1]["middle_log_ratio"]["high"]), (0.0, 0.0))
+        self.assertEqual(compared[1]["uid"], "")
+        # The other model saw the reference's samples: its profile is its own job's on the same seed.
+        alone = self.cli_json("jobs", "result", self.submit("--model", "tiny-gpt2-seed5", *flags)["id"])
+        self.assertEqual(compared[2]["sq_norm_mean"], alone["sq_norm_mean"])
+        shares = [compared[2][band]["mean"] for band in ("leading", "middle", "trailing")]
+        self.assertAlmostEqual(sum(shares), 1.0, places=12)
+        ratio = compared[2]["middle_log_ratio"]
+        self.assertEqual(ratio["samples"], 3)
+        self.assertLessEqual(ratio["low"], ratio["mean"])
+        self.assertGreaterEqual(ratio["high"], ratio["mean"])
+        table = self.cli("jobs", "result", job["id"], "--format", "table")
+        self.assertEqual(table.returncode, 0, table.stderr)
+        self.assertIn("tiny-gpt2-seed5", table.stdout)
+        self.assertIn("(reference)", table.stdout)
+
+    def test_a_comparison_job_refuses_models_that_cannot_share_the_inputs(self):
+        self.cli_json("models", "register", "tiny-gpt2-vocab50", *[v if v != str(VOCAB) else "50" for v in TINY_GPT2])
+        refused = self.cli("jobs", "submit", "--model", "tiny-gpt2", "--versus", "tiny-gpt2-vocab50", "--length", "8")
+        self.assertCliError(refused, "INVALID_ARGUMENT", "INVALID_ARGUMENT")
+        self.assertIn("versus[0]", refused.stderr)
+        self.assertIn("tiny-gpt2", refused.stderr)
+        self.assertIn("vocabulary of at least 100", refused.stderr)
+        beyond = self.cli("jobs", "submit", "--model", "tiny-gpt2", "--versus", "init,no-such-model", "--length", "8")
+        self.assertCliError(beyond, "NOT_FOUND", "MODEL_NOT_FOUND")
+        self.assertIn("versus[1]", beyond.stderr)
+
     def test_the_same_request_id_submitted_twice_returns_the_same_job(self):
         flags = ["--model", "tiny-gpt2", "--length", "8", "--samples", "1", "--seed", "4", "--request-id", "submit-once"]
         first = self.submit(*flags)

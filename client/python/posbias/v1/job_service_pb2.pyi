@@ -71,6 +71,40 @@ class CancelJobRequest(_message.Message):
     reason: str
     def __init__(self, id: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
 
+class ComparedModel(_message.Message):
+    __slots__ = ["boundary_spikes", "first", "first_log_ratio", "last", "last_log_ratio", "leading", "middle", "middle_log_ratio", "model", "model_uid", "spearman", "sq_norm_mean", "sq_norm_stderr", "trailing", "weights_sha256"]
+    BOUNDARY_SPIKES_FIELD_NUMBER: _ClassVar[int]
+    FIRST_FIELD_NUMBER: _ClassVar[int]
+    FIRST_LOG_RATIO_FIELD_NUMBER: _ClassVar[int]
+    LAST_FIELD_NUMBER: _ClassVar[int]
+    LAST_LOG_RATIO_FIELD_NUMBER: _ClassVar[int]
+    LEADING_FIELD_NUMBER: _ClassVar[int]
+    MIDDLE_FIELD_NUMBER: _ClassVar[int]
+    MIDDLE_LOG_RATIO_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    MODEL_UID_FIELD_NUMBER: _ClassVar[int]
+    SPEARMAN_FIELD_NUMBER: _ClassVar[int]
+    SQ_NORM_MEAN_FIELD_NUMBER: _ClassVar[int]
+    SQ_NORM_STDERR_FIELD_NUMBER: _ClassVar[int]
+    TRAILING_FIELD_NUMBER: _ClassVar[int]
+    WEIGHTS_SHA256_FIELD_NUMBER: _ClassVar[int]
+    boundary_spikes: _containers.RepeatedCompositeFieldContainer[BoundarySpike]
+    first: ShareEstimate
+    first_log_ratio: PairedLogRatio
+    last: ShareEstimate
+    last_log_ratio: PairedLogRatio
+    leading: ShareEstimate
+    middle: ShareEstimate
+    middle_log_ratio: PairedLogRatio
+    model: str
+    model_uid: str
+    spearman: float
+    sq_norm_mean: _containers.RepeatedScalarFieldContainer[float]
+    sq_norm_stderr: _containers.RepeatedScalarFieldContainer[float]
+    trailing: ShareEstimate
+    weights_sha256: str
+    def __init__(self, model: _Optional[str] = ..., model_uid: _Optional[str] = ..., weights_sha256: _Optional[str] = ..., sq_norm_mean: _Optional[_Iterable[float]] = ..., sq_norm_stderr: _Optional[_Iterable[float]] = ..., leading: _Optional[_Union[ShareEstimate, _Mapping]] = ..., middle: _Optional[_Union[ShareEstimate, _Mapping]] = ..., trailing: _Optional[_Union[ShareEstimate, _Mapping]] = ..., first: _Optional[_Union[ShareEstimate, _Mapping]] = ..., last: _Optional[_Union[ShareEstimate, _Mapping]] = ..., middle_log_ratio: _Optional[_Union[PairedLogRatio, _Mapping]] = ..., first_log_ratio: _Optional[_Union[PairedLogRatio, _Mapping]] = ..., last_log_ratio: _Optional[_Union[PairedLogRatio, _Mapping]] = ..., spearman: _Optional[float] = ..., boundary_spikes: _Optional[_Iterable[_Union[BoundarySpike, _Mapping]]] = ...) -> None: ...
+
 class DeleteJobRequest(_message.Message):
     __slots__ = ["force", "id"]
     FORCE_FIELD_NUMBER: _ClassVar[int]
@@ -174,9 +208,10 @@ class JacobianNormProfile(_message.Message):
     def __init__(self, layer: _Optional[int] = ..., stats: _Optional[_Union[JacobianNormStats, _Mapping]] = ..., theory: _Optional[_Union[JobTheoryComparison, _Mapping]] = ...) -> None: ...
 
 class JacobianNormResult(_message.Message):
-    __slots__ = ["boundary_spikes", "branch_ratios", "document_starts", "layer_profiles", "log_prob_mean", "log_prob_std", "method", "needle_sweep", "num_layers", "output", "pathways", "positions", "profile", "provenance", "raw_samples", "sample_tokens", "samples", "sequence_length", "target_position"]
+    __slots__ = ["boundary_spikes", "branch_ratios", "comparison", "document_starts", "layer_profiles", "log_prob_mean", "log_prob_std", "method", "needle_sweep", "num_layers", "output", "pathways", "positions", "profile", "provenance", "raw_samples", "sample_tokens", "samples", "sequence_length", "target_position"]
     BOUNDARY_SPIKES_FIELD_NUMBER: _ClassVar[int]
     BRANCH_RATIOS_FIELD_NUMBER: _ClassVar[int]
+    COMPARISON_FIELD_NUMBER: _ClassVar[int]
     DOCUMENT_STARTS_FIELD_NUMBER: _ClassVar[int]
     LAYER_PROFILES_FIELD_NUMBER: _ClassVar[int]
     LOG_PROB_MEAN_FIELD_NUMBER: _ClassVar[int]
@@ -196,6 +231,7 @@ class JacobianNormResult(_message.Message):
     TARGET_POSITION_FIELD_NUMBER: _ClassVar[int]
     boundary_spikes: _containers.RepeatedCompositeFieldContainer[BoundarySpike]
     branch_ratios: _containers.RepeatedCompositeFieldContainer[JobLayerBranchRatio]
+    comparison: _containers.RepeatedCompositeFieldContainer[ComparedModel]
     document_starts: _containers.RepeatedCompositeFieldContainer[JobSampleMarks]
     layer_profiles: _containers.RepeatedCompositeFieldContainer[JacobianNormProfile]
     log_prob_mean: float
@@ -213,13 +249,14 @@ class JacobianNormResult(_message.Message):
     samples: int
     sequence_length: int
     target_position: int
-    def __init__(self, sequence_length: _Optional[int] = ..., target_position: _Optional[int] = ..., samples: _Optional[int] = ..., output: _Optional[_Union[JacobianOutput, str]] = ..., method: _Optional[_Union[JacobianMethod, str]] = ..., num_layers: _Optional[int] = ..., positions: _Optional[_Iterable[int]] = ..., profile: _Optional[_Union[JacobianNormProfile, _Mapping]] = ..., layer_profiles: _Optional[_Iterable[_Union[JacobianNormProfile, _Mapping]]] = ..., branch_ratios: _Optional[_Iterable[_Union[JobLayerBranchRatio, _Mapping]]] = ..., log_prob_mean: _Optional[float] = ..., log_prob_std: _Optional[float] = ..., raw_samples: _Optional[_Iterable[_Union[JobRawSample, _Mapping]]] = ..., sample_tokens: _Optional[_Iterable[_Union[JobSampleTokens, _Mapping]]] = ..., provenance: _Optional[_Union[JobProvenance, _Mapping]] = ..., pathways: _Optional[_Union[JobPathwayComparison, _Mapping]] = ..., document_starts: _Optional[_Iterable[_Union[JobSampleMarks, _Mapping]]] = ..., boundary_spikes: _Optional[_Iterable[_Union[BoundarySpike, _Mapping]]] = ..., needle_sweep: _Optional[_Iterable[_Union[NeedleDepth, _Mapping]]] = ...) -> None: ...
+    def __init__(self, sequence_length: _Optional[int] = ..., target_position: _Optional[int] = ..., samples: _Optional[int] = ..., output: _Optional[_Union[JacobianOutput, str]] = ..., method: _Optional[_Union[JacobianMethod, str]] = ..., num_layers: _Optional[int] = ..., positions: _Optional[_Iterable[int]] = ..., profile: _Optional[_Union[JacobianNormProfile, _Mapping]] = ..., layer_profiles: _Optional[_Iterable[_Union[JacobianNormProfile, _Mapping]]] = ..., branch_ratios: _Optional[_Iterable[_Union[JobLayerBranchRatio, _Mapping]]] = ..., log_prob_mean: _Optional[float] = ..., log_prob_std: _Optional[float] = ..., raw_samples: _Optional[_Iterable[_Union[JobRawSample, _Mapping]]] = ..., sample_tokens: _Optional[_Iterable[_Union[JobSampleTokens, _Mapping]]] = ..., provenance: _Optional[_Union[JobProvenance, _Mapping]] = ..., pathways: _Optional[_Union[JobPathwayComparison, _Mapping]] = ..., document_starts: _Optional[_Iterable[_Union[JobSampleMarks, _Mapping]]] = ..., boundary_spikes: _Optional[_Iterable[_Union[BoundarySpike, _Mapping]]] = ..., needle_sweep: _Optional[_Iterable[_Union[NeedleDepth, _Mapping]]] = ..., comparison: _Optional[_Iterable[_Union[ComparedModel, _Mapping]]] = ...) -> None: ...
 
 class JacobianNormSpec(_message.Message):
-    __slots__ = ["compare_pathways", "dtype", "fit_effective_depth", "input", "method", "model", "output", "pathway", "probe_distribution", "probe_seed", "probes", "return_raw_samples", "samples", "sequence_length", "target_position"]
+    __slots__ = ["compare_pathways", "dtype", "fit_effective_depth", "init_seed", "input", "method", "model", "output", "pathway", "probe_distribution", "probe_seed", "probes", "return_raw_samples", "samples", "sequence_length", "target_position", "versus"]
     COMPARE_PATHWAYS_FIELD_NUMBER: _ClassVar[int]
     DTYPE_FIELD_NUMBER: _ClassVar[int]
     FIT_EFFECTIVE_DEPTH_FIELD_NUMBER: _ClassVar[int]
+    INIT_SEED_FIELD_NUMBER: _ClassVar[int]
     INPUT_FIELD_NUMBER: _ClassVar[int]
     METHOD_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
@@ -232,9 +269,11 @@ class JacobianNormSpec(_message.Message):
     SAMPLES_FIELD_NUMBER: _ClassVar[int]
     SEQUENCE_LENGTH_FIELD_NUMBER: _ClassVar[int]
     TARGET_POSITION_FIELD_NUMBER: _ClassVar[int]
+    VERSUS_FIELD_NUMBER: _ClassVar[int]
     compare_pathways: bool
     dtype: _common_pb2.ComputeDtype
     fit_effective_depth: bool
+    init_seed: int
     input: JacobianInput
     method: JacobianMethod
     model: str
@@ -247,7 +286,8 @@ class JacobianNormSpec(_message.Message):
     samples: int
     sequence_length: int
     target_position: int
-    def __init__(self, model: _Optional[str] = ..., sequence_length: _Optional[int] = ..., samples: _Optional[int] = ..., input: _Optional[_Union[JacobianInput, _Mapping]] = ..., target_position: _Optional[int] = ..., output: _Optional[_Union[JacobianOutput, str]] = ..., method: _Optional[_Union[JacobianMethod, str]] = ..., probes: _Optional[int] = ..., probe_seed: _Optional[int] = ..., dtype: _Optional[_Union[_common_pb2.ComputeDtype, str]] = ..., return_raw_samples: bool = ..., fit_effective_depth: bool = ..., pathway: _Optional[_Union[JacobianPathway, str]] = ..., compare_pathways: bool = ..., probe_distribution: _Optional[_Union[ProbeDistribution, str]] = ...) -> None: ...
+    versus: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, model: _Optional[str] = ..., sequence_length: _Optional[int] = ..., samples: _Optional[int] = ..., input: _Optional[_Union[JacobianInput, _Mapping]] = ..., target_position: _Optional[int] = ..., output: _Optional[_Union[JacobianOutput, str]] = ..., method: _Optional[_Union[JacobianMethod, str]] = ..., probes: _Optional[int] = ..., probe_seed: _Optional[int] = ..., dtype: _Optional[_Union[_common_pb2.ComputeDtype, str]] = ..., return_raw_samples: bool = ..., fit_effective_depth: bool = ..., pathway: _Optional[_Union[JacobianPathway, str]] = ..., compare_pathways: bool = ..., probe_distribution: _Optional[_Union[ProbeDistribution, str]] = ..., versus: _Optional[_Iterable[str]] = ..., init_seed: _Optional[int] = ...) -> None: ...
 
 class JacobianNormStats(_message.Message):
     __slots__ = ["estimator_stderr", "norm_mean", "norm_std", "norm_stderr", "profile", "sq_norm_mean", "sq_norm_std", "sq_norm_stderr", "sq_norm_total"]
@@ -597,6 +637,22 @@ class NeedleDepth(_message.Message):
     tokens: int
     def __init__(self, depth: _Optional[float] = ..., start: _Optional[int] = ..., tokens: _Optional[int] = ..., fillers: _Optional[int] = ..., share_mean: _Optional[float] = ..., share_std: _Optional[float] = ..., share_stderr: _Optional[float] = ..., baseline_share_mean: _Optional[float] = ..., baseline_share_std: _Optional[float] = ..., baseline_share_stderr: _Optional[float] = ...) -> None: ...
 
+class PairedLogRatio(_message.Message):
+    __slots__ = ["high", "low", "mean", "samples", "std", "stderr"]
+    HIGH_FIELD_NUMBER: _ClassVar[int]
+    LOW_FIELD_NUMBER: _ClassVar[int]
+    MEAN_FIELD_NUMBER: _ClassVar[int]
+    SAMPLES_FIELD_NUMBER: _ClassVar[int]
+    STDERR_FIELD_NUMBER: _ClassVar[int]
+    STD_FIELD_NUMBER: _ClassVar[int]
+    high: float
+    low: float
+    mean: float
+    samples: int
+    std: float
+    stderr: float
+    def __init__(self, mean: _Optional[float] = ..., std: _Optional[float] = ..., stderr: _Optional[float] = ..., low: _Optional[float] = ..., high: _Optional[float] = ..., samples: _Optional[int] = ...) -> None: ...
+
 class Quota(_message.Message):
     __slots__ = ["max_queued_jobs", "max_running_jobs", "principal", "queued_jobs", "role", "running_jobs", "tenant"]
     MAX_QUEUED_JOBS_FIELD_NUMBER: _ClassVar[int]
@@ -620,6 +676,16 @@ class RandomTokensInput(_message.Message):
     SEED_FIELD_NUMBER: _ClassVar[int]
     seed: int
     def __init__(self, seed: _Optional[int] = ...) -> None: ...
+
+class ShareEstimate(_message.Message):
+    __slots__ = ["mean", "std", "stderr"]
+    MEAN_FIELD_NUMBER: _ClassVar[int]
+    STDERR_FIELD_NUMBER: _ClassVar[int]
+    STD_FIELD_NUMBER: _ClassVar[int]
+    mean: float
+    std: float
+    stderr: float
+    def __init__(self, mean: _Optional[float] = ..., std: _Optional[float] = ..., stderr: _Optional[float] = ...) -> None: ...
 
 class SubmitJobRequest(_message.Message):
     __slots__ = ["labels", "request_id", "spec"]

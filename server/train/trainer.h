@@ -1,0 +1,111 @@
+// posbias::train: next-token training of any family of the model zoo from its seeded
+// initialization, so that trained checkpoints exist beside the initial ones.
+//
+// One run: the options are checked (every error names its flag and what is allowed) before any
+// work; the tokenizer is loaded (or the byte-level one of byte_tokenizer.h made, and written to
+// <out>/tokenizer/ once everything is checked); the corpus is read, tokenized and cut into sequences
+// (corpus.h), a seeded share held out for the eval loss; the model is built at its seeded
+// initialization (models::BuildModel) and trained with AdamW (decoupled weight decay on matrices
+// and embeddings only, not on norms and biases), linear warm-up then cosine decay
+// (lr_schedule.h), and gradient clipping by global norm. The loss is the mean next-token
+// cross-entropy, optionally weighted per position (position_weights.h).
+//
+// Data order: update s (1-based) takes the B training sequences at positions (s - 1) B .. s B - 1
+// of the concatenation of per-epoch orders, epoch e's order a seeded permutation of the training
+// sequences (corpus.h: SeededPermutation). The order is thus a function of the seed and the step,
+// and a run resumed from a checkpoint takes exactly the batches an uninterrupted one would. On the
+// CPU a run is deterministic for a seed.
+//
+// Output, in <out>/: step<N>/ for each saved step N (the seeded initialization as step0): a Hugging
+// Face directory (config.json, model.safetensors in float32, the tokenizer's files) plus
+// trainer_state.pt (the parameters in the training dtype and the AdamW state) and
+// trainer_state.json (step, epoch and position of the data order, seed, shape); loss.json (every
+// update's loss, lr, gradient norm and tokens seen, the eval loss at each saved step, and the
+// unigram entropy of the training targets for reference), rewritten at each save. A step
+// directory appears whole (written as step<N>.partial, then renamed).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "server/models/config.h"
+#include "server/models/model.h"
+#include "server/train/position_weights.h"
+
+namespace posbias::train {
+
+struct TrainOptions {
+  // ---- the model
+  models::ModelConfig model;  // Family and shape (presets and overrides resolved by the caller).
+  // Whether model.vocab_size was asked for; if not and no tokenizer is given, the byte-level
+  // tokenizer's 257 is used.
+  bool vocab_given = false;
+  uint64_t seed = 0;          // Initialization, held-out split and data order.
+
+  // ---- the data
+  std::vector<std::string> data_paths;  // Files or directories (corpus.h).
+  std::string tokenizer_dir;            // tokenizer.json or vocab.json + merges.txt; "" = byte-level.
+  std::string eos_token;                // The separator's text; "" = the tokenizer's EOS token.
+  int64_t length = 128;                 // L: input tokens per training sequence (>= 2).
+  double eval_fraction = 0.05;          // Share of sequences held out, in [0, 0.5].
+  int64_t max_eval_sequences = 256;     // At most this many held-out sequences are evaluated.
+
+  // ---- the optimization
+  int64_t steps = 1000;           // Updates.
+  int64_t batch_size = 8;         // Sequences per update.
+  double lr = 1e-3;               // Peak learning rate.
+  double min_lr_ratio = 0.1;      // Final learning rate / peak, in [0, 1].
+  int64_t warmup_steps = 0;       // Linear warm-up updates, in [0, steps].
+  double weight_decay = 0.1;      // AdamW's decoupled weight decay (matrices and embeddings).
+  double beta1 = 0.9, beta2 = 0.95;  // AdamW's moment decays, each in [0, 1).
+  double clip = 1.0;              // Maximum global gradient norm; 0 = no clipping.
+  PositionWeightOptions position_weights;
+
+  // ---- the output
+  std::string out_dir;                // Required.
+  std::vector<int64_t> save_steps;    // Steps to save, each in [0, steps]; `steps` is always saved.
+  bool resume = false;                // Continue from the latest <out>/step<N>.
+  int64_t stop_after_step = 0;        // > 0: stop (and save) after this update, as if interrupted.
+  std::string device = "cpu";         // "cpu" or "cuda:N" ("cuda" = cuda:0).
+  std::string dtype = "float32";      // float32, float64, bfloat16 or float16.
+  int threads = 0;                    // Intra-op CPU threads; 0 = torch's default.
+  enum class Progress { kAuto, kOn, kOff } progress = Progress::kAuto;  // kAuto: when stderr is a terminal.
+  std::ostream* log = nullptr;        // One-line notes (the corpus, the model, saves); null = none.
+};
+
+struct StepRecord {
+  int64_t step = 0;
+  double loss = 0;        // Mean next-token cross-entropy of the batch, nats/token (unweighted).
+  double objective = 0;   // The loss that was minimized (position-weighted; = loss without weights).
+  double lr = 0;
+  double grad_norm = 0;   // Global gradient norm before clipping.
+  int64_t tokens = 0;     // Target tokens seen up to and including this update.
+};
+
+struct EvalRecord {
+  int64_t step = 0;
+  double loss = 0;  // Mean cross-entropy over the evaluated held-out sequences, nats/token.
+};
+
+struct TrainResult {
+  std::vector<StepRecord> steps;  // Every update, also those before a resume.
+  std::vector<EvalRecord> evals;  // At each saved step (empty when nothing is held out).
+  double unigram_entropy_nats = 0;
+  int64_t train_sequences = 0, eval_sequences = 0, documents = 0, corpus_tokens = 0;
+  int64_t first_step = 0;  // The step the run started from (0, or the resumed checkpoint's).
+  int64_t last_step = 0;
+  std::vector<double> position_weights;  // The L loss weights used.
+  models::ModelConfig config;            // As trained (vocabulary resolved).
+  std::shared_ptr<models::DecoderModel> model;  // The trained model.
+};
+
+// INVALID_ARGUMENT naming the flag and the allowed values; no file is touched.
+absl::Status ValidateOptions(const TrainOptions& options);
+
+absl::StatusOr<TrainResult> Train(const TrainOptions& options);
+
+}  // namespace posbias::train

@@ -1,0 +1,233 @@
+// posbias::train end to end on tiny models: option errors, gradients reaching the parameters,
+// the loss falling on a repetitive text, resume equal to an uninterrupted run, and checkpoints
+// that reload into a fresh model with identical logits.
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+#include <torch/torch.h>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "server/models/weights.h"
+#include "server/train/trainer.h"
+
+namespace posbias::train {
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path FreshDir(const std::string& name) {
+  const fs::path dir = fs::path(::testing::TempDir()) / absl::StrCat("trainer_", name, "_", ::getpid());
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+// A repetitive text: a few sentences in a seeded order.
+fs::path WriteCorpus(const fs::path& dir) {
+  const std::vector<std::string> sentences{"the cat sat on the mat. ", "a dog ran to the park. ",
+                                           "we sing a song. ", "one two three four. "};
+  std::string text;
+  uint64_t state = 12345;
+  for (int i = 0; i < 400; ++i) {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    text += sentences[(state >> 33) % sentences.size()];
+  }
+  const fs::path path = dir / "corpus.txt";
+  std::ofstream(path) << text;
+  return path;
+}
+
+// gpt2-tiny shrunk further: 1 layer, width 32, 2 heads.
+TrainOptions TinyOptions(const fs::path& dir) {
+  TrainOptions options;
+  options.model = *models::PresetConfig("gpt2-tiny");
+  options.model.num_layers = 1;
+  options.model.hidden_size = 32;
+  options.model.num_heads = 2;
+  options.model.num_kv_heads = 2;
+  options.model.intermediate_size = 64;
+  options.data_paths = {WriteCorpus(dir).string()};
+  options.out_dir = (dir / "out").string();
+  options.length = 32;
+  options.batch_size = 4;
+  options.steps = 10;
+  options.lr = 3e-3;
+  options.warmup_steps = 2;
+  options.seed = 3;
+  options.progress = TrainOptions::Progress::kOff;
+  return options;
+}
+
+TEST(TrainOptions, BadValuesNameTheirFlag) {
+  const auto dir = FreshDir("options");
+  const TrainOptions good = TinyOptions(dir);
+  EXPECT_TRUE(ValidateOptions(good).ok()) << ValidateOptions(good);
+  const std::vector<std::pair<std::function<void(TrainOptions&)>, std::string>> cases{
+      {[](TrainOptions& o) { o.steps = 0; }, "--steps"},
+      {[](TrainOptions& o) { o.lr = 0; }, "--lr"},
+      {[](TrainOptions& o) { o.length = 1; }, "--length"},
+      {[](TrainOptions& o) { o.length = 4096; }, "--length"},
+      {[](TrainOptions& o) { o.batch_size = 0; }, "--batch-size"},
+      {[](TrainOptions& o) { o.save_steps = {0, 11}; }, "--save-steps"},
+      {[](TrainOptions& o) { o.warmup_steps = 11; }, "--warmup-steps"},
+      {[](TrainOptions& o) { o.device = "tpu:0"; }, "--device"},
+      {[](TrainOptions& o) { o.dtype = "int8"; }, "--dtype"},
+      {[](TrainOptions& o) { o.eval_fraction = 0.9; }, "--eval-fraction"},
+      {[](TrainOptions& o) { o.beta2 = 1.0; }, "--betas"},
+      {[](TrainOptions& o) { o.clip = -1; }, "--clip"},
+      {[](TrainOptions& o) { o.data_paths.clear(); }, "--data"},
+      {[](TrainOptions& o) { o.out_dir.clear(); }, "--out"},
+      {[](TrainOptions& o) { o.stop_after_step = 12; }, "--stop-after"},
+      {[](TrainOptions& o) { o.model = *models::PresetConfig("cesaro"); }, "--arch"},
+      {[](TrainOptions& o) { o.position_weights.explicit_weights = {1, 2, 3}; }, "--position-weights"},
+  };
+  for (const auto& [change, flag] : cases) {
+    TrainOptions options = good;
+    change(options);
+    const auto status = ValidateOptions(options);
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << flag;
+    EXPECT_NE(status.message().find(flag), std::string::npos) << status;
+  }
+}
+
+TEST(TrainOptions, DataAndTokenizerErrorsComeBeforeAnyWork) {
+  const auto dir = FreshDir("data_errors");
+  TrainOptions options = TinyOptions(dir);
+  options.batch_size = 10000;
+  auto small = Train(options);
+  EXPECT_EQ(small.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(small.status().message().find("--batch-size 10000 needs 10000"), std::string::npos) << small.status();
+  EXPECT_FALSE(fs::exists(options.out_dir));
+  options = TinyOptions(dir);
+  options.tokenizer_dir = dir.string();  // Holds no tokenizer file.
+  auto missing = Train(options);
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_NE(missing.status().message().find("--tokenizer"), std::string::npos) << missing.status();
+  options = TinyOptions(dir);
+  options.vocab_given = true;
+  options.model.vocab_size = 200;
+  auto vocab = Train(options);
+  EXPECT_NE(vocab.status().message().find("--vocab"), std::string::npos) << vocab.status();
+  EXPECT_NE(vocab.status().message().find("257"), std::string::npos) << vocab.status();
+  options = TinyOptions(dir);
+  options.eos_token = "ab";
+  EXPECT_NE(Train(options).status().message().find("--eos-token"), std::string::npos);
+  fs::create_directories(dir / "empty");
+  options = TinyOptions(dir);
+  options.data_paths = {(dir / "empty").string()};
+  EXPECT_NE(Train(options).status().message().find("--data"), std::string::npos);
+  EXPECT_FALSE(fs::exists(options.out_dir));
+}
+
+TEST(Trainer, GradientsReachEveryParameter) {
+  auto config = *models::PresetConfig("llama-tiny");
+  auto model = models::BuildModel(config, 1);
+  ASSERT_TRUE(model.ok());
+  auto ids = torch::randint(config.vocab_size, {2, 8}, torch::kLong);
+  auto logits = (*model)->Logits((*model)->Forward((*model)->Embed(ids), models::ForwardOptions{}).hidden);
+  logits.pow(2).mean().backward();
+  for (const auto& [name, tensor] : (*model)->NamedParameters()) {
+    EXPECT_TRUE(tensor.requires_grad()) << name;
+    ASSERT_TRUE(tensor.grad().defined()) << name;
+    EXPECT_GT(tensor.grad().abs().sum().item<double>(), 0.0) << name;
+  }
+}
+
+TEST(Trainer, LossFallsOnARepetitiveText) {
+  const auto dir = FreshDir("loss_falls");
+  TrainOptions options = TinyOptions(dir);
+  options.steps = 200;
+  options.lr = 1e-2;
+  options.save_steps = {0};
+  auto result = Train(options);
+  ASSERT_TRUE(result.ok()) << result.status();
+  ASSERT_EQ(result->steps.size(), 200u);
+  ASSERT_EQ(result->evals.size(), 2u);
+  EXPECT_EQ(result->config.vocab_size, 257);
+  EXPECT_NEAR(result->evals.front().loss, std::log(257.0), 0.3);  // Near-uniform at initialization.
+  EXPECT_LT(result->evals.back().loss, result->unigram_entropy_nats - 1.0);  // It learned the words.
+  EXPECT_LT(result->steps.back().loss, result->steps.front().loss - 2.0);
+  EXPECT_EQ(result->steps.back().tokens, 200 * 4 * 32);
+  for (const char* file : {"config.json", "model.safetensors", "tokenizer.json", "trainer_state.pt", "trainer_state.json"}) {
+    EXPECT_TRUE(fs::is_regular_file(fs::path(options.out_dir) / "step0" / file)) << file;
+    EXPECT_TRUE(fs::is_regular_file(fs::path(options.out_dir) / "step200" / file)) << file;
+  }
+  EXPECT_TRUE(fs::is_regular_file(fs::path(options.out_dir) / "loss.json"));
+  EXPECT_TRUE(fs::is_regular_file(fs::path(options.out_dir) / "tokenizer" / "tokenizer.json"));
+}
+
+TEST(Trainer, ResumeEqualsAnUninterruptedRun) {
+  const auto dir = FreshDir("resume");
+  TrainOptions straight = TinyOptions(dir);
+  straight.position_weights.middle_oversampling = 2;  // The weighted objective resumes too.
+  auto whole = Train(straight);
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  TrainOptions interrupted = straight;
+  interrupted.out_dir = (dir / "interrupted").string();
+  interrupted.stop_after_step = 5;
+  auto first = Train(interrupted);
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(first->last_step, 5);
+  interrupted.stop_after_step = 0;
+  interrupted.resume = true;
+  auto second = Train(interrupted);
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(second->first_step, 5);
+  ASSERT_EQ(second->steps.size(), whole->steps.size());
+  for (size_t i = 0; i < whole->steps.size(); ++i) {
+    EXPECT_EQ(second->steps[i].step, whole->steps[i].step);
+    EXPECT_NEAR(second->steps[i].loss, whole->steps[i].loss, 1e-6) << i;
+    EXPECT_NEAR(second->steps[i].objective, whole->steps[i].objective, 1e-6) << i;
+    EXPECT_NEAR(second->steps[i].grad_norm, whole->steps[i].grad_norm, 1e-6) << i;
+    EXPECT_DOUBLE_EQ(second->steps[i].lr, whole->steps[i].lr) << i;
+  }
+  ASSERT_EQ(second->evals.size(), 2u);
+  EXPECT_NEAR(second->evals.back().loss, whole->evals.back().loss, 1e-6);
+  auto a = whole->model->NamedParameters(), b = second->model->NamedParameters();
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(torch::allclose(a[i].second, b[i].second, 0, 1e-6)) << a[i].first;
+  // A different run's options are refused.
+  interrupted.seed = 4;
+  EXPECT_NE(Train(interrupted).status().message().find("--seed"), std::string::npos);
+}
+
+TEST(Trainer, CheckpointReloadsIntoAFreshModel) {
+  const auto dir = FreshDir("reload");
+  TrainOptions options = TinyOptions(dir);
+  options.model = *models::PresetConfig("llama-tiny");
+  options.model.hidden_size = 32;
+  options.model.intermediate_size = 64;
+  options.position_weights.weighting = PositionWeighting::kInverseRho;
+  auto result = Train(options);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_NE(result->steps.back().objective, result->steps.back().loss);
+  const fs::path step = fs::path(options.out_dir) / "step10";
+  std::ifstream config_file(step / "config.json");
+  auto config = models::ConfigFromHuggingFaceJson(std::string(std::istreambuf_iterator<char>(config_file), {}));
+  ASSERT_TRUE(config.ok()) << config.status();
+  auto fresh = models::BuildModel(*config, /*seed=*/99);
+  ASSERT_TRUE(fresh.ok());
+  ASSERT_TRUE(models::LoadWeightsFromPath(**fresh, step.string()).ok());
+  torch::NoGradGuard no_grad;
+  auto ids = torch::randint(config->vocab_size, {2, 16}, torch::kLong);
+  const auto logits = [&](models::DecoderModel& model) {
+    return model.Logits(model.Forward(model.Embed(ids), models::ForwardOptions{}).hidden);
+  };
+  EXPECT_TRUE(torch::equal(logits(**fresh), logits(*result->model)));
+}
+
+TEST(Trainer, TrainsOnTheGpu_CUDA) {
+  const auto dir = FreshDir("cuda");
+  TrainOptions options = TinyOptions(dir);
+  options.device = "cuda:0";
+  options.steps = 30;
+  auto result = Train(options);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_LT(result->steps.back().loss, result->steps.front().loss - 1.0);
+}
+
+}  // namespace
+}  // namespace posbias::train

@@ -8,7 +8,9 @@
 # Starts its own posbias-server on a free port with a scratch data directory, registers the four
 # models, runs one Hutchinson job each (K = 16 probes, L = 128, 4 random sequences), and writes
 # OUT_DIR/<model>.json (the job result) and OUT_DIR/<model>.svg (measured profile and fitted theory),
-# then prints a summary table. About 3 minutes on 2 CPU cores.
+# then prints a summary table. About 3 minutes on 2 CPU cores. Then the trained half
+# (scripts/reproduce_trained.sh, about 10 minutes more; TRAINED=0 skips it): small models trained
+# on the Brown corpus, their checkpoints compared with their birth.
 #
 # Full-size recipe on a GPU (same commands, other sizes):
 #   posbias jobs submit --model qwen-pe --length 2048 --samples 32 --method hutchinson --probes 64 \
@@ -68,3 +70,7 @@ for model in ("qwen-pe", "qwen-nope", "gpt2-pe", "gpt2-nope"):
           f'| {fit("coherent")} | {fit("incoherent")} | {eff} | {jump:.0f} / {model_jump:.0f} '
           f'| {r["measurement"]["seconds"]:.0f} |')
 PYEOF
+
+if [ "${TRAINED:-1}" != 0 ]; then
+  bash scripts/reproduce_trained.sh "$BUILD_DIR" "$OUT"
+fi

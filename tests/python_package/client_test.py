@@ -488,6 +488,32 @@ class JobTest(ClientTestCase):
         for name in posbias.PathwayComparison.ARRAYS:
             np.testing.assert_array_equal(getattr(paged.pathways, name), getattr(pathways, name), name)
 
+    def test_a_comparison_comes_back_as_arrays_joined_over_pages_and_plots(self):
+        job = self.client.submit_jacobian("tiny", 8, samples=3, seed=5, versus=["init", "slow"], init_seed=1)
+        whole = job.wait(progress=False).result()
+        self.assertIsNone(self.result.comparison)  # A job without versus has none.
+        comparison = whole.comparison
+        self.assertIsInstance(comparison, posbias.ModelComparison)
+        self.assertEqual(comparison.models, ["tiny", "init", "slow"])
+        self.assertEqual(comparison.sq_norm_mean.shape, (3, 8))
+        np.testing.assert_array_equal(comparison.sq_norm_mean[0], whole.sq_norm_mean)
+        np.testing.assert_array_equal(comparison.sq_norm_mean[1], comparison.sq_norm_mean[0])  # init = tiny's seed.
+        cli = cli_json("jobs", "result", job.id)["comparison"]
+        for m, entry in enumerate(cli):
+            self.assertBitIdentical(comparison.sq_norm_mean[m], entry["sq_norm_mean"], entry["model"])
+            for band in posbias.ModelComparison.BANDS:
+                self.assertEqual(bits(comparison.bands[band]["mean"][m]), bits(entry[band]["mean"]), band)
+        self.assertTrue(np.isnan(comparison.log_ratios["middle"]["mean"][0]))
+        self.assertEqual(bits(comparison.log_ratios["middle"]["mean"][2]), bits(cli[2]["middle_log_ratio"]["mean"]))
+        paged = self.client.get_job_result(job.id, page_size=3)
+        np.testing.assert_array_equal(paged.comparison.sq_norm_mean, comparison.sq_norm_mean)
+        import matplotlib
+        matplotlib.use("Agg")
+        ax = comparison.plot(whole.positions)
+        self.assertEqual(len(ax.get_lines()), 3)
+        middle = comparison.plot_middle()
+        np.testing.assert_array_equal(middle.get_lines()[0].get_ydata(), comparison.bands["middle"]["mean"])
+
     def test_list_jobs_follows_every_page_and_matches_the_cli(self):
         for seed in range(3):
             self.client.submit_jacobian("tiny", 4, samples=1, seed=seed).wait(progress=False)

@@ -23,7 +23,8 @@ from posbias._errors import (AbortedError, AlreadyExistsError, CancelledError, D
 from posbias._jobs import TERMINAL_STATES, Job
 from posbias._results import JobResult
 from posbias._types import (BoundarySpike, BranchRatios, ContinuumResult, DiscreteResult, ExportedModel, Failure,
-                            FitResult, JobProgress, LayerProfile, Metrics, Model, ModelConfig, ModelFit, NeedleSweep,
+                            FitResult, JobProgress, LayerProfile, Metrics, Model, ModelComparison, ModelConfig, ModelFit,
+                            NeedleSweep,
                             PathwayComparison, Preset, ProfileSummary, Quantile, RidgePoint, TheoryCurve, TheoryFit,
                             Tokenization)
 
@@ -36,7 +37,7 @@ __all__ = [
     "OutOfRangeError", "PermissionDeniedError", "ResourceExhaustedError", "UnauthenticatedError",
     "UnavailableError", "UnimplementedError", "UnknownError",
     "BranchRatios", "ContinuumResult", "DiscreteResult", "ExportedModel", "Failure", "FitResult", "JobProgress",
-    "BoundarySpike", "LayerProfile", "Metrics", "Model", "ModelConfig", "ModelFit", "PathwayComparison", "Preset",
+    "BoundarySpike", "LayerProfile", "Metrics", "Model", "ModelComparison", "ModelConfig", "ModelFit", "PathwayComparison", "Preset",
     "NeedleSweep", "ProfileSummary",
     "Quantile",
     "RidgePoint", "TheoryCurve", "TheoryFit",

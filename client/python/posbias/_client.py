@@ -614,6 +614,7 @@ class Client:
                         boundaries: Optional[Sequence[int]] = None, needle: Optional[str] = None,
                         needle_depths: Optional[Sequence[float]] = None, separator: str = "", truncate: bool = False,
                         boundary_token: EnumLike = "none", question: str = "",
+                        versus: Optional[Sequence[str]] = None, init_seed: Optional[int] = None,
                         labels: Optional[Mapping[str, str]] = None,
                         request_id: Optional[str] = None, timeout: Any = _DEFAULT) -> Job:
         """Submits a Jacobian-norm measurement (SubmitJob) and returns its Job (queued).
@@ -637,7 +638,10 @@ class Client:
         (`needle` at each of `needle_depths` inside the documents, then `question`, each filler
         also alone as the baseline: the result's `needle_sweep`); boundary_token "eos" or "bos"
         puts that token at each document start (fixed_boundaries) or after each filler document
-        (needle), "none" (default) none. labels and request_id as in
+        (needle), "none" (default) none. versus: a comparison job, more models measured on the
+        same inputs and probes after `model` (registered names in order, e.g. the checkpoints of a
+        training run; "init" = `model`'s architecture at seeded initialization, `init_seed`); the
+        result's `comparison` pairs each with `model`. labels and request_id as in
         the API (a retry with the same request_id returns the same job)."""
         spec = job_service_pb2.JacobianNormSpec(
             model=model, sequence_length=int(length), samples=int(samples or 0),
@@ -645,6 +649,9 @@ class Client:
             output=enum_value(job_service_pb2.JacobianOutput, output, "output", OUTPUT_ALIASES),
             probes=int(probes or 0), return_raw_samples=return_raw_samples, fit_effective_depth=fit_effective_depth,
             pathway=enum_value(job_service_pb2.JacobianPathway, pathway, "pathway"), compare_pathways=compare_pathways)
+        spec.versus.extend(versus or ())
+        if init_seed is not None:
+            spec.init_seed = int(init_seed)
         if target is not None:
             spec.target_position = int(target)
         if probe_seed is not None:

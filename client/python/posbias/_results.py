@@ -10,7 +10,8 @@ import numpy as np
 from google.protobuf import json_format
 
 from posbias._convert import enum_name, floats, ints, optional
-from posbias._types import BoundarySpike, BranchRatios, LayerProfile, NeedleSweep, Metrics, PathwayComparison, TheoryCurve, TheoryFit
+from posbias._types import (BoundarySpike, BranchRatios, LayerProfile, ModelComparison, NeedleSweep, Metrics,
+                            PathwayComparison, TheoryCurve, TheoryFit)
 from posbias.v1 import common_pb2, job_service_pb2
 
 STATS = ["sq_norm_mean", "sq_norm_std", "sq_norm_stderr", "norm_mean", "norm_std", "norm_stderr", "profile",
@@ -77,7 +78,9 @@ class JobResult:
     ratio (of the mean profile) at each position where samples start a document, and
     `boundary_spike_stats` the same spikes with the per-sample mean, standard deviation and
     standard error of the ratio (BoundarySpike); NEEDLE inputs: `needle_sweep` (NeedleSweep, per
-    depth the needle span's share and the filler-alone baseline), else None.
+    depth the needle span's share and the filler-alone baseline), else None. Comparison jobs
+    (`versus`): `comparison` (ModelComparison: every model's profile, band shares and paired log
+    ratios against the job's model; its plot() overlays the profiles), else None.
     """
     job_id: str
     sequence_length: int
@@ -113,6 +116,7 @@ class JobResult:
     boundary_spikes: Dict[int, float]
     boundary_spike_stats: Dict[int, BoundarySpike]
     needle_sweep: Optional[NeedleSweep]
+    comparison: Optional[ModelComparison]
     report: Dict[str, Any] = dataclasses.field(repr=False)
     pages: List[job_service_pb2.GetJobResultResponse] = dataclasses.field(default_factory=list, repr=False,
                                                                           compare=False)
@@ -178,6 +182,8 @@ class JobResult:
             boundary_spikes={spike.position: spike.ratio for spike in result.boundary_spikes},
             boundary_spike_stats={spike.position: BoundarySpike.from_proto(spike) for spike in result.boundary_spikes},
             needle_sweep=NeedleSweep.from_proto(result.needle_sweep) if len(result.needle_sweep) else None,
+            comparison=ModelComparison.from_pages([p.jacobian_norm.comparison for p in pages])
+            if len(result.comparison) else None,
             report=report, pages=list(pages))
 
     def fit(self, model: str = "coherent") -> TheoryFit:

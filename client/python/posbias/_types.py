@@ -460,6 +460,88 @@ class NeedleSweep:
 
 
 @dataclasses.dataclass
+class ModelComparison:
+    """A comparison job's models (job_service.proto ComparedModel), the job's model first (the
+    reference), as arrays over models: `models` (names; "init" = the reference's architecture at
+    seeded initialization); `sq_norm_mean` / `sq_norm_stderr` of shape (models, positions), parallel
+    to JobResult.positions; each sample's band shares of sum_j ||J_j||^2 averaged over samples,
+    `<band>_mean` / `_std` / `_stderr` for band in leading (first tenth of the positions), middle,
+    trailing (last tenth), first and last (w_1, w_T); the paired log ratios against the reference
+    per sample, `<name>_log_ratio_mean` / `_stderr` / `_low` / `_high` (95 % bootstrap interval) for
+    name in middle, first, last (NaN for the reference itself; a negative middle ratio is a
+    deeper valley); and `spearman` of each mean profile with the reference's."""
+    models: List[str]
+    sq_norm_mean: np.ndarray
+    sq_norm_stderr: np.ndarray
+    bands: Dict[str, Dict[str, np.ndarray]]
+    log_ratios: Dict[str, Dict[str, np.ndarray]]
+    spearman: np.ndarray
+    boundary_spikes: List[Dict[int, float]]
+
+    BANDS = ("leading", "middle", "trailing", "first", "last")
+    RATIOS = ("middle", "first", "last")
+
+    @classmethod
+    def from_pages(cls, pages) -> "ModelComparison":
+        """From the `comparison` of every page of one result (profiles joined over the pages)."""
+        first = list(pages[0])
+        profiles = [([], []) for _ in first]
+        for page in pages:
+            for (mean, stderr), model in zip(profiles, page):
+                mean.extend(model.sq_norm_mean)
+                stderr.extend(model.sq_norm_stderr)
+        bands = {band: {stat: np.array([getattr(getattr(m, band), stat) for m in first], dtype=np.float64)
+                        for stat in ("mean", "std", "stderr")} for band in cls.BANDS}
+        nan = float("nan")
+        log_ratios = {name: {stat: np.array([getattr(getattr(m, name + "_log_ratio"), stat)
+                                             if m.HasField(name + "_log_ratio") else nan for m in first],
+                                            dtype=np.float64)
+                             for stat in ("mean", "std", "stderr", "low", "high")} for name in cls.RATIOS}
+        return cls(models=[m.model for m in first],
+                   sq_norm_mean=np.array([mean for mean, _ in profiles], dtype=np.float64),
+                   sq_norm_stderr=np.array([stderr for _, stderr in profiles], dtype=np.float64),
+                   bands=bands, log_ratios=log_ratios,
+                   spearman=np.array([m.spearman for m in first], dtype=np.float64),
+                   boundary_spikes=[{s.position: s.ratio for s in m.boundary_spikes} for m in first])
+
+    def plot(self, positions: np.ndarray, ax: Any = None) -> Any:
+        """Overlays every model's normalized profile (share of its total) with its standard-error
+        band, on a log scale with matplotlib; returns the Axes."""
+        try:
+            import matplotlib.pyplot as plt
+        except ImportError as error:
+            raise ImportError("ModelComparison.plot needs matplotlib: pip install matplotlib") from error
+        if ax is None:
+            _, ax = plt.subplots(figsize=(7, 4.5))
+        for name, mean, stderr in zip(self.models, self.sq_norm_mean, self.sq_norm_stderr):
+            total = mean.sum()
+            line, = ax.plot(positions, mean / total, label=name)
+            ax.fill_between(positions, np.maximum((mean - stderr) / total, 1e-300), (mean + stderr) / total,
+                            color=line.get_color(), alpha=0.2)
+        ax.set_yscale("log")
+        ax.set_xlabel("position j")
+        ax.set_ylabel("share of sum_j ||dy/de_j||^2")
+        ax.legend()
+        return ax
+
+    def plot_middle(self, ax: Any = None) -> Any:
+        """The middle share (mean +- standard error) against each model's place in the job (a
+        training trajectory's checkpoints in order); returns the Axes."""
+        try:
+            import matplotlib.pyplot as plt
+        except ImportError as error:
+            raise ImportError("ModelComparison.plot_middle needs matplotlib: pip install matplotlib") from error
+        if ax is None:
+            _, ax = plt.subplots(figsize=(7, 4.5))
+        middle = self.bands["middle"]
+        ax.errorbar(range(len(self.models)), middle["mean"], yerr=middle["stderr"], marker="o", capsize=3)
+        ax.set_xticks(range(len(self.models)))
+        ax.set_xticklabels(self.models)
+        ax.set_ylabel("middle 80 % share")
+        return ax
+
+
+@dataclasses.dataclass
 class PathwayComparison:
     """compare_pathways jobs: the value pathway measured beside the full one (same samples, same
     probes). Arrays are parallel to JobResult.positions; per position and sample, with

@@ -12,7 +12,7 @@
 ARG DEBIAN_IMAGE=debian:bookworm-slim
 
 # ---------------------------------------------------------------------------------------------------
-# build: compiles posbias-server, the posbias CLI and posbias-measure, installs them into /opt/posbias.
+# build: compiles posbias-server, the posbias CLI, posbias-measure and posbias-train, installs them into /opt/posbias.
 FROM ${DEBIAN_IMAGE} AS build
 
 # The packages of scripts/setup.sh that the server build needs (no tests, benchmarks or deployment
@@ -38,14 +38,14 @@ RUN set -eux; \
     cmake -S /src -B /build -G Ninja \
       -DCMAKE_BUILD_TYPE=Release -DPOSBIAS_BUILD_TESTS=OFF -DPOSBIAS_BUILD_BENCH=OFF \
       -DCMAKE_INSTALL_PREFIX=/opt/posbias; \
-    cmake --build /build --parallel "${JOBS}" --target posbias-server posbias posbias-measure; \
+    cmake --build /build --parallel "${JOBS}" --target posbias-server posbias posbias-measure posbias-train; \
     cmake --install /build --strip; \
     ls -l /opt/posbias/bin
 
 # ---------------------------------------------------------------------------------------------------
-# runtime: the server, the CLI (health checks, `podman exec ... posbias ...`) and posbias-measure on
-# the runtime shared libraries only. The package list is what `readelf -d` (NEEDED) of the three
-# binaries maps to with `dpkg -S`; apt adds their dependencies. libopenblas0-openmp provides an
+# runtime: the server, the CLI (health checks, `podman exec ... posbias ...`), posbias-measure and posbias-train on
+# the runtime shared libraries only. The package list is what `readelf -d` (NEEDED) of the
+# binaries maps to with `dpkg -S` (posbias-train needs nothing more); apt adds their dependencies. libopenblas0-openmp provides an
 # optimized libblas.so.3/liblapack.so.3 for LibTorch (the reference BLAS is ~15x slower).
 # libpq5/libpqxx-6.4: the PostgreSQL job store; libpcre2-8-0/libicu72: the tokenizers.
 FROM ${DEBIAN_IMAGE} AS runtime
@@ -70,7 +70,7 @@ COPY --from=build /opt/posbias/bin/ /usr/local/bin/
 
 # Fail the build here, not at run time, when a shared library is missing or BLAS is the reference one.
 RUN set -eu; \
-    for binary in posbias-server posbias posbias-measure; do \
+    for binary in posbias-server posbias posbias-measure posbias-train; do \
       if ldd "/usr/local/bin/${binary}" | grep 'not found'; then echo "missing libraries: ${binary}" >&2; exit 1; fi; \
     done; \
     blas="$(readlink -f "$(ldconfig -p | awk '$1 == "libblas.so.3" { print $NF; exit }')")"; \
@@ -118,7 +118,7 @@ ARG VERSION=0.1.0
 ARG REVISION=unknown
 ARG CREATED=unknown
 LABEL org.opencontainers.image.title="posbias" \
-      org.opencontainers.image.description="Transformer position bias: theory and measurement over gRPC (posbias-server, posbias CLI, posbias-measure; CPU LibTorch)" \
+      org.opencontainers.image.description="Transformer position bias: theory and measurement over gRPC (posbias-server, posbias CLI, posbias-measure, posbias-train; CPU LibTorch)" \
       org.opencontainers.image.version="${VERSION}" \
       org.opencontainers.image.revision="${REVISION}" \
       org.opencontainers.image.created="${CREATED}" \

@@ -153,6 +153,24 @@ absl::StatusOr<ModelCache::Built> ModelCache::Build(const LoadRequest& request, 
   return Built{std::shared_ptr<models::DecoderModel>(std::move(*model)), *std::move(reservation)};
 }
 
+absl::StatusOr<std::shared_ptr<models::DecoderModel>> ModelCache::BuildForJob(const std::string& name,
+                                                                              const models::ModelConfig& config,
+                                                                              uint64_t seed) {
+  LoadRequest request;
+  request.name = name;
+  request.config = config;
+  request.seed = seed;
+  auto built = Build(request, Wait{});
+  if (!built.ok()) return built.status();
+  // The room is given back when the model is freed: the deleter owns the reservation.
+  auto room = std::make_shared<Reservation>(std::move(built->reservation));
+  models::DecoderModel* model = built->model.get();
+  return std::shared_ptr<models::DecoderModel>(model, [owner = std::move(built->model), room](models::DecoderModel*) mutable {
+    owner.reset();
+    room.reset();
+  });
+}
+
 absl::StatusOr<LoadedModel> ModelCache::Load(const LoadRequest& request, const std::string& export_path) {
   Forget(request.name);  // A registration: whatever was kept under this name is not this model.
   auto built = Build(request, CallWait(nullptr));

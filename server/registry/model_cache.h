@@ -60,6 +60,12 @@ class ModelCache final : public ModelLoader {
   absl::StatusOr<std::shared_ptr<models::DecoderModel>> Acquire(
       ModelCatalog& catalog, const std::string& name, jobs::ComputeDtype dtype = jobs::ComputeDtype::kFloat32);
 
+  // A model built for one job and not kept (a comparison job's `init`: a registered model's
+  // architecture at a seeded initialization): it takes its room in the budget like any build,
+  // waiting as a job's build does, until the last holder of the returned model lets it go.
+  absl::StatusOr<std::shared_ptr<models::DecoderModel>> BuildForJob(const std::string& name,
+                                                                    const models::ModelConfig& config, uint64_t seed);
+
   absl::StatusOr<LoadedModel> Load(const LoadRequest& request, const std::string& export_path) override;
   absl::Status Export(const LoadRequest& request, const std::string& path, const Cancelled& cancelled) override;
   void Forget(const std::string& name) override;

@@ -306,10 +306,12 @@ absl::StatusOr<jobs::MeasuredModel> MeasureVersus(registry::ModelCatalog* catalo
   const auto& versus = job.spec.versus[index];
   Loaded loaded;
   if (versus.init) {
-    // The reference's architecture at a seeded initialization, built for this job alone.
-    auto built = models::BuildModel(first.model->config(), job.spec.init_seed);
+    // The reference's architecture at a seeded initialization, built for this job alone (its
+    // room in the model cache's budget held while it lives).
+    auto built = cache->BuildForJob(absl::StrCat(job.spec.model, " (init, seed ", job.spec.init_seed, ")"),
+                                    first.model->config(), job.spec.init_seed);
     if (!built.ok()) return built.status();
-    loaded.model = std::shared_ptr<models::DecoderModel>(std::move(*built));
+    loaded.model = *std::move(built);
   } else {
     auto bound = Load(catalog, cache, job, versus.model, versus.uid, versus.weights_sha256);
     if (!bound.ok()) return bound.status();

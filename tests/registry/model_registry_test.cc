@@ -490,6 +490,30 @@ TEST_F(RegistryTest, EvictsTheLeastRecentlyUsedModelBeyondTheCacheBudget) {
   EXPECT_LE(registry->cache.used_bytes(), TinyBytes() * 3 / 2);
 }
 
+// A comparison job's init is built for the job and not kept: it holds its room in the budget
+// while the job holds it (so the next build waits, or evicts what nobody holds), and gives it back
+// when let go; it is the preset's own seeded initialization.
+TEST_F(RegistryTest, AModelBuiltForAJobHoldsItsRoomInTheBudgetUntilItIsLetGo) {
+  auto registry = Open(/*cache_bytes=*/TinyBytes() * 5 / 2);
+  ASSERT_TRUE(registry->Register("a", TinyPreset(1), {}, "").ok());
+  auto kept = registry->Acquire("a");
+  ASSERT_TRUE(kept.ok());
+  EXPECT_EQ(registry->cache.used_bytes(), TinyBytes());
+  auto init = registry->cache.BuildForJob("a (init)", (*kept)->config(), 1);
+  ASSERT_TRUE(init.ok()) << init.status();
+  EXPECT_EQ(registry->cache.used_bytes(), 2 * TinyBytes());  // a kept, and the init's room.
+  auto xs = (*init)->NamedParameters(), ys = (*kept)->NamedParameters();
+  ASSERT_EQ(xs.size(), ys.size());
+  for (size_t i = 0; i < xs.size(); ++i) {
+    EXPECT_TRUE(torch::equal(xs[i].second, ys[i].second)) << xs[i].first;  // The registration's seeded init.
+  }
+  // Let go, its room is given back, and another model fits.
+  init->reset();
+  EXPECT_EQ(registry->cache.used_bytes(), TinyBytes());
+  ASSERT_TRUE(registry->Register("b", TinyPreset(2), {}, "").ok());
+  EXPECT_LE(registry->cache.used_bytes(), 2 * TinyBytes());
+}
+
 // Found by measuring: ExportModel of a built-in preset built the whole model whatever the budget
 // (three exports of qwen2-0.5b with --model-cache-mb 1024 took 6.8 GB).
 TEST_F(RegistryTest, AModelLargerThanTheCacheBudgetIsNeverBuiltNotEvenToExportABuiltInPreset) {

@@ -255,4 +255,13 @@ std::string ClientRequestId(const std::string& tenant, const std::string& stored
   return stored_key;
 }
 
+void SpikeToProto(const jobs::BoundarySpike& spike, v1::BoundarySpike* out) {
+  out->set_position(static_cast<uint32_t>(spike.position));
+  out->set_ratio(spike.ratio);
+  if (spike.ratio_mean) out->set_ratio_mean(*spike.ratio_mean);
+  if (spike.ratio_std) out->set_ratio_std(*spike.ratio_std);
+  if (spike.ratio_stderr) out->set_ratio_stderr(*spike.ratio_stderr);
+  if (spike.samples) out->set_samples(static_cast<uint32_t>(*spike.samples));
+}
+
 }  // namespace posbias::service

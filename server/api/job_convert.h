@@ -29,6 +29,9 @@ bool RequestMatchesJob(jobs::JobRecord requested, bool names_seed, const jobs::J
 // Job record -> public Job message.
 void JobToProto(const jobs::JobRecord& job, v1::Job* out);
 
+// A text input's spike at a document start, as the result reports it.
+void SpikeToProto(const jobs::BoundarySpike& spike, v1::BoundarySpike* out);
+
 // request_id is per tenant: the store keeps one unique key per request_id, so a tenant's key is
 // "<tenant>/<request_id>" ('/' is not a request_id character, so keys of two tenants never meet;
 // the default tenant's keys are the request_id itself, as before tenancy).

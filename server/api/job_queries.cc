@@ -117,15 +117,7 @@ absl::StatusOr<v1::GetJobResultResponse> HandleGetJobResult(JobRequests& service
     // Computed with the report from each sample's profile; older reports: from the mean profile.
     const auto spikes = report->boundary_spikes ? *report->boundary_spikes
                                                 : jobs::BoundarySpikesOfMeans(job->spec.document_starts, report->sq_norm_mean);
-    for (const auto& measured : spikes) {
-      auto* spike = result->add_boundary_spikes();
-      spike->set_position(static_cast<uint32_t>(measured.position));
-      spike->set_ratio(measured.ratio);
-      if (measured.ratio_mean) spike->set_ratio_mean(*measured.ratio_mean);
-      if (measured.ratio_std) spike->set_ratio_std(*measured.ratio_std);
-      if (measured.ratio_stderr) spike->set_ratio_stderr(*measured.ratio_stderr);
-      if (measured.samples) spike->set_samples(static_cast<uint32_t>(*measured.samples));
-    }
+    for (const auto& measured : spikes) SpikeToProto(measured, result->add_boundary_spikes());
     for (const auto& measured : report->needle_sweep.value_or(std::vector<jobs::NeedleDepth>{})) {
       auto* depth = result->add_needle_sweep();
       depth->set_depth(measured.depth);

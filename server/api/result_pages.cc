@@ -8,6 +8,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "server/admission/page_token.h"
+#include "server/api/job_convert.h"
 #include "server/api/density_convert.h"
 #include "server/limits/limits.h"
 #include "server/status/error.h"
@@ -265,13 +266,7 @@ void FillComparison(const std::vector<jobs::ComparedModel>& comparison, const st
     if (compared.last_log_ratio) ratio(compared.last_log_ratio, out->mutable_last_log_ratio());
     out->set_spearman(compared.spearman);
     for (const auto& measured : compared.boundary_spikes.value_or(std::vector<jobs::BoundarySpike>{})) {
-      auto* spike = out->add_boundary_spikes();
-      spike->set_position(static_cast<uint32_t>(measured.position));
-      spike->set_ratio(measured.ratio);
-      if (measured.ratio_mean) spike->set_ratio_mean(*measured.ratio_mean);
-      if (measured.ratio_std) spike->set_ratio_std(*measured.ratio_std);
-      if (measured.ratio_stderr) spike->set_ratio_stderr(*measured.ratio_stderr);
-      if (measured.samples) spike->set_samples(static_cast<uint32_t>(*measured.samples));
+      SpikeToProto(measured, out->add_boundary_spikes());
     }
   }
 }

@@ -187,6 +187,31 @@ class PartsTest(ReplicaTestCase):
                 self.assertLessEqual(abs(mine - theirs), RESULT_REL_TOL * abs(theirs), "%s[%d]" % (key, j))
 
 
+    def test_a_comparison_job_split_into_parts_merges_every_models_samples_in_order(self):
+        split = self.replica("both", "--part-samples", "3")
+        tiny = [flag if flag not in ("4", "256", "512") else {"4": "2", "256": "32", "512": "64"}[flag]
+                for flag in SLOW_MODEL]
+        self.cli(split).json("models", "register", "tiny-gpt2", *tiny, timeout=60)
+        self.cli(split).json("models", "register", "tiny-gpt2-b", *tiny[:-1], "7", timeout=60)
+        flags = ["--model", "tiny-gpt2", "--versus", "init,tiny-gpt2-b", "--init-seed", "1", *SLOW_JOB]
+        job = self.cli(split).json("jobs", "submit", *flags)
+        self.wait_succeeded(split, job["id"])
+        merged = self.cli(split).json("jobs", "result", job["id"])
+        self.assertEqual(merged["job"]["parts"], 3)
+        split.stop()  # The same job unsplit, on a replica that does not split (the data directory is shared).
+        whole = self.replica("both")
+        reference_job = self.cli(whole).json("jobs", "submit", *flags)
+        self.wait_succeeded(whole, reference_job["id"])
+        reference = self.cli(whole).json("jobs", "result", reference_job["id"])
+        self.assertEqual([m["model"] for m in merged["comparison"]], ["tiny-gpt2", "init", "tiny-gpt2-b"])
+        for mine, theirs in zip(merged["comparison"], reference["comparison"]):
+            for j, (a, b) in enumerate(zip(mine["sq_norm_mean"], theirs["sq_norm_mean"])):
+                self.assertLessEqual(abs(a - b), RESULT_REL_TOL * abs(b), "%s sq_norm_mean[%d]" % (mine["model"], j))
+            self.assertAlmostEqual(mine["middle"]["mean"], theirs["middle"]["mean"], places=12)
+        self.assertAlmostEqual(merged["comparison"][2]["middle_log_ratio"]["mean"],
+                               reference["comparison"][2]["middle_log_ratio"]["mean"], places=12)
+
+
 class RolesTest(ReplicaTestCase):
     def test_an_api_replica_queues_and_a_worker_replica_runs(self):
         api = self.replica("api")

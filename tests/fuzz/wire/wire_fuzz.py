@@ -616,6 +616,11 @@ def t_submit(rng):
         spec.input.given_tokens.sequences.add(token_ids=[rng.randrange(128) for _ in range(8)])
     elif r < 0.5:
         spec.input.gaussian_embeddings.CopyFrom(j.GaussianEmbeddingsInput(seed=1, stddev=1.0))
+    if rng.random() < 0.2:  # A comparison job: known, unknown, repeated and init models, and too many.
+        pool = FUZZ_MODEL_NAMES + ["init", SENTINEL_MODEL, "", "../x", "fuzz-tiny"]
+        spec.versus.extend(rng.choice(pool) for _ in range(rng.choice([1, 2, 3, 17])))
+        spec.init_seed = rng.choice([0, 1, (1 << 64) - 1])
+        spec.output = rng.choice([j.JACOBIAN_OUTPUT_FINAL_HIDDEN, j.JACOBIAN_OUTPUT_LOSS_GRADIENT])
     request = j.SubmitJobRequest(spec=j.JobSpec(jacobian_norm=spec, priority=rng.choice([0, 1, 100])), labels={"fuzz": "1"},
                                  request_id=rng.choice(["", "sub-%d" % rng.randrange(30)]))
     if rng.random() < 0.3:

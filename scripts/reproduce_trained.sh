@@ -99,11 +99,12 @@ for family in ("gpt2", "llama"):
                        ("signal", "training signal ||dLoss/de_j||^2, Brown text")):
         r = json.load(open(f"{out}/trained-{family}-{name}.json"))
         print(f"\n{family}, {what} (L = {r['measurement']['length']}, {r['measurement']['samples']} samples; mean ± standard error; log ratio [95 % bootstrap])\n")
-        print("| checkpoint | middle 80 % share | first weight | last weight | log middle / step0 | log first / step0 | spikes at document starts (mean ratio) |")
+        print("| checkpoint | middle 80 % share | first weight | last weight | log middle / step0 | log first / step0 | spike ratio at each document start (per sample, mean ± se) |")
         print("|---|---|---|---|---|---|---|")
         for m in r["comparison"]:
-            spikes = [s["ratio"] for s in m.get("boundary_spikes", [])]
-            spike = f"{sum(spikes) / len(spikes):.2f} over {len(spikes)}" if spikes else "—"
+            spikes = [f"{s['position']}: {s['ratio_mean']:.2f} ± {s['ratio_stderr']:.2f}"
+                      for s in m.get("boundary_spikes", []) if "ratio_mean" in s]
+            spike = "; ".join(spikes) if spikes else "—"
             print(f"| {m['model']} | {pm(m['middle'])} | {pm(m['first'], 4)} | {pm(m['last'], 4)} | {ratio(m, 'middle')} "
                   f"| {ratio(m, 'first')} | {spike} |")
 PYEOF

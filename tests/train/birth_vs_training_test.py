@@ -1,16 +1,16 @@
 #!/usr/bin/env python3
 """Birth against training, end to end: the checkpoints train.brown_corpus wrote (a tiny llama on
-the Brown corpus: step0 = the seeded initialization, step100, step350) registered in a real
+the Brown corpus: step0 = the seeded initialization, step100, step250) registered in a real
 posbias-server, measured in comparison jobs, and checked against an independent route.
 
 1. A comparison job on random tokens, step0 against init (the server's own seeded
-   initialization of step0's architecture, at the trainer's seed), step100 and step350: init must
+   initialization of step0's architecture, at the trainer's seed), step100 and step250: init must
    measure exactly what step0 does (the trainer's step0 is that initialization, through
    config.json and model.safetensors), the trained checkpoints must not.
 2. The same models on text laid out from Brown documents joined by EOS: every model reports its
    boundary spikes.
-3. The training signal (loss_gradient) at birth against step350 on that text.
-4. step350's profile for given tokens equals the plain-PyTorch Llama of tests/models/
+3. The training signal (loss_gradient) at birth against step250 on that text.
+4. step250's profile for given tokens equals the plain-PyTorch Llama of tests/models/
    reference_families.py (written from transformers, no posbias code) differentiated by autograd
    in float64, one backward pass per output coordinate.
 
@@ -60,10 +60,10 @@ def text_file(docs_dir, directory):
 
 
 def check_random_tokens(cli):
-    compared = submit(cli, "--model", "step0", "--versus", "init,step100,step350", "--init-seed", TRAINER_SEED,
+    compared = submit(cli, "--model", "step0", "--versus", "init,step100,step250", "--init-seed", TRAINER_SEED,
                       "--length", str(LENGTH), "--samples", str(SAMPLES), "--seed", str(SEED))["comparison"]
     print("random tokens, L = %d, %d samples:\n%s" % (LENGTH, SAMPLES, describe(compared)))
-    assert [m["model"] for m in compared] == ["step0", "init", "step100", "step350"]
+    assert [m["model"] for m in compared] == ["step0", "init", "step100", "step250"]
     assert relative_error(compared[1]["sq_norm_mean"], compared[0]["sq_norm_mean"]) < 1e-6, "init is not step0"
     assert abs(compared[1]["middle_log_ratio"]["mean"]) < 1e-6
     assert relative_error(compared[3]["sq_norm_mean"], compared[0]["sq_norm_mean"]) > 1e-3, "training changed nothing"
@@ -77,13 +77,13 @@ def check_random_tokens(cli):
 
 def check_text(cli, samples_path):
     text = ["--text-file", str(samples_path), "--layout", "concatenate", "--truncate", "--length", str(LENGTH)]
-    result = submit(cli, "--model", "step0", "--versus", "step350", *text)
+    result = submit(cli, "--model", "step0", "--versus", "step250", *text)
     for m in result["comparison"]:
         spikes = m.get("boundary_spikes", [])
         assert spikes, (m["model"], "no boundary spikes")
         print("text, %s: spikes at document starts %s" % (m["model"], ", ".join(
             f"{s['position']}: {s['ratio_mean']:.2f} +- {s['ratio_stderr']:.2f}" for s in spikes if "ratio_mean" in s)))
-    signal = submit(cli, "--model", "step0", "--versus", "step350", "--output", "loss", *text)
+    signal = submit(cli, "--model", "step0", "--versus", "step250", "--output", "loss", *text)
     assert signal["measurement"]["output"] == "loss_gradient"
     print("training signal (loss_gradient) on text:\n%s" % describe(signal["comparison"]))
     for m in signal["comparison"]:
@@ -95,17 +95,17 @@ def check_reference(cli, run_dir, reference_dir, directory):
     import torch
     import reference_families
     import reference_models
-    step = run_dir / "step350"
+    step = run_dir / "step250"
     config = json.loads((step / "config.json").read_text())
     state, _ = reference_models.load_safetensors(str(step / "model.safetensors"))
     ids = [(7 * j + 11) % 256 for j in range(24)]
     expected = reference_families.jacobian_sq_norms(state, config, torch.tensor([ids]))[0].tolist()
     tokens = Path(directory) / "tokens.json"
     tokens.write_text(json.dumps([ids]))
-    measured = submit(cli, "--model", "step350", "--tokens", str(tokens), "--length", "24", "--samples", "1",
+    measured = submit(cli, "--model", "step250", "--tokens", str(tokens), "--length", "24", "--samples", "1",
                       "--method", "exact")["sq_norm_mean"]
     error = relative_error(measured, expected)
-    print(f"step350 against the PyTorch reference (float64 autograd): largest relative error {error:.2e}")
+    print(f"step250 against the PyTorch reference (float64 autograd): largest relative error {error:.2e}")
     assert error < 1e-4, (measured, expected)
 
 
@@ -122,7 +122,7 @@ def main():
     server.start()
     try:
         cli = Cli(args.cli_binary, server)
-        for step in ("step0", "step100", "step350"):
+        for step in ("step0", "step100", "step250"):
             model = cli.json("models", "register", step, "--checkpoint", step, timeout=120)
             assert model["state"] == "ready", model
         with tempfile.TemporaryDirectory(prefix="birth_vs_training_") as directory:

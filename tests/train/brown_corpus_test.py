@@ -25,7 +25,7 @@ import torch
 DOCUMENT = re.compile(r"^c[a-r][0-9]{2}$")  # ca01 .. cr09: the 500 tagged samples.
 TRAIN_FLAGS = ["--arch", "llama", "--layers", "2", "--width", "64", "--heads", "4", "--kv-heads", "2",
                "--mlp-width", "128", "--max-positions", "256", "--length", "64", "--batch-size", "8",
-               "--steps", "350", "--lr", "3e-3", "--warmup-steps", "20", "--save-steps", "0,100",
+               "--steps", "250", "--lr", "3e-3", "--warmup-steps", "20", "--save-steps", "0,100",
                "--eval-fraction", "0.05", "--max-eval-sequences", "128", "--seed", "1", "--threads", "2"]
 
 
@@ -111,7 +111,7 @@ def main():
     data_flags = [flag for path in documents[::8] for flag in ("--data", str(path))]  # 63 samples, all genres.
     started = time.monotonic()
     run = subprocess.run([args.train_binary, *TRAIN_FLAGS, *data_flags, "--out", str(out), "--quiet"],
-                         capture_output=True, text=True, timeout=240)
+                         capture_output=True, text=True, timeout=480)
     seconds = time.monotonic() - started
     assert run.returncode == 0, run.stderr
     log = json.loads((out / "loss.json").read_text())
@@ -121,11 +121,11 @@ def main():
           f"({log['corpus_tokens']} bytes); unigram entropy {entropy:.4f} nats/byte; eval loss "
           + ", ".join(f"step {step}: {loss:.4f}" for step, loss in sorted(evals.items())))
     assert 2.5 < entropy < 3.5, entropy  # English text, in bytes.
-    assert sorted(evals) == [0, 100, 350], evals
+    assert sorted(evals) == [0, 100, 250], evals
     assert evals[0] > entropy, evals      # The initialization is near-uniform (ln 257 = 5.55).
-    assert evals[350] < entropy, (evals, entropy)
-    assert evals[350] < evals[100] < evals[0], evals
-    trained, initial = check_checkpoint(out / "step350"), check_checkpoint(out / "step0")
+    assert evals[250] < entropy, (evals, entropy)
+    assert evals[250] < evals[100] < evals[0], evals
+    trained, initial = check_checkpoint(out / "step250"), check_checkpoint(out / "step0")
     assert any(not torch.equal(trained[name], initial[name]) for name in trained)
     print("ok")
 

@@ -26,6 +26,12 @@ namespace {
 
 uint64_t DrawSeed() { return std::random_device{}() * uint64_t{0x100000000} + std::random_device{}(); }
 
+// How a job of `tenant` names a registration: as its tenant sees it (an admin's job on another
+// tenant's model: by path).
+std::string NameInJob(const registry::ModelEntry& model, const std::string& tenant) {
+  return model.tenant.empty() || model.tenant == tenant ? model.name : registry::ModelPath(model);
+}
+
 // An error about the i-th model of `versus`, naming it and the job's first model (its reason,
 // field and allowed range kept).
 absl::Status AboutVersus(const absl::Status& status, size_t i, const std::string& name, const std::string& first) {
@@ -44,8 +50,8 @@ absl::Status Incompatible(size_t i, const std::string& value, const std::string&
 absl::Status CheckSharedInputs(JobRequests& service, const v1::SubmitJobRequest& request, const jobs::JobRecord& record,
                                const registry::ModelEntry& first, const registry::ModelEntry& other, size_t i) {
   const auto& spec = record.spec;
-  if (spec.input == jobs::JacobianInput::kRandomTokens && request.spec().jacobian_norm().input().has_text() == false &&
-      other.config.vocab_size < first.config.vocab_size) {
+  // Text inputs were laid out into given tokens before this (their ids are checked below).
+  if (spec.input == jobs::JacobianInput::kRandomTokens && other.config.vocab_size < first.config.vocab_size) {
     return Incompatible(i, absl::StrCat(other.name, " (a vocabulary of ", other.config.vocab_size, ")"),
                         absl::StrCat("a vocabulary of at least ", first.config.vocab_size, " (model ", first.name,
                                      "'s: the random token ids are drawn from it)"));
@@ -82,7 +88,7 @@ absl::Status ResolveVersus(JobRequests& service, Caller& caller, const v1::Submi
     jobs::JacobianJobSpec::VersusModel versus;
     registry::ModelEntry entry = first;
     if (name == jobs::kVersusInit) {
-      if (!models::HasOwnReversePass(first.config.family) && first.config.family != models::Family::kCesaro) {
+      if (first.config.family == models::Family::kTorchScript) {
         return Incompatible(i, "init", absl::StrCat("a registered model (", first.name, " has no initialization recipe to build)"));
       }
       versus.model = name, versus.init = true;
@@ -96,7 +102,7 @@ absl::Status ResolveVersus(JobRequests& service, Caller& caller, const v1::Submi
                                          ", the job's (its results are that tenant's)"));
       }
       entry = *found;
-      versus.model = found->tenant.empty() || found->tenant == record.tenant ? found->name : registry::ModelPath(*found);
+      versus.model = NameInJob(*found, record.tenant);
       versus.uid = found->uid;
       versus.weights_sha256 = found->weights_sha256;
     }
@@ -126,7 +132,7 @@ absl::StatusOr<v1::Job> HandleSubmitJob(JobRequests& service, Caller& caller, co
   if (!model->tenant.empty()) record->tenant = model->tenant;
   // The job names the model as its tenant sees it (an admin's job on a tenant's model: by path),
   // and is bound to this registration, not to the name.
-  record->spec.model = model->tenant.empty() || model->tenant == record->tenant ? model->name : registry::ModelPath(*model);
+  record->spec.model = NameInJob(*model, record->tenant);
   record->spec.model_uid = model->uid;
   record->spec.model_weights_sha256 = model->weights_sha256;
   if (request.spec().jacobian_norm().input().has_text()) {

@@ -215,21 +215,21 @@ struct Loaded {
   std::mutex* lock = nullptr;  // The cache's instance lock (null for a model built for the job).
 };
 
-absl::StatusOr<Loaded> Load(registry::ModelCatalog* catalog_, registry::ModelCache* cache_, const jobs::JobRecord& job,
+absl::StatusOr<Loaded> Load(registry::ModelCatalog* catalog, registry::ModelCache* cache, const jobs::JobRecord& job,
                             const std::string& name, const std::string& uid, const std::string& sha256) {
   // Bound to the registration it was submitted for (catalog's GetBound, by uid): never another
   // model, another tenant's of the same name neither.
-  auto first = catalog_->GetBound(uid, sha256, name, job.tenant);
+  auto first = catalog->GetBound(uid, sha256, name, job.tenant);
   if (!first.ok()) return first.status();
   const std::string path = registry::ModelPath(*first);
   Loaded loaded;
   // Jobs on the same model instance run one at a time, and exports wait for them (model_cache.h).
-  loaded.lock = &cache_->InstanceLock(path, job.spec.dtype);
+  loaded.lock = &cache->InstanceLock(path, job.spec.dtype);
   std::unique_lock lock(*loaded.lock);
-  auto model = cache_->Acquire(*catalog_, path, job.spec.dtype);
+  auto model = cache->Acquire(*catalog, path, job.spec.dtype);
   if (!model.ok()) return model.status();
   // Still the same registration once loaded (a replacement in between evicts the cache's copy).
-  auto bound = catalog_->GetBound(uid, sha256, name, job.tenant);
+  auto bound = catalog->GetBound(uid, sha256, name, job.tenant);
   if (!bound.ok()) return bound.status();
   if (registry::ModelPath(*bound) != path) {
     return ErrorWithReason(absl::StatusCode::kFailedPrecondition, ErrorReason::kModelChanged,

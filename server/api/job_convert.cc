@@ -221,7 +221,7 @@ void JobToProto(const jobs::JobRecord& job, v1::Job* out) {
   auto* progress = out->mutable_progress();
   progress->set_fraction(job.progress);
   progress->set_samples_done(static_cast<uint32_t>(job.samples_done));
-  progress->set_samples_total(static_cast<uint32_t>(job.spec.samples));
+  progress->set_samples_total(static_cast<uint32_t>(jobs::WorkUnits(job.spec)));
   progress->set_chunks_done(static_cast<uint32_t>(job.chunks_done));
   progress->set_chunks_total(static_cast<uint32_t>(job.chunks_total));
   if (job.eta_seconds >= 0 && !jobs::IsTerminal(job.state)) progress->set_estimated_seconds_remaining(job.eta_seconds);

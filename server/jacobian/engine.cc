@@ -104,9 +104,14 @@ torch::Tensor NextTokenLoss(DecoderModel& model, const torch::Tensor& hidden, co
 
 std::vector<Sample> DrawSamples(DecoderModel& model, const MeasureOptions& options) {
   torch::NoGradGuard no_grad;
-  auto generator = at::detail::createCPUGenerator(options.seed);
   const auto& config = model.config();
   std::vector<Sample> samples(options.samples);
+  if (options.input == InputKind::kRandomTokens) {
+    auto ids = DrawTokenIds(config.vocab_size, options);
+    for (int64_t s = 0; s < options.samples; ++s) samples[s].tokens = std::move(ids[s]);
+    return samples;
+  }
+  auto generator = at::detail::createCPUGenerator(options.seed);
   for (int64_t s = 0; s < options.samples; ++s) {
     Sample& sample = samples[s];
     if (options.input == InputKind::kGaussianEmbeddings) {
@@ -114,12 +119,7 @@ std::vector<Sample> DrawSamples(DecoderModel& model, const MeasureOptions& optio
       (void)torch::randn({1, options.length, config.hidden_size}, generator);  // Drawn again by WithEmbeddings.
       sample.gaussian_next_token = torch::randint(config.vocab_size, {1}, generator).item<int64_t>();
     } else {
-      if (options.input == InputKind::kGivenTokens) {
-        sample.tokens = options.tokens[s];
-      } else {
-        auto ids = torch::randint(config.vocab_size, {options.length + 1}, generator);
-        sample.tokens.assign(ids.data_ptr<int64_t>(), ids.data_ptr<int64_t>() + options.length + 1);
-      }
+      sample.tokens = options.tokens[s];
     }
   }
   return samples;
@@ -787,6 +787,17 @@ absl::Status MeasureSamples(DecoderModel& model, const MeasureOptions& options, 
 }
 
 }  // namespace
+
+std::vector<std::vector<int64_t>> DrawTokenIds(int64_t vocab_size, const MeasureOptions& options) {
+  torch::NoGradGuard no_grad;
+  auto generator = at::detail::createCPUGenerator(options.seed);
+  std::vector<std::vector<int64_t>> tokens(options.samples);
+  for (auto& sample : tokens) {
+    auto ids = torch::randint(vocab_size, {options.length + 1}, generator);
+    sample.assign(ids.data_ptr<int64_t>(), ids.data_ptr<int64_t>() + options.length + 1);
+  }
+  return tokens;
+}
 
 absl::StatusOr<MeasureResult> Measure(DecoderModel& model, const MeasureOptions& options) {
   if (auto status = CheckMeasureOptions(model, options); !status.ok()) return status;

@@ -161,6 +161,11 @@ absl::Status CheckMeasureOptions(const models::DecoderModel& model, const Measur
 
 absl::StatusOr<MeasureResult> Measure(models::DecoderModel& model, const MeasureOptions& options);
 
+// The token ids Measure draws for kRandomTokens inputs (options.length + 1 per sample, all
+// options.samples of them, from options.seed), for a model of `vocab_size` ids: what a comparison
+// job's other models are measured on, computed without measuring the first model.
+std::vector<std::vector<int64_t>> DrawTokenIds(int64_t vocab_size, const MeasureOptions& options);
+
 // The decomposition of ||J_full||^2 per position from ||J_full||^2, ||J_value||^2 and the score
 // pathway's ||J_full - J_value||^2 (float64 tensors of one shape): ratio, score_share,
 // interference_share (they sum to 1; NaN where ||J_full|| = 0) and the cosine of J_value and

@@ -1,5 +1,6 @@
 #include "server/jobs/jacobian_spec.h"
 
+#include <algorithm>
 #include <array>
 #include <limits>
 #include <utility>
@@ -283,6 +284,17 @@ absl::StatusOr<JacobianJobSpec> SpecFromJson(const nlohmann::json& json) {
   }
   if (auto status = ReadVersus(json, spec); !status.ok()) return status;
   return spec;
+}
+
+std::vector<SampleRange> SampleRangesOfUnits(const JacobianJobSpec& spec, int64_t unit_begin, int64_t unit_end) {
+  const int64_t models = 1 + static_cast<int64_t>(spec.versus.size());
+  std::vector<SampleRange> ranges(models);
+  for (int64_t m = 0; m < models; ++m) {
+    const int64_t first = m * spec.samples, last = first + spec.samples;  // This model's units.
+    const int64_t begin = std::max(unit_begin, first), end = std::min(unit_end, last);
+    if (begin < end) ranges[m] = SampleRange{begin - first, end - first};
+  }
+  return ranges;
 }
 
 }  // namespace posbias::jobs

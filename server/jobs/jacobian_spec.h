@@ -139,6 +139,24 @@ inline bool NeedsNextToken(const JacobianJobSpec& spec) {
   return spec.output == JacobianOutput::kLogProb && (spec.target == 0 ? spec.length : spec.target) == spec.length;
 }
 
+// A job's units of work are its (model, sample) pairs, numbered model-major: unit m * samples + s
+// is sample s of model m (model 0 the first, then `versus` in order). A job without `versus` has
+// one unit per sample. A shared store splits a job into parts by ranges of units, so that a
+// comparison spreads over workers by model as well as by sample.
+inline int64_t WorkUnits(const JacobianJobSpec& spec) {
+  return spec.samples * (1 + static_cast<int64_t>(spec.versus.size()));
+}
+// Samples [begin, end) of one model.
+struct SampleRange {
+  int64_t begin = 0, end = 0;
+  bool empty() const { return end <= begin; }
+  int64_t size() const { return empty() ? 0 : end - begin; }
+  friend bool operator==(const SampleRange& a, const SampleRange& b) { return a.begin == b.begin && a.end == b.end; }
+};
+// Per model (index 0 = the first, 1 + i = versus[i]), the samples units [unit_begin, unit_end)
+// hold; a model the range misses gets an empty range.
+std::vector<SampleRange> SampleRangesOfUnits(const JacobianJobSpec& spec, int64_t unit_begin, int64_t unit_end);
+
 nlohmann::json SpecToJson(const JacobianJobSpec& spec);
 // Missing members keep their defaults (older records stay readable); unknown members are ignored
 // (newer ones too). A member of the wrong type or an unknown enum name is INVALID_ARGUMENT.

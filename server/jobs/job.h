@@ -68,13 +68,15 @@ struct JobRecord {
   int32_t error_code = 0;         // FAILED: the gRPC status code number.
   int64_t created_ms = 0, started_ms = 0, finished_ms = 0, updated_ms = 0;  // Unix epoch ms.
   std::string checkpoint;         // Opaque JSON written by the runner: work finished so far.
-  // Sample parts (shared store with a part size, jobs with more samples than that): each part is
-  // a job of its own (id "<parent>.<k>", hidden from listings) whose worker measures samples
-  // [sample_begin, sample_end) of the parent's spec; parts run on any workers in parallel. The
-  // parent is RUNNING while its parts run and is claimed once they all succeeded, to merge them:
-  // part_results then holds their results in sample order.
+  // Parts (shared store with a part size, jobs with more units of work than that): each part is
+  // a job of its own (id "<parent>.<k>", hidden from listings) whose worker measures units
+  // [unit_begin, unit_end) of the parent's spec: its (model, sample) pairs, model-major
+  // (jacobian_spec.h WorkUnits; one unit per sample without versus). Parts run on any workers in
+  // parallel. The parent is RUNNING while its parts run and is claimed once they all succeeded, to
+  // merge them: part_results then holds their results in unit order. (The store's columns keep
+  // their first names, sample_begin / sample_end: a job without versus has units = samples.)
   std::string parent_id;          // Set on a part.
-  int64_t sample_begin = 0, sample_end = 0;  // A part's samples.
+  int64_t unit_begin = 0, unit_end = 0;  // A part's units.
   int32_t parts_total = 0;        // Set on a parent.
   std::vector<std::string> part_results;
 };

@@ -161,8 +161,9 @@ struct PostgresStoreOptions {
   std::string uri;              // libpq connection URI or key=value string.
   int64_t lease_ms = 30'000;    // How long a claim holds a job without a renewal.
   int connections = 4;          // Pooled connections for store operations (plus one listener).
-  // Jobs with more samples than this are split into parts of this many samples that workers run
-  // in parallel and the last one merges (job.h); 0 = never split.
+  // Jobs with more units of work than this (samples, times the models of a comparison job) are
+  // split into parts of this many units that workers run in parallel and the last one merges
+  // (job.h); 0 = never split.
   int64_t part_samples = 0;
   Clock clock = SystemClock();  // Timestamps and leases; replicas need synchronized clocks.
   // Lost attempts (expired leases) after which a job fails with ATTEMPTS_EXHAUSTED (job.h).

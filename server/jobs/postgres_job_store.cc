@@ -78,8 +78,8 @@ absl::StatusOr<JobRecord> ReadRecord(const pqxx::row& row) {
   if (!job.ok() || row.size() < internal::kColumnCount + 4) return job;
   const Row extra(row);
   job->parent_id = extra.Text(internal::kColumnCount);
-  job->sample_begin = extra.Int(internal::kColumnCount + 1);
-  job->sample_end = extra.Int(internal::kColumnCount + 2);
+  job->unit_begin = extra.Int(internal::kColumnCount + 1);
+  job->unit_end = extra.Int(internal::kColumnCount + 2);
   job->parts_total = static_cast<int32_t>(extra.Int(internal::kColumnCount + 3));
   return job;
 }
@@ -128,7 +128,9 @@ CREATE TABLE results (
   result_json TEXT NOT NULL
 );
 )sql"},
-    // Sample parts: a part row names its parent; a parent counts its parts and those done.
+    // Parts: a part row names its parent and its range of units of work (sample_begin and
+    // sample_end: units, which are samples for a job without versus; job.h); a parent counts its
+    // parts and those done.
     {2, R"sql(
 ALTER TABLE jobs ADD COLUMN parent_id TEXT NOT NULL DEFAULT '';
 ALTER TABLE jobs ADD COLUMN sample_begin BIGINT NOT NULL DEFAULT 0;
@@ -374,9 +376,12 @@ class PostgresJobStore final : public JobStore {
           }),
           ")");
       std::apply([&](const auto&... values) { tx.exec_params(kInsert, values...); }, internal::InsertValues(job));
+      // Split by units of work, (model, sample) pairs (jacobian_spec.h WorkUnits): a comparison
+      // of several models spreads over workers by model too, even with one sample.
       const int64_t part = options_.part_samples;
-      if (part > 0 && job.spec.samples > part) {
-        job.parts_total = static_cast<int32_t>((job.spec.samples + part - 1) / part);
+      const int64_t units = WorkUnits(job.spec);
+      if (part > 0 && units > part) {
+        job.parts_total = static_cast<int32_t>((units + part - 1) / part);
         tx.exec_params("UPDATE jobs SET parts_total = $2 WHERE id = $1", job.id, job.parts_total);
         for (int32_t k = 0; k < job.parts_total; ++k) {
           tx.exec_params(
@@ -384,7 +389,7 @@ class PostgresJobStore final : public JobStore {
               "time_limit_seconds, updated_ms, parent_id, sample_begin, sample_end, tenant, owner, max_running, model_uid) "
               "SELECT $2, 'queued', priority, created_ms, model, spec_device, spec_json, labels_json, "
               "time_limit_seconds, updated_ms, id, $3, $4, tenant, owner, max_running, model_uid FROM jobs WHERE id = $1",
-              job.id, absl::StrCat(job.id, ".", k), k * part, std::min<int64_t>(job.spec.samples, (k + 1) * part));
+              job.id, absl::StrCat(job.id, ".", k), k * part, std::min<int64_t>(units, (k + 1) * part));
         }
       }
       tx.exec(kNotify);

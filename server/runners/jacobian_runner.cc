@@ -118,8 +118,8 @@ jacobian::MeasureOptions OptionsFor(const jobs::JacobianJobSpec& spec, const std
 }
 
 // The samples a job does not measure again: a merge's parts' records in sample order (nothing
-// left to compute), or the checkpoint's of an earlier attempt; and the job's sample range. Per
-// model of `versus`, its records likewise in `versus_done`.
+// left to compute), or the checkpoint's of an earlier attempt. Per model of `versus`, its records
+// likewise in `versus_done`.
 absl::Status ResumeSamples(const jobs::JobRecord& job, jacobian::MeasureOptions& options,
                            std::vector<std::vector<jacobian::SampleRecord>>& versus_done) {
   const size_t versus_count = job.spec.versus.size();
@@ -144,8 +144,6 @@ absl::Status ResumeSamples(const jobs::JobRecord& job, jacobian::MeasureOptions&
     }
     return absl::OkStatus();
   }
-  options.first_sample = job.sample_begin;
-  options.end_sample = job.parent_id.empty() ? 0 : job.sample_end;
   auto records = RecordsFromCheckpoint(job.checkpoint, versus_count);
   if (!records.ok()) return records.status();
   options.done_samples = std::move(records->samples);
@@ -240,40 +238,59 @@ absl::StatusOr<Loaded> Load(registry::ModelCatalog* catalog, registry::ModelCach
   return loaded;
 }
 
-// Where one model's measurement stands in the job: its place among the job's models, its name
-// (messages), its records in the checkpoint (appended to as samples finish), and the reporter.
+// The samples each model measures in this run (index 0 the first model, 1 + i = versus[i]): all
+// of them, or a part's share of the job's units of work (jacobian_spec.h SampleRangesOfUnits).
+std::vector<jobs::SampleRange> RangesOf(const jobs::JobRecord& job) {
+  if (job.parent_id.empty()) {
+    return std::vector<jobs::SampleRange>(1 + job.spec.versus.size(), jobs::SampleRange{0, job.spec.samples});
+  }
+  return jobs::SampleRangesOfUnits(job.spec, job.unit_begin, job.unit_end);
+}
+
+// Restricts a measurement to one model's range (the whole job's samples are 0 .. samples).
+void SetRange(jacobian::MeasureOptions& options, const jobs::JobRecord& job, const jobs::SampleRange& range) {
+  options.first_sample = range.begin;
+  options.end_sample = job.parent_id.empty() ? 0 : range.end;
+}
+
+// Where one model's measurement stands in this run: the units of work before it (the earlier
+// models' ranges, finished) and in all, its own range, its name (messages), its records in the
+// checkpoint (appended to as samples finish), and the reporter. Progress counts units: a
+// comparison's samples_done runs over every model's samples, not from 0 again for each.
 struct Stage {
-  int64_t index = 0, count = 1;
+  int64_t units_before = 0, units_total = 1;
+  jobs::SampleRange range;
   std::string name;
   nlohmann::json* records = nullptr;
   nlohmann::json* checkpoint = nullptr;
   const std::function<bool(const jobs::ProgressUpdate&)>& report;
 };
 
-// One model over the job's samples (those not in options.done_samples), under its instance lock;
-// each finished sample is appended to the checkpoint and reported.
-absl::StatusOr<jacobian::MeasureResult> MeasureOne(const jobs::JobRecord& job, Loaded& loaded,
-                                                   jacobian::MeasureOptions& options, const Stage& stage) {
+// One model over its range's samples (those not in options.done_samples), under its instance
+// lock; each finished sample is appended to the checkpoint and reported.
+absl::StatusOr<jacobian::MeasureResult> MeasureOne(Loaded& loaded, jacobian::MeasureOptions& options,
+                                                   const Stage& stage) {
   std::unique_lock<std::mutex> lock;
   if (loaded.lock != nullptr) lock = std::unique_lock(*loaded.lock);
   const auto start = std::chrono::steady_clock::now();
-  const int64_t samples_here = job.parent_id.empty() ? job.spec.samples : job.sample_end - job.sample_begin;
-  const double resumed_fraction = static_cast<double>(options.done_samples.size()) / samples_here;
-  // The job's fraction: this model's within its share of all models.
-  auto overall = [&](double fraction) { return (static_cast<double>(stage.index) + fraction) / static_cast<double>(stage.count); };
+  const double units = static_cast<double>(stage.range.size());
+  const double resumed_fraction = static_cast<double>(options.done_samples.size()) / units;
+  const double units_after = static_cast<double>(stage.units_total - stage.units_before) - units;
+  // The run's fraction: the units finished before this model, and this model's share done.
+  auto overall = [&](double fraction) {
+    return (static_cast<double>(stage.units_before) + fraction * units) / static_cast<double>(stage.units_total);
+  };
   jacobian::Progress last;
   options.progress = [&](const jacobian::Progress& progress) {
     last = progress;
     jobs::ProgressUpdate update;
     update.progress = overall(progress.fraction);
-    update.samples_done = progress.samples_done;
+    update.samples_done = stage.units_before + progress.samples_done;
     update.chunks_done = progress.chunks_done;
     update.chunks_total = progress.chunks_total;
     const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    const double gained = progress.fraction - resumed_fraction;
-    update.eta_seconds = gained > 0 ? elapsed / gained * (1.0 - progress.fraction) +
-                                          elapsed / gained * static_cast<double>(stage.count - stage.index - 1)
-                                    : -1;
+    const double gained = (progress.fraction - resumed_fraction) * units;  // Units measured here so far.
+    update.eta_seconds = gained > 0 ? elapsed / gained * ((1.0 - progress.fraction) * units + units_after) : -1;
     return stage.report(update);
   };
   std::optional<int64_t> not_finite;  // The first sample with a non-finite value.
@@ -285,7 +302,7 @@ absl::StatusOr<jacobian::MeasureResult> MeasureOne(const jobs::JobRecord& job, L
     stage.records->push_back(RecordToJson(record));
     jobs::ProgressUpdate update;
     update.progress = overall(last.fraction);
-    update.samples_done = static_cast<int64_t>(stage.records->size());
+    update.samples_done = stage.units_before + static_cast<int64_t>(stage.records->size());
     update.chunks_done = last.chunks_done;
     update.chunks_total = last.chunks_total;
     update.checkpoint = stage.checkpoint->dump();
@@ -296,12 +313,22 @@ absl::StatusOr<jacobian::MeasureResult> MeasureOne(const jobs::JobRecord& job, L
   return result;
 }
 
-// Comparison jobs: the index-th model of `versus` on the reference's samples, resumed from `done`.
+// The token ids every model of a comparison job is measured on: the first model's (drawn from
+// its vocabulary and the seed, or given; none for Gaussian embeddings). Drawn here rather than
+// taken from the first model's measurement, so that a part holding only other models' samples
+// has them too.
+std::vector<std::vector<int64_t>> ReferenceIds(const jobs::JobRecord& job, const models::DecoderModel& first) {
+  if (job.spec.input == jobs::JacobianInput::kGivenTokens) return job.spec.tokens;
+  if (job.spec.input != jobs::JacobianInput::kRandomTokens) return {};
+  return jacobian::DrawTokenIds(first.config().vocab_size, OptionsFor(job.spec, "cpu"));
+}
+
+// Comparison jobs: the index-th model of `versus` over its stage's range of the reference's
+// samples, resumed from `done`.
 absl::StatusOr<jobs::MeasuredModel> MeasureVersus(registry::ModelCatalog* catalog, registry::ModelCache* cache,
                                                   const jobs::JobRecord& job, const Loaded& first,
-                                                  const jacobian::MeasureResult& reference, size_t index,
-                                                  std::vector<jacobian::SampleRecord>& done, nlohmann::json& checkpoint,
-                                                  const std::function<bool(const jobs::ProgressUpdate&)>& report,
+                                                  const std::vector<std::vector<int64_t>>& reference_ids, size_t index,
+                                                  std::vector<jacobian::SampleRecord>& done, const Stage& stage,
                                                   int64_t& vjps) {
   const auto& versus = job.spec.versus[index];
   Loaded loaded;
@@ -320,26 +347,24 @@ absl::StatusOr<jobs::MeasuredModel> MeasureVersus(registry::ModelCatalog* catalo
   jacobian::MeasureOptions options = OptionsFor(job.spec, job.device.empty() ? "cpu" : job.device);
   // The same inputs: the reference's token ids (drawn from its vocabulary, or given); Gaussian
   // embeddings and probes are drawn from the same seed.
-  if (!reference.tokens.empty()) {
+  if (!reference_ids.empty()) {
     options.input = jobs::JacobianInput::kGivenTokens;
-    options.tokens = reference.tokens;
+    options.tokens = reference_ids;
   }
-  options.first_sample = job.sample_begin;
-  options.end_sample = job.parent_id.empty() ? 0 : job.sample_end;
+  SetRange(options, job, stage.range);
   options.done_samples = std::move(done);
-  const std::string name = versus.init ? std::string(jobs::kVersusInit) : versus.model;
-  auto result = MeasureOne(job, loaded, options,
-                           Stage{static_cast<int64_t>(index) + 1, 1 + static_cast<int64_t>(job.spec.versus.size()), name,
-                                 &checkpoint["versus"][index], &checkpoint, report});
+  auto result = MeasureOne(loaded, options, stage);
   if (!result.ok()) return result.status();
   vjps += result->vjp_count;
-  return jobs::MeasuredModel{name, loaded.bound.uid, loaded.bound.weights_sha256, UpToTarget(*result)};
+  return jobs::MeasuredModel{stage.name, loaded.bound.uid, loaded.bound.weights_sha256, UpToTarget(*result)};
 }
 
 }  // namespace
 
 absl::StatusOr<std::string> JacobianRunner::Run(const jobs::JobRecord& job,
                                                 const std::function<bool(const jobs::ProgressUpdate&)>& report) {
+  // The first model is loaded even by a part that measures none of its samples: it gives the
+  // inputs' token ids and `init`'s architecture.
   auto first = Load(catalog_, cache_, job, job.spec.model, job.spec.model_uid, job.spec.model_weights_sha256);
   if (!first.ok()) return first.status();
   const std::string device = job.device.empty() ? "cpu" : job.device;
@@ -354,20 +379,40 @@ absl::StatusOr<std::string> JacobianRunner::Run(const jobs::JobRecord& job,
     checkpoint["versus"].push_back(nlohmann::json::array());
     for (const auto& record : records) checkpoint["versus"].back().push_back(RecordToJson(record));
   }
-  const int64_t count = 1 + static_cast<int64_t>(job.spec.versus.size());
-  auto result = MeasureOne(job, *first, options, Stage{0, count, job.spec.model, &checkpoint["samples"], &checkpoint, report});
-  if (!result.ok()) return result.status();
-  int64_t vjps = result->vjp_count;
-  std::vector<jobs::MeasuredModel> measured = {{job.spec.model, first->bound.uid, first->bound.weights_sha256, UpToTarget(*result)}};
+  // Each model's range in this run, and the units of work in all.
+  const std::vector<jobs::SampleRange> ranges = RangesOf(job);
+  int64_t units_total = 0;
+  for (const auto& range : ranges) units_total += range.size();
+  int64_t units_before = 0;
+  auto stage = [&](size_t m, const std::string& name, nlohmann::json* records) {
+    return Stage{units_before, units_total, ranges[m], name, records, &checkpoint, report};
+  };
+  std::optional<jacobian::MeasureResult> result;
+  int64_t vjps = 0;
+  std::vector<jobs::MeasuredModel> measured;
+  if (!ranges[0].empty()) {
+    SetRange(options, job, ranges[0]);
+    auto own = MeasureOne(*first, options, stage(0, job.spec.model, &checkpoint["samples"]));
+    if (!own.ok()) return own.status();
+    result = *std::move(own);
+    vjps += result->vjp_count;
+    measured.push_back({job.spec.model, first->bound.uid, first->bound.weights_sha256, UpToTarget(*result)});
+    units_before += ranges[0].size();
+  }
+  const auto reference_ids = job.spec.versus.empty() ? std::vector<std::vector<int64_t>>{} : ReferenceIds(job, *first->model);
   for (size_t i = 0; i < job.spec.versus.size(); ++i) {
-    auto other = MeasureVersus(catalog_, cache_, job, *first, *result, i, versus_done[i], checkpoint, report, vjps);
+    if (ranges[i + 1].empty()) continue;
+    const std::string name = job.spec.versus[i].init ? std::string(jobs::kVersusInit) : job.spec.versus[i].model;
+    auto other = MeasureVersus(catalog_, cache_, job, *first, reference_ids, i, versus_done[i],
+                               stage(i + 1, name, &checkpoint["versus"][i]), vjps);
     if (!other.ok()) return other.status();
     measured.push_back(*std::move(other));
+    units_before += ranges[i + 1].size();
   }
   last_vjp_count_ = vjps;
   if (!job.parent_id.empty()) {
-    // A part's result is its samples' records (the checkpoint format); the merge reports.
-    checkpoint["part"] = {{"sample_begin", job.sample_begin}, {"sample_end", job.sample_end}};
+    // A part's result is its models' records (the checkpoint format); the merge reports.
+    checkpoint["part"] = {{"unit_begin", job.unit_begin}, {"unit_end", job.unit_end}};
     return checkpoint.dump();
   }
   std::unique_lock lock(*first->lock);  // The report reads the model (its config and parameters).
@@ -378,6 +423,5 @@ absl::StatusOr<std::string> JacobianRunner::Run(const jobs::JobRecord& job,
   }
   return jobs::ReportToJson(job_report).dump();
 }
-
 
 }  // namespace posbias::runners

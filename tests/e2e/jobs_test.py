@@ -596,6 +596,8 @@ class JobsTest(ServerTestCase):
         # init with the reference's own seed is the reference again: a paired ratio of exactly 0.
         job = self.submit("--model", "tiny-gpt2", "--versus", "init,tiny-gpt2-seed5", "--init-seed", "1", *flags)
         self.assertEqual(job["state"], "succeeded", job)
+        # Progress counts (model, sample) units: 3 samples of 3 models.
+        self.assertEqual((job["samples_done"], job["samples_total"]), (9, 9), job)
         result = self.cli_json("jobs", "result", job["id"])
         compared = result["comparison"]
         self.assertEqual([m["model"] for m in compared], ["tiny-gpt2", "init", "tiny-gpt2-seed5"])

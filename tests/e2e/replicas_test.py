@@ -197,7 +197,9 @@ class PartsTest(ReplicaTestCase):
         job = self.cli(split).json("jobs", "submit", *flags)
         self.wait_succeeded(split, job["id"])
         merged = self.cli(split).json("jobs", "result", job["id"])
-        self.assertEqual(merged["job"]["parts"], 3)
+        # 24 units of work (8 samples of 3 models) in parts of 3: parts [6, 9) and [15, 18) hold
+        # samples of two models each.
+        self.assertEqual(merged["job"]["parts"], 8)
         split.stop()  # The same job unsplit, on a replica that does not split (the data directory is shared).
         whole = self.replica("both")
         reference_job = self.cli(whole).json("jobs", "submit", *flags)
@@ -210,6 +212,33 @@ class PartsTest(ReplicaTestCase):
             self.assertAlmostEqual(mine["middle"]["mean"], theirs["middle"]["mean"], places=12)
         self.assertAlmostEqual(merged["comparison"][2]["middle_log_ratio"]["mean"],
                                reference["comparison"][2]["middle_log_ratio"]["mean"], places=12)
+
+    def test_one_sample_of_three_models_runs_as_three_parts_on_both_replicas(self):
+        # Units of work are (model, sample) pairs: with parts of one unit, the first model's sample,
+        # init's and the other model's are three parts; parts holding only init's or the other
+        # model's sample draw the first model's token ids without measuring it.
+        first, second = self.replica("both", "--part-samples", "1"), self.replica("both", "--part-samples", "1")
+        tiny = [flag if flag not in ("4", "256", "512") else {"4": "2", "256": "32", "512": "64"}[flag]
+                for flag in SLOW_MODEL]
+        self.cli(first).json("models", "register", "one-gpt2", *tiny, timeout=60)
+        self.cli(first).json("models", "register", "one-gpt2-b", *tiny[:-1], "7", timeout=60)
+        flags = ["--model", "one-gpt2", "--versus", "init,one-gpt2-b", "--init-seed", "1",
+                 "--length", "24", "--samples", "1", "--method", "exact", "--seed", "3"]
+        job = self.cli(first).json("jobs", "submit", *flags)
+        final = self.wait_succeeded(second, job["id"])
+        self.assertEqual((final["samples_done"], final["samples_total"]), (3, 3), final)
+        merged = self.cli(second).json("jobs", "result", job["id"])
+        self.assertEqual(merged["job"]["parts"], 3)
+        first.stop()
+        second.stop()
+        whole = self.replica("both")
+        reference_job = self.cli(whole).json("jobs", "submit", *flags)
+        self.wait_succeeded(whole, reference_job["id"])
+        reference = self.cli(whole).json("jobs", "result", reference_job["id"])
+        self.assertEqual(merged["tokens"], reference["tokens"])
+        for mine, theirs in zip(merged["comparison"], reference["comparison"]):
+            for j, (a, b) in enumerate(zip(mine["sq_norm_mean"], theirs["sq_norm_mean"])):
+                self.assertLessEqual(abs(a - b), RESULT_REL_TOL * abs(b), "%s sq_norm_mean[%d]" % (mine["model"], j))
 
 
 class RolesTest(ReplicaTestCase):

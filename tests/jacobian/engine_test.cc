@@ -72,6 +72,26 @@ void ExpectRelativelyClose(const std::vector<double>& actual, const std::vector<
   }
 }
 
+TEST(DrawTokenIds, AreTheIdsAMeasurementOnRandomTokensDrawsForEverySample) {
+  auto model = Build(Tiny("gpt2"));
+  MeasureOptions options;
+  options.length = 6;
+  options.samples = 3;
+  options.seed = 11;
+  options.method = Method::kHutchinson;
+  options.probes = 2;
+  options.first_sample = 1;  // A part: its measurement still draws every sample's ids.
+  options.end_sample = 2;
+  auto result = Measure(*model, options);
+  ASSERT_TRUE(result.ok()) << result.status();
+  const auto drawn = DrawTokenIds(model->config().vocab_size, options);
+  EXPECT_EQ(drawn, result->tokens);
+  ASSERT_EQ(drawn.size(), 3u);
+  EXPECT_EQ(drawn[0].size(), 7u) << "L + 1 ids: the last is the next token";
+  options.seed = 12;
+  EXPECT_NE(DrawTokenIds(model->config().vocab_size, options), drawn) << "another seed, other ids";
+}
+
 class ExactEngine : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(ExactEngine, MatchesBruteForceAutogradPerCoordinate) {

@@ -162,6 +162,25 @@ JacobianReport FullReport() {
   return report;
 }
 
+TEST(JacobianWorkUnits, AComparisonHasOneUnitPerModelAndSampleNumberedModelMajor) {
+  JacobianJobSpec spec;
+  spec.samples = 3;
+  EXPECT_EQ(WorkUnits(spec), 3) << "one unit per sample without versus";
+  spec.versus.resize(2);  // Two more models: init and another.
+  EXPECT_EQ(WorkUnits(spec), 9);
+  // Units 2..6: the first model's last sample, all of init's, the first of b's.
+  EXPECT_EQ(SampleRangesOfUnits(spec, 2, 7), (std::vector<SampleRange>{{2, 3}, {0, 3}, {0, 1}}));
+  // Units 4..5 lie within init's samples: the other models' ranges are empty.
+  const auto middle = SampleRangesOfUnits(spec, 4, 6);
+  EXPECT_TRUE(middle[0].empty());
+  EXPECT_EQ(middle[1], (SampleRange{1, 3}));
+  EXPECT_TRUE(middle[2].empty());
+  EXPECT_EQ(middle[0].size() + middle[1].size() + middle[2].size(), 2);
+  // Every unit of the job belongs to exactly one model's range.
+  const auto whole = SampleRangesOfUnits(spec, 0, WorkUnits(spec));
+  for (const auto& range : whole) EXPECT_EQ(range, (SampleRange{0, 3}));
+}
+
 TEST(JacobianReportJson, AFullReportRoundTrips) {
   const auto json = ReportToJson(FullReport());
   auto back = ReportFromText(json.dump());

@@ -289,12 +289,12 @@ TEST_F(PostgresSplitJob, PartsRunOnSeveralWorkersAndTheParentIsMergedOnceWithThe
   EXPECT_EQ((*api->CountByState())[JobState::kQueued], 3) << "a split job counts as its parts (work units)";
 
   std::vector<JobRecord> parts = {Claim(*workers, "a"), Claim(*workers, "b"), Claim(*workers, "c")};
-  std::sort(parts.begin(), parts.end(), [](const JobRecord& x, const JobRecord& y) { return x.sample_begin < y.sample_begin; });
+  std::sort(parts.begin(), parts.end(), [](const JobRecord& x, const JobRecord& y) { return x.unit_begin < y.unit_begin; });
   const std::vector<std::pair<int64_t, int64_t>> ranges = {{0, 3}, {3, 6}, {6, 8}};
   for (size_t k = 0; k < parts.size(); ++k) {
     EXPECT_EQ(parts[k].parent_id, job.id);
     EXPECT_EQ(parts[k].id, absl::StrCat(job.id, ".", k));
-    EXPECT_EQ(std::make_pair(parts[k].sample_begin, parts[k].sample_end), ranges[k]);
+    EXPECT_EQ(std::make_pair(parts[k].unit_begin, parts[k].unit_end), ranges[k]);
     EXPECT_EQ(parts[k].spec.samples, 8) << "a part carries its parent's spec";
   }
   EXPECT_EQ(api->Get(job.id)->state, JobState::kRunning);
@@ -323,6 +323,27 @@ TEST_F(PostgresSplitJob, PartsRunOnSeveralWorkersAndTheParentIsMergedOnceWithThe
 
   ASSERT_TRUE(api->Delete(job.id, false).ok());
   EXPECT_EQ(api->Get(parts[0].id).status().code(), absl::StatusCode::kNotFound) << "parts go with their parent";
+}
+
+TEST_F(PostgresSplitJob, AComparisonIsSplitByModelAndSampleSoThatOneSampleOfThreeModelsRunsOnThreeWorkers) {
+  auto api = Replica(1);
+  JobRecord job = MakeJob();
+  job.spec.samples = 1;
+  job.spec.versus.resize(2);  // The first model, then two more: three units of work.
+  auto created = api->Create(job, 0);
+  ASSERT_TRUE(created.ok()) << created.status();
+  EXPECT_EQ(created->job.parts_total, 3);
+  std::vector<JobRecord> parts = {Claim(*api, "a"), Claim(*api, "b"), Claim(*api, "c")};
+  std::sort(parts.begin(), parts.end(), [](const JobRecord& x, const JobRecord& y) { return x.unit_begin < y.unit_begin; });
+  for (int64_t k = 0; k < 3; ++k) {
+    EXPECT_EQ(std::make_pair(parts[k].unit_begin, parts[k].unit_end), std::make_pair(k, k + 1)) << "part " << k;
+  }
+  // A part's samples_done counts its units; the parent's progress is over all of the job's units.
+  ProgressUpdate update;
+  update.samples_done = 1;
+  update.progress = 1.0;
+  ASSERT_TRUE(api->UpdateProgress(parts[1].id, parts[1].attempt, update).ok());
+  EXPECT_DOUBLE_EQ(api->Get(created->job.id)->progress, 1.0 / 3.0);
 }
 
 TEST_F(PostgresSplitJob, AFailedPartFailsItsParentAndStopsTheOtherParts) {

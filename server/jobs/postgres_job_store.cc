@@ -689,9 +689,11 @@ class PostgresJobStore final : public JobStore {
       const ModelBinding& model = *filter.bound_to;
       const std::string name = placeholder(model.name), path = placeholder(model.path), uid = placeholder(model.uid),
                         tenant = placeholder(model.tenant);
-      conditions.push_back(absl::StrCat("model IN (", name, ", ", path, ") AND ((", uid, " <> '' AND model_uid = ", uid,
+      // Its first model, or (comparison jobs, which always record uids) one of its versus models.
+      conditions.push_back(absl::StrCat("((model IN (", name, ", ", path, ") AND ((", uid, " <> '' AND model_uid = ", uid,
                                         ") OR (model_uid = '' AND (", tenant, " = '' OR tenant = ", tenant,
-                                        " OR model = ", path, ")))"));
+                                        " OR model = ", path, ")))) OR (", uid, " <> '' AND (spec_json::jsonb -> 'versus') @> "
+                                        "jsonb_build_array(jsonb_build_object('uid', ", uid, "::text))))"));
     }
     if (filter.tenant) conditions.push_back(absl::StrCat("tenant = ", placeholder(*filter.tenant)));
     if (!filter.owner.empty()) conditions.push_back(absl::StrCat("owner = ", placeholder(filter.owner)));

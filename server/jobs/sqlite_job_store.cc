@@ -653,11 +653,13 @@ class SqliteJobStore final : public JobStore {
     }
     if (filter.bound_to) {
       const ModelBinding& model = *filter.bound_to;
+      // Its first model, or (comparison jobs, which always record uids) one of its versus models.
       conditions.push_back(
-          "model IN (?, ?) AND ((? <> '' AND model_uid = ?) OR (model_uid = '' AND (? = '' OR tenant = ? OR "
-          "model = ?)))");
+          "((model IN (?, ?) AND ((? <> '' AND model_uid = ?) OR (model_uid = '' AND (? = '' OR tenant = ? OR "
+          "model = ?)))) OR (? <> '' AND EXISTS (SELECT 1 FROM json_each(jobs.spec_json, '$.versus') AS v "
+          "WHERE json_extract(v.value, '$.uid') = ?)))");
       for (const std::string& value : {model.name, model.path, model.uid, model.uid, model.tenant, model.tenant,
-                                       model.path}) {
+                                       model.path, model.uid, model.uid}) {
         values.push_back(value);
       }
     }

@@ -646,10 +646,11 @@ class NoWorkerServerTest : public ::testing::Test {
     model.set_wait(true);
     return client_->RegisterModel(model);
   }
-  absl::StatusOr<v1::Job> Submit(const std::string& model) {
+  absl::StatusOr<v1::Job> Submit(const std::string& model, const std::vector<std::string>& versus = {}) {
     v1::SubmitJobRequest submit;
     auto* spec = submit.mutable_spec()->mutable_jacobian_norm();
     spec->set_model(model);
+    for (const auto& other : versus) spec->add_versus(other);
     spec->set_sequence_length(6);
     spec->set_samples(1);
     return client_->SubmitJob(submit);
@@ -694,6 +695,25 @@ TEST_F(NoWorkerServerTest, AJobIsBoundToTheModelsUidAndAForcedDeletionCancelsAnd
   auto next = Submit("shared-m");
   ASSERT_TRUE(next.ok()) << next.status();
   EXPECT_EQ(next->model_uid(), second->uid());
+}
+
+TEST_F(NoWorkerServerTest, AModelAQueuedComparisonJobMeasuresAfterItsFirstIsInUseToo) {
+  ASSERT_TRUE(Register("first-m", 1).ok());
+  ASSERT_TRUE(Register("other-m", 2).ok());
+  auto job = Submit("first-m", {"init", "other-m"});
+  ASSERT_TRUE(job.ok()) << job.status();
+  v1::DeleteModelRequest unforced;
+  unforced.set_name("other-m");
+  EXPECT_EQ(ErrorReason(client_->DeleteModel(unforced).status()), "MODEL_IN_USE");
+  v1::GetModelRequest get_model;
+  get_model.set_name("other-m");
+  EXPECT_EQ(client_->GetModel(get_model)->active_job_count(), 1u);
+  v1::DeleteModelRequest forced = unforced;
+  forced.set_force(true);
+  auto deleted = client_->DeleteModel(forced);
+  ASSERT_TRUE(deleted.ok()) << deleted.status();
+  ASSERT_EQ(deleted->cancelled_job_ids_size(), 1) << "a forced deletion cancels the comparison, as it would its first";
+  EXPECT_EQ(deleted->cancelled_job_ids(0), job->id());
 }
 
 }  // namespace

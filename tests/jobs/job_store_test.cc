@@ -946,6 +946,28 @@ TEST_P(JobStoreContract, AModelsJobsAreThoseThatRecordedItsUidOrOlderOnesWhoseNa
   EXPECT_EQ(count, 2);
 }
 
+TEST_P(JobStoreContract, AComparisonJobIsAmongTheJobsOfEveryModelItMeasures) {
+  JobRecord comparison = MakeJob("m", 0, "a");
+  comparison.spec.model_uid = "u-1";
+  comparison.spec.versus.push_back({"init", true, "", ""});
+  comparison.spec.versus.push_back({"other", false, "u-2", "digest"});
+  const JobRecord added = Add(comparison);
+  Add(MakeJob("third", 0, "b"));
+  auto jobs_of = [&](ModelBinding model) {
+    ListFilter filter;
+    filter.bound_to = std::move(model);
+    std::set<std::string> found;
+    EXPECT_TRUE(ForEachJob(store(), filter, [&](JobRecord& j) { found.insert(j.id); }).ok());
+    return found;
+  };
+  EXPECT_EQ(jobs_of(ModelBinding{"m", "m", "u-1", ""}), (std::set<std::string>{added.id}));
+  EXPECT_EQ(jobs_of(ModelBinding{"other", "other", "u-2", ""}), (std::set<std::string>{added.id}))
+      << "a versus model is in use by the job too (deleting it is refused while the job is active)";
+  EXPECT_EQ(jobs_of(ModelBinding{"other", "other", "u-3", ""}), (std::set<std::string>{}))
+      << "another registration of the same name is not";
+  EXPECT_EQ(jobs_of(ModelBinding{"third", "third", "", ""}).size(), 1u);
+}
+
 // Tenancy: a principal's max_running_jobs is kept at claim time; other owners are not held up,
 // and a listing for one tenant or one owner shows only theirs.
 TEST_P(JobStoreContract, AnOwnerAtItsRunningQuotaWaitsWhileOthersAreClaimed) {

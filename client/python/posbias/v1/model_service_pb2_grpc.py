@@ -95,7 +95,7 @@ class ModelServiceServicer(object):
 
     def DeleteModel(self, request, context):
         """Deletes a model and frees its memory. Refused with MODEL_IN_USE while QUEUED, RUNNING or
-        CANCELLING jobs use it, unless `force` is set. Built-in models cannot be deleted.
+        CANCELLING jobs use it (as their model or one of their versus models), unless `force` is set. Built-in models cannot be deleted.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -13,10 +13,19 @@ int64_t ActivationBytesPerRow(const models::ModelConfig& config, int64_t length,
   return std::max<int64_t>(1, static_cast<int64_t>(std::min(bytes, 9e18)));
 }
 
-int64_t LossHeadBytesPerRow(const models::ModelConfig& config, int64_t length, int64_t element_bytes) {
-  const double bytes = static_cast<double>(length) * static_cast<double>(config.vocab_size) *
-                       static_cast<double>(element_bytes + 4);
-  return static_cast<int64_t>(std::min(bytes, 9e18));
+int64_t LossGraphBytesPerLayer(const models::ModelConfig& config, int64_t length, int64_t element_bytes) {
+  const double positions = static_cast<double>(length);
+  const double elements = static_cast<double>(config.num_heads) * positions * positions +
+                          positions * (12.0 * static_cast<double>(config.hidden_size) +
+                                       3.0 * static_cast<double>(config.intermediate_size));
+  return static_cast<int64_t>(std::min(elements * static_cast<double>(element_bytes), 9e18));
+}
+
+int64_t LossPeakBytes(const models::ModelConfig& config, int64_t length, int64_t element_bytes) {
+  const double positions = static_cast<double>(length), e = static_cast<double>(element_bytes);
+  const double softmax = 2.0 * static_cast<double>(config.num_heads) * positions * positions * e;
+  const double head = positions * static_cast<double>(config.vocab_size) * (e + 8.0);
+  return static_cast<int64_t>(std::min(std::max(softmax, head), 9e18));
 }
 
 int64_t ModelPassBytes(const models::ModelConfig& config, int64_t length, int64_t element_bytes) {
@@ -33,10 +42,12 @@ int64_t ReverseBytesPerRow(const models::ModelConfig& config, int64_t length, in
 
 BatchPlan PlanBatches(const BatchPlanInputs& in) {
   BatchPlan plan;
-  // The loss head's logits are kept whether or not the layers are recomputed.
-  const int64_t head_bytes = in.loss_over_positions ? LossHeadBytesPerRow(in.config, in.length, in.element_bytes) : 0;
-  const int64_t row_bytes = (in.model_pass ? ModelPassBytes(in.config, in.length, in.element_bytes)
-                                           : ActivationBytesPerRow(in.config, in.length, in.element_bytes)) + head_bytes;
+  // The loss gradient's row: its graph and its peak's addition (LossPeakBytes).
+  const int64_t loss_layer = in.loss_over_positions ? LossGraphBytesPerLayer(in.config, in.length, in.element_bytes) : 0;
+  const int64_t row_bytes =
+      in.loss_over_positions ? in.config.num_layers * loss_layer + LossPeakBytes(in.config, in.length, in.element_bytes)
+      : in.model_pass        ? ModelPassBytes(in.config, in.length, in.element_bytes)
+                             : ActivationBytesPerRow(in.config, in.length, in.element_bytes);
   const int64_t budget = in.budget_bytes;
   plan.checkpoint = in.checkpointing == Checkpointing::kOn ||
                     (in.checkpointing == Checkpointing::kAuto && row_bytes > (in.model_pass ? budget / 2 : budget));
@@ -45,9 +56,13 @@ BatchPlan PlanBatches(const BatchPlanInputs& in) {
   const int64_t model_pass_checkpointed =
       (in.config.num_layers + 1) * in.length * in.config.hidden_size * in.element_bytes +
       static_cast<int64_t>(models::ReversePassElementsPerLayer(in.config, in.length)) * in.element_bytes;
-  plan.kept_bytes = !plan.checkpoint ? row_bytes
-                    : in.model_pass  ? std::min(row_bytes, model_pass_checkpointed)
-                                     : std::max<int64_t>(1, (row_bytes - head_bytes) / 12) + head_bytes;
+  // The loss gradient checkpointed keeps each layer's input and, while one layer is recomputed,
+  // that layer's graph.
+  const int64_t loss_checkpointed = in.config.num_layers * in.length * in.config.hidden_size * in.element_bytes + loss_layer;
+  plan.kept_bytes = in.loss_over_positions ? (plan.checkpoint ? loss_checkpointed : in.config.num_layers * loss_layer)
+                    : !plan.checkpoint     ? row_bytes
+                    : in.model_pass        ? std::min(row_bytes, model_pass_checkpointed)
+                                           : std::max<int64_t>(1, row_bytes / 12);
   const int64_t reverse_row = ReverseBytesPerRow(in.config, in.length, in.element_bytes);
   int64_t batch = in.requested_batch;
   if (batch == 0 && in.model_pass) {
@@ -106,7 +121,9 @@ MemoryPrediction PredictMemory(const BatchPlanInputs& in, const BatchPlan& plan,
   const double accumulate = per_call * length * d * (e + static_cast<double>(in.norm_element_bytes));
   if (!in.model_pass) {
     memory.activations = Bytes(static_cast<double>(plan.kept_bytes) * batch);
-    memory.transient = Bytes(accumulate);
+    memory.transient = in.loss_over_positions
+                           ? Bytes(std::max(static_cast<double>(LossPeakBytes(c, in.length, in.element_bytes)), accumulate))
+                           : Bytes(accumulate);
     return memory;
   }
   memory.activations = plan.kept_bytes;

@@ -60,9 +60,15 @@ inline constexpr int64_t kCpuModelPassMinRows = 8;
 // Bytes of activations one batch row keeps for autograd's backward pass (all layers).
 // (The model's own pass keeps one copy for all rows: ModelPassBytes.)
 int64_t ActivationBytesPerRow(const models::ModelConfig& config, int64_t length, int64_t element_bytes);
-// Bytes the output head of the loss over all positions keeps per row: logits in the compute dtype
-// and their float32 log-probabilities, L x vocabulary each.
-int64_t LossHeadBytesPerRow(const models::ModelConfig& config, int64_t length, int64_t element_bytes);
+// The loss gradient (one row, through autograd over a family's dense attention), measured against
+// the process's peak (tests/jacobian/memory_model_test.py). Its graph keeps per layer the
+// attention probabilities, heads L^2, and the residual-stream and MLP tensors, L (12 d + 3 m).
+int64_t LossGraphBytesPerLayer(const models::ModelConfig& config, int64_t length, int64_t element_bytes);
+// What the loss gradient's peak adds to the graph it keeps: the larger of one layer's backward
+// through its softmax (the gradients of the probabilities and of the scores, 2 heads L^2) and the
+// loss head at the forward's end (the logits in the compute dtype, their float32 log-softmax and
+// its gradient: L x vocabulary x (element + 8) bytes).
+int64_t LossPeakBytes(const models::ModelConfig& config, int64_t length, int64_t element_bytes);
 // Bytes the model's own reverse pass keeps for one sequence: every layer's saved tensors
 // (models::ReversePassElementsPerLayer: linear in L) and the final norm's.
 int64_t ModelPassBytes(const models::ModelConfig& config, int64_t length, int64_t element_bytes);
@@ -83,7 +89,8 @@ BatchPlan PlanBatches(const BatchPlanInputs& inputs);
 //   weights + samples' embeddings + kept activations
 //     + max(the forward's transients, the rows' reverse work + the attention's block scratch),
 // each from the plan's rows (batch per product, rows_per_call per call). Autograd: the graph of
-// every batch row (kept_bytes each) and the rows' gradients.
+// every batch row (kept_bytes each) and the rows' gradients; the loss gradient: its graph
+// (kept_bytes) and LossPeakBytes.
 struct MemoryPrediction {
   int64_t weights = 0;      // Parameters in the compute dtype.
   int64_t inputs = 0;       // The measured sample's embeddings (one sample at a time).

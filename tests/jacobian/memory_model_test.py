@@ -10,7 +10,9 @@ test runs real measurements from L = 1,024 to 32,768 and holds the two within 25
     linear in L), Hutchinson K = 8 in float32, L = 1k, 2k, 4k, 8k, 16k and 32k;
   - a Llama-shaped model with full attention (width 64, head_dim 64), the same estimate at 1k-4k;
   - exact norms in float64 (64 rows: the MLP's per-position Jacobians and calls of many rows) of
-    the Llama and of a GPT-2-shaped model at L = 1k and 2k.
+    the Llama and of a GPT-2-shaped model at L = 1k and 2k;
+  - the loss gradient (autograd over dense attention, the loss head's logits) of the Llama at
+    1k-4k with a vocabulary of 8192, the GPT-2 in float64, and the Llama with layers recomputed.
 
 Usage: /usr/bin/python3 tests/jacobian/memory_model_test.py --measure-binary build/release/server/posbias-measure
 About two minutes on two cores; every run is bounded by a timeout.
@@ -32,7 +34,15 @@ LLAMA = ("--arch", "llama", "--layers", "2", "--width", "64", "--heads", "4", "-
          "--mlp-width", "128", "--vocab", "128", "--max-positions", "4096")
 GPT2 = ("--arch", "gpt2", "--layers", "2", "--width", "64", "--heads", "4", "--mlp-width", "256",
         "--vocab", "128", "--max-positions", "4096")
+
+
+def large_vocabulary(model):
+    """The model with a vocabulary of 8192 (the loss head's logits then count)."""
+    return tuple("8192" if previous == "--vocab" else flag for previous, flag in zip(("",) + model, model))
+
+
 HUTCHINSON = ("--method", "hutchinson", "--probes", "8", "--dtype", "float32")
+LOSS = ("--output", "loss", "--method", "exact")
 EXACT = ("--method", "exact", "--dtype", "float64")
 
 
@@ -66,6 +76,13 @@ class MemoryModelTest(unittest.TestCase):
     def test_exact_norms_in_float64(self):
         self.check("llama exact", LLAMA, [1024, 2048], EXACT)
         self.check("gpt2 exact", GPT2, [1024, 2048], EXACT)
+
+    def test_the_loss_gradient_through_autograd(self):
+        # Dense attention in autograd's graph (heads L^2 per layer), the loss head's logits at a
+        # vocabulary of 8192, float64, and layers recomputed.
+        self.check("llama loss", large_vocabulary(LLAMA), [1024, 2048, 4096], (*LOSS, "--dtype", "float32"))
+        self.check("gpt2 loss float64", large_vocabulary(GPT2), [1024], (*LOSS, "--dtype", "float64"))
+        self.check("llama loss recomputed", LLAMA, [2048], (*LOSS, "--dtype", "float32", "--checkpointing", "on"))
 
     def test_the_prediction_grows_linearly_in_the_length(self):
         short, long = (memory_of(MISTRAL, length, HUTCHINSON)["predicted_peak_bytes"] for length in (4096, 8192))

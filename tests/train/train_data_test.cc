@@ -16,18 +16,14 @@
 #include "server/train/corpus.h"
 #include "server/train/lr_schedule.h"
 #include "server/train/position_weights.h"
+#include "tests/train/scratch_dir.h"
 
 namespace posbias::train {
 namespace {
 
 namespace fs = std::filesystem;
 
-fs::path FreshDir(const std::string& name) {
-  const fs::path dir = fs::path(::testing::TempDir()) / absl::StrCat("train_data_", name, "_", ::getpid());
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
+ScratchDir FreshDir(const std::string& name) { return ScratchDir("train_data", name); }
 
 void Write(const fs::path& path, const std::string& text) { std::ofstream(path, std::ios::binary) << text; }
 

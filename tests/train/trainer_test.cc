@@ -13,18 +13,14 @@
 #include "gtest/gtest.h"
 #include "server/models/weights.h"
 #include "server/train/trainer.h"
+#include "tests/train/scratch_dir.h"
 
 namespace posbias::train {
 namespace {
 
 namespace fs = std::filesystem;
 
-fs::path FreshDir(const std::string& name) {
-  const fs::path dir = fs::path(::testing::TempDir()) / absl::StrCat("trainer_", name, "_", ::getpid());
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
+ScratchDir FreshDir(const std::string& name) { return ScratchDir("trainer", name); }
 
 // A repetitive text: a few sentences in a seeded order.
 fs::path WriteCorpus(const fs::path& dir) {

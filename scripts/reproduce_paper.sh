@@ -25,12 +25,9 @@ LENGTH="${LENGTH:-128}"
 mkdir -p "$OUT"
 DATA=$(mktemp -d)
 LOG="$DATA/server.log"
-"$SERVER" --listen 127.0.0.1:0 --metrics-listen 127.0.0.1:0 --data-dir "$DATA" --cpu-threads 2 2> "$LOG" &
-PID=$!
+. scripts/lib/local_server.sh
+start_local_server "$LOG" --data-dir "$DATA"
 trap 'kill -TERM $PID 2>/dev/null; wait $PID 2>/dev/null; rm -rf "$DATA"' EXIT
-for _ in $(seq 100); do grep -q "listening for gRPC on port" "$LOG" && break; sleep 0.1; done
-PORT=$(grep -o 'gRPC on port [0-9]*' "$LOG" | grep -o '[0-9]*$')
-P() { "$CLI" --server "127.0.0.1:$PORT" "$@"; }
 
 # Seeded random initialization (seed 0) of the published shapes.
 P models register qwen-pe   --preset qwen2-0.5b --seed 0 > /dev/null

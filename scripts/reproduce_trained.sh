@@ -47,13 +47,9 @@ for family in gpt2 llama; do
 done
 
 LOG="$WORK/server.log"
-"$SERVER" --listen 127.0.0.1:0 --metrics-listen 127.0.0.1:0 --data-dir "$WORK/data" --model-root "$WORK/models" \
-  --cpu-threads 2 2> "$LOG" &
-PID=$!
+. scripts/lib/local_server.sh
+start_local_server "$LOG" --data-dir "$WORK/data" --model-root "$WORK/models"
 trap 'kill -TERM $PID 2>/dev/null; wait $PID 2>/dev/null; rm -rf "$WORK"' EXIT
-for _ in $(seq 100); do grep -q "listening for gRPC on port" "$LOG" && break; sleep 0.1; done
-PORT=$(grep -o 'gRPC on port [0-9]*' "$LOG" | grep -o '[0-9]*$')
-P() { "$CLI" --server "127.0.0.1:$PORT" "$@"; }
 
 # Brown text: 16 samples of four documents' openings (40 bytes each), joined by EOS.
 /usr/bin/python3 - "$WORK/docs" "$WORK/text.jsonl" <<'PYEOF'

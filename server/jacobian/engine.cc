@@ -804,10 +804,11 @@ absl::StatusOr<MeasureResult> Measure(DecoderModel& model, const MeasureOptions&
   struct ReturnMemoryAtEnd {
     ~ReturnMemoryAtEnd() { ReturnFreeMemory(); }
   } return_memory_at_end;
-  // Autograd's graph holds a dense [heads, L, L] per layer and frees it in pieces of every size:
-  // retained, they would stay in the process beyond what the pass holds at any time.
-  const LargeBlocksMapped large_blocks(options.device == "cpu" &&
-                                       (options.length >= kMapLargeBlocksFromLength || !UsesModelPass(model, options)));
+  // The loss gradient's autograd graph holds a dense [heads, L, L] per layer and frees it in pieces
+  // of every size: retained, they would stay in the process beyond what the pass holds at any time
+  // (and beyond its memory model).
+  const LargeBlocksMapped large_blocks(options.device == "cpu" && (options.length >= kMapLargeBlocksFromLength ||
+                                                                   options.output == Output::kLossGradient));
   const auto start_time = std::chrono::steady_clock::now();
   try {
     const torch::Device device(options.device);

@@ -6,7 +6,9 @@
 #  3. runs torch_tests, the *_CUDA tests included,
 #  4. measures qwen2-0.5b at L = 2048 (Hutchinson K = 64, bfloat16 and float32) on cuda:0, runs
 #     the PyTorch baseline on the same weights and token ids, and writes time per sample, the
-#     ratio, and achieved FLOP/s against the device's peak (bench/gpu/summarize.py).
+#     ratio, and achieved FLOP/s against the device's peak (bench/gpu/summarize.py);
+#  5. measures the long-context benchmark's llama at L = 8k and 32k on cuda:0 (the blocked
+#     passes on CUDA; each bounded to 150 s), kept in summary.json's long_context.
 # It writes seven files to $OUT (default bench-results/gpu; a device run brings back at most 8):
 # run.log (steps, nvidia-smi, configure and build output), torch_tests.log, the reports
 # measure-hutchinson-{bfloat16,float32}.json, the PyTorch baseline's (bench/baseline_jacobian.py
@@ -77,7 +79,20 @@ for dtype in "${DTYPES[@]}"; do
     --device "$DEVICE" --dtype "$dtype" --threads "$(nproc)" > "$OUT/baseline-hutchinson-$dtype.json" 2>> "$LOG" \
     || { tail -5 "$LOG" >&2; }
 done
-rm -rf "$WORK"
+# Long contexts on the device: the long-context benchmark's llama (bench/run_long_context.sh: 2
+# layers, width 64, 4 heads of 64, 2 kv heads) through the same blocked passes, Hutchinson K = 8
+# in float32, with the planner's memory-sized CUDA blocks; the reports stay in $WORK (the device
+# brings back at most 8 files), summarize.py keeps their seconds, blocks and memory.
+LONG=(--arch llama --layers 2 --width 64 --heads 4 --kv-heads 2 --mlp-width 128 --vocab 128 --max-positions 131072)
+mkdir -p "$WORK/long"
+if [[ "$DRY_RUN" == 1 ]]; then LONG_LENGTHS=(1024); else LONG_LENGTHS=(8192 32768); fi
+for L in "${LONG_LENGTHS[@]}"; do
+  log "long context: llama (2 layers, width 64) L = $L, Hutchinson K = 8, float32 on $DEVICE"
+  timeout 150 "$MEASURE" "${LONG[@]}" --length "$L" --samples 1 --method hutchinson --probes 8 --seed 0 \
+    --device "$DEVICE" --dtype float32 --memory-budget-mb "$BUDGET" > "$WORK/long/long-$L.json" 2>> "$LOG" \
+    || { tail -5 "$LOG" >&2; rm -f "$WORK/long/long-$L.json"; }
+done
 log "summary"
-"$PYTHON" bench/gpu/summarize.py "$OUT" | tee "$OUT/summary.json"
+"$PYTHON" bench/gpu/summarize.py "$OUT" "$WORK/long" | tee "$OUT/summary.json"
+rm -rf "$WORK"
 exit "$TESTS_RC"

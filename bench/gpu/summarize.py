@@ -9,7 +9,10 @@ fewer (top layer on the target row, MLP Jacobians for exact norms), so the rate 
 one. Peaks (H200 SXM, dense): float32 67 TFLOP/s (no TF32: LibTorch's default), bfloat16 989
 TFLOP/s.
 
-    python3 bench/gpu/summarize.py OUT_DIR
+    python3 bench/gpu/summarize.py OUT_DIR [LONG_DIR]
+
+LONG_DIR holds the long-context reports (long-<L>.json): their seconds, the attention blocks the
+planner chose, and the predicted and measured peak memory go to the summary's long_context.
 """
 
 import glob
@@ -56,6 +59,20 @@ def row_of(path):
     return row
 
 
+def long_context_row(path):
+    """One long-context report: its length, seconds, plan and memory (bytes as reported)."""
+    try:
+        report = json.load(open(path))
+        m, memory = report["measurement"], report.get("memory", {})
+        row = {"file": os.path.basename(path), "length": m["length"], "device": m["device"], "dtype": m["dtype"],
+               "seconds": round(m["seconds"], 3), "cotangent_batch": m["cotangent_batch"],
+               "checkpointed": m["checkpointed"], "reverse_pass": m.get("reverse_pass")}
+        row.update({key: value for key, value in memory.items() if key.endswith("_bytes") or key.startswith("blocks")})
+        return row
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        return {"file": os.path.basename(path), "error": str(error)}
+
+
 def main():
     out = sys.argv[1]
     rows = []
@@ -71,7 +88,12 @@ def main():
             per_dtype.setdefault(row["dtype"], {})[row["side"]] = row["seconds_per_sample"]
     ratios = {dtype: round(sides["pytorch"] / sides["posbias"], 2)
               for dtype, sides in per_dtype.items() if "pytorch" in sides and sides.get("posbias")}
-    print(json.dumps({"rows": rows, "speedup_over_pytorch": ratios}, indent=1))
+    summary = {"rows": rows, "speedup_over_pytorch": ratios}
+    if len(sys.argv) > 2:
+        summary["long_context"] = [long_context_row(path) for path in
+                                   sorted(glob.glob(os.path.join(sys.argv[2], "long-*.json")),
+                                          key=lambda p: int(os.path.basename(p)[5:-5]))]
+    print(json.dumps(summary, indent=1))
 
 
 if __name__ == "__main__":

@@ -148,6 +148,7 @@ class JobStore {
   virtual absl::StatusOr<int64_t> Count(const ListFilter& filter) = 0;
   // Number of QUEUED jobs ClaimNext would take before `job` (higher priority, or equal priority and
   // older: the claim order), of `tenant`'s jobs only when given: a queued job's queue position.
+  // For a job of one worker kind, only the jobs that kind of worker claims (its kind or any).
   virtual absl::StatusOr<int64_t> CountQueuedAhead(const JobRecord& job, const std::optional<std::string>& tenant) = 0;
 };
 

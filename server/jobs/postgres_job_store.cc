@@ -665,10 +665,11 @@ class PostgresJobStore final : public JobStore {
     const std::string sql = absl::StrCat(
         "SELECT COUNT(*) FROM jobs WHERE state = 'queued' AND ", kTopLevel,
         " AND id <> $1 AND (priority > $2 OR (priority = $2 AND (created_ms < $3 OR (created_ms = $3 AND id < $1))))",
-        tenant ? " AND tenant = $4" : "");
+        // Only jobs a worker that could take this one would claim first (any kind: all).
+        " AND ($4 = '' OR spec_device = '' OR spec_device = $4)", tenant ? " AND tenant = $5" : "");
     return InTransaction(pool_, [&](pqxx::work& tx) -> absl::StatusOr<int64_t> {
-      const pqxx::result rows = tenant ? tx.exec_params(sql, job.id, job.priority, job.created_ms, *tenant)
-                                       : tx.exec_params(sql, job.id, job.priority, job.created_ms);
+      const pqxx::result rows = tenant ? tx.exec_params(sql, job.id, job.priority, job.created_ms, job.worker_kind, *tenant)
+                                       : tx.exec_params(sql, job.id, job.priority, job.created_ms, job.worker_kind);
       return rows[0][0].as<int64_t>();
     });
   }

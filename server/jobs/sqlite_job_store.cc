@@ -624,10 +624,13 @@ class SqliteJobStore final : public JobStore {
 
   absl::StatusOr<int64_t> CountQueuedAhead(const JobRecord& job, const std::optional<std::string>& tenant) override {
     const int64_t priority = job.priority;
-    std::vector<SqlValue> values = {job.id, priority, priority, job.created_ms, job.created_ms, job.id};
+    std::vector<SqlValue> values = {job.id, priority, priority, job.created_ms, job.created_ms, job.id,
+                                    job.worker_kind, job.worker_kind};
+    // Only jobs a worker that could take this one would claim first: for a job of one worker kind,
+    // those of that kind or any; for a job of any kind, all.
     std::string sql =
         "SELECT COUNT(*) FROM jobs WHERE state = 'queued' AND id <> ? AND (priority > ? OR (priority = ? AND "
-        "(created_ms < ? OR (created_ms = ? AND id < ?))))";
+        "(created_ms < ? OR (created_ms = ? AND id < ?)))) AND (? = '' OR spec_device = '' OR spec_device = ?)";
     if (tenant) {
       absl::StrAppend(&sql, " AND tenant = ?");
       values.push_back(*tenant);

@@ -907,6 +907,25 @@ TEST_P(JobStoreContract, TheJobsQueuedAheadOfAJobAreThoseTheClaimOrderTakesBefor
   EXPECT_EQ(none, 0);
 }
 
+TEST_P(JobStoreContract, AJobsQueuePositionCountsOnlyTheJobsAWorkerOfItsKindWouldTakeFirst) {
+  JobRecord gpu = MakeJob("gpt2", 0, "cuda");
+  gpu.created_ms = 1000;
+  Add(gpu);
+  JobRecord anywhere = MakeJob("gpt2", 0, "");
+  anywhere.created_ms = 1001;
+  Add(anywhere);
+  JobRecord cpu = MakeJob("gpt2", 0, "cpu");
+  cpu.created_ms = 1002;
+  const JobRecord mine = Add(cpu);
+  ASSERT_OK_AND_ASSIGN(int64_t ahead, store().CountQueuedAhead(mine, std::nullopt));
+  EXPECT_EQ(ahead, 1) << "the job for any worker is ahead; the CUDA job never goes to a CPU worker";
+  JobRecord later = MakeJob("gpt2", 0, "");
+  later.created_ms = 1003;
+  const JobRecord any_kind = Add(later);
+  ASSERT_OK_AND_ASSIGN(ahead, store().CountQueuedAhead(any_kind, std::nullopt));
+  EXPECT_EQ(ahead, 3) << "a job for any worker waits behind every kind's";
+}
+
 TEST_P(JobStoreContract, AModelsJobsAreThoseThatRecordedItsUidOrOlderOnesWhoseNameAndNamespaceFit) {
   const auto job = [](std::string model, std::string uid, std::string tenant, std::string device) {
     JobRecord record = MakeJob(std::move(model), 0, std::move(device));

@@ -80,6 +80,9 @@ void DefineFlags(CLI::App& app, Flags& flags) {
   AddLimitFlag(app, Limit::kMaxWaitingCalls, flags.server.max_waiting_calls);
   AddLimitFlag(app, Limit::kMaxWatchStreams, flags.server.max_watch_streams);
   AddLimitFlag(app, Limit::kUploadIdleSeconds, flags.server.upload_idle_seconds);
+  AddLimitFlag(app, Limit::kExportIdleSeconds, flags.server.export_idle_seconds);
+  AddLimitFlag(app, Limit::kMaxExportsPerPrincipal, flags.server.max_exports_per_principal);
+  AddLimitFlag(app, Limit::kTenantShare, flags.server.tenant_share);
   auto& jobs = flags.server.job_limits;
   app.add_option("--role", flags.role, "api (serve the API, run no jobs), worker (run jobs; health only) or both")
       ->envname("POSBIAS_ROLE")->check(CLI::IsMember({"api", "worker", "both"}))->capture_default_str();

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
+#include <limits>
 #include <iomanip>
 #include <map>
 #include <memory>
@@ -190,9 +191,19 @@ absl::Status SetInput(const SubmitFlags& flags, v1::JacobianNormSpec* spec) {
     if (json.is_discarded() || !json.is_array()) {
       return absl::InvalidArgumentError("--tokens: expected a JSON list of token id lists");
     }
-    for (const auto& row : json) {
+    for (size_t s = 0; s < json.size(); ++s) {
+      const auto& row = json[s];
       if (!row.is_array() || !std::all_of(row.begin(), row.end(), [](const auto& id) { return id.is_number_unsigned(); })) {
         return absl::InvalidArgumentError("--tokens: expected a JSON list of token id lists");
+      }
+      // Ids travel as uint32: a larger one is refused here, never wrapped into another id.
+      for (size_t i = 0; i < row.size(); ++i) {
+        if (row[i].get<uint64_t>() > std::numeric_limits<uint32_t>::max()) {
+          return absl::InvalidArgumentError(absl::StrCat("--tokens: sample ", s + 1, ", id ", i + 1, " is ",
+                                                         row[i].get<uint64_t>(), "; token ids are 0..",
+                                                         std::numeric_limits<uint32_t>::max(),
+                                                         " (and below the model's vocabulary size)"));
+        }
       }
       auto* sequence = spec->mutable_input()->mutable_given_tokens()->add_sequences();
       for (const auto& id : row) sequence->add_token_ids(id.get<uint32_t>());

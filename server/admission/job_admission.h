@@ -16,6 +16,8 @@ namespace posbias::admission {
 struct JobLimits {
   // Defaults from the limits table (limits/limits.h).
   int64_t max_queued = limits::Default<int64_t>(limits::Limit::kMaxQueued);  // Jobs waiting in QUEUED.
+  // Fraction of max_queued one tenant's QUEUED jobs may be (at least one job).
+  double tenant_share = limits::Default<double>(limits::Limit::kTenantShare);
   // Largest L (also at most the model's positions).
   int64_t max_sequence_length = limits::Default<int64_t>(limits::Limit::kMaxSequenceLength);
   int64_t max_samples = limits::Default<int64_t>(limits::Limit::kMaxSamples);

@@ -241,18 +241,17 @@ void JobToProto(const jobs::JobRecord& job, v1::Job* out) {
     out->mutable_error()->set_message(job.error_message);
   }
   out->mutable_labels()->insert(job.labels.begin(), job.labels.end());
-  out->set_request_id(ClientRequestId(job.tenant, job.request_id));
+  out->set_request_id(ClientRequestId(job.request_id));
 }
 
-std::string TenantRequestKey(const std::string& tenant, const std::string& request_id) {
-  if (tenant.empty() || request_id.empty()) return request_id;
-  return absl::StrCat(tenant, "/", request_id);
+std::string PrincipalRequestKey(const std::string& tenant, const std::string& principal, const std::string& request_id) {
+  if (request_id.empty()) return request_id;
+  return absl::StrCat(tenant, "/", principal, "/", request_id);
 }
 
-std::string ClientRequestId(const std::string& tenant, const std::string& stored_key) {
-  const std::string prefix = tenant.empty() ? "" : tenant + "/";
-  if (!prefix.empty() && stored_key.rfind(prefix, 0) == 0) return stored_key.substr(prefix.size());
-  return stored_key;
+std::string ClientRequestId(const std::string& stored_key) {
+  const auto slash = stored_key.rfind('/');
+  return slash == std::string::npos ? stored_key : stored_key.substr(slash + 1);
 }
 
 void SpikeToProto(const jobs::BoundarySpike& spike, v1::BoundarySpike* out) {

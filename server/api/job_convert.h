@@ -32,11 +32,13 @@ void JobToProto(const jobs::JobRecord& job, v1::Job* out);
 // A text input's spike at a document start, as the result reports it.
 void SpikeToProto(const jobs::BoundarySpike& spike, v1::BoundarySpike* out);
 
-// request_id is per tenant: the store keeps one unique key per request_id, so a tenant's key is
-// "<tenant>/<request_id>" ('/' is not a request_id character, so keys of two tenants never meet;
-// the default tenant's keys are the request_id itself, as before tenancy).
-std::string TenantRequestKey(const std::string& tenant, const std::string& request_id);
+// request_id is per principal: the store keeps one unique key per request_id, so a principal's
+// key is "<tenant>/<principal>/<request_id>". The key names the submitter, not the job's tenant
+// (an admin's job on a tenant's model is that tenant's), so a request_id never meets a job its
+// caller did not submit. A request_id has no '/', so the client's id is the key's last part (keys
+// stored before, "<tenant>/<request_id>" or the id alone, read back the same way).
+std::string PrincipalRequestKey(const std::string& tenant, const std::string& principal, const std::string& request_id);
 // The client's request_id of a stored key.
-std::string ClientRequestId(const std::string& tenant, const std::string& stored_key);
+std::string ClientRequestId(const std::string& stored_key);
 
 }  // namespace posbias::service

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <random>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -35,10 +36,8 @@ std::string NameInJob(const registry::ModelEntry& model, const std::string& tena
 // An error about the i-th model of `versus`, naming it and the job's first model (its reason,
 // field and allowed range kept).
 absl::Status AboutVersus(const absl::Status& status, size_t i, const std::string& name, const std::string& first) {
-  absl::Status named(status.code(), absl::StrCat("spec.jacobian_norm.versus[", i, "] = ", name, " compared with model ",
-                                                 first, ": ", status.message()));
-  status.ForEachPayload([&](absl::string_view url, const absl::Cord& payload) { named.SetPayload(url, payload); });
-  return named;
+  return WithMessage(status, absl::StrCat("spec.jacobian_norm.versus[", i, "] = ", name, " compared with model ", first,
+                                         ": ", status.message()));
 }
 
 absl::Status Incompatible(size_t i, const std::string& value, const std::string& allowed) {
@@ -61,6 +60,9 @@ absl::Status CheckSharedInputs(JobRequests& service, const v1::SubmitJobRequest&
                         absl::StrCat("width ", first.config.hidden_size, " (model ", first.name, "'s embeddings)"));
   }
   if (!request.spec().jacobian_norm().input().has_text() || service.tokenizers == nullptr) return absl::OkStatus();
+  // The same tokenizer files lay the text out into the same ids: tokenized once per distinct
+  // tokenizer (the first model's, `init`'s and a repeated model's are the first's).
+  if (other.tokenizer_dir == first.tokenizer_dir) return absl::OkStatus();
   auto tokenizer = service.tokenizers->For(other);
   if (!tokenizer.ok()) return AboutVersus(tokenizer.status(), i, other.name, first.name);
   auto laid_out = text::LayOutText(**tokenizer, request.spec().jacobian_norm().input().text(), spec.length,
@@ -83,6 +85,7 @@ absl::Status ResolveVersus(JobRequests& service, Caller& caller, const v1::Submi
     return InvalidArgumentError({ErrorReason::kInvalidArgument, "spec.jacobian_norm.versus", absl::StrCat(names.size(), " models"),
                                  absl::StrCat("at most ", jobs::kMaxVersusModels)});
   }
+  std::set<std::string> checked_tokenizers;  // Tokenizer directories whose layout of the text was compared.
   for (int i = 0; i < names.size(); ++i) {
     const std::string& name = names[i];
     jobs::JacobianJobSpec::VersusModel versus;
@@ -106,7 +109,14 @@ absl::Status ResolveVersus(JobRequests& service, Caller& caller, const v1::Submi
       versus.uid = found->uid;
       versus.weights_sha256 = found->weights_sha256;
     }
-    if (auto status = CheckSharedInputs(service, request, record, first, entry, static_cast<size_t>(i)); !status.ok()) return status;
+    if (checked_tokenizers.insert(entry.tokenizer_dir).second) {
+      if (auto status = CheckSharedInputs(service, request, record, first, entry, static_cast<size_t>(i)); !status.ok()) {
+        return status;
+      }
+    } else if (auto status = CheckSharedInputs(service, v1::SubmitJobRequest(), record, first, entry, static_cast<size_t>(i));
+               !status.ok()) {
+      return status;  // The vocabulary and width checks; the text was laid out by this tokenizer already.
+    }
     if (auto status = admission::AdmitJob(record, entry, service.limits, host_bytes); !status.ok()) {
       return AboutVersus(status, static_cast<size_t>(i), name, first.name);
     }
@@ -160,9 +170,20 @@ absl::StatusOr<v1::Job> HandleSubmitJob(JobRequests& service, Caller& caller, co
       !resolved.ok()) {
     return resolved;
   }
-  record->request_id = TenantRequestKey(caller.tenant(), record->request_id);  // Checked above as the client's.
-  // The principal's queued-jobs quota is counted in the store's insert transaction.
-  auto created = service.store->Create(*record, service.limits.max_queued, caller.principal.max_queued_jobs);
+  record->request_id = PrincipalRequestKey(caller.tenant(), caller.principal.name, record->request_id);  // Checked above.
+  // Nothing happens after the caller has gone (its deadline passed, or it cancelled): no job it
+  // would never hear of.
+  if (caller.Gone()) {
+    return absl::CancelledError("the client went away (cancelled, or its deadline passed) before the job was created; "
+                                "nothing was submitted");
+  }
+  // The principal's queued-jobs quota and the tenant's share of the queue are counted in the
+  // store's insert transaction.
+  const int64_t tenant_share =
+      service.limits.tenant_share >= 1.0
+          ? 0
+          : std::max<int64_t>(1, static_cast<int64_t>(static_cast<double>(service.limits.max_queued) * service.limits.tenant_share));
+  auto created = service.store->Create(*record, service.limits.max_queued, caller.principal.max_queued_jobs, tenant_share);
   if (!created.ok()) return created.status();
   if (!created->created && !RequestMatchesJob(*record, RequestNamesSeed(request), created->job)) {
     return ErrorWithReason(absl::StatusCode::kAlreadyExists, ErrorReason::kRequestIdReused,

@@ -67,17 +67,19 @@ absl::Status UploadSession::ReadMetadata(Caller& caller, const v1::UploadModelRe
   return absl::OkStatus();
 }
 
-absl::Status UploadSession::CheckDiskRoom(uint64_t bytes) const {
-  const int64_t available = host::AvailableDiskBytes(catalog_->uploads_dir());
-  const int64_t keep = limits_.min_free_disk_bytes;
+absl::Status CheckDiskRoom(const std::string& directory, uint64_t bytes, int64_t keep, const std::string& what) {
+  const int64_t available = host::AvailableDiskBytes(directory);
   if (available < 0 || static_cast<double>(bytes) + static_cast<double>(keep) <= static_cast<double>(available)) {
     return absl::OkStatus();
   }
-  return ErrorWithReason(
-      absl::StatusCode::kResourceExhausted, ErrorReason::kInsufficientStorage,
-      absl::StrCat("the data directory has ", available >> 20, " MiB free; storing ", bytes >> 20,
-                   " MiB more would leave less than the ", keep >> 20,
-                   " MiB this server keeps free (--min-free-disk-mib); nothing was registered"));
+  return ErrorWithReason(absl::StatusCode::kResourceExhausted, ErrorReason::kInsufficientStorage,
+                         absl::StrCat("the data directory has ", available >> 20, " MiB free; writing ", bytes >> 20,
+                                      " MiB more would leave less than the ", keep >> 20,
+                                      " MiB this server keeps free (--min-free-disk-mib); ", what));
+}
+
+absl::Status UploadSession::CheckDiskRoom(uint64_t bytes) const {
+  return service::CheckDiskRoom(catalog_->uploads_dir(), bytes, limits_.min_free_disk_bytes, "nothing was registered");
 }
 
 absl::Status UploadSession::AddChunk(const std::string& chunk) {
@@ -143,6 +145,14 @@ absl::StatusOr<v1::ExportModelResponse> ExportSession::Prepare(Caller& caller, c
   caller.resource = request.name();
   auto entry = FindVisibleModel(*catalog_, caller, request.name());
   if (!entry.ok()) return entry.status();
+  // The scratch copy is the float32 file: four bytes a parameter (its header is small).
+  const double parameters = entry->parameters > 0 ? static_cast<double>(entry->parameters)
+                                                  : models::EstimatedParameters(entry->config);
+  if (auto room = CheckDiskRoom(catalog_->uploads_dir(), static_cast<uint64_t>(4.0 * parameters), min_free_disk_bytes_,
+                                "try the export again later");
+      !room.ok()) {
+    return room;
+  }
   path_ = registry::ScratchPath(catalog_->uploads_dir(), "export", entry->name);
   if (auto status = catalog_->Export(registry::ModelPath(*entry), path_, cancelled); !status.ok()) return status;
   if (cancelled && cancelled()) return absl::CancelledError("export cancelled");

@@ -36,9 +36,14 @@ struct UploadLimits {
   uint64_t max_upload_bytes = limits::Default<uint64_t>(limits::Limit::kMaxUploadBytes);
   // Disk an upload leaves free in the data directory (for the job store, the index and other
   // uploads): refused up front when its announced size would not leave it, ended when the bytes
-  // streamed so far would not (RESOURCE_EXHAUSTED / INSUFFICIENT_STORAGE).
+  // streamed so far would not (RESOURCE_EXHAUSTED / INSUFFICIENT_STORAGE). An export's scratch
+  // copy is refused likewise before it is written.
   int64_t min_free_disk_bytes = limits::Default<int64_t>(limits::Limit::kMinFreeDiskMib) << 20;
 };
+
+// OK when writing `bytes` more into `directory` leaves `keep` bytes free (or the free space is
+// unknown); else RESOURCE_EXHAUSTED / INSUFFICIENT_STORAGE saying what was not done.
+absl::Status CheckDiskRoom(const std::string& directory, uint64_t bytes, int64_t keep, const std::string& what);
 
 class UploadSession {
  public:
@@ -83,14 +88,16 @@ class ExportSession {
   static constexpr size_t kChunkBytes = size_t{1} << 20;  // Bytes per chunk message.
 
   // `catalog` outlives this.
-  explicit ExportSession(registry::ModelCatalog* catalog) : catalog_(catalog) {}
+  ExportSession(registry::ModelCatalog* catalog, int64_t min_free_disk_bytes)
+      : catalog_(catalog), min_free_disk_bytes_(min_free_disk_bytes) {}
   ~ExportSession();  // Removes the scratch file.
   ExportSession(const ExportSession&) = delete;
   ExportSession& operator=(const ExportSession&) = delete;
 
   // Sets caller.resource (audited: weights leave the server), finds the model the caller sees and
-  // writes its weights to a scratch file; the stream's first message (the header). CANCELLED
-  // once `cancelled` turns true.
+  // writes its weights to a scratch file (refused with INSUFFICIENT_STORAGE when it would not
+  // leave min_free_disk_bytes free); the stream's first message (the header). CANCELLED once
+  // `cancelled` turns true.
   absl::StatusOr<v1::ExportModelResponse> Prepare(Caller& caller, const v1::ExportModelRequest& request,
                                                   const registry::Cancelled& cancelled);
   // The next message of at most kChunkBytes of the file; nullopt after the last.
@@ -100,6 +107,7 @@ class ExportSession {
 
  private:
   registry::ModelCatalog* catalog_;
+  int64_t min_free_disk_bytes_;
   std::string path_;
   std::ifstream in_;
   std::string buffer_;

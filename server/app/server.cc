@@ -233,6 +233,9 @@ absl::Status Server::StartRpcServer(bool serves_api) {
   rpc.max_upload_bytes = options_.max_upload_bytes;
   rpc.min_free_disk_bytes = options_.min_free_disk_bytes;
   rpc.upload_idle_seconds = options_.upload_idle_seconds;
+  rpc.export_idle_seconds = options_.export_idle_seconds;
+  rpc.max_exports_per_principal = options_.max_exports_per_principal;
+  rpc.tenant_share = options_.tenant_share;
   rpc.reflection = options_.reflection;
   rpc.tls_cert_file = options_.security.tls_cert_file;
   rpc.tls_key_file = options_.security.tls_key_file;
@@ -264,7 +267,8 @@ absl::Status Server::Start() {
   if (metrics_ != nullptr) runtime_options.on_model_load = [this](double seconds) { metrics_->ModelLoaded(seconds); };
   runtime_ = runners::Runtime::Create(runtime_options);
   auto catalog = registry::ModelCatalog::Open(
-      {options_.model_root, options_.data_dir, options_.allow_torchscript, options_.cache_budget_bytes},
+      {options_.model_root, options_.data_dir, options_.allow_torchscript, options_.cache_budget_bytes,
+       options_.min_free_disk_bytes},
       runtime_->loader());
   if (!catalog.ok()) return catalog.status();
   catalog_ = std::move(*catalog);
@@ -277,6 +281,7 @@ absl::Status Server::Start() {
   // With a shared store the workers are other processes: a CUDA (or float16, or larger-than-this-
   // host) job is accepted and waits until a worker with a CUDA device claims it.
   options_.job_limits.cuda_available = runners::CudaDeviceCount() > 0 || store_->lease_ms() > 0;
+  options_.job_limits.tenant_share = options_.tenant_share;
   ModelRequests::Jobs model_jobs;
   model_jobs.active = [this](const registry::ModelEntry& model, const std::optional<std::string>& tenant) {
     return store_->Count(

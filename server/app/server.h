@@ -54,6 +54,10 @@ class Server {
     int64_t max_waiting_calls = limits::Default<int64_t>(limits::Limit::kMaxWaitingCalls);  // Then SERVER_BUSY.
     int64_t max_watch_streams = limits::Default<int64_t>(limits::Limit::kMaxWatchStreams);  // Then SERVER_BUSY.
     int upload_idle_seconds = limits::Default<int>(limits::Limit::kUploadIdleSeconds);  // Silent uploads end.
+    int export_idle_seconds = limits::Default<int>(limits::Limit::kExportIdleSeconds);  // Unread exports end.
+    int max_exports_per_principal = limits::Default<int>(limits::Limit::kMaxExportsPerPrincipal);  // Open at once.
+    // Fraction of the job queue, the WatchJob streams and the RPC threads one tenant may hold.
+    double tenant_share = limits::Default<double>(limits::Limit::kTenantShare);
     std::string data_dir = "posbias-data";  // jobs.sqlite, models.json, uploads/.
     std::string model_root;            // Checkpoints and TorchScript files ("" = none allowed).
     bool allow_torchscript = false;    // Register and load TorchScript files (they run code).

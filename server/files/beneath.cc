@@ -155,13 +155,10 @@ std::string ShownPath(const Scope& scope, const std::string& path) {
   return fs::path(path).filename().string();
 }
 
-absl::StatusOr<OpenFile> OpenBeneath(const Scope& scope, const std::string& path) {
-  const std::string shown = ShownPath(scope, path);
-  if (!scope.walled()) {
-    const int fd = ::open(path.c_str(), kOpenFlags);
-    if (fd < 0) return OsFailure(shown, "open", errno);
-    return Regular(fd, shown);
-  }
+namespace {
+
+// Opens a path beneath a walled scope (the file comment's two routes).
+absl::StatusOr<OpenFile> OpenWalled(const Scope& scope, const std::string& path, const std::string& shown) {
   if (const int fd = OpenWithKernelCheck(scope, path); fd >= 0) return Regular(fd, shown);
   absl::StatusOr<std::string> canonical = Resolve(scope, path, shown);
   if (!canonical.ok()) return canonical.status();
@@ -177,6 +174,28 @@ absl::StatusOr<OpenFile> OpenBeneath(const Scope& scope, const std::string& path
   if (file->info().st_dev != checked.st_dev || file->info().st_ino != checked.st_ino ||
       (!opened.empty() && !Under(scope.root, opened))) {
     return LeadsOut(scope, shown);
+  }
+  return file;
+}
+
+}  // namespace
+
+absl::StatusOr<OpenFile> OpenBeneath(const Scope& scope, const std::string& path) {
+  const std::string shown = ShownPath(scope, path);
+  if (!scope.walled()) {
+    const int fd = ::open(path.c_str(), kOpenFlags);
+    if (fd < 0) return OsFailure(shown, "open", errno);
+    return Regular(fd, shown);
+  }
+  absl::StatusOr<OpenFile> file = OpenWalled(scope, path, shown);
+  if (!file.ok()) return file.status();
+  // A hard link is a second name of one file, and nothing tells which name is the owner's: a
+  // tenant could link another tenant's file (readable to it on the host) into its own folder.
+  if (file->info().st_nlink > 1) {
+    return ErrorWithReason(absl::StatusCode::kInvalidArgument, ErrorReason::kPathNotAllowed,
+                           absl::StrCat(shown, " has ", file->info().st_nlink, " hard links: a file under ", scope.name,
+                                        " must have one name (a hard link could be another folder's file); copy it "
+                                        "instead"));
   }
   return file;
 }

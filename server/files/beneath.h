@@ -12,6 +12,8 @@
 //     route: every symlink resolved, the result checked against the root, opened with O_NOFOLLOW
 //     on the last component, then the open file checked again by device and inode against the
 //     path checked, and by /proc/self/fd against the root.
+// In a walled scope, a file with more than one hard link is refused too (PATH_NOT_ALLOWED): a
+// second name of another folder's file would pass every check above.
 // A path that leads out of the scope, or through a dangling symlink, is INVALID_ARGUMENT with
 // reason PATH_NOT_ALLOWED, in the same words whether or not its target exists (no oracle for
 // paths outside). Messages name files by their path relative to the root (ShownPath), never by

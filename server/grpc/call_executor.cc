@@ -1,20 +1,25 @@
 #include "server/grpc/call_executor.h"
 
+#include <algorithm>
+#include <cmath>
 #include <utility>
 
 namespace posbias::service {
 
-CallExecutor::CallExecutor(Options options) : options_(options) {
+CallExecutor::CallExecutor(Options options)
+    : options_(options),
+      threads_per_tenant_(std::max(1, static_cast<int>(std::floor(options.threads * options.tenant_share)))) {
   for (int i = 0; i < options_.threads; ++i) threads_.emplace_back([this] { Loop(); });
 }
 
 CallExecutor::~CallExecutor() { Stop(); }
 
-bool CallExecutor::TrySubmit(std::function<void()> work) {
+bool CallExecutor::TrySubmit(const std::string& tenant, std::function<void()> work) {
   {
     std::lock_guard lock(mutex_);
-    if (stopping_ || static_cast<int64_t>(queue_.size()) >= options_.max_queued) return false;
-    queue_.push_back(std::move(work));
+    if (stopping_ || waiting_ >= options_.max_queued) return false;
+    tenants_[tenant].waiting.push_back(std::move(work));
+    ++waiting_;
   }
   wake_.notify_one();
   return true;
@@ -31,17 +36,40 @@ void CallExecutor::Stop() {
   }
 }
 
+bool CallExecutor::TakeNext(std::function<void()>* work, std::string* tenant) {
+  if (tenants_.empty()) return false;
+  // Round robin: the tenants after the last one served, then from the start up to it.
+  auto start = tenants_.upper_bound(turn_);
+  for (size_t seen = 0; seen < tenants_.size(); ++seen, ++start) {
+    if (start == tenants_.end()) start = tenants_.begin();
+    Tenant& candidate = start->second;
+    if (candidate.waiting.empty() || candidate.running >= threads_per_tenant_) continue;
+    *work = std::move(candidate.waiting.front());
+    candidate.waiting.pop_front();
+    ++candidate.running;
+    --waiting_;
+    *tenant = turn_ = start->first;
+    return true;
+  }
+  return false;
+}
+
 void CallExecutor::Loop() {
   while (true) {
     std::function<void()> work;
+    std::string tenant;
     {
       std::unique_lock lock(mutex_);
-      wake_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
-      if (queue_.empty()) return;  // Stopping, and nothing left to run.
-      work = std::move(queue_.front());
-      queue_.pop_front();
+      wake_.wait(lock, [&] { return TakeNext(&work, &tenant) || (stopping_ && waiting_ == 0); });
+      if (!work) return;  // Stopping, and nothing left to run.
     }
     work();
+    {
+      std::lock_guard lock(mutex_);
+      auto it = tenants_.find(tenant);
+      if (--it->second.running == 0 && it->second.waiting.empty()) tenants_.erase(it);
+    }
+    wake_.notify_all();  // A thread of this tenant's share is free: waiting work of it may start.
   }
 }
 

@@ -1,5 +1,6 @@
 #include "server/grpc/job_watches.h"
 
+#include <algorithm>
 #include <chrono>
 #include <optional>
 #include <utility>
@@ -34,6 +35,10 @@ class JobWatches::Watch final : public grpc::ServerWriteReactor<v1::WatchJobResp
   const std::string& id() const { return state_.id(); }
   // Who watches; unset for a watch refused at the door.
   const std::optional<Caller>& watcher() const { return watcher_; }
+  bool finished() {
+    std::lock_guard lock(mutex_);
+    return finished_;
+  }
 
   // The job as the poller read it: what JobWatchState (job_requests.h, the watch's logic) decides
   // is written, and the stream ends when it says so (after the write in flight).
@@ -127,6 +132,22 @@ grpc::ServerWriteReactor<v1::WatchJobResponse>* JobWatches::Open(grpc::CallbackS
                                            limits::Allowed(limits::Limit::kMaxWatchStreams,
                                                            static_cast<double>(options_.max_streams)),
                                            "); poll GetJob or retry later"));
+  }
+  if (!refused && watch->watcher()) {
+    // One tenant holds at most its share of the streams, so the others can always watch.
+    const std::string& tenant = watch->watcher()->tenant();
+    const int64_t share = std::max<int64_t>(1, static_cast<int64_t>(static_cast<double>(options_.max_streams) *
+                                                                    options_.tenant_share));
+    int64_t held = 0;
+    for (const auto& open : open_.Snapshot()) {
+      if (open != watch && open->watcher() && open->watcher()->tenant() == tenant && !open->finished()) ++held;
+    }
+    if (held >= share) {
+      refused = ErrorWithReason(absl::StatusCode::kResourceExhausted, ErrorReason::kServerBusy,
+                                absl::StrCat("tenant ", tenant.empty() ? "(default)" : tenant, " has ", held,
+                                             " WatchJob streams open, its share (", share,
+                                             ": --tenant-share of --max-watch-streams); close one, or poll GetJob"));
+    }
   }
   if (refused) {
     watch->End(*refused);

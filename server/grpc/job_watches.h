@@ -37,6 +37,8 @@ class JobWatches {
  public:
   struct Options {
     int64_t max_streams = limits::Default<int64_t>(limits::Limit::kMaxWatchStreams);  // Open per server.
+    // Fraction of max_streams one tenant's watchers may hold open (at least one stream).
+    double tenant_share = limits::Default<double>(limits::Limit::kTenantShare);
     int64_t poll_ms = 100;       // How often watched jobs are looked up.
   };
   JobWatches(jobs::JobStore* store, metrics::Metrics* metrics, Options options);

@@ -108,7 +108,7 @@ class ModelTransfers::UploadReactor final : public grpc::ServerReadReactor<v1::U
     }
     if (!status.ok()) return End(status);
     auto self = shared_from_this();
-    if (!hub_->executor_->TrySubmit([self] { self->Register(); })) {
+    if (!hub_->executor_->TrySubmit(caller_->tenant(), [self] { self->Register(); })) {
       {
         std::lock_guard lock(mutex_);
         registering_ = false;
@@ -149,7 +149,7 @@ class ModelTransfers::ExportReactor final : public grpc::ServerWriteReactor<v1::
   ExportReactor(ModelTransfers* hub, grpc::CallbackServerContext* context, const v1::ExportModelRequest& request)
       : hub_(hub), context_(context), request_(request),
         scope_(hub->metrics_, std::string(hub->auth_->MethodFor(v1::ExportModelRequest::descriptor()))),
-        session_(hub->catalog_) {}
+        session_(hub->catalog_, hub->options_.limits.min_free_disk_bytes) {}
 
   void Begin(Caller caller) {
     {
@@ -157,9 +157,25 @@ class ModelTransfers::ExportReactor final : public grpc::ServerWriteReactor<v1::
       caller_ = std::move(caller);
     }
     auto self = shared_from_this();
-    if (!hub_->executor_->TrySubmit([self] { self->Prepare(); })) End(ServerBusy(*hub_->executor_));
+    if (!hub_->executor_->TrySubmit(caller_->tenant(), [self] { self->Prepare(); })) End(ServerBusy(*hub_->executor_));
   }
   void Refuse(const absl::Status& status) { End(status); }
+
+  // The principal exporting ("" before admission), while the stream is open.
+  std::string open_principal() {
+    std::lock_guard lock(caller_mutex_);
+    return ended_ || !caller_ ? "" : caller_->principal.name;
+  }
+
+  // Cancels an export whose client has not taken the message in flight for `timeout`: the write
+  // then completes with !ok and the stream ends (its scratch copy removed).
+  void CancelIfStalled(std::chrono::steady_clock::time_point now, std::chrono::milliseconds timeout) {
+    if (ended_ || !writing_) return;
+    const auto since = std::chrono::steady_clock::time_point(std::chrono::steady_clock::duration(write_started_.load()));
+    if (now - since < timeout) return;
+    cancelled_ = true;
+    context_->TryCancel();
+  }
 
   // Ends the export when its caller may no longer read the weights (CallAuth::Recheck).
   void Recheck(const CallAuth& auth) {
@@ -210,6 +226,7 @@ class ModelTransfers::ExportReactor final : public grpc::ServerWriteReactor<v1::
   // before cancelled_ is read, and Recheck sets cancelled_ before it reads writing_: one of the
   // two always sees the other, so the stream is never finished under a write.
   void Write() {
+    write_started_ = std::chrono::steady_clock::now().time_since_epoch().count();
     writing_ = true;
     if (cancelled_) {
       writing_ = false;
@@ -239,6 +256,7 @@ class ModelTransfers::ExportReactor final : public grpc::ServerWriteReactor<v1::
   std::optional<Caller> caller_;  // Unset until admitted: a refused call holds no principal.
   std::optional<absl::Status> revoked_;
   std::atomic<bool> cancelled_{false}, ended_{false}, writing_{false};
+  std::atomic<std::chrono::steady_clock::rep> write_started_{0};  // When the write in flight began.
   ExportSession session_;
   v1::ExportModelResponse message_;  // Alive while its write is in flight.
 };
@@ -256,6 +274,7 @@ void ModelTransfers::Start(CallExecutor* executor, const CallAuth* auth) {
   watchdog_.Start({std::chrono::seconds(1)}, [this] {
     const auto now = std::chrono::steady_clock::now();
     for (const auto& upload : uploads_.Snapshot()) upload->EndIfIdle(now, options_.upload_idle_timeout);
+    for (const auto& reactor : exports_.Snapshot()) reactor->CancelIfStalled(now, options_.export_idle_timeout);
   });
 }
 
@@ -290,10 +309,27 @@ grpc::ServerWriteReactor<v1::ExportModelResponse>* ModelTransfers::ExportModel(g
   auto caller = auth_->AdmitRequest(context, *request);
   if (!caller.ok()) {
     reactor->Refuse(caller.status());
-  } else {
-    reactor->Begin(*std::move(caller));
+    return reactor.get();
   }
+  // Each open export holds a scratch copy of the weights: a principal has a few at a time.
+  std::lock_guard lock(exports_admission_);
+  if (const int64_t open = OpenExportsOf(caller->principal.name); open >= options_.max_exports_per_principal) {
+    reactor->Refuse(ErrorWithReason(
+        absl::StatusCode::kResourceExhausted, ErrorReason::kQuotaExceeded,
+        absl::StrCat("principal ", caller->principal.name, " has ", open, " exports open (",
+                     limits::Allowed(limits::Limit::kMaxExportsPerPrincipal,
+                                     static_cast<double>(options_.max_exports_per_principal)),
+                     "); finish reading one first")));
+    return reactor.get();
+  }
+  reactor->Begin(*std::move(caller));
   return reactor.get();
+}
+
+int64_t ModelTransfers::OpenExportsOf(const std::string& name) {
+  int64_t open = 0;
+  for (const auto& reactor : exports_.Snapshot()) open += reactor->open_principal() == name ? 1 : 0;
+  return open;
 }
 
 void ModelTransfers::Forget(UploadReactor* upload) { uploads_.Remove(upload); }

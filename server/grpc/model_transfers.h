@@ -4,7 +4,11 @@
 // registration itself run on the call executor) and ExportModel (a write reactor: the weights
 // are prepared on the executor, then streamed a chunk at a time as the client takes them). An
 // upload that sends nothing for the idle timeout is ended (DEADLINE_EXCEEDED); a cancelled,
-// refused or failed upload leaves no staging file and registers nothing.
+// refused or failed upload leaves no staging file and registers nothing. An export holds a
+// scratch copy of the weights while it streams: one principal has at most
+// max_exports_per_principal open (RESOURCE_EXHAUSTED / QUOTA_EXCEEDED beyond), a copy is written
+// only when it leaves --min-free-disk-mib free, and an export whose client takes nothing for its
+// idle timeout is cancelled (the copy removed).
 #pragma once
 
 #include <chrono>
@@ -35,6 +39,11 @@ class ModelTransfers {
     // Between messages.
     std::chrono::milliseconds upload_idle_timeout{
         std::chrono::seconds(limits::Default<int64_t>(limits::Limit::kUploadIdleSeconds))};
+    // An export whose client takes no message this long is ended (its scratch copy removed).
+    std::chrono::milliseconds export_idle_timeout{
+        std::chrono::seconds(limits::Default<int64_t>(limits::Limit::kExportIdleSeconds))};
+    // ExportModel streams one principal may have open at once (each holds a scratch copy).
+    int max_exports_per_principal = limits::Default<int>(limits::Limit::kMaxExportsPerPrincipal);
   };
   ModelTransfers(registry::ModelCatalog* catalog, metrics::Metrics* metrics, Options options);
   ~ModelTransfers();
@@ -42,6 +51,8 @@ class ModelTransfers {
   void Start(CallExecutor* executor, const CallAuth* auth);
   // Ends open uploads (UNAVAILABLE / SHUTTING_DOWN); joins the watchdog.
   void Stop();
+  // Open exports of the principal `name` (not yet ended).
+  int64_t OpenExportsOf(const std::string& name);
   // After the tokens file was reloaded: ends every open upload and export whose principal was
   // revoked (UNAUTHENTICATED) or lost its role or tenant (PERMISSION_DENIED).
   void Recheck();
@@ -64,7 +75,8 @@ class ModelTransfers {
   const CallAuth* auth_ = nullptr;
   OpenStreams<UploadReactor> uploads_;
   OpenStreams<ExportReactor> exports_;
-  host::PeriodicTask watchdog_;  // Ends idle uploads, once a second.
+  std::mutex exports_admission_;  // One export admitted at a time: the per-principal count is exact.
+  host::PeriodicTask watchdog_;  // Ends idle uploads and exports, once a second.
 };
 
 }  // namespace posbias::service

@@ -84,7 +84,8 @@ RpcServer::~RpcServer() = default;
 
 absl::Status RpcServer::Start(const Api& api, const auth::Authenticator* authenticator, const ApiMethods* methods) {
   Impl& s = *impl_;
-  s.executor = std::make_unique<CallExecutor>(CallExecutor::Options{s.options.max_rpc_threads, s.options.max_waiting_calls});
+  s.executor = std::make_unique<CallExecutor>(
+      CallExecutor::Options{s.options.max_rpc_threads, s.options.max_waiting_calls, s.options.tenant_share});
   s.call_auth = std::make_unique<CallAuth>(authenticator, methods, s.metrics);
   s.call_runtime = CallRuntime{s.executor.get(), s.metrics, s.call_auth.get()};
   grpc::EnableDefaultHealthCheckService(true);
@@ -101,9 +102,12 @@ absl::Status RpcServer::Start(const Api& api, const auth::Authenticator* authent
     transfers.limits.max_upload_bytes = static_cast<uint64_t>(s.options.max_upload_bytes);
     transfers.limits.min_free_disk_bytes = s.options.min_free_disk_bytes;
     transfers.upload_idle_timeout = std::chrono::seconds(s.options.upload_idle_seconds);
+    transfers.export_idle_timeout = std::chrono::seconds(s.options.export_idle_seconds);
+    transfers.max_exports_per_principal = s.options.max_exports_per_principal;
     s.transfers = std::make_unique<ModelTransfers>(api.catalog, s.metrics, transfers);
     JobWatches::Options watches;
     watches.max_streams = s.options.max_watch_streams;
+    watches.tenant_share = s.options.tenant_share;
     s.watches = std::make_unique<JobWatches>(api.store, s.metrics, watches);
     s.density_service = std::make_unique<DensityServiceWiring>(api.density, &s.call_runtime);
     s.model_service = std::make_unique<ModelServiceWiring<ModelTransfers>>(api.models, s.transfers.get(), &s.call_runtime);

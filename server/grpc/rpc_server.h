@@ -41,6 +41,9 @@ class RpcServer {
     int64_t max_upload_bytes = limits::Default<int64_t>(limits::Limit::kMaxUploadBytes);
     int64_t min_free_disk_bytes = limits::Default<int64_t>(limits::Limit::kMinFreeDiskMib) << 20;
     int upload_idle_seconds = limits::Default<int>(limits::Limit::kUploadIdleSeconds);
+    int export_idle_seconds = limits::Default<int>(limits::Limit::kExportIdleSeconds);
+    int max_exports_per_principal = limits::Default<int>(limits::Limit::kMaxExportsPerPrincipal);
+    double tenant_share = limits::Default<double>(limits::Limit::kTenantShare);  // Of threads and watches.
     bool reflection = true;
     // TLS from PEM files, re-read when they change on disk (every reload_interval_seconds); no
     // certificate: plaintext. A client CA: mTLS (client certificates required and verified).

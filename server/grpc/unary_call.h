@@ -64,8 +64,9 @@ grpc::ServerUnaryReactor* RunUnary(grpc::CallbackServerContext* context, CallExe
     return reactor;
   }
   caller->client_gone = [context] { return context->IsCancelled(); };
+  const std::string tenant = caller->tenant();  // The executor is fair between tenants.
   const bool queued = executor->TrySubmit(
-      [context, reactor, scope, caller = *std::move(caller), work = std::move(work)]() mutable {
+      tenant, [context, reactor, scope, caller = *std::move(caller), work = std::move(work)]() mutable {
         const absl::Status status = work(caller);
         CallAuth::Audit(caller, status);
         reactor->Finish(scope->Finish(status, context));

@@ -73,8 +73,11 @@ class JobStore {
   };
   // `max_queued_for_owner` > 0: RESOURCE_EXHAUSTED with reason QUOTA_EXCEEDED when job.owner has
   // that many QUEUED jobs; counted and inserted in one transaction, so concurrent submissions of
-  // one principal cannot pass the quota together.
-  virtual absl::StatusOr<Created> Create(JobRecord job, int64_t max_queued, int64_t max_queued_for_owner = 0) = 0;
+  // one principal cannot pass the quota together. `max_queued_for_tenant` > 0: RESOURCE_EXHAUSTED
+  // with reason QUEUE_FULL when job.tenant has that many QUEUED jobs (its share of the queue), in
+  // the same transaction.
+  virtual absl::StatusOr<Created> Create(JobRecord job, int64_t max_queued, int64_t max_queued_for_owner = 0,
+                                         int64_t max_queued_for_tenant = 0) = 0;
 
   // NOT_FOUND with reason JOB_NOT_FOUND for an unknown id.
   virtual absl::StatusOr<JobRecord> Get(const std::string& id) = 0;

@@ -332,7 +332,8 @@ class PostgresJobStore final : public JobStore {
       : options_(std::move(options)), pool_(options_.uri, options_.connections) {}
   ~PostgresJobStore() override { listener_.reset(); }
 
-  absl::StatusOr<Created> Create(JobRecord job, int64_t max_queued, int64_t max_queued_for_owner = 0) override {
+  absl::StatusOr<Created> Create(JobRecord job, int64_t max_queued, int64_t max_queued_for_owner = 0,
+                                 int64_t max_queued_for_tenant = 0) override {
     const int64_t now = options_.clock();
     const std::string candidate_id = internal::RandomJobId();
     return InTransaction(pool_, [&](pqxx::work& tx) -> absl::StatusOr<Created> {
@@ -358,6 +359,13 @@ class PostgresJobStore final : public JobStore {
                            job.owner)[0][0]
                 .as<int64_t>();
         if (queued >= max_queued_for_owner) return internal::QuotaExceeded(job.owner, queued, max_queued_for_owner);
+      }
+      if (max_queued_for_tenant > 0) {  // Likewise: one tenant's share of the queue.
+        const int64_t queued =
+            tx.exec_params(absl::StrCat("SELECT COUNT(*) FROM jobs WHERE state = 'queued' AND tenant = $1 AND ", kTopLevel),
+                           job.tenant)[0][0]
+                .as<int64_t>();
+        if (queued >= max_queued_for_tenant) return internal::TenantShareFull(job.tenant, queued, max_queued_for_tenant);
       }
       if (job.id.empty()) {
         job.id = candidate_id;

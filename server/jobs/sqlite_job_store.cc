@@ -287,7 +287,8 @@ class SqliteJobStore final : public JobStore {
   SqliteJobStore(const SqliteJobStore&) = delete;
   SqliteJobStore& operator=(const SqliteJobStore&) = delete;
 
-  absl::StatusOr<Created> Create(JobRecord job, int64_t max_queued, int64_t max_queued_for_owner = 0) override {
+  absl::StatusOr<Created> Create(JobRecord job, int64_t max_queued, int64_t max_queued_for_owner = 0,
+                                 int64_t max_queued_for_tenant = 0) override {
     std::lock_guard lock(mutex_);
     Transaction transaction(db_);
     POSBIAS_JOBS_RETURN_IF_ERROR(transaction.Begin(/*write=*/true));
@@ -316,6 +317,15 @@ class SqliteJobStore final : public JobStore {
       absl::StatusOr<bool> row = count.Step();
       if (!row.ok()) return row.status();
       if (count.Int(0) >= max_queued_for_owner) return internal::QuotaExceeded(job.owner, count.Int(0), max_queued_for_owner);
+    }
+    if (max_queued_for_tenant > 0) {  // Likewise: one tenant's share of the queue.
+      Statement count(db_, "SELECT COUNT(*) FROM jobs WHERE state = 'queued' AND tenant = ?");
+      count.BindAll(job.tenant);
+      absl::StatusOr<bool> row = count.Step();
+      if (!row.ok()) return row.status();
+      if (count.Int(0) >= max_queued_for_tenant) {
+        return internal::TenantShareFull(job.tenant, count.Int(0), max_queued_for_tenant);
+      }
     }
     const int64_t now = clock_();
     if (job.id.empty()) {

@@ -46,6 +46,13 @@ absl::Status QuotaExceeded(const std::string& owner, int64_t queued, int64_t quo
                                       "); wait for some to start or cancel some"));
 }
 
+absl::Status TenantShareFull(const std::string& tenant, int64_t queued, int64_t share) {
+  return ErrorWithReason(absl::StatusCode::kResourceExhausted, ErrorReason::kQueueFull,
+                         absl::StrCat("tenant ", tenant.empty() ? "(default)" : tenant, " has ", queued,
+                                      " queued jobs, its share of the job queue (", share,
+                                      ": --tenant-share of --max-queued); wait for some to start or cancel some"));
+}
+
 absl::Status NoResult(const std::string& id, JobState state) {
   return ErrorWithReason(absl::StatusCode::kFailedPrecondition, ErrorReason::kJobNotFinished,
                          absl::StrCat("job ", id, " is ", JobStateName(state), ": it has no result"));

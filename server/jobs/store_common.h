@@ -127,6 +127,8 @@ absl::Status NotCurrent(const std::string& id, int32_t attempt);
 absl::Status Refused(const std::string& id, JobState from, JobState to);
 absl::Status QueueFull(int64_t queued, int64_t max_queued);
 absl::Status QuotaExceeded(const std::string& owner, int64_t queued, int64_t quota);
+// RESOURCE_EXHAUSTED / QUEUE_FULL: the tenant holds its share of the queue.
+absl::Status TenantShareFull(const std::string& tenant, int64_t queued, int64_t share);
 absl::Status NoResult(const std::string& id, JobState state);
 absl::Status StillActive(const std::string& id, JobState state);
 

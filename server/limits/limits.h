@@ -54,6 +54,8 @@ namespace posbias::limits {
     kServerBusy, "4,096", "Calls waiting for a thread")                                                             \
   X(kMaxWatchStreams, "max_watch_streams", "--max-watch-streams", "streams", 1000, 1, 1048576, kResourceExhausted,  \
     kServerBusy, "1,000", "Open WatchJob streams")                                                                  \
+  X(kTenantShare, "tenant_share", "--tenant-share", "fraction", 0.5, 0.01, 1, kResourceExhausted, kQueueFull, "0.5",  \
+    "Share of the job queue, the WatchJob streams and the RPC threads one tenant may hold at once")                \
   X(kMaxTokenizeTextBytes, "max_tokenize_text_bytes", "", "bytes", 1048576, 1048576, 1048576, kResourceExhausted,   \
     kRequestTooLarge, "1 MiB", "Largest text of one Tokenize call")                                                 \
   X(kMaxTokenizeIds, "max_tokenize_ids", "", "ids", 1048576, 1048576, 1048576, kResourceExhausted,                  \
@@ -61,6 +63,10 @@ namespace posbias::limits {
   /* Models. */                                                                                                     \
   X(kUploadIdleSeconds, "upload_idle_seconds", "--upload-idle-seconds", "seconds", 60, 1, 3600, kDeadlineExceeded,  \
     kInvalidArgument, "60 s", "An upload that sends nothing this long is ended")                                    \
+  X(kExportIdleSeconds, "export_idle_seconds", "--export-idle-seconds", "seconds", 60, 1, 3600, kCancelled,        \
+    kInternalError, "60 s", "An export whose client takes nothing this long is ended")                             \
+  X(kMaxExportsPerPrincipal, "max_exports_per_principal", "--max-exports-per-principal", "streams", 2, 1, 1024,     \
+    kResourceExhausted, kQuotaExceeded, "2", "ExportModel streams one principal may have open at once")            \
   X(kMaxUploadBytes, "max_upload_bytes", "--max-upload-bytes", "bytes", 17179869184.0, 1048576, 4398046511104.0,    \
     kResourceExhausted, kRequestTooLarge, "16 GiB", "Largest model upload")                                         \
   X(kMinFreeDiskMib, "min_free_disk_mib", "--min-free-disk-mib", "MiB", 256, 0, 1073741824, kResourceExhausted,     \

@@ -37,17 +37,15 @@ std::string FindName(const safetensors::Checkpoint& checkpoint, const std::set<s
 
 std::string ShapeText(const std::vector<int64_t>& shape) { return absl::StrCat("[", absl::StrJoin(shape, ", "), "]"); }
 
-absl::Status CopyInto(torch::Tensor& parameter, const safetensors::Checkpoint::Tensor& tensor) {
-  const auto& info = *tensor.info;
+absl::Status CopyInto(torch::Tensor& parameter, const safetensors::Checkpoint& checkpoint, const std::string& name) {
+  const auto& info = *checkpoint.Info(name);
   if (parameter.sizes().vec() != info.shape) {
     return ErrorWithReason(absl::StatusCode::kInvalidArgument, ErrorReason::kInvalidModelFile,
                            absl::StrCat("tensor '", info.name, "' has shape ", ShapeText(info.shape),
                                         ", the model expects ", ShapeText(parameter.sizes().vec())));
   }
   auto values = torch::empty(info.shape, torch::kFloat32);
-  if (auto status = safetensors::ConvertToFloat32(info, tensor.data, values.data_ptr<float>()); !status.ok()) {
-    return status;
-  }
+  if (auto status = checkpoint.ReadFloat32(name, values.data_ptr<float>()); !status.ok()) return status;
   torch::NoGradGuard no_grad;
   parameter.copy_(values);
   return absl::OkStatus();
@@ -65,9 +63,7 @@ absl::Status LoadWeights(DecoderModel& model, const safetensors::Checkpoint& che
       return ErrorWithReason(absl::StatusCode::kInvalidArgument, ErrorReason::kInvalidModelFile,
                              absl::StrCat("missing tensor '", name, "' in the checkpoint"));
     }
-    auto tensor = checkpoint.Get(found);
-    if (!tensor.ok()) return tensor.status();
-    if (auto status = CopyInto(parameter, *tensor); !status.ok()) return status;
+    if (auto status = CopyInto(parameter, checkpoint, found); !status.ok()) return status;
     used.insert(found);
   }
   for (const std::string& name : listed) {

@@ -119,7 +119,8 @@ absl::StatusOr<ModelCache::Reservation> ModelCache::Reserve(const std::string& n
       return Reservation(this, bytes);
     }
     if (wait.cancelled && wait.cancelled()) {
-      return absl::CancelledError(absl::StrCat("the caller went away while ", name, " waited for room in the model cache"));
+      return absl::CancelledError(absl::StrCat("stopped (the caller went away, or its job was cancelled or stopped) while ",
+                                               name, " waited for room in the model cache"));
     }
     if (wait.deadline && std::chrono::steady_clock::now() >= *wait.deadline) {
       return ErrorWithReason(absl::StatusCode::kResourceExhausted, ErrorReason::kInsufficientMemory,
@@ -155,12 +156,12 @@ absl::StatusOr<ModelCache::Built> ModelCache::Build(const LoadRequest& request, 
 
 absl::StatusOr<std::shared_ptr<models::DecoderModel>> ModelCache::BuildForJob(const std::string& name,
                                                                               const models::ModelConfig& config,
-                                                                              uint64_t seed) {
+                                                                              uint64_t seed, const Cancelled& stop) {
   LoadRequest request;
   request.name = name;
   request.config = config;
   request.seed = seed;
-  auto built = Build(request, Wait{});
+  auto built = Build(request, Wait{std::nullopt, stop});
   if (!built.ok()) return built.status();
   // The room is given back when the model is freed: the deleter owns the reservation.
   auto room = std::make_shared<Reservation>(std::move(built->reservation));
@@ -210,21 +211,31 @@ absl::Status ModelCache::Export(const LoadRequest& request, const std::string& p
   return models::ExportWeights(*model, path, safetensors::DType::kF32, cancelled);
 }
 
-std::mutex& ModelCache::InstanceLock(const std::string& name, jobs::ComputeDtype dtype) {
+std::timed_mutex& ModelCache::InstanceLock(const std::string& name, jobs::ComputeDtype dtype) {
   std::lock_guard lock(locks_mutex_);
   auto& slot = instance_locks_[{name, dtype}];
-  if (!slot) slot = std::make_unique<std::mutex>();
+  if (!slot) slot = std::make_unique<std::timed_mutex>();
   return *slot;
+}
+
+absl::StatusOr<std::unique_lock<std::timed_mutex>> ModelCache::LockInstance(std::timed_mutex& lock,
+                                                                           const Cancelled& stop) {
+  std::unique_lock held(lock, std::defer_lock);
+  while (!held.try_lock_for(std::chrono::milliseconds(100))) {
+    if (stop && stop()) return absl::CancelledError("stopped while waiting for another job to finish with the model");
+  }
+  return held;
 }
 
 absl::StatusOr<std::shared_ptr<models::DecoderModel>> ModelCache::Acquire(ModelCatalog& catalog,
                                                                           const std::string& name,
-                                                                          jobs::ComputeDtype dtype) {
+                                                                          jobs::ComputeDtype dtype,
+                                                                          const Cancelled& stop) {
   auto request = catalog.RequestFor(name);  // Not found, failed, or another replica's still loading.
   if (!request.ok()) return request.status();
   if (auto cached = Find(name, dtype)) return cached;
   bool admitted = false;
-  auto built = Build(*request, Wait{}, &admitted);  // A worker waits for room as long as it takes.
+  auto built = Build(*request, Wait{std::nullopt, stop}, &admitted);  // A worker waits for room until stopped.
   if (!built.ok()) {
     if (admitted) catalog.RecordLoadFailure(name, built.status());
     return built.status();

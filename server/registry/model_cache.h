@@ -7,9 +7,12 @@
 // the ones it keeps: a build is admitted only when the float32 parameters of the models kept, of
 // the builds in flight and of the new one fit in it. Admission first evicts models nobody holds,
 // then waits for holders and other builds to finish: a job's worker waits as long as that takes
-// (jobs end), a call (an export, a registration) waits at most Options::call_wait and is then
-// refused, and a call whose client went away stops waiting. A model larger than the whole budget
-// is never built: RESOURCE_EXHAUSTED / INSUFFICIENT_MEMORY naming the flag.
+// (jobs end) but stops the moment its job is cancelled, runs past its time limit or the server
+// shuts down (the runner's `stop`), a call (an export, a registration) waits at most
+// Options::call_wait and is then refused, and a call whose client went away stops waiting. A
+// model larger than the whole budget is never built: RESOURCE_EXHAUSTED / INSUFFICIENT_MEMORY
+// naming the flag. A job holds one model at a time (runners/jacobian_runner.cc), so waiting for
+// room never waits on a model its own job holds, and two jobs can never wait on each other.
 //
 // One instance per compute dtype: a measurement converts the model it measures to its dtype, so a
 // bfloat16 job gets a bfloat16 instance of its own and the float32 instance (which float32 jobs,
@@ -56,15 +59,19 @@ class ModelCache final : public ModelLoader {
 
   // The named model, loaded on demand (a failed load marks it FAILED in the catalog; a build that
   // the budget refuses does not). Callers hold the shared_ptr while measuring. A job's worker
-  // calls this: it waits for room in the budget as long as that takes.
+  // calls this: it waits for room in the budget until there is room or `stop` turns true (then
+  // CANCELLED; `stop` is asked about every 100 ms while waiting).
   absl::StatusOr<std::shared_ptr<models::DecoderModel>> Acquire(
-      ModelCatalog& catalog, const std::string& name, jobs::ComputeDtype dtype = jobs::ComputeDtype::kFloat32);
+      ModelCatalog& catalog, const std::string& name, jobs::ComputeDtype dtype = jobs::ComputeDtype::kFloat32,
+      const Cancelled& stop = nullptr);
 
   // A model built for one job and not kept (a comparison job's `init`: a registered model's
   // architecture at a seeded initialization): it takes its room in the budget like any build,
-  // waiting as a job's build does, until the last holder of the returned model lets it go.
+  // waiting as a job's build does (until `stop`), until the last holder of the returned model
+  // lets it go.
   absl::StatusOr<std::shared_ptr<models::DecoderModel>> BuildForJob(const std::string& name,
-                                                                    const models::ModelConfig& config, uint64_t seed);
+                                                                    const models::ModelConfig& config, uint64_t seed,
+                                                                    const Cancelled& stop = nullptr);
 
   absl::StatusOr<LoadedModel> Load(const LoadRequest& request, const std::string& export_path) override;
   absl::Status Export(const LoadRequest& request, const std::string& path, const Cancelled& cancelled) override;
@@ -73,8 +80,12 @@ class ModelCache final : public ModelLoader {
   // The lock of the named model's `dtype` instance. A measurement holds it while it moves the model
   // to its device and freezes its parameters; Export holds the float32 one while it reads the
   // weights, so an export never sees a model mid-move. Never held while taking the cache's lock
-  // is required: Acquire may be called under it.
-  std::mutex& InstanceLock(const std::string& name, jobs::ComputeDtype dtype);
+  // is required: Acquire may be called under it. Timed, so that a job waiting for it can see its
+  // cancellation (LockInstance).
+  std::timed_mutex& InstanceLock(const std::string& name, jobs::ComputeDtype dtype);
+  // Takes `lock` (an instance lock), asking `stop` every 100 ms while another holder has it:
+  // CANCELLED when `stop` turned true first.
+  static absl::StatusOr<std::unique_lock<std::timed_mutex>> LockInstance(std::timed_mutex& lock, const Cancelled& stop);
 
   // Models built or loaded so far (cache misses), for tests and metrics.
   int64_t loads() const { return loads_; }
@@ -134,7 +145,7 @@ class ModelCache final : public ModelLoader {
   std::list<Cached> cache_;       // Most recent at the front.
   int64_t building_bytes_ = 0;    // Reservations of builds in flight (guarded by mutex_).
   std::mutex locks_mutex_;        // Guards instance_locks_ (the locks live as long as the cache).
-  std::map<std::pair<std::string, jobs::ComputeDtype>, std::unique_ptr<std::mutex>> instance_locks_;
+  std::map<std::pair<std::string, jobs::ComputeDtype>, std::unique_ptr<std::timed_mutex>> instance_locks_;
   std::atomic<int64_t> loads_{0};
 };
 

@@ -16,7 +16,9 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
+#include "server/host/disk.h"
 #include "server/host/memory.h"
 #include "server/host/random.h"
 #include "server/registry/sha256.h"
@@ -85,15 +87,27 @@ std::string TokenizerDirectoryOf(const std::string& checkpoint_path) {
 
 }  // namespace
 
-absl::StatusOr<files::Scope> ModelCatalog::ScopeFor(SourceKind kind, const std::string& tenant) const {
-  if (kind == SourceKind::kUpload) return files::Scope::Of(uploads_dir(), "the server's uploads");
+std::string ModelCatalog::WallFolder(const std::string& relative, const std::string& tenant) const {
+  if (!tenant.empty()) return tenant;
+  const fs::path normal = fs::path(relative).lexically_normal();
+  if (normal.empty() || normal.is_absolute()) return "";
+  const std::string head = normal.begin()->string();
+  if (head.empty() || head == "." || head == "..") return "";
+  std::error_code error;
+  return fs::is_directory(fs::path(options_.model_root) / head, error) ? head : "";
+}
+
+absl::StatusOr<files::Scope> ModelCatalog::ScopeFor(const ModelSource& source, const std::string& tenant) const {
+  if (source.kind == SourceKind::kUpload) return files::Scope::Of(uploads_dir(), "the server's uploads");
   if (options_.model_root.empty()) {
     return ErrorWithReason(absl::StatusCode::kFailedPrecondition, ErrorReason::kPathNotAllowed,
                            "the server has no model root (start it with --model-root DIR)");
   }
-  if (tenant.empty()) return files::Scope::Of(options_.model_root, "the model root");
-  return files::Scope::Of((fs::path(options_.model_root) / tenant).string(),
-                          absl::StrCat("the model root's folder ", tenant, "/"));
+  const std::string wall =
+      WallFolder(source.kind == SourceKind::kPreset ? source.tokenizer_path : source.path, tenant);
+  if (wall.empty()) return files::Scope::Of(options_.model_root, "the model root");
+  return files::Scope::Of((fs::path(options_.model_root) / wall).string(),
+                          absl::StrCat("the model root's folder ", wall, "/"));
 }
 
 // Where an entry's tokenizer files are: a checkpoint's own directory, or a preset's
@@ -308,7 +322,7 @@ absl::Status ModelCatalog::MergeIndex(const nlohmann::json& items) {
                                                                              : ResolveUnderRoot(entry->source.path, entry->tenant).value_or("");
     // A preset without tokenizer files opens nothing; every other source opens beneath its scope.
     const bool opens = entry->source.kind != SourceKind::kPreset || !entry->source.tokenizer_path.empty();
-    const absl::StatusOr<files::Scope> scope = opens ? ScopeFor(entry->source.kind, entry->tenant) : files::Scope{};
+    const absl::StatusOr<files::Scope> scope = opens ? ScopeFor(entry->source, entry->tenant) : files::Scope{};
     if (scope.ok()) {
       if (auto config = ResolveConfig(entry->source, weights, *scope); config.ok()) entry->config = *config;
       entry->tokenizer_dir = TokenizerDirOf(*entry, weights);
@@ -369,8 +383,11 @@ absl::StatusOr<std::string> ModelCatalog::ResolveUnderRoot(const std::string& re
     return ErrorWithReason(absl::StatusCode::kFailedPrecondition, ErrorReason::kPathNotAllowed,
                            "the server has no model root (start it with --model-root DIR)");
   }
-  // A tenant's scope is its own folder; a public registration's (an admin's) is the whole root.
-  const std::string scope = tenant.empty() ? "the model root" : absl::StrCat("the model root's folder ", tenant, "/");
+  // A tenant's scope is its own folder. A public registration's (an admin's) path is relative to
+  // the whole root, and its scope is the root's folder the path begins with (WallFolder): files
+  // under a tenant's folder are that tenant's to write, so they never reach past its wall.
+  const std::string wall = WallFolder(relative, tenant);
+  const std::string scope = wall.empty() ? "the model root" : absl::StrCat("the model root's folder ", wall, "/");
   const fs::path given(relative);
   if (relative.empty() || given.is_absolute()) {
     return InvalidArgumentError({ErrorReason::kPathNotAllowed, "path", relative.empty() ? "\"\"" : relative,
@@ -382,15 +399,17 @@ absl::StatusOr<std::string> ModelCatalog::ResolveUnderRoot(const std::string& re
     return ErrorWithReason(absl::StatusCode::kFailedPrecondition, ErrorReason::kPathNotFound,
                            "model root missing: " + options_.model_root);
   }
-  const fs::path root = tenant.empty() ? model_root : model_root / tenant;
+  const fs::path base = tenant.empty() ? model_root : model_root / tenant;  // What `relative` is relative to.
+  const fs::path root = wall.empty() ? model_root : model_root / wall;      // What it must stay under.
   // Containment first (without revealing whether anything exists outside the scope, another
   // tenant's folder included): normalize "..", resolving the symlinks of the part that exists.
   const std::string prefix = root.string() + "/";
+  const auto inside = [&](const fs::path& path) { return path == root || path.string().rfind(prefix, 0) == 0; };
   const auto outside = InvalidArgumentError({ErrorReason::kPathNotAllowed, "path", relative,
                                              absl::StrCat("a path that stays under ", scope,
                                                           " (no '..' or symlinks leading out)")});
-  const fs::path lexical = fs::weakly_canonical(root / given, error);
-  if (error || lexical.string().rfind(prefix, 0) != 0) return outside;
+  const fs::path lexical = fs::weakly_canonical(base / given, error);
+  if (error || !inside(lexical)) return outside;
   // A symlink inside the scope whose target is missing names no file: refused like one that
   // leads out, so a dangling link cannot probe what exists elsewhere.
   for (fs::path part = lexical; part.string().rfind(prefix, 0) == 0; part = part.parent_path()) {
@@ -401,7 +420,7 @@ absl::StatusOr<std::string> ModelCatalog::ResolveUnderRoot(const std::string& re
                            absl::StrCat("path = ", relative, " does not exist under ", scope));
   }
   const fs::path resolved = fs::canonical(lexical, error);  // Every symlink resolved.
-  if (error || resolved.string().rfind(prefix, 0) != 0) return outside;
+  if (error || !inside(resolved)) return outside;
   return resolved.string();
 }
 
@@ -430,7 +449,7 @@ absl::StatusOr<LoadRequest> ModelCatalog::RequestForEntry(const ModelEntry& entr
     request.weights_path = entry.source.path;
   }
   if (entry.source.kind != SourceKind::kPreset) {
-    auto scope = ScopeFor(entry.source.kind, entry.tenant);
+    auto scope = ScopeFor(entry.source, entry.tenant);
     if (!scope.ok()) return scope.status();
     request.scope = *scope;
   }
@@ -450,8 +469,14 @@ absl::Status ModelCatalog::Refuse(const ModelEntry& entry, const absl::Status& w
   std::lock_guard lock(mutex_);
   entries_.erase(ModelPath(entry));  // The reservation goes, from the index too.
   (void)Persist();
-  if (entry.source.kind == SourceKind::kUpload) RemoveUploadedFiles(entry.source.path);
-  return why;
+  if (entry.source.kind != SourceKind::kUpload) return why;
+  RemoveUploadedFiles(entry.source.path);
+  // The stored file's name (<uid>.safetensors) is the server's business: the client sent "the
+  // uploaded file" and its config.
+  const std::string stored = fs::path(entry.source.path).filename().string();
+  std::string message(why.message());
+  absl::StrReplaceAll({{stored + ".config.json", "the upload's config.json"}, {stored, "the uploaded file"}}, &message);
+  return WithMessage(why, message);
 }
 
 absl::StatusOr<ModelEntry> ModelCatalog::Finish(ModelEntry entry) {
@@ -475,6 +500,18 @@ absl::StatusOr<ModelEntry> ModelCatalog::Finish(ModelEntry entry) {
   // The weights hash is the SHA-256 of the exported F32 safetensors file (what ExportModel sends),
   // written from the same build.
   const bool hash = entry.weights_sha256.empty() && entry.source.kind != SourceKind::kTorchScript;
+  if (hash && request.ok()) {
+    const int64_t available = host::AvailableDiskBytes(uploads_dir());
+    if (available >= 0 && bytes + static_cast<double>(options_.min_free_disk_bytes) > static_cast<double>(available)) {
+      return Refuse(entry, ErrorWithReason(absl::StatusCode::kResourceExhausted, ErrorReason::kInsufficientStorage,
+                                           absl::StrCat("the data directory has ", available >> 20,
+                                                        " MiB free; hashing the model's weights writes ",
+                                                        static_cast<int64_t>(bytes) >> 20, " MiB and would leave less than the ",
+                                                        options_.min_free_disk_bytes >> 20,
+                                                        " MiB this server keeps free (--min-free-disk-mib); nothing was "
+                                                        "registered")));
+    }
+  }
   const std::string scratch = hash ? ScratchPath(uploads_dir(), "hash", entry.name) : "";
   absl::StatusOr<LoadedModel> loaded = request.ok() ? loader_->Load(*request, scratch) : request.status();
   if (loaded.ok() && hash) entry.weights_sha256 = Sha256OfFile(scratch).value_or("");
@@ -486,7 +523,7 @@ absl::StatusOr<ModelEntry> ModelCatalog::Finish(ModelEntry entry) {
   std::lock_guard lock(mutex_);
   entry.state = ModelState::kReady;
   if (request.ok()) entry.tokenizer_dir = TokenizerDirOf(entry, request->weights_path);
-  if (auto scope = ScopeFor(entry.source.kind, entry.tenant); scope.ok()) entry.tokenizer_scope = *scope;
+  if (auto scope = ScopeFor(entry.source, entry.tenant); scope.ok()) entry.tokenizer_scope = *scope;
   entry.parameters = loaded->parameters;
   entry.memory_bytes = entry.parameters * 4;
   // The source as its owner named it; an upload's stored file is the server's business.
@@ -759,17 +796,9 @@ absl::Status ModelCatalog::Export(const std::string& model_path, const std::stri
     return ErrorWithReason(absl::StatusCode::kFailedPrecondition, ErrorReason::kInvalidArgument,
                            absl::StrCat(model_path, " is a TorchScript model: export its file instead"));
   }
-  if (auto status = loader_->Export(*request, file, cancelled); !status.ok()) return status;
-  auto sha = Sha256OfFile(file);
-  if (sha.ok()) {
-    std::lock_guard lock(mutex_);
-    if (auto it = entries_.find(model_path); it != entries_.end() && !it->second.builtin && it->second.weights_sha256 != *sha) {
-      it->second.weights_sha256 = *sha;
-      ++it->second.generation;
-      (void)Persist();
-    }
-  }
-  return absl::OkStatus();
+  // Read-only: the recorded digest is the registration's (an upload's is its stream's, which an
+  // F32 export of it need not equal); an export never changes it, nor the model's generation.
+  return loader_->Export(*request, file, cancelled);
 }
 
 }  // namespace posbias::registry

@@ -40,6 +40,9 @@ class ModelCatalog {
     // it is refused at registration (RESOURCE_EXHAUSTED / INSUFFICIENT_MEMORY), as one that
     // exceeds the host's memory is. 0 = no such limit.
     int64_t max_model_bytes = 0;
+    // Disk a registration's scratch file (the weights written once to hash them) leaves free in
+    // the data directory; a registration that would not is refused (INSUFFICIENT_STORAGE).
+    int64_t min_free_disk_bytes = 0;
   };
 
   // `loader` outlives the catalog.
@@ -90,19 +93,25 @@ class ModelCatalog {
   // A load outside registration learned the model's size (entries read from an older index).
   void RecordLoaded(const std::string& path, const LoadedModel& loaded);
 
-  // Writes the model's weights (Hugging Face names, F32) to `path` and records their SHA-256.
-  // Stops with CANCELLED once `cancelled` says the caller went away.
+  // Writes the model's weights (Hugging Face names, F32) to `path`; read-only (the recorded digest
+  // and generation stay). Stops with CANCELLED once `cancelled` says the caller went away.
   absl::Status Export(const std::string& model_path, const std::string& file, const Cancelled& cancelled = nullptr);
 
-  // Resolves `relative` under the scope of `tenant`: <model root>/<tenant>/ for a tenant's model,
-  // the whole root for a public one (tenant ""). No absolute paths, no escaping through "..", no
-  // symlinks leading out and no dangling ones (PATH_NOT_ALLOWED, the same text whether or not
-  // anything exists there); PATH_NOT_FOUND when it does not exist inside the scope.
+  // Resolves `relative` under the scope of `tenant`: <model root>/<tenant>/ for a tenant's model;
+  // for a public one (tenant "", an admin's) `relative` is relative to the whole root and its
+  // scope is WallFolder's. No absolute paths, no escaping through "..", no symlinks leading out
+  // and no dangling ones (PATH_NOT_ALLOWED, the same text whether or not anything exists there);
+  // PATH_NOT_FOUND when it does not exist inside the scope.
   absl::StatusOr<std::string> ResolveUnderRoot(const std::string& relative, const std::string& tenant = "") const;
-  // Where the files of an entry of `kind` owned by `tenant` may be opened (files/beneath.h): the
-  // tenant's folder of the model root (the whole root for a public model), the data directory's
-  // uploads for an upload. FAILED_PRECONDITION when that folder does not exist.
-  absl::StatusOr<files::Scope> ScopeFor(SourceKind kind, const std::string& tenant) const;
+  // The folder of the model root whose wall a path lies behind: the tenant's own for a tenant's
+  // model; for a public model, the root's folder the path begins with (files under <root>/lab-b/
+  // are lab-b's to write, so whoever registers them, they are opened with lab-b's scope); "" for
+  // a path naming a file directly in the root (the whole root is the scope).
+  std::string WallFolder(const std::string& relative, const std::string& tenant) const;
+  // Where the files of an entry with `source` owned by `tenant` may be opened (files/beneath.h):
+  // the wall folder of its path (WallFolder), the data directory's uploads for an upload.
+  // FAILED_PRECONDITION when that folder does not exist.
+  absl::StatusOr<files::Scope> ScopeFor(const ModelSource& source, const std::string& tenant) const;
   // The entry's tokenizer directory: a checkpoint's own, or a preset's tokenizer_path; "" = none.
   std::string TokenizerDirOf(const ModelEntry& entry, const std::string& weights_path) const;
 

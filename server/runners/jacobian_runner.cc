@@ -210,11 +210,52 @@ absl::Status AddComparison(const jobs::JobRecord& job, const std::vector<jobs::M
 struct Loaded {
   std::shared_ptr<models::DecoderModel> model;
   registry::ModelEntry bound;
-  std::mutex* lock = nullptr;  // The cache's instance lock (null for a model built for the job).
+  std::timed_mutex* lock = nullptr;  // The cache's instance lock (null for a model built for the job).
+};
+
+// Every wait of a run (for an instance lock, for room in the model cache) asks this whether to
+// stop: the job was cancelled, ran past its time limit, lost its lease or the server is shutting
+// down. It asks the worker through `report` (with the last progress, so nothing moves back), at
+// most once a second; the worker then records why the job stopped.
+class StopCheck {
+ public:
+  // Starts from the job's stored progress (a resumed job's waits do not show it back at 0).
+  StopCheck(const jobs::JobRecord& job, const std::function<bool(const jobs::ProgressUpdate&)>& report)
+      : report_(report) {
+    last_.progress = job.progress;
+    last_.samples_done = job.samples_done;
+    last_.chunks_done = job.chunks_done;
+    last_.chunks_total = job.chunks_total;
+    last_.eta_seconds = job.eta_seconds;
+  }
+
+  // What the measurement reports goes through here, so the check knows the last progress.
+  bool Report(const jobs::ProgressUpdate& update) {
+    last_ = update;
+    last_.checkpoint.clear();  // Already stored; a check never writes it again.
+    asked_ = std::chrono::steady_clock::now();
+    stopped_ = !report_(update);
+    return !stopped_;
+  }
+  bool operator()() {
+    if (stopped_) return true;
+    if (std::chrono::steady_clock::now() - asked_ < std::chrono::seconds(1)) return false;
+    return !Report(last_);
+  }
+  registry::Cancelled AsCancelled() {
+    return [this] { return (*this)(); };
+  }
+
+ private:
+  const std::function<bool(const jobs::ProgressUpdate&)>& report_;
+  jobs::ProgressUpdate last_;
+  std::chrono::steady_clock::time_point asked_{};
+  bool stopped_ = false;
 };
 
 absl::StatusOr<Loaded> Load(registry::ModelCatalog* catalog, registry::ModelCache* cache, const jobs::JobRecord& job,
-                            const std::string& name, const std::string& uid, const std::string& sha256) {
+                            const std::string& name, const std::string& uid, const std::string& sha256,
+                            const registry::Cancelled& stop) {
   // Bound to the registration it was submitted for (catalog's GetBound, by uid): never another
   // model, another tenant's of the same name neither.
   auto first = catalog->GetBound(uid, sha256, name, job.tenant);
@@ -223,8 +264,9 @@ absl::StatusOr<Loaded> Load(registry::ModelCatalog* catalog, registry::ModelCach
   Loaded loaded;
   // Jobs on the same model instance run one at a time, and exports wait for them (model_cache.h).
   loaded.lock = &cache->InstanceLock(path, job.spec.dtype);
-  std::unique_lock lock(*loaded.lock);
-  auto model = cache->Acquire(*catalog, path, job.spec.dtype);
+  auto lock = registry::ModelCache::LockInstance(*loaded.lock, stop);
+  if (!lock.ok()) return lock.status();
+  auto model = cache->Acquire(*catalog, path, job.spec.dtype, stop);
   if (!model.ok()) return model.status();
   // Still the same registration once loaded (a replacement in between evicts the cache's copy).
   auto bound = catalog->GetBound(uid, sha256, name, job.tenant);
@@ -263,15 +305,19 @@ struct Stage {
   std::string name;
   nlohmann::json* records = nullptr;
   nlohmann::json* checkpoint = nullptr;
-  const std::function<bool(const jobs::ProgressUpdate&)>& report;
+  StopCheck* report = nullptr;
 };
 
 // One model over its range's samples (those not in options.done_samples), under its instance
 // lock; each finished sample is appended to the checkpoint and reported.
 absl::StatusOr<jacobian::MeasureResult> MeasureOne(Loaded& loaded, jacobian::MeasureOptions& options,
                                                    const Stage& stage) {
-  std::unique_lock<std::mutex> lock;
-  if (loaded.lock != nullptr) lock = std::unique_lock(*loaded.lock);
+  std::unique_lock<std::timed_mutex> lock;
+  if (loaded.lock != nullptr) {
+    auto held = registry::ModelCache::LockInstance(*loaded.lock, stage.report->AsCancelled());
+    if (!held.ok()) return held.status();
+    lock = *std::move(held);
+  }
   const auto start = std::chrono::steady_clock::now();
   const double units = static_cast<double>(stage.range.size());
   const double resumed_fraction = static_cast<double>(options.done_samples.size()) / units;
@@ -291,7 +337,7 @@ absl::StatusOr<jacobian::MeasureResult> MeasureOne(Loaded& loaded, jacobian::Mea
     const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const double gained = (progress.fraction - resumed_fraction) * units;  // Units measured here so far.
     update.eta_seconds = gained > 0 ? elapsed / gained * ((1.0 - progress.fraction) * units + units_after) : -1;
-    return stage.report(update);
+    return stage.report->Report(update);
   };
   std::optional<int64_t> not_finite;  // The first sample with a non-finite value.
   options.on_sample = [&](int64_t sample, const jacobian::SampleRecord& record) {
@@ -306,7 +352,7 @@ absl::StatusOr<jacobian::MeasureResult> MeasureOne(Loaded& loaded, jacobian::Mea
     update.chunks_done = last.chunks_done;
     update.chunks_total = last.chunks_total;
     update.checkpoint = stage.checkpoint->dump();
-    return stage.report(update);
+    return stage.report->Report(update);
   };
   auto result = jacobian::Measure(*loaded.model, options);
   if (not_finite) return NotFinite(stage.name, *not_finite);
@@ -317,16 +363,16 @@ absl::StatusOr<jacobian::MeasureResult> MeasureOne(Loaded& loaded, jacobian::Mea
 // its vocabulary and the seed, or given; none for Gaussian embeddings). Drawn here rather than
 // taken from the first model's measurement, so that a part holding only other models' samples
 // has them too.
-std::vector<std::vector<int64_t>> ReferenceIds(const jobs::JobRecord& job, const models::DecoderModel& first) {
+std::vector<std::vector<int64_t>> ReferenceIds(const jobs::JobRecord& job, const models::ModelConfig& first) {
   if (job.spec.input == jobs::JacobianInput::kGivenTokens) return job.spec.tokens;
   if (job.spec.input != jobs::JacobianInput::kRandomTokens) return {};
-  return jacobian::DrawTokenIds(first.config().vocab_size, OptionsFor(job.spec, "cpu"));
+  return jacobian::DrawTokenIds(first.vocab_size, OptionsFor(job.spec, "cpu"));
 }
 
 // Comparison jobs: the index-th model of `versus` over its stage's range of the reference's
 // samples, resumed from `done`.
 absl::StatusOr<jobs::MeasuredModel> MeasureVersus(registry::ModelCatalog* catalog, registry::ModelCache* cache,
-                                                  const jobs::JobRecord& job, const Loaded& first,
+                                                  const jobs::JobRecord& job, const models::ModelConfig& first,
                                                   const std::vector<std::vector<int64_t>>& reference_ids, size_t index,
                                                   std::vector<jacobian::SampleRecord>& done, const Stage& stage,
                                                   int64_t& vjps) {
@@ -335,12 +381,12 @@ absl::StatusOr<jobs::MeasuredModel> MeasureVersus(registry::ModelCatalog* catalo
   if (versus.init) {
     // The reference's architecture at a seeded initialization, built for this job alone (its
     // room in the model cache's budget held while it lives).
-    auto built = cache->BuildForJob(absl::StrCat(job.spec.model, " (init, seed ", job.spec.init_seed, ")"),
-                                    first.model->config(), job.spec.init_seed);
+    auto built = cache->BuildForJob(absl::StrCat(job.spec.model, " (init, seed ", job.spec.init_seed, ")"), first,
+                                    job.spec.init_seed, stage.report->AsCancelled());
     if (!built.ok()) return built.status();
     loaded.model = *std::move(built);
   } else {
-    auto bound = Load(catalog, cache, job, versus.model, versus.uid, versus.weights_sha256);
+    auto bound = Load(catalog, cache, job, versus.model, versus.uid, versus.weights_sha256, stage.report->AsCancelled());
     if (!bound.ok()) return bound.status();
     loaded = *std::move(bound);
   }
@@ -361,11 +407,17 @@ absl::StatusOr<jobs::MeasuredModel> MeasureVersus(registry::ModelCatalog* catalo
 
 }  // namespace
 
+// A comparison job holds one model at a time: the first model is let go before the next one is
+// loaded or built, and each model of `versus` before the one after it. A job whose models fit the
+// model cache one by one (what admission checks) therefore always runs, and no job waits for
+// room while holding room itself (two such jobs could otherwise wait on each other for good).
 absl::StatusOr<std::string> JacobianRunner::Run(const jobs::JobRecord& job,
                                                 const std::function<bool(const jobs::ProgressUpdate&)>& report) {
+  StopCheck stop(job, report);
   // The first model is loaded even by a part that measures none of its samples: it gives the
   // inputs' token ids and `init`'s architecture.
-  auto first = Load(catalog_, cache_, job, job.spec.model, job.spec.model_uid, job.spec.model_weights_sha256);
+  auto first = Load(catalog_, cache_, job, job.spec.model, job.spec.model_uid, job.spec.model_weights_sha256,
+                    stop.AsCancelled());
   if (!first.ok()) return first.status();
   const std::string device = job.device.empty() ? "cpu" : job.device;
   jacobian::MeasureOptions options = OptionsFor(job.spec, device);
@@ -385,25 +437,31 @@ absl::StatusOr<std::string> JacobianRunner::Run(const jobs::JobRecord& job,
   for (const auto& range : ranges) units_total += range.size();
   int64_t units_before = 0;
   auto stage = [&](size_t m, const std::string& name, nlohmann::json* records) {
-    return Stage{units_before, units_total, ranges[m], name, records, &checkpoint, report};
+    return Stage{units_before, units_total, ranges[m], name, records, &checkpoint, &stop};
   };
-  std::optional<jacobian::MeasureResult> result;
+  std::optional<jobs::JacobianReport> job_report;  // A whole job's (a part's result is its records).
   int64_t vjps = 0;
   std::vector<jobs::MeasuredModel> measured;
   if (!ranges[0].empty()) {
     SetRange(options, job, ranges[0]);
     auto own = MeasureOne(*first, options, stage(0, job.spec.model, &checkpoint["samples"]));
     if (!own.ok()) return own.status();
-    result = *std::move(own);
-    vjps += result->vjp_count;
-    measured.push_back({job.spec.model, first->bound.uid, first->bound.weights_sha256, UpToTarget(*result)});
+    vjps += own->vjp_count;
+    measured.push_back({job.spec.model, first->bound.uid, first->bound.weights_sha256, UpToTarget(*own)});
     units_before += ranges[0].size();
+    if (job.parent_id.empty()) {
+      auto lock = registry::ModelCache::LockInstance(*first->lock, stop.AsCancelled());  // The report reads the model.
+      if (!lock.ok()) return lock.status();
+      job_report = BaseReport(job, *first->model, options, *own, first->bound);
+    }
   }
-  const auto reference_ids = job.spec.versus.empty() ? std::vector<std::vector<int64_t>>{} : ReferenceIds(job, *first->model);
+  const models::ModelConfig first_config = first->model->config();
+  const auto reference_ids = job.spec.versus.empty() ? std::vector<std::vector<int64_t>>{} : ReferenceIds(job, first_config);
+  first->model.reset();  // One model at a time: the next one may need its room.
   for (size_t i = 0; i < job.spec.versus.size(); ++i) {
     if (ranges[i + 1].empty()) continue;
     const std::string name = job.spec.versus[i].init ? std::string(jobs::kVersusInit) : job.spec.versus[i].model;
-    auto other = MeasureVersus(catalog_, cache_, job, *first, reference_ids, i, versus_done[i],
+    auto other = MeasureVersus(catalog_, cache_, job, first_config, reference_ids, i, versus_done[i],
                                stage(i + 1, name, &checkpoint["versus"][i]), vjps);
     if (!other.ok()) return other.status();
     measured.push_back(*std::move(other));
@@ -415,13 +473,10 @@ absl::StatusOr<std::string> JacobianRunner::Run(const jobs::JobRecord& job,
     checkpoint["part"] = {{"unit_begin", job.unit_begin}, {"unit_end", job.unit_end}};
     return checkpoint.dump();
   }
-  std::unique_lock lock(*first->lock);  // The report reads the model (its config and parameters).
-  auto job_report = BaseReport(job, *first->model, options, *result, first->bound);
-  lock.unlock();
   if (!job.spec.versus.empty()) {
-    if (auto status = AddComparison(job, measured, job_report); !status.ok()) return status;
+    if (auto status = AddComparison(job, measured, *job_report); !status.ok()) return status;
   }
-  return jobs::ReportToJson(job_report).dump();
+  return jobs::ReportToJson(*job_report).dump();
 }
 
 }  // namespace posbias::runners

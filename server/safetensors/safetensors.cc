@@ -1,7 +1,6 @@
 #include "server/safetensors/safetensors.h"
 
 #include <fcntl.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -523,13 +522,10 @@ absl::StatusOr<Header> ParseHeader(const std::string& header_json, uint64_t data
   return header;
 }
 
-absl::StatusOr<Header> ParseFile(const std::byte* bytes, uint64_t size,
-                                 const std::string& file_label) {
-  if (size < 8) {
-    return FileError(file_label, absl::StrCat("file of ", size,
-                                              " bytes is too short for the 8-byte header length"));
-  }
-  const uint64_t length = ReadLittleEndian64(bytes);
+namespace {
+
+// The length prefix N of a file of `size` bytes, checked: N <= kMaxHeaderBytes, N <= size - 8.
+absl::Status CheckHeaderLength(uint64_t length, uint64_t size, const std::string& file_label) {
   if (length > kMaxHeaderBytes) {
     return FileError(file_label, absl::StrCat("header length ", length, " exceeds the limit of ",
                                               kMaxHeaderBytes, " bytes"));
@@ -538,65 +534,87 @@ absl::StatusOr<Header> ParseFile(const std::byte* bytes, uint64_t size,
     return FileError(file_label, absl::StrCat("header length ", length, " exceeds the ", size - 8,
                                               " bytes after the length prefix"));
   }
+  return absl::OkStatus();
+}
+
+absl::Status TooShort(uint64_t size, const std::string& file_label) {
+  return FileError(file_label, absl::StrCat("file of ", size, " bytes is too short for the 8-byte header length"));
+}
+
+}  // namespace
+
+absl::StatusOr<Header> ParseFile(const std::byte* bytes, uint64_t size,
+                                 const std::string& file_label) {
+  if (size < 8) return TooShort(size, file_label);
+  const uint64_t length = ReadLittleEndian64(bytes);
+  if (auto status = CheckHeaderLength(length, size, file_label); !status.ok()) return status;
   const std::string header_json(reinterpret_cast<const char*>(bytes + 8), length);
   return ParseHeader(header_json, size - 8 - length, file_label);
 }
 
 // -----------------------------------------------------------------------------------------------
-// MappedFile.
+// TensorFile.
 
-absl::StatusOr<MappedFile> MappedFile::Open(const std::string& path, const files::Scope& scope) {
+namespace {
+
+// Reads bytes [offset, offset + size) of the open file into `out`, resuming after short reads
+// and interruptions. A read that meets the end of the file first is INVALID_MODEL_FILE: the file
+// shrank after it was opened (`what` names the part that was being read).
+absl::Status ReadAt(int fd, uint64_t offset, uint64_t size, std::byte* out, const std::string& label,
+                    const std::string& what) {
+  uint64_t done = 0;
+  while (done < size) {
+    const size_t chunk = static_cast<size_t>(std::min<uint64_t>(size - done, uint64_t{1} << 30));
+    const ssize_t got = ::pread(fd, out + done, chunk, static_cast<off_t>(offset + done));
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) return OsError(label, "read", errno);
+    if (got == 0) {
+      struct stat info {};
+      const uint64_t now = ::fstat(fd, &info) == 0 ? static_cast<uint64_t>(info.st_size) : offset + done;
+      return FileError(label, absl::StrCat("the file shrank while it was read: ", what, " ends at byte ", offset + size,
+                                           ", the file now has ", now, " bytes"));
+    }
+    done += static_cast<uint64_t>(got);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<TensorFile> TensorFile::Open(const std::string& path, const files::Scope& scope) {
   absl::StatusOr<files::OpenFile> opened = files::OpenBeneath(scope, path);
   if (!opened.ok()) return opened.status();
   const std::string label = files::ShownPath(scope, path);
   const uint64_t size = opened->size();
-  if (size < 8) return ParseFile(nullptr, size, label).status();
-  void* base = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, opened->fd(), 0);
-  if (base == MAP_FAILED) return OsError(label, "map", errno);
-  MappedFile file;
+  if (size < 8) return TooShort(size, label);
+  std::byte prefix[8];
+  if (auto status = ReadAt(opened->fd(), 0, 8, prefix, label, "the header length"); !status.ok()) return status;
+  const uint64_t length = ReadLittleEndian64(prefix);
+  if (auto status = CheckHeaderLength(length, size, label); !status.ok()) return status;
+  std::string header_json(length, '\0');
+  if (auto status = ReadAt(opened->fd(), 8, length, reinterpret_cast<std::byte*>(header_json.data()), label, "the header");
+      !status.ok()) {
+    return status;
+  }
+  absl::StatusOr<Header> header = ParseHeader(header_json, size - 8 - length, label);
+  if (!header.ok()) return header.status();
+  TensorFile file(*std::move(opened));
   file.path_ = path;
-  file.base_ = base;
-  file.size_ = size;
-  absl::StatusOr<Header> header = ParseFile(static_cast<const std::byte*>(base), size, label);
-  if (!header.ok()) return header.status();  // file unmaps.
+  file.label_ = label;
   file.header_ = *std::move(header);
   return file;
 }
 
-MappedFile::MappedFile(MappedFile&& other) noexcept
-    : path_(std::move(other.path_)),
-      header_(std::move(other.header_)),
-      base_(std::exchange(other.base_, nullptr)),
-      size_(std::exchange(other.size_, 0)) {}
-
-MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
-  if (this != &other) {
-    Unmap();
-    path_ = std::move(other.path_);
-    header_ = std::move(other.header_);
-    base_ = std::exchange(other.base_, nullptr);
-    size_ = std::exchange(other.size_, 0);
-  }
-  return *this;
-}
-
-MappedFile::~MappedFile() { Unmap(); }
-
-void MappedFile::Unmap() {
-  if (base_ != nullptr) ::munmap(base_, size_);
-  base_ = nullptr;
-  size_ = 0;
-}
-
-const TensorInfo* MappedFile::Find(const std::string& name) const {
+const TensorInfo* TensorFile::Find(const std::string& name) const {
   auto it = std::lower_bound(
       header_.tensors.begin(), header_.tensors.end(), name,
       [](const TensorInfo& tensor, const std::string& key) { return tensor.name < key; });
   return it != header_.tensors.end() && it->name == name ? &*it : nullptr;
 }
 
-const std::byte* MappedFile::Data(const TensorInfo& tensor) const {
-  return static_cast<const std::byte*>(base_) + header_.data_start + tensor.begin;
+absl::Status TensorFile::Read(const TensorInfo& tensor, std::byte* out) const {
+  return ReadAt(file_.fd(), header_.data_start + tensor.begin, tensor.end - tensor.begin, out, label_,
+                absl::StrCat("tensor '", Printable(tensor.name), "'"));
 }
 
 // -----------------------------------------------------------------------------------------------
@@ -618,7 +636,7 @@ absl::StatusOr<Checkpoint> Checkpoint::Open(const std::string& path, const files
 }
 
 absl::StatusOr<Checkpoint> Checkpoint::OpenSingle(const std::string& path, const files::Scope& scope) {
-  absl::StatusOr<MappedFile> file = MappedFile::Open(path, scope);
+  absl::StatusOr<TensorFile> file = TensorFile::Open(path, scope);
   if (!file.ok()) return file.status();
   Checkpoint checkpoint;
   checkpoint.label_ = files::ShownPath(scope, path);
@@ -657,10 +675,10 @@ absl::StatusOr<std::map<std::string, std::string>> ReadWeightMap(const std::stri
 }
 
 // Opens one shard; a missing shard names the index that lists it.
-absl::StatusOr<MappedFile> OpenShard(const std::string& directory, const std::string& shard,
+absl::StatusOr<TensorFile> OpenShard(const std::string& directory, const std::string& shard,
                                      const std::string& index_path, const files::Scope& scope) {
   const std::string shard_path = JoinPath(directory, shard);
-  absl::StatusOr<MappedFile> file = MappedFile::Open(shard_path, scope);
+  absl::StatusOr<TensorFile> file = TensorFile::Open(shard_path, scope);
   if (!file.ok() && absl::IsNotFound(file.status())) {
     return NotFoundError(files::ShownPath(scope, shard_path),
                          absl::StrCat("shard listed in ", files::ShownPath(scope, index_path), " does not exist"));
@@ -679,14 +697,14 @@ absl::StatusOr<Checkpoint> Checkpoint::OpenIndex(const std::string& index_path, 
   checkpoint.label_ = files::ShownPath(scope, index_path);
   const std::string directory = DirectoryOf(index_path);
   for (auto& [shard, file_index] : shard_files) {
-    absl::StatusOr<MappedFile> file = OpenShard(directory, shard, index_path, scope);
+    absl::StatusOr<TensorFile> file = OpenShard(directory, shard, index_path, scope);
     if (!file.ok()) return file.status();
     file_index = checkpoint.files_.size();
     checkpoint.files_.push_back(*std::move(file));
   }
   for (const auto& [name, shard] : *weight_map) {
     const size_t file_index = shard_files[shard];
-    const MappedFile& file = checkpoint.files_[file_index];
+    const TensorFile& file = checkpoint.files_[file_index];
     const TensorInfo* info = file.Find(name);
     if (info == nullptr) {
       return TensorError(checkpoint.label_, name,
@@ -707,14 +725,32 @@ std::vector<std::string> Checkpoint::TensorNames() const {
   return names;
 }
 
+const TensorInfo* Checkpoint::Info(const std::string& name) const {
+  auto it = tensors_.find(name);
+  return it == tensors_.end() ? nullptr : &files_[it->second.file].header().tensors[it->second.tensor];
+}
+
 absl::StatusOr<Checkpoint::Tensor> Checkpoint::Get(const std::string& name) const {
   auto it = tensors_.find(name);
   if (it == tensors_.end()) {
     return FileError(label_, absl::StrCat("missing tensor '", Printable(name), "'"));
   }
-  const MappedFile& file = files_[it->second.file];
+  const TensorFile& file = files_[it->second.file];
   const TensorInfo& info = file.header().tensors[it->second.tensor];
-  return Tensor{&info, file.Data(info)};
+  Tensor tensor{&info, std::vector<std::byte>(info.end - info.begin)};
+  if (auto status = file.Read(info, tensor.data.data()); !status.ok()) return status;
+  return tensor;
+}
+
+absl::Status Checkpoint::ReadFloat32(const std::string& name, float* out) const {
+  const TensorInfo* info = Info(name);
+  if (info != nullptr && info->dtype == DType::kF32) {
+    const auto& location = tensors_.at(name);
+    return files_[location.file].Read(*info, reinterpret_cast<std::byte*>(out));
+  }
+  absl::StatusOr<Tensor> tensor = Get(name);
+  if (!tensor.ok()) return tensor.status();
+  return ConvertToFloat32(*tensor->info, tensor->data.data(), out);
 }
 
 const std::map<std::string, std::string>& Checkpoint::metadata() const {

@@ -9,7 +9,9 @@
 //   - ParseHeader validates a header completely (dtype known, shape non-negative and without
 //     overflow, offsets inside the buffer and matching the shape, no overlaps, no duplicate names,
 //     metadata values strings), so later code may trust every TensorInfo it hands out.
-//   - MappedFile maps one file read-only; tensor data are pointers into the mapping (no copy).
+//   - TensorFile opens one file and reads a tensor's bytes through its descriptor (pread), never
+//     through a memory map: the files are a tenant's to write, and a file that shrinks while it
+//     is read must give an error, not a SIGBUS that ends the server.
 //   - Checkpoint opens a single file, a directory with model.safetensors, or a sharded checkpoint
 //     described by model.safetensors.index.json, and finds tensors by name across shards.
 //   - ConvertToFloat32 / ConvertFromFloat32 convert F32, F16, BF16 and F64 data (IEEE half and
@@ -23,8 +25,8 @@
 // Bad arguments to WriteFile are INVALID_ARGUMENT / INVALID_ARGUMENT.
 //
 // Limits and caveats: the host must be little-endian (checked at compile time); the header is at
-// most 100 MiB; tensor data are not aligned in memory (read them with memcpy, as the conversions
-// do); a file truncated by someone else while mapped raises SIGBUS on access, as with any mmap.
+// most 100 MiB; a file truncated by someone else while it is read is INVALID_MODEL_FILE ("the file
+// shrank while it was read"), whatever the moment.
 #pragma once
 
 #include <cstddef>
@@ -78,39 +80,40 @@ absl::StatusOr<Header> ParseHeader(const std::string& header_json, uint64_t data
                                    const std::string& file_label);
 
 // Parses the header of a whole file held in memory (bytes[0, size)): checks the length prefix
-// (size >= 8, N <= size - 8, N <= kMaxHeaderBytes), then ParseHeader. Used by MappedFile::Open and
-// by the fuzz targets.
+// (size >= 8, N <= size - 8, N <= kMaxHeaderBytes), then ParseHeader. Used by the fuzz targets
+// (TensorFile::Open reads the same prefix through its descriptor).
 absl::StatusOr<Header> ParseFile(const std::byte* bytes, uint64_t size,
                                  const std::string& file_label);
 
-// One memory-mapped .safetensors file (read-only, PROT_READ, MAP_PRIVATE). Move-only; unmaps in
-// the destructor. The header is validated at Open, so Data(t) + (t.end - t.begin) stays inside
-// the mapping for every tensor of header().
-class MappedFile {
+// One open .safetensors file: its validated header, and its tensors read on demand through the
+// descriptor (pread). Move-only; closes the file in the destructor. The header is validated at
+// Open against the size the file had then, so every tensor of header() lay inside the file; if
+// the file shrinks later, Read says so (INVALID_MODEL_FILE) instead of reading past its end.
+class TensorFile {
  public:
   // Opens `path` beneath `scope` (files/beneath.h; the default scope is anywhere). Messages
   // name the file as ShownPath does.
-  static absl::StatusOr<MappedFile> Open(const std::string& path, const files::Scope& scope = {});
+  static absl::StatusOr<TensorFile> Open(const std::string& path, const files::Scope& scope = {});
 
-  MappedFile(MappedFile&& other) noexcept;
-  MappedFile& operator=(MappedFile&& other) noexcept;
-  MappedFile(const MappedFile&) = delete;
-  MappedFile& operator=(const MappedFile&) = delete;
-  ~MappedFile();
+  TensorFile(TensorFile&& other) noexcept = default;
+  TensorFile& operator=(TensorFile&& other) noexcept = default;
+  TensorFile(const TensorFile&) = delete;
+  TensorFile& operator=(const TensorFile&) = delete;
 
   const Header& header() const { return header_; }
   const TensorInfo* Find(const std::string& name) const;  // nullptr if absent.
-  const std::byte* Data(const TensorInfo& tensor) const;  // Pointer into the mapping.
+  // Reads the tensor's (tensor.end - tensor.begin) bytes into `out`. INVALID_MODEL_FILE naming the
+  // file and the tensor when the file ends before them (it shrank since Open).
+  absl::Status Read(const TensorInfo& tensor, std::byte* out) const;
   const std::string& path() const { return path_; }
 
  private:
-  MappedFile() = default;
-  void Unmap();
+  TensorFile(files::OpenFile file) : file_(std::move(file)) {}
 
+  files::OpenFile file_;
   std::string path_;
+  std::string label_;  // The path as messages show it.
   Header header_;
-  void* base_ = nullptr;
-  size_t size_ = 0;
 };
 
 // A checkpoint: one .safetensors file; a directory holding model.safetensors (preferred, as
@@ -127,12 +130,17 @@ class Checkpoint {
   std::vector<std::string> TensorNames() const;  // Sorted.
 
   struct Tensor {
-    const TensorInfo* info;
-    const std::byte* data;
+    const TensorInfo* info;       // Valid while the Checkpoint lives (moves included).
+    std::vector<std::byte> data;  // The tensor's bytes, read from its file now.
   };
-  // INVALID_MODEL_FILE "<path>: missing tensor '<name>'" when absent. The pointers stay valid
-  // while the Checkpoint lives (moves included).
+  // INVALID_MODEL_FILE "<path>: missing tensor '<name>'" when absent, or "... shrank while it was
+  // read" when its file no longer holds it.
   absl::StatusOr<Tensor> Get(const std::string& name) const;
+  // The tensor's metadata without reading it (nullptr if absent).
+  const TensorInfo* Info(const std::string& name) const;
+  // The tensor converted to float32 into `out` (ElementCount(shape) floats); F32 data are read
+  // straight into it. Errors as Get and ConvertToFloat32.
+  absl::Status ReadFloat32(const std::string& name, float* out) const;
 
   // The __metadata__ of the only file, or of the shard whose file name sorts first.
   const std::map<std::string, std::string>& metadata() const;
@@ -148,7 +156,7 @@ class Checkpoint {
   Checkpoint() = default;
 
   std::string label_;  // The path given to Open as messages show it.
-  std::vector<MappedFile> files_;
+  std::vector<TensorFile> files_;
   std::map<std::string, Location> tensors_;
 };
 

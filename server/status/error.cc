@@ -101,6 +101,13 @@ absl::Status ErrorWithReason(absl::StatusCode code, ErrorReason reason,
   return WithPayloads(absl::Status(code, message), reason, "", "", "");
 }
 
+absl::Status WithMessage(const absl::Status& status, const std::string& message) {
+  if (status.ok()) return status;
+  absl::Status copy(status.code(), message);
+  status.ForEachPayload([&](absl::string_view url, const absl::Cord& payload) { copy.SetPayload(url, payload); });
+  return copy;
+}
+
 std::string ErrorReasonOf(const absl::Status& status) { return PayloadOf(status, kReasonUrl); }
 std::string ErrorFieldOf(const absl::Status& status) { return PayloadOf(status, kFieldUrl); }
 std::string ErrorValueOf(const absl::Status& status) { return PayloadOf(status, kValueUrl); }

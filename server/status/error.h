@@ -32,6 +32,9 @@ absl::Status TooLargeError(const std::string& field, const std::string& value,
 absl::Status ErrorWithReason(absl::StatusCode code, ErrorReason reason,
                              const std::string& message);
 
+// The same status (code, reason, field, allowed range) with another message.
+absl::Status WithMessage(const absl::Status& status, const std::string& message);
+
 // Accessors for the payloads; empty when absent (the reason as its proto name).
 std::string ErrorReasonOf(const absl::Status& status);
 std::string ErrorFieldOf(const absl::Status& status);

@@ -252,6 +252,22 @@ class HealthTest(CliTestCase):
 # density
 
 
+class TokensFileTest(CliTestCase):
+    def test_a_token_id_of_two_to_the_32_or_more_is_refused_not_wrapped(self):
+        path = os.path.join(tempfile.gettempdir(), "posbias-cli-tokens-%d.json" % os.getpid())
+        try:
+            for big in (2 ** 32, 2 ** 40):
+                with open(path, "w") as f:
+                    json.dump([[1, 2, big, 3]], f)
+                result = run_cli("jobs", "submit", "--model", "gpt2-tiny", "-L", "4", "--tokens", path)
+                self.assertNotEqual(result.returncode, 0, result.stdout)
+                self.assertIn("sample 1, id 3 is %d" % big, result.stderr)
+                self.assertIn("0..4294967295", result.stderr)
+        finally:
+            if os.path.exists(path):
+                os.remove(path)
+
+
 class DensityTest(CliTestCase):
     COLUMNS = ["x", "density", "log_density", "cdf", "ccdf"]
 

@@ -20,6 +20,7 @@ import hashlib
 import json
 import os
 import secrets
+import shutil
 import sys
 import tempfile
 import threading
@@ -119,6 +120,7 @@ class TenantWall(unittest.TestCase):
                 cls.tokens.add("%s-%s" % (tenant[-1], role), tenant, role)
         cls.tokens.add("admin", "ops", "admin")
         cls.tokens.add("ops-reader", "ops", "reader")
+        cls.tokens.add("ops-submitter", "ops", "submitter")
         cls.tokens.write()
         cls.server = ServerProcess(ARGS.server_binary, [
             "--model-root", cls.root, "--auth-tokens-file", cls.tokens.path, "--cpu-threads", "1"]).start()
@@ -455,6 +457,159 @@ class TenantWall(unittest.TestCase):
         key = os.path.join(self.server.data_dir.name, "page_token.key")
         self.assertEqual(len(read(key)), 64)
         self.assertEqual(oct(os.stat(key).st_mode & 0o777), "0o600")
+
+    # ---- 6. A shared service: what one tenant's files and calls may not do to the others --------
+
+    def test_a_public_model_of_a_tenants_folder_never_reaches_past_that_tenants_wall(self):
+        # lab-b's folder holds a config and a link to lab-a's private weights; an admin registers it
+        # as a public model. Files under <root>/lab-b/ are lab-b's: opened within lab-b's wall.
+        self.copy_of_lab_a_files("pub1", {"model.safetensors": "../../lab-a/ckpt/model.safetensors"})
+        error = self.refusal(lambda: self.models.RegisterModel(pb.model.RegisterModelRequest(
+            name="pub1", checkpoint=pb.model.CheckpointSource(path="lab-b/pub1"), wait=True),
+            timeout=120, metadata=self.tokens.md("admin")))
+        self.assertEqual((error.code(), reason_of(error)), (grpc.StatusCode.INVALID_ARGUMENT, "PATH_NOT_ALLOWED"),
+                         error.details())
+        self.assertNotIn(self.root, error.details())
+        # Variant: a clean folder registered first, the link swapped in after: the next read of the
+        # file (here a registration; an export after the cached copy is evicted alike, see
+        # torch.model_registry) goes through lab-b's wall again.
+        self.copy_of_lab_a_files("pub2", {})
+        self.models.RegisterModel(pb.model.RegisterModelRequest(
+            name="pub2", checkpoint=pb.model.CheckpointSource(path="lab-b/pub2"), wait=True),
+            timeout=120, metadata=self.tokens.md("admin"))
+        self.plant("lab-b", "pub2/model.safetensors", "../../lab-a/ckpt/model.safetensors")
+        error = self.refusal(lambda: self.models.RegisterModel(pb.model.RegisterModelRequest(
+            name="pub2-again", checkpoint=pb.model.CheckpointSource(path="lab-b/pub2"), wait=True),
+            timeout=120, metadata=self.tokens.md("admin")))
+        self.assertEqual(reason_of(error), "PATH_NOT_ALLOWED", error.details())
+
+    def test_a_hard_link_to_another_tenants_file_is_refused(self):
+        directory = os.path.join(self.root, "lab-b", "hl")
+        os.makedirs(directory, exist_ok=True)
+        for name in ("config.json", "model.safetensors"):
+            os.link(os.path.join(self.lab_a_ckpt, name), os.path.join(directory, name))
+        try:
+            error = self.refusal(lambda: self.register("b-operator", "hl", checkpoint="hl"))
+            self.assertEqual((error.code(), reason_of(error)), (grpc.StatusCode.INVALID_ARGUMENT, "PATH_NOT_ALLOWED"),
+                             error.details())
+            self.assertIn("hard links", error.details())
+            self.assertNotIn("lab-a", error.details())
+        finally:
+            shutil.rmtree(directory)
+
+    def test_exporting_an_uploaded_public_model_changes_nothing_it_recorded(self):
+        # A file that is not the canonical export (its header carries metadata the export has not).
+        data = read(os.path.join(self.lab_a_ckpt, "model.safetensors"), "rb")
+        length = int.from_bytes(data[:8], "little")
+        header = json.loads(data[8:8 + length])
+        header["__metadata__"] = {"format": "pt", "written_by": "a lab's own tool"}
+        text = json.dumps(header).encode()
+        text += b" " * (-(8 + len(text)) % 8)
+        upload = len(text).to_bytes(8, "little") + text + data[8 + length:]
+        config = read(os.path.join(self.lab_a_ckpt, "config.json"))
+
+        def messages():
+            yield pb.model.UploadModelRequest(metadata=pb.model.UploadModelMetadata(
+                name="public-upload", config_json=config, total_bytes=len(upload),
+                sha256=hashlib.sha256(upload).hexdigest()))
+            yield pb.model.UploadModelRequest(chunk=upload)
+
+        model = self.models.UploadModel(messages(), timeout=120, metadata=self.tokens.md("admin"))
+        self.assertEqual(model.weights_sha256, hashlib.sha256(upload).hexdigest(), "the stream's digest, from the start")
+        spec = pb.job.JobSpec(jacobian_norm=pb.job.JacobianNormSpec(model="public-upload", sequence_length=8, samples=1))
+        exported = b"".join(m.chunk for m in self.models.ExportModel(pb.model.ExportModelRequest(name="public-upload"),
+                                                                      timeout=RPC_TIMEOUT_S, metadata=self.tokens.md("b-reader"))
+                            if m.WhichOneof("part") == "chunk")
+        self.assertNotEqual(hashlib.sha256(exported).hexdigest(), model.weights_sha256)
+        after = self.models.GetModel(pb.model.GetModelRequest(name="public-upload"), timeout=RPC_TIMEOUT_S,
+                                     metadata=self.tokens.md("a-reader"))
+        self.assertEqual((after.weights_sha256, after.generation), (model.weights_sha256, model.generation))
+        # lab-a's job on it, submitted before another tenant's export, runs on the same model.
+        job = self.jobs.SubmitJob(pb.job.SubmitJobRequest(spec=spec), timeout=RPC_TIMEOUT_S,
+                                  metadata=self.tokens.md("a-submitter"))
+        for _ in self.models.ExportModel(pb.model.ExportModelRequest(name="public-upload"), timeout=RPC_TIMEOUT_S,
+                                         metadata=self.tokens.md("b-reader")):
+            pass
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            state = self.jobs.GetJob(pb.job.GetJobRequest(id=job.id), timeout=RPC_TIMEOUT_S,
+                                     metadata=self.tokens.md("a-reader"))
+            if state.state in (pb.job.JOB_STATE_SUCCEEDED, pb.job.JOB_STATE_FAILED, pb.job.JOB_STATE_CANCELLED):
+                break
+            time.sleep(0.2)
+        self.assertEqual(state.state, pb.job.JOB_STATE_SUCCEEDED, state.error)
+
+    def test_a_request_id_never_names_another_principals_job(self):
+        spec = pb.job.JobSpec(jacobian_norm=pb.job.JacobianNormSpec(model="lab-a/secret", sequence_length=8, samples=1),
+                              priority=-5)
+        admins = self.jobs.SubmitJob(pb.job.SubmitJobRequest(spec=spec, request_id="rid-shared"),
+                                     timeout=RPC_TIMEOUT_S, metadata=self.tokens.md("admin"))
+        other = pb.job.JobSpec(jacobian_norm=pb.job.JacobianNormSpec(model="gpt2-tiny", sequence_length=8, samples=1))
+        mine = self.jobs.SubmitJob(pb.job.SubmitJobRequest(spec=other, request_id="rid-shared"), timeout=RPC_TIMEOUT_S,
+                                   metadata=self.tokens.md("ops-submitter"))
+        self.assertNotEqual(mine.id, admins.id, "another principal's request_id is another request")
+        self.assertEqual(mine.request_id, "rid-shared")
+        again = self.jobs.SubmitJob(pb.job.SubmitJobRequest(spec=other, request_id="rid-shared"), timeout=RPC_TIMEOUT_S,
+                                    metadata=self.tokens.md("ops-submitter"))
+        self.assertEqual(again.id, mine.id, "its own retry still returns its own job")
+        # The same id with the same request by the admin again: the admin's own job.
+        retried = self.jobs.SubmitJob(pb.job.SubmitJobRequest(spec=spec, request_id="rid-shared"),
+                                      timeout=RPC_TIMEOUT_S, metadata=self.tokens.md("admin"))
+        self.assertEqual(retried.id, admins.id)
+        for job, who in ((admins, "admin"), (mine, "ops-submitter")):
+            self.jobs.CancelJob(pb.job.CancelJobRequest(id=job.id), timeout=RPC_TIMEOUT_S, metadata=self.tokens.md(who))
+
+    def test_truncating_a_checkpoint_while_it_is_read_never_takes_the_server_down(self):
+        # A checkpoint large enough to be read for a while (about 40 MB), written by the server.
+        overrides = pb.model.ModelArchitectureOverrides(hidden_size=512, num_heads=8, mlp_width=2048, vocab_size=8192,
+                                                        num_layers=2)
+        self.models.RegisterModel(pb.model.RegisterModelRequest(
+            name="big", preset=pb.model.PresetSource(preset="gpt2-tiny", overrides=overrides, init_seed=3), wait=True),
+            timeout=120, metadata=self.tokens.md("b-operator"))
+        chunks, config = [], None
+        for message in self.models.ExportModel(pb.model.ExportModelRequest(name="big"), timeout=120,
+                                               metadata=self.tokens.md("b-reader")):
+            if message.WhichOneof("part") == "header":
+                config = message.header.config_json
+            else:
+                chunks.append(message.chunk)
+        data = b"".join(chunks)
+        directory = os.path.join(self.root, "lab-b", "shrinking")
+        os.makedirs(directory, exist_ok=True)
+        with open(os.path.join(directory, "config.json"), "w") as f:
+            f.write(config)
+        weights = os.path.join(directory, "model.safetensors")
+        outcomes = []
+        for i, delay in enumerate((0.0, 0.002, 0.01, 0.03, 0.08, 0.2)):
+            with open(weights, "wb") as f:
+                f.write(data)
+            answer = {}
+
+            def register(name="shrink-%d" % i):
+                try:
+                    self.register("b-operator", name, checkpoint="shrinking")
+                    answer["outcome"] = "registered"
+                    self.models.DeleteModel(pb.model.DeleteModelRequest(name=name), timeout=RPC_TIMEOUT_S,
+                                            metadata=self.tokens.md("b-operator"))
+                except grpc.RpcError as error:
+                    answer["outcome"] = reason_of(error)
+                    answer["details"] = error.details()
+
+            thread = threading.Thread(target=register)
+            thread.start()
+            time.sleep(delay)
+            os.truncate(weights, len(data) // 3)
+            thread.join(120)
+            self.assertIsNone(self.server.process.poll(), "the server died (delay %s s):\n%s" % (delay, self.server.log))
+            self.assertIn(answer.get("outcome"), ("registered", "INVALID_MODEL_FILE"), answer)
+            if answer["outcome"] == "INVALID_MODEL_FILE":
+                self.assertNotIn(self.root, answer["details"])
+            outcomes.append(answer["outcome"])
+        # The server still answers every tenant.
+        listed = self.models.ListModels(pb.model.ListModelsRequest(page_size=10), timeout=RPC_TIMEOUT_S,
+                                        metadata=self.tokens.md("a-reader"))
+        self.assertGreater(len(listed.models), 0)
+        self.assertIn("INVALID_MODEL_FILE", outcomes, "some truncation met the read")
 
 
 def main():

@@ -93,6 +93,22 @@ TEST_F(BeneathTest, LinksIntoAnotherTenantOrOutOfTheRootAreRefusedWithPathNotAll
       << "an absolute path outside the root";
 }
 
+// `ln lab-a/ckpt/config.json lab-b/hl/config.json`: the hard link is a file of lab-b's folder
+// by every path check, but a second name of lab-a's file; a walled scope refuses any file with
+// more than one name, and says how many it has, not where the others are.
+TEST_F(BeneathTest, AHardLinkedFileIsRefusedInAWalledScope) {
+  fs::create_directories(In("hl"));
+  fs::create_hard_link(base_ / "root/lab-a/ckpt/config.json", In("hl/config.json"));
+  auto refused = ReadBeneath(scope_, In("hl/config.json"), 1 << 20);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ErrorReasonOf(refused.status()), "PATH_NOT_ALLOWED");
+  EXPECT_THAT(refused.status().message(), HasSubstr("hl/config.json has 2 hard links"));
+  EXPECT_THAT(refused.status().message(), Not(HasSubstr("lab-a")));
+  EXPECT_THAT(refused.status().message(), Not(HasSubstr(base_.string())));
+  // The stand-alone tools open their own files anywhere, links and all.
+  EXPECT_TRUE(ReadBeneath(Scope{}, In("hl/config.json"), 1 << 20).ok());
+}
+
 TEST_F(BeneathTest, ALinkOutAnswersTheSameWhetherOrNotItsTargetExists) {
   Link("../../lab-a/ckpt/config.json", "probe/config.json");
   Link("../../lab-a/ckpt/no-such.json", "probe2/config.json");

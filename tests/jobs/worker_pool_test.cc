@@ -38,8 +38,9 @@ class FaultyStore final : public JobStore {
   std::atomic<int> renewals{0};
   int64_t lease = 0;
 
-  absl::StatusOr<Created> Create(JobRecord job, int64_t max_queued, int64_t max_queued_for_owner = 0) override {
-    return real_->Create(job, max_queued, max_queued_for_owner);
+  absl::StatusOr<Created> Create(JobRecord job, int64_t max_queued, int64_t max_queued_for_owner = 0,
+                                 int64_t max_queued_for_tenant = 0) override {
+    return real_->Create(job, max_queued, max_queued_for_owner, max_queued_for_tenant);
   }
   absl::StatusOr<JobRecord> Get(const std::string& id) override { return real_->Get(id); }
   absl::StatusOr<JobPage> List(const ListFilter& filter) override { return real_->List(filter); }

@@ -473,6 +473,47 @@ TEST_F(RegistryTest, LoadsACheckpointDirectoryAndRefusesABrokenOneLeavingNothing
       << "the name is free to try again";
 }
 
+// Found by a two-tenant review: lab-b made lab-b/pub1/ with a config.json and a model.safetensors
+// linking to lab-a's private checkpoint, an admin registered it as a public model, and lab-b
+// exported lab-a's weights. Files under <root>/<tenant>/ are opened with that tenant's scope
+// whoever registers them, at registration and at every later read.
+TEST_F(RegistryTest, APublicModelOfATenantsFolderOpensItsFilesWithinThatTenantsWall) {
+  auto registry = Open();
+  const fs::path root = base_ / "root";
+  for (const char* dir : {"lab-a/ckpt", "lab-b/pub1", "lab-b/pub"}) fs::create_directories(root / dir);
+  auto lab_a = std::move(*models::BuildModel(*models::PresetConfig("gpt2-tiny"), 11));
+  ASSERT_TRUE(models::ExportWeights(*lab_a, (root / "lab-a/ckpt/model.safetensors").string()).ok());
+  const std::string config = models::ConfigToHuggingFaceJson(lab_a->config());
+  for (const char* dir : {"lab-a/ckpt", "lab-b/pub1", "lab-b/pub"}) std::ofstream(root / dir / "config.json") << config;
+  fs::create_symlink("../../lab-a/ckpt/model.safetensors", root / "lab-b/pub1/model.safetensors");
+  ModelSource source;
+  source.kind = SourceKind::kCheckpoint;
+  source.path = "lab-b/pub1";
+  const auto linked = registry->Register("pub1", source, {}, "");
+  EXPECT_EQ(ErrorReasonOf(linked.status()), "PATH_NOT_ALLOWED") << linked.status();
+  EXPECT_NE(std::string(linked.status().message()).find("lab-b/"), std::string::npos) << linked.status();
+  // The same through a folder link at the path's start, and for the folder itself.
+  source.path = "lab-b";
+  fs::create_symlink("../lab-a/ckpt/model.safetensors", root / "lab-b/model.safetensors");
+  std::ofstream(root / "lab-b/config.json") << config;
+  EXPECT_EQ(ErrorReasonOf(registry->Register("pub0", source, {}, "").status()), "PATH_NOT_ALLOWED");
+  // Variant: a clean folder is registered, then the link swapped in; once the cached copy is
+  // gone, the next read (an export) is refused.
+  auto clean = std::move(*models::BuildModel(*models::PresetConfig("gpt2-tiny"), 12));
+  ASSERT_TRUE(models::ExportWeights(*clean, (root / "lab-b/pub/model.safetensors").string()).ok());
+  source.path = "lab-b/pub";
+  ASSERT_TRUE(registry->Register("pub", source, {}, "").ok());
+  fs::remove(root / "lab-b/pub/model.safetensors");
+  fs::create_symlink("../../lab-a/ckpt/model.safetensors", root / "lab-b/pub/model.safetensors");
+  registry->cache.Forget("pub");
+  const std::string file = (base_ / "export.safetensors").string();
+  EXPECT_EQ(ErrorReasonOf(registry->Export("pub", file)), "PATH_NOT_ALLOWED");
+  EXPECT_FALSE(fs::exists(file));
+  // lab-a's own public registration of its folder still works: the wall is lab-a's.
+  source.path = "lab-a/ckpt";
+  EXPECT_TRUE(registry->Register("a-public", source, {}, "").ok());
+}
+
 // gpt2-tiny's float32 parameter bytes, as the cache estimates them before building.
 int64_t TinyBytes() { return static_cast<int64_t>(4 * models::EstimatedParameters(*models::PresetConfig("gpt2-tiny"))); }
 

@@ -100,7 +100,7 @@ std::vector<float> ToFloats(const Checkpoint& checkpoint, const std::string& nam
   EXPECT_TRUE(tensor.ok()) << tensor.status();
   if (!tensor.ok()) return {};
   std::vector<float> out(static_cast<size_t>(ElementCount(tensor->info->shape)));
-  EXPECT_TRUE(ConvertToFloat32(*tensor->info, tensor->data, out.data()).ok());
+  EXPECT_TRUE(ConvertToFloat32(*tensor->info, tensor->data.data(), out.data()).ok());
   return out;
 }
 
@@ -201,7 +201,7 @@ TEST(SafetensorsRoundTrip, TensorsAreLaidOutInTheGivenOrderWithContiguousOffsets
   const std::vector<float> a = {4};
   const std::string path = dir.File("order.safetensors");
   ASSERT_TRUE(WriteFile(path, {F32Tensor("z", {3}, z), F32Tensor("a", {1}, a)}, {}).ok());
-  absl::StatusOr<MappedFile> file = MappedFile::Open(path);
+  absl::StatusOr<TensorFile> file = TensorFile::Open(path);
   ASSERT_TRUE(file.ok()) << file.status();
   const TensorInfo* zi = file->Find("z");
   const TensorInfo* ai = file->Find("a");
@@ -215,7 +215,7 @@ TEST(SafetensorsRoundTrip, TensorsAreLaidOutInTheGivenOrderWithContiguousOffsets
   EXPECT_EQ(file->header().data_start % 8, 0u);
   EXPECT_TRUE(file->header().metadata.empty());
   float value = 0;
-  std::memcpy(&value, file->Data(*ai), sizeof(value));
+  ASSERT_TRUE(file->Read(*ai, reinterpret_cast<std::byte*>(&value)).ok());
   EXPECT_EQ(value, 4.0f);
   EXPECT_EQ(file->path(), path);
 }
@@ -230,18 +230,39 @@ TEST(SafetensorsRoundTrip, AFileWithoutTensorsIsValid) {
   EXPECT_TRUE(checkpoint->TensorNames().empty());
 }
 
-TEST(SafetensorsRoundTrip, MappedFilesStayUsableAfterAMove) {
+TEST(SafetensorsRoundTrip, OpenFilesStayUsableAfterAMove) {
   TempDir dir;
   const std::vector<float> x = {9.0f};
   const std::string path = dir.File("m.safetensors");
   ASSERT_TRUE(WriteFile(path, {F32Tensor("x", {1}, x)}, {}).ok());
-  absl::StatusOr<MappedFile> opened = MappedFile::Open(path);
+  absl::StatusOr<TensorFile> opened = TensorFile::Open(path);
   ASSERT_TRUE(opened.ok());
-  MappedFile moved = *std::move(opened);
-  MappedFile assigned = std::move(moved);
+  TensorFile moved = *std::move(opened);
+  TensorFile assigned = std::move(moved);
   float value = 0;
-  std::memcpy(&value, assigned.Data(*assigned.Find("x")), sizeof(value));
+  ASSERT_TRUE(assigned.Read(*assigned.Find("x"), reinterpret_cast<std::byte*>(&value)).ok());
   EXPECT_EQ(value, 9.0f);
+}
+
+// The files are a tenant's to write: a checkpoint truncated after it was opened must give an
+// error naming the file and the tensor, never a signal (a memory map would raise SIGBUS).
+TEST(SafetensorsRoundTrip, AFileThatShrinksAfterOpenIsAnErrorNotASignal) {
+  TempDir dir;
+  const std::vector<float> a(1024, 1.0f), b(1024, 2.0f);
+  const std::string path = dir.File("shrinks.safetensors");
+  ASSERT_TRUE(WriteFile(path, {F32Tensor("a", {1024}, a), F32Tensor("b", {1024}, b)}, {}).ok());
+  absl::StatusOr<Checkpoint> checkpoint = Checkpoint::Open(path);
+  ASSERT_TRUE(checkpoint.ok()) << checkpoint.status();
+  const uint64_t data_start = std::filesystem::file_size(path) - 2 * 4096;
+  std::filesystem::resize_file(path, data_start + 4096 + 100);  // "b" now ends past the file.
+  EXPECT_EQ(ToFloats(*checkpoint, "a"), a);
+  absl::StatusOr<Checkpoint::Tensor> cut = checkpoint->Get("b");
+  ExpectInvalidModelFile(cut.status(), {"shrinks.safetensors", "shrank while it was read", "tensor 'b'",
+                                        absl::StrCat("the file now has ", data_start + 4196, " bytes")});
+  std::vector<float> out(1024);
+  ExpectInvalidModelFile(checkpoint->ReadFloat32("b", out.data()), {"shrank while it was read"});
+  std::filesystem::resize_file(path, 0);
+  ExpectInvalidModelFile(checkpoint->ReadFloat32("a", out.data()), {"tensor 'a'", "the file now has 0 bytes"});
 }
 
 TEST(SafetensorsWrite, OverwritesAtomicallyAndLeavesNoTemporaryFiles) {
@@ -491,7 +512,7 @@ TEST_F(SafetensorsShards, TensorPointersSurviveMovingTheCheckpoint) {
   absl::StatusOr<Checkpoint::Tensor> after = moved.Get("c");
   ASSERT_TRUE(after.ok());
   EXPECT_EQ(before->info, after->info);
-  EXPECT_EQ(before->data, after->data);
+  EXPECT_EQ(before->data, after->data);  // The same bytes, read again after the move.
 }
 
 TEST_F(SafetensorsShards, AMissingShardIsPathNotFoundNamingTheShard) {
@@ -549,13 +570,13 @@ TEST(SafetensorsCheckpoint, MissingPathsAndEmptyDirectoriesArePathNotFound) {
   TempDir dir;
   ExpectPathNotFound(Checkpoint::Open(dir.File("nothing.safetensors")).status(),
                      {"nothing.safetensors"});
-  ExpectPathNotFound(MappedFile::Open(dir.File("nothing.safetensors")).status(), {});
+  ExpectPathNotFound(TensorFile::Open(dir.File("nothing.safetensors")).status(), {});
   ExpectPathNotFound(Checkpoint::Open(dir.path()).status(), {"model.safetensors"});
 }
 
-TEST(SafetensorsCheckpoint, ADirectoryIsNotAMappedFile) {
+TEST(SafetensorsCheckpoint, ADirectoryIsNotATensorFile) {
   TempDir dir;
-  ExpectInvalidModelFile(MappedFile::Open(dir.path()).status(), {"not a regular file"});
+  ExpectInvalidModelFile(TensorFile::Open(dir.path()).status(), {"not a regular file"});
 }
 
 TEST(SafetensorsCheckpoint, AMissingTensorNamesTheTensor) {
@@ -589,7 +610,7 @@ TEST(SafetensorsMalformed, FilesShorterThanEightBytesAreTruncated) {
   for (size_t size : {0, 1, 7}) {
     const std::string path = dir.File("short.safetensors");
     WriteBytes(path, std::string(size, '\x01'));
-    ExpectInvalidModelFile(MappedFile::Open(path).status(), {path, "too short"});
+    ExpectInvalidModelFile(TensorFile::Open(path).status(), {path, "too short"});
     ExpectInvalidModelFile(Checkpoint::Open(path).status(), {path, "too short"});
   }
 }

@@ -1,0 +1,242 @@
+#!/usr/bin/python3
+"""A shared service no tenant can wedge or starve, tried through real servers.
+
+Two tenants (lab-a, lab-b) share one server. Each attack of a two-tenant review is reproduced:
+a comparison job in a model cache that holds one of its models at a time (it used to wedge the
+only worker for good), one tenant filling the job queue or the WatchJob streams, exports whose
+client reads only the header (their scratch copies filled the disk), and a submission whose
+client has gone by the time its text is tokenized.
+
+Usage:
+    /usr/bin/python3 tests/e2e/shared_service_test.py --server-binary build/release/server/posbias-server \
+        --proto-dir proto
+"""
+
+import argparse
+import glob
+import os
+import sys
+import tempfile
+import time
+import unittest
+
+import grpc
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__))))
+from posbias_server import ServerProcess, generate_stubs, start_watchdog  # noqa: E402
+from tenant_wall_test import Tokens, reason_of, write_vocab_and_merges  # noqa: E402
+
+ARGS = None
+pb = None
+WORK = None
+RPC_TIMEOUT_S = 30
+WATCHDOG_S = 500
+
+
+def principals(path):
+    tokens = Tokens(path)
+    for tenant in ("lab-a", "lab-b"):
+        for role in ("reader", "submitter", "operator"):
+            tokens.add("%s-%s" % (tenant[-1], role), tenant, role)
+    tokens.add("admin", "ops", "admin")
+    tokens.write()
+    return tokens
+
+
+def wait_for_end(jobs, job_id, md, timeout_s=120):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        job = jobs.GetJob(pb.job.GetJobRequest(id=job_id), timeout=RPC_TIMEOUT_S, metadata=md)
+        if job.state in (pb.job.JOB_STATE_SUCCEEDED, pb.job.JOB_STATE_FAILED, pb.job.JOB_STATE_CANCELLED):
+            return job
+        time.sleep(0.2)
+    raise AssertionError("job %s did not end within %s s (state %s)" % (job_id, timeout_s, job.state))
+
+
+class WithServer(unittest.TestCase):
+    """One server per class, its flags in EXTRA."""
+
+    EXTRA = []
+
+    @classmethod
+    def setUpClass(cls):
+        cls.work = tempfile.mkdtemp(prefix=cls.__name__ + "-", dir=WORK)
+        cls.root = os.path.join(cls.work, "models")
+        for tenant in ("lab-a", "lab-b"):
+            os.makedirs(os.path.join(cls.root, tenant))
+        cls.tokens = principals(os.path.join(cls.work, "tokens.json"))
+        cls.server = ServerProcess(ARGS.server_binary, ["--model-root", cls.root, "--auth-tokens-file",
+                                                        cls.tokens.path, "--cpu-threads", "1", *cls.EXTRA]).start()
+        cls.channel = grpc.insecure_channel(cls.server.address)
+        cls.models = pb.model_grpc.ModelServiceStub(cls.channel)
+        cls.jobs = pb.job_grpc.JobServiceStub(cls.channel)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.channel.close()
+        code = cls.server.stop()
+        if code != 0:
+            raise AssertionError("server exited with %s; log:\n%s" % (code, cls.server.log))
+
+    def md(self, who):
+        return self.tokens.md(who)
+
+    def refusal(self, call):
+        with self.assertRaises(grpc.RpcError) as refused:
+            call()
+        return refused.exception
+
+    def submit(self, who, model="gpt2-tiny", **fields):
+        spec = pb.job.JobSpec(jacobian_norm=pb.job.JacobianNormSpec(model=model, sequence_length=8, samples=1, **fields))
+        return self.jobs.SubmitJob(pb.job.SubmitJobRequest(spec=spec), timeout=RPC_TIMEOUT_S, metadata=self.md(who))
+
+
+class AComparisonJobInASmallModelCache(WithServer):
+    # Room for one of the registered model's float32 parameters, not two.
+    EXTRA = ["--model-cache-mb", "1"]
+
+    def test_a_comparison_against_init_runs_where_its_two_models_do_not_fit_together(self):
+        overrides = pb.model.ModelArchitectureOverrides(hidden_size=96, mlp_width=384)
+        wide = self.models.RegisterModel(pb.model.RegisterModelRequest(
+            name="wide", preset=pb.model.PresetSource(preset="gpt2-tiny", overrides=overrides, init_seed=1), wait=True),
+            timeout=120, metadata=self.md("a-operator"))
+        self.assertGreater(4 * wide.parameter_count, (1 << 20) // 2, "two of them exceed the 1 MiB cache")
+        self.assertLessEqual(4 * wide.parameter_count, 1 << 20, "one fits")
+        spec = pb.job.JobSpec(jacobian_norm=pb.job.JacobianNormSpec(model="wide", sequence_length=8, samples=1,
+                                                                   versus=["init"]))
+        spec.time_limit.seconds = 30
+        job = self.jobs.SubmitJob(pb.job.SubmitJobRequest(spec=spec), timeout=RPC_TIMEOUT_S, metadata=self.md("a-submitter"))
+        other = self.submit("b-submitter")  # Another tenant's job behind it on the only worker.
+        done = wait_for_end(self.jobs, job.id, self.md("a-reader"), timeout_s=90)
+        self.assertEqual(done.state, pb.job.JOB_STATE_SUCCEEDED, done.error)
+        after = wait_for_end(self.jobs, other.id, self.md("b-reader"), timeout_s=90)
+        self.assertEqual(after.state, pb.job.JOB_STATE_SUCCEEDED, after.error)
+
+
+class SharesOfAServerWithoutWorkers(WithServer):
+    # No worker: jobs stay queued. Room for 4 queued jobs and 4 watches, half of each per tenant;
+    # exports are cancelled after 2 s unread, 2 open per principal.
+    EXTRA = ["--no-cpu-worker", "--max-queued", "4", "--max-watch-streams", "4", "--tenant-share", "0.5",
+             "--export-idle-seconds", "2", "--max-exports-per-principal", "2"]
+
+    def test_one_tenant_fills_only_its_share_of_the_queue(self):
+        mine = [self.submit("a-submitter") for _ in range(2)]
+        error = self.refusal(lambda: self.submit("a-submitter"))
+        self.assertEqual((error.code(), reason_of(error)), (grpc.StatusCode.RESOURCE_EXHAUSTED, "QUEUE_FULL"))
+        self.assertIn("share", error.details())
+        theirs = [self.submit("b-submitter") for _ in range(2)]  # lab-b still has its half.
+        for job, who in [(j, "a-submitter") for j in mine] + [(j, "b-submitter") for j in theirs]:
+            self.jobs.CancelJob(pb.job.CancelJobRequest(id=job.id), timeout=RPC_TIMEOUT_S, metadata=self.md(who))
+
+    def test_one_reader_holds_only_its_tenants_share_of_the_watches(self):
+        job = self.submit("a-submitter")
+        other = self.submit("b-submitter")
+        try:
+            watches = [self.jobs.WatchJob(pb.job.WatchJobRequest(id=job.id), timeout=60, metadata=self.md("a-reader"))
+                       for _ in range(2)]
+            for watch in watches:
+                next(watch)  # Open, its first message read.
+            third = self.jobs.WatchJob(pb.job.WatchJobRequest(id=job.id), timeout=60, metadata=self.md("a-reader"))
+            error = self.refusal(lambda: next(third))
+            self.assertEqual((error.code(), reason_of(error)), (grpc.StatusCode.RESOURCE_EXHAUSTED, "SERVER_BUSY"))
+            self.assertIn("share", error.details())
+            theirs = self.jobs.WatchJob(pb.job.WatchJobRequest(id=other.id), timeout=60, metadata=self.md("b-reader"))
+            self.assertEqual(next(theirs).job.id, other.id, "lab-b still watches")
+            theirs.cancel()
+            for watch in watches:
+                watch.cancel()
+        finally:
+            self.jobs.CancelJob(pb.job.CancelJobRequest(id=job.id), timeout=RPC_TIMEOUT_S, metadata=self.md("a-submitter"))
+            self.jobs.CancelJob(pb.job.CancelJobRequest(id=other.id), timeout=RPC_TIMEOUT_S, metadata=self.md("b-submitter"))
+
+    def scratch_copies(self):
+        return glob.glob(os.path.join(self.server.data_dir.name, "uploads", "*export*"))
+
+    def test_exports_read_only_to_their_header_are_capped_and_cancelled_when_idle(self):
+        # A model large enough that its export does not fit in the stream's flow-control window.
+        overrides = pb.model.ModelArchitectureOverrides(hidden_size=256, mlp_width=1024, vocab_size=8192)
+        self.models.RegisterModel(pb.model.RegisterModelRequest(
+            name="exported", preset=pb.model.PresetSource(preset="gpt2-tiny", overrides=overrides, init_seed=2),
+            wait=True), timeout=120, metadata=self.md("b-operator"))
+        streams = []
+        for _ in range(2):
+            stream = self.models.ExportModel(pb.model.ExportModelRequest(name="exported"), timeout=60,
+                                             metadata=self.md("b-reader"))
+            self.assertEqual(next(stream).WhichOneof("part"), "header")
+            streams.append(stream)
+        self.assertEqual(len(self.scratch_copies()), 2)
+        third = self.models.ExportModel(pb.model.ExportModelRequest(name="exported"), timeout=60,
+                                        metadata=self.md("b-reader"))
+        error = self.refusal(lambda: next(third))
+        self.assertEqual((error.code(), reason_of(error)), (grpc.StatusCode.RESOURCE_EXHAUSTED, "QUOTA_EXCEEDED"))
+        # Another principal is not held back by b-reader's streams.
+        mine = self.models.ExportModel(pb.model.ExportModelRequest(name="gpt2-tiny"), timeout=60,
+                                       metadata=self.md("a-reader"))
+        self.assertGreater(sum(len(m.chunk) for m in mine), 0)
+        # Unread for 2 s (the watchdog looks each second): both stalled streams end, their copies go.
+        deadline = time.monotonic() + 15
+        while self.scratch_copies() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        self.assertEqual(self.scratch_copies(), [])
+        for stream in streams:
+            error = self.refusal(lambda: [m for m in stream])
+            self.assertEqual(error.code(), grpc.StatusCode.CANCELLED)
+        again = self.models.ExportModel(pb.model.ExportModelRequest(name="exported"), timeout=60,
+                                        metadata=self.md("b-reader"))
+        self.assertGreater(sum(len(m.chunk) for m in again), 4 * 256 * 256)
+
+
+class ASubmissionWhoseClientHasGone(WithServer):
+    EXTRA = ["--no-cpu-worker"]
+
+    def test_creates_no_job_after_its_deadline_passed_while_the_text_was_tokenized(self):
+        directory = os.path.join(self.root, "lab-a", "tok")
+        os.makedirs(directory)
+        write_vocab_and_merges(directory)
+        self.models.RegisterModel(pb.model.RegisterModelRequest(
+            name="texty", preset=pb.model.PresetSource(preset="gpt2-tiny", tokenizer_path="tok", init_seed=1), wait=True),
+            timeout=120, metadata=self.md("a-operator"))
+        # Several MiB of text, tokenized for the first model and again for another tokenizer's.
+        other = os.path.join(self.root, "lab-a", "tok2")
+        os.makedirs(other)
+        write_vocab_and_merges(other)
+        self.models.RegisterModel(pb.model.RegisterModelRequest(
+            name="texty2", preset=pb.model.PresetSource(preset="gpt2-tiny", tokenizer_path="tok2", init_seed=2), wait=True),
+            timeout=120, metadata=self.md("a-operator"))
+        documents = ["hello world " * 40000 for _ in range(12)]
+        text = pb.job.TextInput(samples=[pb.job.TextSample(documents=documents)], truncate=True)
+        spec = pb.job.JobSpec(jacobian_norm=pb.job.JacobianNormSpec(
+            model="texty", sequence_length=8, versus=["texty2", "init"], input=pb.job.JacobianInput(text=text)))
+        before = len(self.jobs.ListJobs(pb.job.ListJobsRequest(page_size=1000), timeout=RPC_TIMEOUT_S,
+                                        metadata=self.md("a-reader")).jobs)
+        error = self.refusal(lambda: self.jobs.SubmitJob(pb.job.SubmitJobRequest(spec=spec), timeout=0.2,
+                                                         metadata=self.md("a-submitter")))
+        self.assertEqual(error.code(), grpc.StatusCode.DEADLINE_EXCEEDED)
+        time.sleep(8)  # Whatever the server was still doing for the call has finished.
+        after = len(self.jobs.ListJobs(pb.job.ListJobsRequest(page_size=1000), timeout=RPC_TIMEOUT_S,
+                                       metadata=self.md("a-reader")).jobs)
+        self.assertEqual(after, before, "no job the client never heard of")
+
+
+def main():
+    global ARGS, pb, WORK
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--server-binary", required=True)
+    parser.add_argument("--proto-dir", required=True)
+    ARGS, rest = parser.parse_known_args()
+    start_watchdog(WATCHDOG_S, "shared_service_test.py")
+    with tempfile.TemporaryDirectory(prefix="posbias-shared-service-") as work:
+        WORK = os.path.realpath(work)
+        stub_dir = os.path.join(work, "stubs")
+        os.mkdir(stub_dir)
+        pb = generate_stubs(stub_dir, ARGS.proto_dir)
+        import tenant_wall_test
+        tenant_wall_test.pb = pb
+        program = unittest.main(argv=[sys.argv[0]] + rest, exit=False, verbosity=2)
+        for server in list(ServerProcess.live):
+            server.kill()
+    sys.exit(0 if program.result.wasSuccessful() else 1)
+
+
+if __name__ == "__main__":
+    main()

@@ -88,7 +88,8 @@ class ExportSession {
   static constexpr size_t kChunkBytes = size_t{1} << 20;  // Bytes per chunk message.
 
   // `catalog` outlives this.
-  ExportSession(registry::ModelCatalog* catalog, int64_t min_free_disk_bytes)
+  explicit ExportSession(registry::ModelCatalog* catalog,
+                         int64_t min_free_disk_bytes = limits::Default<int64_t>(limits::Limit::kMinFreeDiskMib) << 20)
       : catalog_(catalog), min_free_disk_bytes_(min_free_disk_bytes) {}
   ~ExportSession();  // Removes the scratch file.
   ExportSession(const ExportSession&) = delete;

@@ -161,6 +161,12 @@ ALTER TABLE jobs ADD COLUMN model_uid TEXT NOT NULL DEFAULT '';
 UPDATE jobs SET model_uid = COALESCE(spec_json::jsonb ->> 'model_uid', '');
 CREATE INDEX jobs_model_uid ON jobs (model_uid, state);
 )sql"},
+    // Claims take the tenants in turn (internal::kTenantTurn): per tenant, its running jobs and
+    // its latest start.
+    {7, R"sql(
+CREATE INDEX jobs_tenant_state ON jobs (tenant, state);
+CREATE INDEX jobs_tenant_started ON jobs (tenant, started_ms);
+)sql"},
 };
 
 // The job columns plus the part columns (at kColumnCount ...).
@@ -461,7 +467,7 @@ class PostgresJobStore final : public JobStore {
               "WHERE r.owner = jobs.owner AND r.parts_total = 0 AND r.state IN ('running', 'cancelling')) "
               "< jobs.max_running) "
               "AND (spec_device = '' OR spec_device = ANY(string_to_array($1, ','))) "
-              "ORDER BY priority DESC, created_ms ASC, id ASC LIMIT 1 FOR UPDATE SKIP LOCKED) "
+              "ORDER BY ", internal::kTenantTurn, ", priority DESC, created_ms ASC, id ASC LIMIT 1 FOR UPDATE SKIP LOCKED) "
               "UPDATE jobs SET state = 'running', attempt = jobs.attempt + 1, worker = $2, device = $3, "
               "started_ms = CASE WHEN jobs.started_ms = 0 THEN $4 ELSE jobs.started_ms END, updated_ms = $4, "
               "lease_expires_ms = $5 FROM next WHERE jobs.id = next.id RETURNING ",

@@ -246,6 +246,12 @@ ALTER TABLE jobs ADD COLUMN model_uid TEXT NOT NULL DEFAULT '';
 UPDATE jobs SET model_uid = COALESCE(json_extract(spec_json, '$.model_uid'), '');
 CREATE INDEX jobs_model_uid ON jobs (model_uid, state);
 )sql"},
+    // Claims take the tenants in turn (internal::kTenantTurn): per tenant, its running jobs and
+    // its latest start.
+    {6, R"sql(
+CREATE INDEX jobs_tenant_state ON jobs (tenant, state);
+CREATE INDEX jobs_tenant_started ON jobs (tenant, started_ms);
+)sql"},
 };
 
 absl::Status Migrate(sqlite3* db, int64_t now_ms) {
@@ -412,7 +418,7 @@ class SqliteJobStore final : public JobStore {
       std::vector<std::string> marks(devices.size(), "?");
       absl::StrAppend(&sql, " OR spec_device IN (", absl::StrJoin(marks, ", "), ")");
     }
-    absl::StrAppend(&sql, ") ORDER BY priority DESC, created_ms ASC, id ASC LIMIT 1");
+    absl::StrAppend(&sql, ") ORDER BY ", internal::kTenantTurn, ", priority DESC, created_ms ASC, id ASC LIMIT 1");
 
     std::lock_guard lock(mutex_);
     Transaction transaction(db_);

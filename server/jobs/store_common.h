@@ -127,6 +127,15 @@ absl::Status NotCurrent(const std::string& id, int32_t attempt);
 absl::Status Refused(const std::string& id, JobState from, JobState to);
 absl::Status QueueFull(int64_t queued, int64_t max_queued);
 absl::Status QuotaExceeded(const std::string& owner, int64_t queued, int64_t quota);
+// The claim order's first keys, for a candidate row of `jobs`: the tenants take turns. First the
+// tenant with the fewest running jobs (a split job's parts each count, and its parent once), then
+// the one whose latest start is oldest (round robin when every tenant runs as many); priority and
+// first in, first out order the jobs within the tenant so chosen. So one tenant's many or
+// high-priority jobs never keep another tenant's waiting past its turn.
+inline constexpr char kTenantTurn[] =
+    "(SELECT COUNT(*) FROM jobs AS t WHERE t.tenant = jobs.tenant AND t.state IN ('running', 'cancelling')) ASC, "
+    "(SELECT COALESCE(MAX(t.started_ms), 0) FROM jobs AS t WHERE t.tenant = jobs.tenant) ASC";
+
 // RESOURCE_EXHAUSTED / QUEUE_FULL: the tenant holds its share of the queue.
 absl::Status TenantShareFull(const std::string& tenant, int64_t queued, int64_t share);
 absl::Status NoResult(const std::string& id, JobState state);

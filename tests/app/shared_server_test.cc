@@ -117,6 +117,7 @@ TEST_F(SharedServerTest, ManyOpenWatchStreamsLeaveEveryOtherCallAnswered) {
 TEST_F(SharedServerTest, AWatchBeyondTheCapIsRefusedAsServerBusy) {
   Server::Options options;
   options.max_watch_streams = 3;
+  options.tenant_share = 1.0;  // One tenant: the server-wide cap is what is tried here, not a share.
   StartServer(options);
   const std::string id = QueuedJob();
   OpenWatches(id, 3);

@@ -518,7 +518,7 @@ class TenantWall(unittest.TestCase):
         self.assertEqual(model.weights_sha256, hashlib.sha256(upload).hexdigest(), "the stream's digest, from the start")
         spec = pb.job.JobSpec(jacobian_norm=pb.job.JacobianNormSpec(model="public-upload", sequence_length=8, samples=1))
         exported = b"".join(m.chunk for m in self.models.ExportModel(pb.model.ExportModelRequest(name="public-upload"),
-                                                                      timeout=RPC_TIMEOUT_S, metadata=self.tokens.md("b-reader"))
+                                                                      timeout=RPC_TIMEOUT_S, metadata=self.tokens.md("b-operator"))
                             if m.WhichOneof("part") == "chunk")
         self.assertNotEqual(hashlib.sha256(exported).hexdigest(), model.weights_sha256)
         after = self.models.GetModel(pb.model.GetModelRequest(name="public-upload"), timeout=RPC_TIMEOUT_S,
@@ -528,7 +528,7 @@ class TenantWall(unittest.TestCase):
         job = self.jobs.SubmitJob(pb.job.SubmitJobRequest(spec=spec), timeout=RPC_TIMEOUT_S,
                                   metadata=self.tokens.md("a-submitter"))
         for _ in self.models.ExportModel(pb.model.ExportModelRequest(name="public-upload"), timeout=RPC_TIMEOUT_S,
-                                         metadata=self.tokens.md("b-reader")):
+                                         metadata=self.tokens.md("b-operator")):
             pass
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
@@ -538,6 +538,20 @@ class TenantWall(unittest.TestCase):
                 break
             time.sleep(0.2)
         self.assertEqual(state.state, pb.job.JOB_STATE_SUCCEEDED, state.error)
+
+    def test_a_refused_upload_names_the_uploaded_file_not_where_the_server_stored_it(self):
+        config = read(os.path.join(self.lab_a_ckpt, "config.json"))
+        data = b"not a safetensors file at all"
+
+        def messages():
+            yield pb.model.UploadModelRequest(metadata=pb.model.UploadModelMetadata(
+                name="broken-upload", config_json=config, total_bytes=len(data), sha256=hashlib.sha256(data).hexdigest()))
+            yield pb.model.UploadModelRequest(chunk=data)
+
+        error = self.refusal(lambda: self.models.UploadModel(messages(), timeout=120, metadata=self.tokens.md("a-operator")))
+        self.assertEqual(reason_of(error), "INVALID_MODEL_FILE", error.details())
+        self.assertIn("the uploaded file", error.details())
+        self.assertNotIn(".safetensors", error.details())
 
     def test_a_request_id_never_names_another_principals_job(self):
         spec = pb.job.JobSpec(jacobian_norm=pb.job.JacobianNormSpec(model="lab-a/secret", sequence_length=8, samples=1),
@@ -568,7 +582,7 @@ class TenantWall(unittest.TestCase):
             timeout=120, metadata=self.tokens.md("b-operator"))
         chunks, config = [], None
         for message in self.models.ExportModel(pb.model.ExportModelRequest(name="big"), timeout=120,
-                                               metadata=self.tokens.md("b-reader")):
+                                               metadata=self.tokens.md("b-operator")):
             if message.WhichOneof("part") == "header":
                 config = message.header.config_json
             else:

@@ -231,7 +231,7 @@ TEST_F(PostgresJobStore, ReplicasStartingTogetherMigrateTheSchemaOnce) {
   // Each migration applied once.
   EXPECT_EQ(testing::QueryValue(uri_, "SELECT COUNT(*) FROM schema_migrations"),
             testing::QueryValue(uri_, "SELECT COUNT(DISTINCT version) FROM schema_migrations"));
-  EXPECT_EQ(testing::QueryValue(uri_, "SELECT MAX(version) FROM schema_migrations"), "6");  // The latest.
+  EXPECT_EQ(testing::QueryValue(uri_, "SELECT MAX(version) FROM schema_migrations"), "7");  // The latest.
 }
 
 TEST_F(PostgresJobStore, ASchemaNewerThanTheServerIsRefused) {

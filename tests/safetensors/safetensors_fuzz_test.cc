@@ -366,9 +366,9 @@ TEST(SafetensorsFuzz, OpenFilesOfMutatedBytesNeverCrash) {
     }
     for (const TensorInfo& tensor : file->header().tensors) {
       std::vector<float> out(static_cast<size_t>(ElementCount(tensor.shape)));
-      std::vector<std::byte> bytes(tensor.end - tensor.begin);
-      ASSERT_TRUE(file->Read(tensor, bytes.data()).ok());  // Validated at Open: inside the file.
-      (void)ConvertToFloat32(tensor, bytes.data(), out.data());
+      std::vector<std::byte> data(tensor.end - tensor.begin);
+      ASSERT_TRUE(file->Read(tensor, data.data()).ok());  // Validated at Open: inside the file.
+      (void)ConvertToFloat32(tensor, data.data(), out.data());
       ASSERT_EQ(file->Find(tensor.name), &tensor);
     }
   }

@@ -1,0 +1,109 @@
+// The call executor (server/grpc/call_executor.h): a bounded queue, and fair between tenants: one
+// tenant's slow calls hold at most its share of the threads, and another tenant's call runs in
+// its turn, not behind the flood.
+#include "server/grpc/call_executor.h"
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace posbias::service {
+namespace {
+using namespace std::chrono_literals;
+
+// Work that blocks until released (a slow call: a large text to tokenize, a model to build).
+class Gate {
+ public:
+  void Wait() {
+    std::unique_lock lock(mutex_);
+    ++waiting_;
+    changed_.notify_all();
+    changed_.wait(lock, [&] { return open_; });
+  }
+  void Open() {
+    std::lock_guard lock(mutex_);
+    open_ = true;
+    changed_.notify_all();
+  }
+  bool WaitForWaiting(int count) {
+    std::unique_lock lock(mutex_);
+    return changed_.wait_for(lock, 5s, [&] { return waiting_ >= count; });
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  int waiting_ = 0;
+  bool open_ = false;
+};
+
+TEST(CallExecutor, OneTenantsSlowCallsHoldOnlyItsShareOfTheThreads) {
+  CallExecutor executor({.threads = 4, .max_queued = 100, .tenant_share = 0.5});
+  EXPECT_EQ(executor.threads_per_tenant(), 2);
+  Gate gate;
+  std::atomic<int> flood_started{0};
+  for (int i = 0; i < 10; ++i) {
+    ASSERT_TRUE(executor.TrySubmit("lab-a", [&] {
+      ++flood_started;
+      gate.Wait();
+    }));
+  }
+  ASSERT_TRUE(gate.WaitForWaiting(2));
+  std::atomic<bool> served{false};
+  std::mutex mutex;
+  std::condition_variable done;
+  ASSERT_TRUE(executor.TrySubmit("lab-b", [&] {
+    std::lock_guard lock(mutex);
+    served = true;
+    done.notify_all();
+  }));
+  {
+    std::unique_lock lock(mutex);
+    EXPECT_TRUE(done.wait_for(lock, 5s, [&] { return served.load(); })) << "lab-b waited behind lab-a's flood";
+  }
+  EXPECT_EQ(flood_started.load(), 2) << "lab-a holds its two threads, no more";
+  gate.Open();
+  executor.Stop();
+  EXPECT_EQ(flood_started.load(), 10) << "queued work still runs when the executor stops";
+}
+
+TEST(CallExecutor, TenantsTakeTurnsWhenEveryThreadIsBusy) {
+  CallExecutor executor({.threads = 1, .max_queued = 100, .tenant_share = 1.0});
+  Gate gate;
+  std::mutex mutex;
+  std::vector<std::string> order;
+  ASSERT_TRUE(executor.TrySubmit("lab-a", [&] { gate.Wait(); }));
+  ASSERT_TRUE(gate.WaitForWaiting(1));
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(executor.TrySubmit("lab-a", [&, i] {
+      std::lock_guard lock(mutex);
+      order.push_back("a" + std::to_string(i));
+    }));
+  }
+  ASSERT_TRUE(executor.TrySubmit("lab-b", [&] {
+    std::lock_guard lock(mutex);
+    order.push_back("b");
+  }));
+  gate.Open();
+  executor.Stop();
+  EXPECT_EQ(order, (std::vector<std::string>{"b", "a0", "a1", "a2"})) << "lab-a was served last: lab-b's turn";
+}
+
+TEST(CallExecutor, AFullQueueRefusesAtOnce) {
+  CallExecutor executor({.threads = 1, .max_queued = 2, .tenant_share = 1.0});
+  Gate gate;
+  ASSERT_TRUE(executor.TrySubmit("lab-a", [&] { gate.Wait(); }));
+  ASSERT_TRUE(gate.WaitForWaiting(1));
+  EXPECT_TRUE(executor.TrySubmit("lab-a", [] {}));
+  EXPECT_TRUE(executor.TrySubmit("lab-b", [] {}));
+  EXPECT_FALSE(executor.TrySubmit("lab-c", [] {})) << "two wait, all tenants together";
+  gate.Open();
+}
+
+}  // namespace
+}  // namespace posbias::service

@@ -28,6 +28,8 @@ PACKAGES=(
   # Deployment tests: the container image built and run without a Docker engine, manifests
   # rendered and validated offline (kubectl kustomize; Node.js for kubernetes-models and dockerfilelint)
   podman buildah debootstrap runc uidmap fuse-overlayfs slirp4netns
+  # The docs site (docs/, mkdocs.yml), built with --strict by the test suite
+  mkdocs
 )
 # Node.js (with npm) and kubectl may come from other sources on the machine: only when a command is
 # missing is Debian's package for it added.

@@ -136,7 +136,7 @@ absl::StatusOr<v1::Job> HandleSubmitJob(JobRequests& service, Caller& caller, co
   record->max_running = static_cast<int32_t>(caller.principal.max_running_jobs);
   auto model = FindVisibleModel(*service.catalog, caller, record->spec.model);
   if (!model.ok()) return model.status();
-  // A job belongs to its model's tenant (README, Security): an admin's job on a tenant's private
+  // A job belongs to its model's tenant (docs/operations/security.md): an admin's job on a tenant's private
   // model is that tenant's, so nobody who cannot see the model sees the job; a job on a public
   // model is the submitter's tenant's.
   if (!model->tenant.empty()) record->tenant = model->tenant;

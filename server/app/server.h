@@ -69,7 +69,7 @@ class Server {
     int64_t min_free_disk_bytes = limits::Default<int64_t>(limits::Limit::kMinFreeDiskMib) << 20;
     double retention_hours = limits::Default<double>(limits::Limit::kRetentionHours);  // Then deleted.
     admission::JobLimits job_limits;
-    // Who may call (README "Security"). TLS with a certificate and key; mTLS with a client CA too;
+    // Who may call (docs/operations/security.md). TLS with a certificate and key; mTLS with a client CA too;
     // principals from the tokens file. Listening off loopback with neither tokens nor mTLS is
     // refused unless allow_unauthenticated (a mesh in front authenticates).
     struct Security {

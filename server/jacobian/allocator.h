@@ -15,7 +15,7 @@
 // the process then holds what the pass holds, which the batch plan's memory model predicts.
 // Meanwhile torch's CPU tensors of 2 MiB and more are mapped with transparent huge pages (advised,
 // from a huge-page boundary), so that each is faulted in 2 MiB at a time rather than 4 KiB: a
-// quarter of a windowed measurement's time at L = 4096 (README design notes).
+// quarter of a windowed measurement's time at L = 4096 (docs/contributing/design-notes.md).
 #pragma once
 
 #include <cstdint>

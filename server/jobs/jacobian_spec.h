@@ -47,7 +47,7 @@ enum class Pathway { kFull, kValueOnly };
 // jacobian/probes.h). Jobs stored before the choice existed read as kGaussian, as they ran.
 enum class ProbeDistribution { kGaussian, kRademacher, kOrthogonal };
 // What a new measurement uses when the request names none (bench/run_probes.sh: the smallest
-// relative error at equal VJPs at K = 64 and 256, exact at K = d; the README's "Probe
+// relative error at equal VJPs at K = 64 and 256, exact at K = d; docs/user-guide/measuring.md's "Probe
 // distributions" table).
 inline constexpr ProbeDistribution kDefaultProbeDistribution = ProbeDistribution::kOrthogonal;
 

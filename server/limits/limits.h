@@ -4,7 +4,7 @@
 //   - the server's flags (main.cc adds each configurable limit with AddLimitFlag's loop over All());
 //   - the defaults of the options structs (Default<T>(Limit::k...));
 //   - the `allowed` text of refusals (Allowed), which names the flag to change;
-//   - and the docs: limits_test reads the README's two Limits tables and every proto comment that
+//   - and the docs: limits_test reads the two tables of docs/operations/limits.md and every proto comment that
 //     names a flag, and fails on a default, flag, variable or reason that disagrees with the table.
 // Torch-free and gRPC-free.
 #pragma once

@@ -3,7 +3,7 @@
 // prometheus-cpp provides the metric types and the text serializer; the endpoint is cpp-httplib,
 // whose threads use the normal stack size (prometheus-cpp's own exposer starts small-stack threads
 // that cannot start in a torch-linked process; see DEPENDENCIES.md). Every metric posbias exports is
-// declared here, so the metrics reference in the README has one source.
+// declared here, so the metrics reference (deploy/README.md, docs/operations/metrics.md) has one source.
 #pragma once
 
 #include <atomic>

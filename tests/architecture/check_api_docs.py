@@ -1,15 +1,16 @@
 #!/usr/bin/python3
-"""The README's API table and roles table say what the proto's descriptors say.
+"""The docs' API table and roles table say what the proto's descriptors say.
 
 Usage: check_api_docs.py REPO_ROOT [--self-test] [--write]
 
 Reads the committed Python stubs (client/python/posbias/v1, regenerated from proto/ and checked for
 drift by python_package.stubs_match_proto), so every RPC, its service and its (posbias.v1.policy)
-role come from the descriptors. The README's "The API" table must list each service's RPCs exactly;
-the "Roles" table must list, in the row of each role, exactly the RPCs whose least role it is; the
-Audit item must name exactly the RPCs whose policy is `audited: true`.
---self-test first checks that a README with one RPC missing or moved fails. --write rewrites the
-RPC lists of both tables from the descriptors (what a new RPC needs instead of editing them).
+role come from the descriptors. The API table (docs/user-guide/api.md) must list each service's RPCs exactly;
+the "Roles" table (docs/operations/security.md) must list, in the row of each role, exactly the RPCs
+whose least role it is; the Audit item there must name exactly the RPCs whose policy is
+`audited: true`. --self-test first checks that docs with one RPC missing or moved fail. --write
+rewrites the RPC lists of both tables from the descriptors (what a new RPC needs instead of editing
+them).
 """
 
 import os
@@ -114,15 +115,23 @@ def rewritten(readme, methods):
     return AUDIT_LIST.sub(lambda m: m.group(1) + listed, "".join(out), count=1)
 
 
+# The pages the tables and the Audit item are on, read as one text.
+DOC_FILES = ["docs/user-guide/api.md", "docs/operations/security.md"]
+
+
 def main():
     root = sys.argv[1]
-    with open(os.path.join(root, "README.md"), encoding="utf-8") as f:
-        readme = f.read()
+    texts = {}
+    for name in DOC_FILES:
+        with open(os.path.join(root, name), encoding="utf-8") as f:
+            texts[name] = f.read()
     methods = descriptor_methods(root)
     if "--write" in sys.argv:
-        readme = rewritten(readme, methods)
-        with open(os.path.join(root, "README.md"), "w", encoding="utf-8") as f:
-            f.write(readme)
+        for name in DOC_FILES:
+            texts[name] = rewritten(texts[name], methods)
+            with open(os.path.join(root, name), "w", encoding="utf-8") as f:
+                f.write(texts[name])
+    readme = "\n".join(texts[name] for name in DOC_FILES)
     if "--self-test" in sys.argv:
         broken = readme.replace("`Tokenize`, ", "", 1)
         moved = readme.replace("+ `SubmitJob`, ", "+ ", 1)
@@ -130,16 +139,14 @@ def main():
         for name, text in (("one RPC dropped", broken), ("one RPC moved out of its role", moved),
                            ("one audited RPC left out of the Audit item", unaudited)):
             if text == readme or not problems(text, methods):
-                sys.exit("self-test: a README with %s passed the check" % name)
+                sys.exit("self-test: docs with %s passed the check" % name)
             if problems(rewritten(text, methods), methods):
-                sys.exit("self-test: --write did not repair a README with %s" % name)
+                sys.exit("self-test: --write did not repair docs with %s" % name)
     found = problems(readme, methods)
     for problem in found:
-        print("README.md: " + problem)
+        print("docs: " + problem)
     if found:
         sys.exit(1)
-    print("README.md: the API and roles tables and the Audit item match %d RPCs of the descriptors (%d audited)" %
-          (sum(len(rpcs) for service, rpcs in methods.items() if service != AUDITED), len(methods[AUDITED])))
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
 // The limits table (server/limits/limits.h) and what is made from it: the refusal texts, and the
-// docs that restate it. The README's two Limits tables and every proto comment that names a flag
+// docs that restate it. The two tables of docs/operations/limits.md and every proto comment that names a flag
 // are read here and compared with the table, so a default changed in one place fails here.
 #include "server/limits/limits.h"
 
@@ -127,10 +127,10 @@ TEST(LimitsTable, NumbersAreWrittenWithThousandsSeparatorsOrAsPowersOfTen) {
   EXPECT_FALSE(ReadShown("a lot", "values", &value));
 }
 
-TEST(LimitsDocs, TheReadmesFlagTableGivesEveryConfigurableLimitItsVariableAndDefault) {
-  const std::string readme = ReadSource("README.md");
+TEST(LimitsDocs, TheFlagTableGivesEveryConfigurableLimitItsVariableAndDefault) {
+  const std::string readme = ReadSource("docs/operations/limits.md");
   std::set<std::string_view> documented;
-  for (const auto& row : TableUnder(readme, "### Limits (server flags")) {
+  for (const auto& row : TableUnder(readme, "## Server flags (environment variables")) {
     ASSERT_GE(row.size(), 2u);
     const auto flags = FlagsIn(row[0]);
     ASSERT_FALSE(flags.empty()) << row[0];
@@ -139,7 +139,7 @@ TEST(LimitsDocs, TheReadmesFlagTableGivesEveryConfigurableLimitItsVariableAndDef
     SCOPED_TRACE(flags.front());
     documented.insert(limit->flag);
     EXPECT_NE(row[0].find("`" + EnvironmentVariable(*limit) + "`"), std::string::npos) << row[0];
-    EXPECT_TRUE(ReadsAs(row[1], *limit)) << "README default '" << row[1] << "', the table's " << limit->shown;
+    EXPECT_TRUE(ReadsAs(row[1], *limit)) << "docs default '" << row[1] << "', the table's " << limit->shown;
   }
   for (const auto& limit : kLimits) {
     if (!limit.fixed()) {
@@ -148,10 +148,10 @@ TEST(LimitsDocs, TheReadmesFlagTableGivesEveryConfigurableLimitItsVariableAndDef
   }
 }
 
-TEST(LimitsDocs, TheReadmesGuaranteesTableStatesEachLimitsDefaultStatusAndReason) {
-  const std::string readme = ReadSource("README.md");
+TEST(LimitsDocs, TheGuaranteesTableStatesEachLimitsDefaultStatusAndReason) {
+  const std::string readme = ReadSource("docs/operations/limits.md");
   std::set<std::string_view> documented;
-  for (const auto& row : TableUnder(readme, "### Limits and guarantees")) {
+  for (const auto& row : TableUnder(readme, "## Limits and guarantees")) {
     ASSERT_EQ(row.size(), 4u) << row[0];
     for (const std::string& flag : FlagsIn(row[2])) {
       const LimitSpec* limit = ByFlag(flag);

@@ -70,9 +70,19 @@ bool ParseDouble(const std::string& text, double* value) {
   return end != text.c_str() && *end == '\0';
 }
 
-// Index of `column` among the header cells or as a 1-based number; -1 = the last column.
+// Index of `column` among the header cells or as a 1-based number; -2 = no such column. With no
+// column given: the header's "values", "profile" or "sq_norm_mean" (the keys JSON input is read
+// by, the last one what `jobs result --format csv` writes beside its standard error), else -1 =
+// the last column.
 long ColumnIndex(const std::vector<std::string>& header, const std::string& column) {
-  if (column.empty()) return -1;
+  if (column.empty()) {
+    for (const char* known : {"values", "profile", "sq_norm_mean"}) {
+      for (size_t i = 0; i < header.size(); ++i) {
+        if (header[i] == known) return static_cast<long>(i);
+      }
+    }
+    return -1;
+  }
   for (size_t i = 0; i < header.size(); ++i) {
     if (header[i] == column) return static_cast<long>(i);
   }

@@ -203,8 +203,14 @@ absl::Status CheckModelName(const std::string& name) {
 ModelCatalog::ModelCatalog(Options options, ModelLoader* loader)
     : options_(std::move(options)), loader_(loader), index_(options_.data_dir), owner_token_(ProcessToken()) {}
 
-absl::StatusOr<std::unique_ptr<ModelCatalog>> ModelCatalog::Open(const Options& options, ModelLoader* loader) {
+absl::StatusOr<std::unique_ptr<ModelCatalog>> ModelCatalog::Open(const Options& given, ModelLoader* loader) {
+  // Absolute from here on: an upload's stored path is opened beneath the uploads folder's scope,
+  // where a path relative to the process's directory would name another file (found with
+  // serve.sh's relative --data-dir: every upload failed with "no config.json").
+  Options options = given;
   std::error_code error;
+  if (!options.data_dir.empty()) options.data_dir = fs::absolute(options.data_dir, error).lexically_normal().string();
+  if (!options.model_root.empty()) options.model_root = fs::absolute(options.model_root, error).lexically_normal().string();
   fs::create_directories(fs::path(options.data_dir) / "uploads", error);
   if (error) {
     return ErrorWithReason(absl::StatusCode::kFailedPrecondition, ErrorReason::kPathNotAllowed,

@@ -199,6 +199,17 @@ TEST(ParseProfile, TakesTheLastColumnOfACsvWithHeaderByDefault) {
   EXPECT_EQ(*values, (Values{4, 3}));
 }
 
+// Found by reading a job's result back: `jobs result --format csv` writes
+// position,sq_norm_mean,sq_norm_stderr, and the last column, the standard error, was summarized and
+// fitted instead of the profile.
+TEST(ParseProfile, TakesTheProfileColumnOfAJobsCsvNotItsStandardError) {
+  const auto values = Parse("# fits\nposition,sq_norm_mean,sq_norm_stderr\n1,10,0.5\n2,20,0.7\n");
+  ASSERT_TRUE(values.ok()) << values.status();
+  EXPECT_EQ(*values, (Values{10, 20}));
+  EXPECT_EQ(*Parse("position,profile,other\n1,3,9\n"), (Values{3}));
+  EXPECT_EQ(*Parse("position,sq_norm_mean,sq_norm_stderr\n1,10,0.5\n", "sq_norm_stderr"), (Values{0.5}));
+}
+
 TEST(ParseProfile, TakesTheNamedColumnOfACsvWithHeader) {
   const auto values = Parse("position,raw,smoothed\n1,10,1.5\n2,20,2.5\n", "raw");
   ASSERT_TRUE(values.ok()) << values.status();

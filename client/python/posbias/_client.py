@@ -163,7 +163,8 @@ class Client:
     """A connection to a posbias server, with one method per RPC.
 
     Args:
-        address: "HOST:PORT" of the server's gRPC port.
+        address: "HOST:PORT" of the server's gRPC port (default: the environment's POSBIAS_SERVER, else
+            127.0.0.1:50051, as the CLI).
         token: sent as `authorization: Bearer <token>` metadata on every call (servers that check
             tokens need TLS for it to be secret: without TLS the token travels in plain text).
         tls: connect with TLS. Also on when ca_file, cert_file or key_file is given.
@@ -180,12 +181,14 @@ class Client:
     Every failed call raises a posbias.Error subclass (see posbias.Error).
     """
 
-    def __init__(self, address: str = DEFAULT_ADDRESS, *, token: Optional[str] = None, tls: bool = False,
+    def __init__(self, address: Optional[str] = None, *, token: Optional[str] = None, tls: bool = False,
                  ca_file: Optional[str] = None, cert_file: Optional[str] = None, key_file: Optional[str] = None,
                  tls_server_name: Optional[str] = None, timeout: Optional[float] = 60,
                  options: Optional[Sequence[Tuple[str, Any]]] = None) -> None:
         if (cert_file is None) != (key_file is None):
             raise ValueError("cert_file and key_file go together (mutual TLS): give both or neither")
+        # As the CLI: the environment's POSBIAS_SERVER, else the local default.
+        address = address or os.environ.get("POSBIAS_SERVER") or DEFAULT_ADDRESS
         self.address = address
         self.timeout = timeout
         self.tls = bool(tls or ca_file or cert_file or key_file)

@@ -67,6 +67,10 @@ int CliContext::Fail(const absl::Status& status) const {
   const std::string reason = ErrorReason(status);
   err << "error: " << absl::StatusCodeToString(status.code())
       << (reason.empty() ? "" : " [" + reason + "]") << " " << status.message() << "\n";
+  if (status.code() == absl::StatusCode::kUnavailable && reason.empty()) {  // Not the server's own SHUTTING_DOWN.
+    err << "hint: no posbias-server answered at " << (server.empty() ? "the default address" : server)
+        << "; start one with `bash scripts/serve.sh`, or name another with --server HOST:PORT (or POSBIAS_SERVER)\n";
+  }
   return kExitServerError;
 }
 
@@ -133,7 +137,7 @@ int RunCli(int argc, const char* const* argv, std::ostream& out, std::ostream& e
   }
   Format format = Format::kTable;
   ParseFormat(options.format, &format);
-  return run(CliContext{client, format, options.plot, out, err});
+  return run(CliContext{client, format, options.plot, out, err, options.server});
 }
 
 }  // namespace posbias::cli

@@ -35,8 +35,10 @@ struct CliContext {
   std::string plot;  // --plot: SVG path, "" = none
   std::ostream& out;
   std::ostream& err;
+  std::string server;  // --server, for hints.
 
-  // Prints "error: <CODE> [<REASON>] <message>" for a failed call; returns kExitServerError.
+  // Prints "error: <CODE> [<REASON>] <message>" for a failed call (and, for a server out of
+  // reach, a line saying how to start or name one); returns kExitServerError.
   int Fail(const absl::Status& status) const;
   // Prints "error: <message>"; returns kExitUsage.
   int UsageError(absl::string_view message) const;

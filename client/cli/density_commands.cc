@@ -58,22 +58,31 @@ std::vector<double> Doubles(const google::protobuf::RepeatedField<double>& field
   return {field.begin(), field.end()};
 }
 
+// A summary's fields; a continuum summary (length 0) has no positions, so the fields that count
+// positions (length, total, first weight, floor position, last-token jump, quantile positions)
+// are left out rather than shown as zeros.
 nlohmann::ordered_json SummaryJson(const v1::ProfileSummary& summary) {
+  const bool discrete = summary.length() > 0;
   nlohmann::ordered_json json;
-  json["length"] = summary.length();
-  json["total"] = summary.total();
-  json["first_weight"] = summary.first_weight();
+  if (discrete) {
+    json["length"] = summary.length();
+    json["total"] = summary.total();
+    json["first_weight"] = summary.first_weight();
+  }
   json["last_weight"] = summary.last_weight();
   json["floor_value"] = summary.floor_value();
-  json["floor_position"] = summary.floor_position();
+  if (discrete) json["floor_position"] = summary.floor_position();
   json["floor_x"] = summary.floor_x();
   json["leading_mass"] = summary.leading_mass();
   json["middle_mass"] = summary.middle_mass();
   json["trailing_mass"] = summary.trailing_mass();
-  json["last_token_jump"] = summary.last_token_jump();
+  if (discrete) json["last_token_jump"] = summary.last_token_jump();
   json["quantiles"] = nlohmann::ordered_json::array();
   for (const auto& q : summary.quantiles()) {
-    json["quantiles"].push_back({{"level", q.level()}, {"position", q.position()}, {"x", q.x()}});
+    nlohmann::ordered_json quantile = {{"level", q.level()}};
+    if (discrete) quantile["position"] = q.position();
+    quantile["x"] = q.x();
+    json["quantiles"].push_back(quantile);
   }
   return json;
 }

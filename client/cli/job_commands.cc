@@ -18,6 +18,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "client/cli/output.h"
 #include "client/cli/svg_plot.h"
@@ -293,13 +294,16 @@ CommandRun DefineSubmit(CLI::App& command) {
                      "registered names in order, e.g. a training trajectory; init = --model's architecture at seeded "
                      "initialization)")
       ->delimiter(',');
-  command.add_option("--init-seed", f->init_seed, "The seed of init in --versus (default 0)");
+  command.add_option("--init-seed", f->init_seed,
+                     "The seed of init in --versus (default: the seed a posbias-train checkpoint records, else 0)");
   command.add_option("--length,-L", f->length, "Sequence length L")->required();
   command.add_option("--samples,-S", f->samples, "Input samples (default 16)");
   command.add_option("--method", f->method, "exact or hutchinson")
       ->check(CLI::IsMember({"exact", "hutchinson"}))
       ->capture_default_str();
-  command.add_option("--probes", f->probes, "Hutchinson probes K")->capture_default_str();
+  command.add_option("--probes", f->probes, "Hutchinson probes K, 1..4096")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 4096));
   command.add_option("--probe-distribution", f->probe_distribution,
                      "With --method hutchinson: gaussian, rademacher or orthogonal (default: the server's, orthogonal)")
       ->check(CLI::IsMember({"gaussian", "rademacher", "orthogonal"}));
@@ -430,12 +434,23 @@ void PrintComparison(const CliContext& context, const v1::JacobianNormResult& re
                                    m.middle().mean(), m.middle().stderr(), m.first().mean(), m.first().stderr(),
                                    m.last().mean(), m.last().stderr(), ratio, m.spearman());
   }
+  // Text inputs: every model's spikes at the document starts, named.
+  for (const auto& m : result.comparison()) {
+    if (m.boundary_spikes_size() == 0) continue;
+    context.out << "boundary spikes of " << m.model() << ":";
+    for (const auto& spike : m.boundary_spikes()) {
+      context.out << " at " << spike.position() << " " << absl::StrFormat("%.3g", spike.ratio());
+      if (spike.has_ratio_mean()) context.out << absl::StrFormat(" (per sample %.3g +- %.2g)", spike.ratio_mean(), spike.ratio_stderr());
+      context.out << ";";
+    }
+    context.out << "\n";
+  }
 }
 
 // A needle sweep: the needle span's share against depth, with its standard-error band, beside the
 // same positions' share with the filler alone; written next to the profile plot as
 // <plot>-needle.svg.
-int PlotNeedleSweep(const CliContext& context, const std::string& id, const v1::JacobianNormResult& result) {
+int PlotNeedleSweep(const CliContext& context, const std::string& measured, const v1::JacobianNormResult& result) {
   if (result.needle_sweep_size() == 0) return 0;
   PlotSeries share{.label = "needle span's share", .x = {}, .y = {}, .markers = true};
   PlotSeries high{.label = "share +- standard error", .x = {}, .y = {}, .markers = false, .dashed = true, .line = true,
@@ -455,7 +470,7 @@ int PlotNeedleSweep(const CliContext& context, const std::string& id, const v1::
   path += "-needle.svg";
   std::string error;
   const std::string svg = RenderSvgPlot({share, high, low, alone},
-                                        {.title = "needle sweep " + id,
+                                        {.title = "needle sweep of " + measured,
                                          .x_label = "needle depth",
                                          .y_label = "share of sum_j ||J_j||^2",
                                          .log_y = false},
@@ -473,11 +488,22 @@ std::string PlotPathBeside(const std::string& plot, const std::string& suffix) {
   return path + "-" + suffix + ".svg";
 }
 
+// What a plot's title names: the model measured (the report's `model.weights`), then the job.
+std::string Measured(const v1::GetJobResultResponse& whole) {
+  const auto report = nlohmann::json::parse(whole.report_json(), nullptr, false);
+  std::string model;
+  if (report.is_object() && report.contains("model") && report["model"].is_object() &&
+      report["model"].contains("weights") && report["model"]["weights"].is_string()) {
+    model = report["model"]["weights"].get<std::string>();
+  }
+  return model.empty() ? "job " + whole.id() : model + " (job " + whole.id() + ")";
+}
+
 // A comparison job: every model's profile, normalized to sum 1 over the positions, with its
 // standard-error band, overlaid (<plot>-comparison.svg); and each model's middle share with its
 // standard error against its place in the job (<plot>-middle.svg: a training trajectory's
 // checkpoints in order).
-int PlotComparison(const CliContext& context, const std::string& id, const v1::JacobianNormResult& result) {
+int PlotComparison(const CliContext& context, const v1::JacobianNormResult& result) {
   if (result.comparison_size() == 0) return 0;
   const std::vector<double> positions(result.positions().begin(), result.positions().end());
   std::vector<PlotSeries> profiles;
@@ -507,12 +533,17 @@ int PlotComparison(const CliContext& context, const std::string& id, const v1::J
     high.y.push_back(compared.middle().mean() + compared.middle().stderr());
     low.y.push_back(compared.middle().mean() - compared.middle().stderr());
   }
+  std::vector<std::string> names;
+  for (const auto& compared : result.comparison()) names.push_back(compared.model());
+  const std::string against = absl::StrJoin(std::vector<std::string>(names.begin() + 1, names.end()), ", ");
   std::string error;
-  const std::string overlay = RenderSvgPlot(profiles, {.title = "profiles compared " + id, .x_label = "position j",
-                                                       .y_label = "share of sum_j ||J_j||^2 (+- standard error)"}, &error);
-  const std::string trajectory = RenderSvgPlot({middle, high, low}, {.title = "middle share by model " + id,
-                                                                     .x_label = "model (0 = " + result.comparison(0).model() + ")",
-                                                                     .y_label = "middle 80 % share", .log_y = false}, &error);
+  const std::string overlay =
+      RenderSvgPlot(profiles, {.title = "position profiles: " + names[0] + " against " + against, .x_label = "position j",
+                               .y_label = "share of sum_j ||J_j||^2 (+- standard error)"}, &error);
+  const std::string trajectory =
+      RenderSvgPlot({middle, high, low}, {.title = "middle 80 % share by model (reference " + names[0] + ")",
+                                          .x_label = "model, in the job's order", .y_label = "middle 80 % share of sum_j ||J_j||^2",
+                                          .log_y = false, .x_categories = names}, &error);
   if (overlay.empty() || trajectory.empty()) return context.UsageError("cannot draw the comparison plots: " + error);
   std::ofstream(PlotPathBeside(context.plot, "comparison")) << overlay;
   std::ofstream(PlotPathBeside(context.plot, "middle")) << trajectory;
@@ -523,7 +554,7 @@ int PlotComparison(const CliContext& context, const std::string& id, const v1::J
 
 // Draws the measured means, their standard-error band and the fitted theory curves (on the
 // measured scale: the same total as the measured means) to --plot.
-int PlotResult(const CliContext& context, const std::string& id, const v1::JacobianNormResult& result) {
+int PlotResult(const CliContext& context, const std::string& measured, const v1::JacobianNormResult& result) {
   const std::vector<double> positions(result.positions().begin(), result.positions().end());
   const auto& stats = result.profile().stats();
   const std::vector<double> mean = Doubles(stats.sq_norm_mean());
@@ -561,15 +592,15 @@ int PlotResult(const CliContext& context, const std::string& id, const v1::Jacob
   if (!starts.x.empty()) series.push_back(std::move(starts));
   std::string error;
   const std::string svg = RenderSvgPlot(series,
-                                        {.title = "measured position profile " + id,
+                                        {.title = "position profile of " + measured,
                                          .x_label = "position j",
-                                         .y_label = "squared Jacobian norm"},
+                                         .y_label = "squared Jacobian norm at j, mean over samples"},
                                         &error);
   std::ofstream(context.plot) << svg;
   if (svg.empty()) return context.UsageError("cannot draw the plot: " + error);
   context.err << "plot written to " << context.plot << "\n";
-  if (int code = PlotComparison(context, id, result); code != 0) return code;
-  return PlotNeedleSweep(context, id, result);
+  if (int code = PlotComparison(context, result); code != 0) return code;
+  return PlotNeedleSweep(context, measured, result);
 }
 
 // --------------------------------------------------------- get, watch, cancel, rm, result
@@ -626,7 +657,10 @@ int RunResult(const CliContext& context, const JobIdFlags& flags) {
   } else {
     PrintResultTable(context, result);
     PrintComparison(context, result);
-    for (const auto& spike : result.boundary_spikes()) {
+    // A comparison names every model's spikes above; otherwise the job's model's, here.
+    const auto& spikes = result.boundary_spikes();
+    for (int i = 0; result.comparison_size() == 0 && i < spikes.size(); ++i) {
+      const auto& spike = spikes[i];
       context.out << "boundary at " << spike.position() << ": spike ratio " << spike.ratio();
       if (spike.has_ratio_mean()) {
         context.out << "; per sample " << spike.ratio_mean() << " +- " << spike.ratio_stderr() << " (n = " << spike.samples()
@@ -643,7 +677,7 @@ int RunResult(const CliContext& context, const JobIdFlags& flags) {
       }
     }
   }
-  return context.plot.empty() ? 0 : PlotResult(context, whole->id(), result);
+  return context.plot.empty() ? 0 : PlotResult(context, Measured(*whole), result);
 }
 
 CommandRun DefineGet(CLI::App& command) { return RunWith(AddId(command), RunGet); }
@@ -660,17 +694,17 @@ CommandRun DefineRm(CLI::App& command) {
 // --------------------------------------------------------------------------------------- list
 
 struct ListFlags {
-  std::string state;
+  std::vector<std::string> states;
   std::string model;
 };
 
 int RunList(const CliContext& context, const ListFlags& flags) {
   v1::ListJobsRequest request;
   request.set_model(flags.model);
-  if (!flags.state.empty()) {
+  for (const std::string& name : flags.states) {
     v1::JobState state;
-    if (!v1::JobState_Parse("JOB_STATE_" + absl::AsciiStrToUpper(flags.state), &state)) {
-      return context.UsageError("--state " + flags.state +
+    if (!v1::JobState_Parse("JOB_STATE_" + absl::AsciiStrToUpper(name), &state) || state == v1::JOB_STATE_UNSPECIFIED) {
+      return context.UsageError("--state " + name +
                                 " is invalid: allowed queued, running, cancelling, succeeded, "
                                 "failed, cancelled");
     }
@@ -690,8 +724,10 @@ int RunList(const CliContext& context, const ListFlags& flags) {
 
 CommandRun DefineList(CLI::App& command) {
   auto flags = std::make_shared<ListFlags>();
-  command.add_option("--state", flags->state,
-                     "queued, running, cancelling, succeeded, failed or cancelled");
+  command.add_option("--state", flags->states,
+                     "queued, running, cancelling, succeeded, failed or cancelled (repeatable, or comma-separated: "
+                     "jobs in any of them)")
+      ->delimiter(',');
   command.add_option("--model", flags->model, "Only jobs on this model");
   return RunWith(flags, RunList);
 }
@@ -708,9 +744,12 @@ int RunQuota(const CliContext& context, const NoFlags&) {
       {"tenant", quota->tenant()},
       {"role", LowerEnum(v1::AccessRole_Name(quota->role()), "ACCESS_ROLE_")},
       {"queued_jobs", quota->queued_jobs()},
-      {"max_queued_jobs", quota->max_queued_jobs()},  // 0 = no quota of its own.
+      // 0 = no quota of the principal's own (the server's limits still hold): said in words.
+      {"max_queued_jobs", quota->max_queued_jobs() > 0 ? nlohmann::ordered_json(quota->max_queued_jobs())
+                                                       : nlohmann::ordered_json("no limit of its own")},
       {"running_jobs", quota->running_jobs()},
-      {"max_running_jobs", quota->max_running_jobs()}};
+      {"max_running_jobs", quota->max_running_jobs() > 0 ? nlohmann::ordered_json(quota->max_running_jobs())
+                                                         : nlohmann::ordered_json("no limit of its own")}};
   PrintObject(json, context.format, context.out);
   return 0;
 }

@@ -2,7 +2,9 @@
 
 #include <chrono>
 #include <cstdint>
+#include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <memory>
 #include <optional>
 #include <string>
@@ -13,6 +15,9 @@
 
 namespace posbias::cli {
 namespace {
+
+// Whether the model's weights are a seeded initialization (a preset's), not loaded from a file.
+bool Seeded(const v1::Model& m) { return m.source().kind_case() == v1::ModelSource::kPreset; }
 
 nlohmann::ordered_json ModelJson(const v1::Model& m) {
   const auto& c = m.config();
@@ -30,12 +35,15 @@ nlohmann::ordered_json ModelJson(const v1::Model& m) {
           {"width", c.hidden_size()},
           {"heads", c.num_heads()},
           {"kv_heads", c.num_kv_heads()},
+          {"head_dim", c.head_dim()},
           {"mlp_width", c.mlp_width()},
           {"vocab", c.vocab_size()},
           {"max_positions", c.max_positions()},
-          {"parameters", m.parameter_count()},
+          // 0 until the model was built (a built-in preset before its first job): not known yet.
+          {"parameters", m.parameter_count() > 0 ? nlohmann::ordered_json(m.parameter_count()) : nullptr},
           {"init", m.init().name()},
-          {"seed", m.init().seed()},
+          // A seed only where one made the weights (not a checkpoint's, an upload's or TorchScript's).
+          {"seed", Seeded(m) ? nlohmann::ordered_json(m.init().seed()) : nullptr},
           {"weights_sha256", m.weights_sha256()},
           {"active_jobs", m.active_job_count()},
           {"error", error}};
@@ -218,6 +226,61 @@ int RunExport(const CliContext& context, const NamedModelFlags& flags) {
   return 0;
 }
 
+// ------------------------------------------------------------------------------------- upload
+
+struct UploadFlags {
+  std::string name, path, request_id;
+  std::vector<std::string> labels;
+};
+
+// Reads a whole file; nullopt when it cannot be read.
+std::optional<std::string> ReadFile(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return std::nullopt;
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// A checkpoint from this machine (what posbias-train writes: a folder with model.safetensors and
+// config.json, or the .safetensors file with config.json beside it) sent to the server, which
+// registers it in the caller's namespace: no server restart, no shared folder.
+int RunUpload(const CliContext& context, const UploadFlags& flags) {
+  namespace fs = std::filesystem;
+  const fs::path given(flags.path);
+  const fs::path weights = fs::is_directory(given) ? given / "model.safetensors" : given;
+  const auto data = ReadFile(weights);
+  if (!data) return context.UsageError("cannot read " + weights.string() + " (a .safetensors file, or a folder with model.safetensors)");
+  const auto config = ReadFile(weights.parent_path() / "config.json");
+  if (!config) return context.UsageError("no config.json beside " + weights.string() + " (it defines the architecture)");
+  std::vector<v1::UploadModelRequest> messages(1);
+  auto* metadata = messages[0].mutable_metadata();
+  metadata->set_name(flags.name);
+  metadata->set_config_json(*config);
+  metadata->set_total_bytes(data->size());
+  metadata->set_file_name(weights.filename().string());
+  metadata->set_request_id(flags.request_id);
+  if (!ParseLabels(flags.labels, metadata->mutable_labels(), context.err)) return kExitUsage;
+  constexpr size_t kChunk = size_t{1} << 20;
+  for (size_t at = 0; at < data->size(); at += kChunk) {
+    messages.emplace_back().set_chunk(data->substr(at, kChunk));
+  }
+  auto model = context.client.UploadModel(messages);
+  if (!model.ok()) return context.Fail(model.status());
+  PrintObject(ModelJson(*model), context.format, context.out);
+  return 0;
+}
+
+CommandRun DefineUpload(CLI::App& command) {
+  auto flags = std::make_shared<UploadFlags>();
+  command.add_option("name", flags->name, "Model name ([a-z0-9-], up to 63 characters)")->required();
+  command.add_option("path", flags->path,
+                     "A checkpoint folder on this machine (model.safetensors and config.json, as posbias-train writes "
+                     "them) or a .safetensors file with config.json beside it")
+      ->required();
+  command.add_option("--label", flags->labels, "KEY=VALUE (repeatable)");
+  command.add_option("--request-id", flags->request_id, "Idempotency key for retries");
+  return RunWith(flags, RunUpload);
+}
+
 CommandRun DefineGet(CLI::App& command) { return RunWith(AddName(command), RunGet); }
 
 CommandRun DefineRm(CLI::App& command) {
@@ -236,6 +299,8 @@ CommandRun DefineExport(CLI::App& command) {
 constexpr CommandSpec kModelCommands[] = {
     {"register", "Register a model (preset + overrides + seed, checkpoint or TorchScript)",
      DefineRegister},
+    {"upload", "Upload a checkpoint from this machine (a folder posbias-train wrote, or a .safetensors file)",
+     DefineUpload},
     {"list", "List models (built-in presets included)", DefineList},
     {"get", "Show one model", DefineGet},
     {"rm", "Delete a model", DefineRm},

@@ -22,7 +22,52 @@ size_t RowCount(const Table& table) {
   return rows;
 }
 
+// A cell or value: a string without quotes, nothing known as "-", anything else as JSON.
+std::string Text(const nlohmann::ordered_json& value) {
+  if (value.is_null()) return "-";
+  return value.is_string() ? value.get<std::string>() : value.dump();
+}
+
+// One value as a person reads it: a string without quotes, an object as "key value" pairs, an
+// array of numbers comma-separated (nested objects flattened with dots: "metrics.rmse_log 0.1").
+std::string Inline(const nlohmann::ordered_json& value, const std::string& prefix = "") {
+  if (value.is_object()) {
+    std::string text;
+    for (const auto& [key, item] : value.items()) {
+      const std::string name = prefix.empty() ? key : prefix + "." + key;
+      text += (text.empty() ? "" : ", ") + (item.is_object() ? Inline(item, name) : name + " " + Inline(item));
+    }
+    return text;
+  }
+  if (value.is_array() && std::none_of(value.begin(), value.end(), [](const auto& v) { return v.is_structured(); })) {
+    std::string text;
+    for (const auto& item : value) text += (text.empty() ? "" : ", ") + Text(item);
+    return text;
+  }
+  return Text(value);
+}
+
+// The extras below a table: "key: value"; an object's members on lines of their own, indented; an
+// array of objects one element a line.
+void PrintExtras(const nlohmann::ordered_json& extras, std::ostream& out) {
+  for (const auto& [key, value] : extras.items()) {
+    if (value.is_object()) {
+      out << key << ":\n";
+      for (const auto& [member, item] : value.items()) out << "  " << member << ": " << Inline(item) << "\n";
+    } else if (value.is_array() && std::any_of(value.begin(), value.end(), [](const auto& v) { return v.is_structured(); })) {
+      out << key << ":\n";
+      for (const auto& item : value) out << "  - " << Inline(item) << "\n";
+    } else {
+      out << key << ": " << Inline(value) << "\n";
+    }
+  }
+}
+
 void PrintHuman(const Table& table, std::ostream& out) {
+  // The answer first (a fit's alpha, a summary's masses, a health status), then the rows it was
+  // made from; a table of nothing but extras prints no empty header line.
+  PrintExtras(table.extras, out);
+  if (table.columns.empty()) return;
   // Each column as wide as its widest cell or its header (at least 12), so values never overflow.
   std::vector<size_t> width;
   const size_t rows = RowCount(table);
@@ -44,7 +89,6 @@ void PrintHuman(const Table& table, std::ostream& out) {
     }
     out << "\n";
   }
-  for (const auto& [key, value] : table.extras.items()) out << key << ": " << value.dump() << "\n";
 }
 
 void PrintCsv(const Table& table, std::ostream& out) {
@@ -73,10 +117,6 @@ void PrintJson(const Table& table, std::ostream& out) {
   out << json.dump(2) << "\n";
 }
 
-std::string Text(const nlohmann::ordered_json& value) {
-  return value.is_string() ? value.get<std::string>() : value.dump();
-}
-
 }  // namespace
 
 bool ParseFormat(const std::string& text, Format* format) {
@@ -100,7 +140,7 @@ void PrintObject(const nlohmann::ordered_json& object, Format format, std::ostre
     out << object.dump(2) << "\n";
     return;
   }
-  for (const auto& [key, value] : object.items()) out << key << ": " << Text(value) << "\n";
+  PrintExtras(object, out);
 }
 
 void PrintList(const nlohmann::ordered_json& items, const std::vector<std::string>& columns,
@@ -109,15 +149,31 @@ void PrintList(const nlohmann::ordered_json& items, const std::vector<std::strin
     out << items.dump(2) << "\n";
     return;
   }
-  const std::string separator = format == Format::kCsv ? "," : "  ";
-  for (size_t c = 0; c < columns.size(); ++c) out << (c ? separator : "") << columns[c];
-  out << "\n";
-  for (const auto& item : items) {
-    for (size_t c = 0; c < columns.size(); ++c) {
-      out << (c ? separator : "") << Text(item[columns[c]]);
-    }
+  if (format == Format::kCsv) {
+    for (size_t c = 0; c < columns.size(); ++c) out << (c ? "," : "") << columns[c];
     out << "\n";
+    for (const auto& item : items) {
+      for (size_t c = 0; c < columns.size(); ++c) out << (c ? "," : "") << Text(item[columns[c]]);
+      out << "\n";
+    }
+    return;
   }
+  // A table: each column as wide as its widest cell, left-aligned.
+  std::vector<size_t> width;
+  for (const auto& column : columns) width.push_back(column.size());
+  for (const auto& item : items) {
+    for (size_t c = 0; c < columns.size(); ++c) width[c] = std::max(width[c], Text(item[columns[c]]).size());
+  }
+  auto row = [&](auto cell) {
+    std::string line;
+    for (size_t c = 0; c < columns.size(); ++c) {
+      const std::string text = cell(c);
+      line += (c ? "  " : "") + text + (c + 1 < columns.size() ? std::string(width[c] - text.size(), ' ') : "");
+    }
+    out << line << "\n";
+  };
+  row([&](size_t c) { return columns[c]; });
+  for (const auto& item : items) row([&](size_t c) { return Text(item[columns[c]]); });
 }
 
 std::string LowerEnum(const std::string& name, const std::string& prefix) {

@@ -258,10 +258,11 @@ double AxisToPixel(const Axis& a, double pos) {
 
 double ValueToPixel(const Axis& a, double v) { return AxisToPixel(a, ToAxisSpace(v, a.log)); }
 
-double LegendWidth(const std::vector<PlotSeries>& series, int width) {
+// Room for the longest label: the legend box, never cut (Compose widens the plot for it).
+double LegendWidth(const std::vector<PlotSeries>& series) {
   std::size_t chars = 0;
   for (const PlotSeries& s : series) chars = std::max(chars, CountUtf8Chars(s.label));
-  return std::min(46.0 + 7.0 * static_cast<double>(chars), width / 3.0);
+  return 46.0 + 7.0 * static_cast<double>(chars);
 }
 
 Frame MakeFrame(int width, int height, double legend_width, bool has_title) {
@@ -476,10 +477,20 @@ std::string SvgHeader(int width, int height) {
 
 std::string Compose(const std::vector<PlotSeries>& series, const PlotOptions& opt, Range xr,
                     Range yr) {
-  const int width = std::max(opt.width_px, kMinWidth), height = std::max(opt.height_px, kMinHeight);
-  const double legend_width = LegendWidth(series, width);
+  const double legend_width = LegendWidth(series);
+  // The plot area keeps at least two thirds of the asked width: long labels widen the document.
+  const int asked = std::max(opt.width_px, kMinWidth);
+  const int width = std::max(asked, static_cast<int>(std::ceil(legend_width + 2.0 * asked / 3.0)));
+  const int height = std::max(opt.height_px, kMinHeight);
   const Frame f = MakeFrame(width, height, legend_width, !opt.title.empty());
-  const Axis xa = MakeAxis(xr, opt.log_x, f.left, f.right);
+  Axis xa = MakeAxis(xr, opt.log_x, f.left, f.right);
+  if (!opt.x_categories.empty() && !opt.log_x) {  // One labelled tick per category.
+    xa.ticks.clear();
+    for (std::size_t i = 0; i < opt.x_categories.size(); ++i) {
+      const double v = static_cast<double>(i);
+      if (v >= xa.lo && v <= xa.hi) xa.ticks.push_back({v, opt.x_categories[i]});
+    }
+  }
   const Axis ya = MakeAxis(yr, opt.log_y, f.bottom, f.top);
   std::string out = SvgHeader(width, height);
   AppendGrid(out, xa, ya, f);

@@ -35,6 +35,9 @@ struct PlotOptions {
   std::string y_label;
   bool log_x = false;
   bool log_y = true;  // position-bias profiles span many decades
+  // Categories on a linear x axis: x = 0, 1, ... are labelled with these names (a comparison's
+  // models) instead of numbers; empty = numeric ticks.
+  std::vector<std::string> x_categories;
   int width_px = 800;
   int height_px = 500;
 };
@@ -43,7 +46,8 @@ struct PlotOptions {
 // infinite) are skipped, and a polyline is broken at them. Returns an empty string and sets *error
 // (when error is not null) when nothing at all can be drawn (no series, or no drawable point), or
 // series x/y lengths differ. On success *error is left unchanged. Sizes below 320x240 px are
-// raised to that minimum.
+// raised to that minimum, and a plot whose legend labels need more room is made wider (a legend
+// is never cut off).
 std::string RenderSvgPlot(const std::vector<PlotSeries>& series, const PlotOptions& options,
                           std::string* error);
 

@@ -96,6 +96,11 @@ absl::Status ResolveVersus(JobRequests& service, Caller& caller, const v1::Submi
       }
       versus.model = name, versus.init = true;
       entry.name = name;
+      // Unset, for a checkpoint: the seed its trainer recorded (posbias-train's trainer_state.json;
+      // 0 otherwise), so `init` is that model's own step 0; the job's spec says which seed it took.
+      if (!request.spec().jacobian_norm().has_init_seed() && first.source.kind == registry::SourceKind::kCheckpoint) {
+        record.spec.init_seed = first.source.seed;
+      }
     } else {
       auto found = FindVisibleModel(*service.catalog, caller, name);
       if (!found.ok()) return AboutVersus(found.status(), i, name, first.name);

@@ -387,6 +387,11 @@ ModelConfig ApplyOverrides(ModelConfig config, const ConfigOverrides& overrides)
   if (overrides.tie_embeddings) config.tie_embeddings = *overrides.tie_embeddings;
   if (overrides.initializer_range) config.initializer_range = *overrides.initializer_range;
   if (overrides.sliding_window) config.sliding_window = *overrides.sliding_window;
+  if (overrides.head_dim) {
+    config.explicit_head_dim = *overrides.head_dim;
+  } else if (overrides.hidden_size || overrides.num_heads) {
+    config.explicit_head_dim = 0;  // hidden_size / num_heads.
+  }
   return config;
 }
 

@@ -96,6 +96,10 @@ struct ConfigOverrides {
   std::optional<double> rope_theta, cesaro_alpha, initializer_range;
   std::optional<bool> tie_embeddings;
   std::optional<int64_t> sliding_window;  // mistral.
+  // A head's width (llama's explicit head_dim). Unset while the width or the heads are overridden:
+  // hidden_size / num_heads again (not the preset's explicit value, which would make the heads'
+  // inner width differ from the width asked for).
+  std::optional<int64_t> head_dim;
 };
 
 std::vector<std::string> PresetNames();

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <random>
 #include <regex>
 #include <set>
@@ -18,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
+#include "nlohmann/json.hpp"
 #include "server/host/disk.h"
 #include "server/host/memory.h"
 #include "server/host/random.h"
@@ -96,6 +98,24 @@ std::string ModelCatalog::WallFolder(const std::string& relative, const std::str
   std::error_code error;
   return fs::is_directory(fs::path(options_.model_root) / head, error) ? head : "";
 }
+
+namespace {
+
+// The seed a posbias-train checkpoint's trainer_state.json records beside its weights (read
+// beneath the model's scope), if there is one.
+std::optional<uint64_t> TrainerSeed(const std::string& weights_path, const files::Scope& scope) {
+  std::error_code error;
+  const fs::path dir = fs::is_directory(weights_path, error) ? fs::path(weights_path) : fs::path(weights_path).parent_path();
+  const std::string state = (dir / "trainer_state.json").string();
+  if (!files::HasEntry(state)) return std::nullopt;
+  auto text = files::ReadBeneath(scope, state, uint64_t{1} << 20);
+  if (!text.ok()) return std::nullopt;
+  const auto json = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
+  if (!json.is_object() || !json.contains("seed") || !json["seed"].is_number_unsigned()) return std::nullopt;
+  return json["seed"].get<uint64_t>();
+}
+
+}  // namespace
 
 absl::StatusOr<files::Scope> ModelCatalog::ScopeFor(const ModelSource& source, const std::string& tenant) const {
   if (source.kind == SourceKind::kUpload) return files::Scope::Of(uploads_dir(), "the server's uploads");
@@ -536,6 +556,14 @@ absl::StatusOr<ModelEntry> ModelCatalog::Finish(ModelEntry entry) {
   entry.init_recipe = entry.source.kind == SourceKind::kPreset   ? loaded->init_recipe
                       : entry.source.kind == SourceKind::kUpload ? "loaded from an upload"
                                                                  : "loaded from " + entry.source.path;
+  if (entry.source.kind == SourceKind::kCheckpoint && request.ok()) {
+    // A posbias-train checkpoint records the seed of its initialization: kept, so that a
+    // comparison against `init` defaults to the trainer's own step 0.
+    if (auto seed = TrainerSeed(request->weights_path, request->scope)) {
+      entry.source.seed = *seed;
+      absl::StrAppend(&entry.init_recipe, " (trained by posbias-train from seed ", *seed, ")");
+    }
+  }
   entry.config = loaded->config;
   ++entry.generation;
   entries_[ModelPath(entry)] = entry;

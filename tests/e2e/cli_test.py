@@ -204,8 +204,8 @@ class HealthTest(CliTestCase):
     def test_health_prints_serving_and_exits_zero(self):
         result = run_cli("health")
         self.assertExit(result, 0)
-        self.assertIn("SERVING", result.stdout)
-        self.assertIn("(overall)", result.stdout)
+        # Where the eye lands: no blank first line, no protobuf or JSON quoting.
+        self.assertEqual(result.stdout, "service: (overall)\nstatus: SERVING\n")
 
     def test_health_of_the_density_service_is_serving_in_json(self):
         self.assertEqual(self.run_json("health", "--service", "posbias.v1.DensityService"),
@@ -240,6 +240,8 @@ class HealthTest(CliTestCase):
         result = run_cli("--timeout", "5", "health", server="127.0.0.1:%d" % free_port())
         self.assertExit(result, 1)
         self.assertTrue(result.stderr.startswith("error: UNAVAILABLE"), result.stderr)
+        self.assertIn("hint: no posbias-server answered at 127.0.0.1:", result.stderr)
+        self.assertIn("bash scripts/serve.sh", result.stderr)
 
     def test_unreachable_server_fails_a_density_call_with_unavailable_too(self):
         result = run_cli("--timeout", "5", "density", "--depth", "3", "--x", "0.5",
@@ -250,6 +252,45 @@ class HealthTest(CliTestCase):
 
 # ---------------------------------------------------------------------------------------------
 # density
+
+
+class FirstSessionOutputTest(CliTestCase):
+    """What a first session prints, read as a person reads it."""
+
+    def test_a_continuum_summary_in_table_form_is_lines_of_names_and_values_not_json(self):
+        result = run_cli("summarize", "-H", "24", "-a", "0.5")
+        self.assertExit(result, 0)
+        self.assertFalse(result.stdout.startswith("\n"), result.stdout)
+        self.assertNotIn("{", result.stdout)
+        self.assertNotIn('"', result.stdout)
+        self.assertNotIn("length", result.stdout, "a continuum has no length: nothing shown as 0")
+        self.assertIn("middle_mass:", result.stdout)
+
+    def test_models_list_is_aligned_and_an_unbuilt_presets_size_is_unknown_not_zero(self):
+        result = run_cli("models", "list")
+        self.assertExit(result, 0)
+        lines = result.stdout.splitlines()
+        second_column = re.match(r"^\S+\s+", lines[0]).end()
+        for line in lines[1:]:
+            self.assertEqual(re.match(r"^\S+\s+", line).end(), second_column, line)
+        cesaro = next(line for line in lines if line.startswith("cesaro "))
+        self.assertNotIn(" 0 ", cesaro)
+
+    def test_jobs_list_takes_several_states(self):
+        result = run_cli("jobs", "list", "--state", "queued", "--state", "running")
+        self.assertExit(result, 0)
+        self.assertExit(run_cli("jobs", "list", "--state", "queued,succeeded"), 0)
+        self.assertExit(run_cli("jobs", "list", "--state", "unspecified"), 2)
+
+    def test_zero_probes_is_refused_not_taken_as_the_default(self):
+        result = run_cli("jobs", "submit", "--model", "gpt2-tiny", "-L", "4", "--method", "hutchinson", "--probes", "0")
+        self.assertExit(result, 2)
+        self.assertIn("--probes", result.stderr)
+
+    def test_quota_says_in_words_that_a_principal_has_no_limit_of_its_own(self):
+        result = run_cli("jobs", "quota")
+        self.assertExit(result, 0)
+        self.assertIn("max_queued_jobs: no limit of its own", result.stdout)
 
 
 class TokensFileTest(CliTestCase):

@@ -48,6 +48,22 @@ TEST(Overrides, ChangeOnlyTheGivenFieldsAndKeepGpt2MlpAtFourTimesTheWidth) {
   EXPECT_TRUE(ValidateConfig(config).ok());
 }
 
+// Found by a first session: `posbias-train --arch llama --width 64 --heads 4` kept Llama-3.2's
+// head_dim 64, so the heads' inner width was 256 against a width of 64.
+TEST(Overrides, AWidthOrHeadsOverrideDerivesTheHeadWidthUnlessItIsGiven) {
+  const ModelConfig llama = *FamilyConfig("llama");
+  ASSERT_EQ(llama.head_dim(), 64);
+  ConfigOverrides overrides;
+  overrides.hidden_size = 64;
+  overrides.num_heads = 4;
+  EXPECT_EQ(ApplyOverrides(llama, overrides).head_dim(), 16);
+  overrides.head_dim = 32;
+  EXPECT_EQ(ApplyOverrides(llama, overrides).head_dim(), 32);
+  ConfigOverrides layers_only;
+  layers_only.num_layers = 2;
+  EXPECT_EQ(ApplyOverrides(llama, layers_only).head_dim(), 64) << "the preset's own head width stays";
+}
+
 TEST(Validation, NamesTheInconsistentField) {
   ModelConfig config = *PresetConfig("qwen2-tiny");
   config.num_kv_heads = 3;

@@ -504,6 +504,11 @@ class JobTest(ClientTestCase):
             for band in posbias.ModelComparison.BANDS:
                 self.assertEqual(bits(comparison.bands[band]["mean"][m]), bits(entry[band]["mean"]), band)
         self.assertTrue(np.isnan(comparison.log_ratios["middle"]["mean"][0]))
+        summary = repr(comparison)  # print(result.comparison): a line a model, not the arrays.
+        self.assertEqual(len(summary.splitlines()), 4, summary)
+        self.assertIn("tiny", summary.splitlines()[1])
+        self.assertIn("reference", summary.splitlines()[1])
+        self.assertIn("log middle ratio", summary.splitlines()[3])
         self.assertEqual(bits(comparison.log_ratios["middle"]["mean"][2]), bits(cli[2]["middle_log_ratio"]["mean"]))
         paged = self.client.get_job_result(job.id, page_size=3)
         np.testing.assert_array_equal(paged.comparison.sq_norm_mean, comparison.sq_norm_mean)

@@ -481,6 +481,22 @@ class ModelComparison:
     BANDS = ("leading", "middle", "trailing", "first", "last")
     RATIOS = ("middle", "first", "last")
 
+    def __repr__(self) -> str:
+        """A summary, one line a model (the arrays are the fields): the middle, first and last
+        weight with their standard errors, the log middle ratio against the reference with its
+        95 % interval, and the Spearman correlation with the reference."""
+        lines = ["ModelComparison of %d models over %d positions (the first is the reference):"
+                 % (len(self.models), self.sq_norm_mean.shape[1] if self.sq_norm_mean.ndim == 2 else 0)]
+        width = max(len(name) for name in self.models) if self.models else 5
+        for m, name in enumerate(self.models):
+            ratio = self.log_ratios["middle"]
+            against = ("reference" if np.isnan(ratio["mean"][m]) else "log middle ratio %+.3f [%+.3f, %+.3f]"
+                       % (ratio["mean"][m], ratio["low"][m], ratio["high"][m]))
+            lines.append("  %-*s  middle %.4f +- %.4f  first %.4f  last %.4f  %s  spearman %.3f" % (
+                width, name, self.bands["middle"]["mean"][m], self.bands["middle"]["stderr"][m],
+                self.bands["first"]["mean"][m], self.bands["last"]["mean"][m], against, self.spearman[m]))
+        return "\n".join(lines)
+
     @classmethod
     def from_pages(cls, pages) -> "ModelComparison":
         """From the `comparison` of every page of one result (profiles joined over the pages)."""

@@ -127,6 +127,19 @@ for key in sorted(k for k in points if k[1] == "posbias"):
             series[(case, "reference")].append((L, rs, rmib))
 # SVG: seconds (left) and MiB (right), log-log against L.
 W, H, PAD = 900, 380, 60
+def axis_labels(x0, w, y_label):
+    """The axes' names: L along the bottom, the panel's quantity up the left side."""
+    return [f'<text x="{x0 + PAD + w / 2 - 70}" y="{H - PAD + 34}" font-size="11">sequence length L (log scale)</text>',
+            f'<text transform="translate({x0 + 14},{H / 2 + 40}) rotate(-90)" font-size="11">{y_label} (log scale)</text>']
+def legend_entries():
+    """One line sample per series kind: colour is the model, dash the implementation."""
+    out, x = [], 20
+    for label, color, dash in (("posbias", "black", ""), ("PyTorch reference", "black", ' stroke-dasharray="5,4"'),
+                               ("llama", "#1f77b4", ""), ("gpt2", "#d62728", ""), ("mistral (window 512)", "#2ca02c", "")):
+        out.append(f'<line x1="{x}" y1="{H + 15}" x2="{x + 24}" y2="{H + 15}" stroke="{color}" stroke-width="2"{dash}/>')
+        out.append(f'<text x="{x + 30}" y="{H + 19}" font-size="12">{label}</text>')
+        x += 44 + 7 * len(label)
+    return out
 def panel(x0, title, index):
     out = [f'<text x="{x0 + 20}" y="20" font-size="14">{title}</text>']
     values = [p[index] for pts in series.values() for p in pts]
@@ -140,6 +153,7 @@ def panel(x0, title, index):
     w = W / 2 - PAD - 20
     X = lambda L: x0 + PAD + (math.log2(L) - lx0) / (lx1 - lx0) * w
     Y = lambda v: H - PAD - (math.log10(v) - ly0) / (ly1 - ly0) * (H - 2 * PAD)
+    out += axis_labels(x0, w, "seconds per sample" if index == 1 else "peak RSS MiB")
     out.append(f'<line x1="{x0 + PAD}" y1="{H - PAD}" x2="{x0 + PAD + w}" y2="{H - PAD}" stroke="black"/>')
     out.append(f'<line x1="{x0 + PAD}" y1="{PAD}" x2="{x0 + PAD}" y2="{H - PAD}" stroke="black"/>')
     for L in sorted(set(lengths)):
@@ -157,8 +171,7 @@ def panel(x0, title, index):
 parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H + 30}">']
 parts += panel(0, "seconds per sample (Hutchinson K = 8, float32)", 1)
 parts += panel(W // 2, "peak RSS, MiB", 2)
-legend = "solid: posbias; dashed: PyTorch reference; blue llama, red gpt2, green mistral (window 512)"
-parts.append(f'<text x="20" y="{H + 20}" font-size="12">{legend}</text>')
+parts += legend_entries()
 parts.append("</svg>")
 open(sys.argv[2], "w").write("\n".join(parts) + "\n")
 PYEOF

@@ -2,7 +2,8 @@
 """A generated docs page against what its generator prints now: fails with the diff and the
 command that rewrites the page.
 
-Usage: check_generated.py PAGE COMMAND [ARGS...]   (COMMAND prints the page on stdout)
+Usage: check_generated.py PAGE COMMAND [ARGS...]
+(COMMAND prints the page on stdout; COMMAND --write PAGE writes it: every generator of docs/reference/.)
 """
 
 import difflib
@@ -17,7 +18,8 @@ def main():
         committed = f.read()
     if committed != made:
         sys.stdout.writelines(difflib.unified_diff(committed.splitlines(True), made.splitlines(True), page, "generated"))
-        sys.exit("%s differs from what its generator prints now: run %s --write %s" % (page, command[0], page))
+        sys.exit("%s differs from what its generator prints now; rewrite it with:\n  %s --write %s"
+                 % (page, " ".join(command), page))
 
 
 if __name__ == "__main__":

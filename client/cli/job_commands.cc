@@ -121,6 +121,7 @@ struct SubmitFlags {
   bool wait = false;
   std::vector<std::string> versus;  // Comparison jobs: models after --model, "init" for its seeded init.
   std::optional<uint64_t> init_seed;
+  std::string reference;
 };
 
 // --text-file: one sample per line, a JSON string (one document), a list of strings or
@@ -251,6 +252,7 @@ absl::Status SetSpec(const SubmitFlags& flags, v1::JacobianNormSpec* spec) {
   spec->set_return_raw_samples(flags.raw);
   for (const auto& model : flags.versus) spec->add_versus(model);
   if (flags.init_seed) spec->set_init_seed(*flags.init_seed);
+  spec->set_reference(flags.reference);
   return SetInput(flags, spec);
 }
 
@@ -294,6 +296,9 @@ CommandRun DefineSubmit(CLI::App& command) {
                      "registered names in order, e.g. a training trajectory; init = --model's architecture at seeded "
                      "initialization)")
       ->delimiter(',');
+  command.add_option("--reference", f->reference,
+                     "With --versus: the model the others are compared with (--model, or an entry of --versus such as "
+                     "init; default --model)");
   command.add_option("--init-seed", f->init_seed,
                      "The seed of init in --versus (default: the seed a posbias-train checkpoint records, else 0)");
   command.add_option("--length,-L", f->length, "Sequence length L")->required();
@@ -423,7 +428,7 @@ void PrintComparison(const CliContext& context, const v1::JacobianNormResult& re
   if (result.comparison_size() == 0) return;
   context.out << absl::StrFormat("%-24s %-20s %-20s %-20s %-34s %8s\n", "model", "middle share (+- se)",
                                  "first weight (+- se)", "last weight (+- se)",
-                                 "log middle / first model's [95 %]", "spearman");
+                                 "log middle / reference's [95 %]", "spearman");
   for (const auto& m : result.comparison()) {
     std::string ratio = "(reference)";
     if (m.has_middle_log_ratio()) {

@@ -211,6 +211,10 @@ void JobToProto(const jobs::JobRecord& job, v1::Job* out) {
   WriteInput(job.spec, spec->mutable_input());
   for (const auto& versus : job.spec.versus) spec->add_versus(versus.init ? std::string(jobs::kVersusInit) : versus.model);
   if (!job.spec.versus.empty() && job.spec.init_seed != 0) spec->set_init_seed(job.spec.init_seed);
+  if (job.spec.reference > 0 && job.spec.reference <= static_cast<int64_t>(job.spec.versus.size())) {
+    const auto& reference = job.spec.versus[static_cast<size_t>(job.spec.reference - 1)];
+    spec->set_reference(reference.init ? std::string(jobs::kVersusInit) : reference.model);
+  }
   out->mutable_spec()->set_priority(job.priority);
   out->mutable_spec()->set_device(DeviceToProto(job.spec.device));
   if (job.time_limit_seconds > 0) {

@@ -76,6 +76,23 @@ absl::Status CheckSharedInputs(JobRequests& service, const v1::SubmitJobRequest&
   return absl::OkStatus();
 }
 
+// The model the others are paired against: `model` (index 0) or the entry of `versus` named as it
+// is named there (index i + 1).
+absl::Status ResolveReference(const v1::SubmitJobRequest& request, jobs::JobRecord& record) {
+  const auto& spec = request.spec().jacobian_norm();
+  if (spec.reference().empty() || spec.reference() == spec.model() || spec.versus().empty()) return absl::OkStatus();
+  std::vector<std::string> allowed = {spec.model()};
+  for (int i = 0; i < spec.versus_size(); ++i) {
+    if (spec.versus(i) == spec.reference()) {
+      record.spec.reference = i + 1;
+      return absl::OkStatus();
+    }
+    allowed.push_back(spec.versus(i));
+  }
+  return InvalidArgumentError({ErrorReason::kInvalidArgument, "spec.jacobian_norm.reference", spec.reference(),
+                               absl::StrCat("the job's model or an entry of versus: ", absl::StrJoin(allowed, ", "))});
+}
+
 // Comparison jobs: each model of `versus` found as the caller sees it (another tenant's is
 // NOT_FOUND), in the job's tenant, able to share the inputs, and admitted like the first model.
 absl::Status ResolveVersus(JobRequests& service, Caller& caller, const v1::SubmitJobRequest& request,
@@ -127,7 +144,7 @@ absl::Status ResolveVersus(JobRequests& service, Caller& caller, const v1::Submi
     }
     record.spec.versus.push_back(std::move(versus));
   }
-  return absl::OkStatus();
+  return ResolveReference(request, record);
 }
 
 }  // namespace

@@ -164,7 +164,11 @@ absl::StatusOr<std::vector<ComparedModel>> CompareModels(const std::vector<Measu
                                                          const ComparisonOptions& options) {
   std::vector<ComparedModel> compared;
   if (models.empty()) return compared;
-  const auto& reference = models.front().samples;
+  if (options.reference >= models.size()) {
+    return InvalidArgumentError({ErrorReason::kInvalidArgument, "reference", absl::StrCat(options.reference),
+                                 absl::StrCat("an index of the ", models.size(), " models compared")});
+  }
+  const auto& reference = models[options.reference].samples;
   for (size_t m = 0; m < models.size(); ++m) {
     auto paired = CompareProfilesPaired(reference, models[m].samples, options);
     if (!paired.ok()) return paired.status();
@@ -179,7 +183,7 @@ absl::StatusOr<std::vector<ComparedModel>> CompareModels(const std::vector<Measu
     entry.first = Share(paired->first);
     entry.last = Share(paired->last);
     entry.spearman = paired->spearman;
-    if (m > 0) {
+    if (m != options.reference) {
       entry.middle_log_ratio = Ratio(paired->middle_log_ratio);
       entry.first_log_ratio = Ratio(paired->first_log_ratio);
       entry.last_log_ratio = Ratio(paired->last_log_ratio);

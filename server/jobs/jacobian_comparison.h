@@ -46,6 +46,7 @@ struct ComparisonOptions {
   int64_t bootstrap_resamples = 2000;  // Resamples of the samples (with replacement).
   double confidence = 0.95;            // Coverage of the bootstrap interval.
   uint64_t seed = 0;                   // The bootstrap's random stream (results are reproducible).
+  size_t reference = 0;                // The model every other is paired against (an index of models).
 };
 
 // One model's profiles against the reference's, sample by sample.
@@ -70,8 +71,9 @@ struct MeasuredModel {
   std::vector<std::vector<double>> samples;
 };
 
-// The report's comparison: the first model is the reference (its own shares, no ratios, Spearman
-// 1), every other one is compared with it by CompareProfilesPaired.
+// The report's comparison, in the models' order: the reference (options.reference, the first by
+// default) has its own shares, no ratios and Spearman 1; every other one is compared with it by
+// CompareProfilesPaired. A reference index outside the models: INVALID_ARGUMENT.
 absl::StatusOr<std::vector<ComparedModel>> CompareModels(const std::vector<MeasuredModel>& models,
                                                          const ComparisonOptions& options = {});
 

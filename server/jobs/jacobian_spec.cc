@@ -205,6 +205,7 @@ nlohmann::json SpecToJson(const JacobianJobSpec& spec) {
     }
     json["versus"] = std::move(versus);
     json["init_seed"] = spec.init_seed;
+    if (spec.reference != 0) json["reference"] = spec.reference;
   }
   return json;
 }
@@ -226,7 +227,9 @@ absl::Status ReadVersus(const Json& json, JacobianJobSpec& spec) {
     }
     spec.versus.push_back(std::move(model));
   }
-  return ReadUint64(json, "init_seed", spec.init_seed);
+  if (auto status = ReadUint64(json, "init_seed", spec.init_seed); !status.ok()) return status;
+  if (json.contains("reference")) return ReadInt64(json, "reference", spec.reference);
+  return absl::OkStatus();
 }
 
 }  // namespace

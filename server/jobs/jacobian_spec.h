@@ -124,6 +124,8 @@ struct JacobianJobSpec {
   };
   std::vector<VersusModel> versus;
   uint64_t init_seed = 0;
+  // The model the others are paired against: 0 = `model`, i + 1 = versus[i].
+  int64_t reference = 0;
 };
 
 // The name `versus` gives the first model's architecture at seeded initialization.

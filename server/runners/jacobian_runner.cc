@@ -195,6 +195,7 @@ absl::Status AddComparison(const jobs::JobRecord& job, const std::vector<jobs::M
                            jobs::JacobianReport& report) {
   jobs::ComparisonOptions comparison_options;
   comparison_options.seed = job.spec.seed;
+  comparison_options.reference = static_cast<size_t>(job.spec.reference);
   auto compared = jobs::CompareModels(measured, comparison_options);
   if (!compared.ok()) return compared.status();
   if (!job.spec.document_starts.empty()) {

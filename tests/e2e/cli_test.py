@@ -287,6 +287,24 @@ class FirstSessionOutputTest(CliTestCase):
         self.assertExit(result, 2)
         self.assertIn("--probes", result.stderr)
 
+    def test_a_comparison_reads_against_the_reference_the_user_names(self):
+        submitted = run_cli("jobs", "submit", "--model", "gpt2-tiny", "--versus", "init", "--init-seed", "7",
+                            "--reference", "init", "-L", "8", "-S", "2", "--wait", "--format", "json")
+        self.assertExit(submitted, 0)
+        job = json.loads(submitted.stdout)
+        self.assertEqual(job["state"], "succeeded", submitted.stdout)
+        result = run_cli("jobs", "result", job["id"])
+        self.assertExit(result, 0)
+        rows = {line.split()[0]: line for line in result.stdout.splitlines()
+                if line.startswith(("gpt2-tiny ", "init "))}
+        self.assertIn("(reference)", rows["init"])
+        self.assertNotIn("(reference)", rows["gpt2-tiny"])
+        refused = run_cli("jobs", "submit", "--model", "gpt2-tiny", "--versus", "init", "--reference", "step9",
+                          "-L", "8", "-S", "2")
+        self.assertExit(refused, 1)
+        self.assertIn("spec.jacobian_norm.reference", refused.stderr)
+        self.assertIn("gpt2-tiny, init", refused.stderr)
+
     def test_quota_says_in_words_that_a_principal_has_no_limit_of_its_own(self):
         result = run_cli("jobs", "quota")
         self.assertExit(result, 0)

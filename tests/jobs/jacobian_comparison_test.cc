@@ -72,6 +72,25 @@ TEST(PairedComparison, AveragesThePerSampleLogRatios) {
   EXPECT_NEAR(comparison->middle_log_ratio.high, std::max(a, b), 1e-12);
 }
 
+// A trained model first, its birth second, the birth named the reference: the trained model's
+// ratio reads against its birth (the first model's, not the other way round).
+TEST(CompareModels, PairsEveryModelWithTheNamedReference) {
+  const std::vector<MeasuredModel> models = {{"trained", "", "", std::vector<std::vector<double>>(3, Valley(16.0, 1.0))},
+                                             {"init", "", "", std::vector<std::vector<double>>(3, Valley(4.0, 1.0))}};
+  ComparisonOptions options;
+  options.reference = 1;
+  auto compared = CompareModels(models, options);
+  ASSERT_TRUE(compared.ok()) << compared.status();
+  ASSERT_TRUE((*compared)[0].middle_log_ratio.has_value());
+  EXPECT_NEAR((*compared)[0].middle_log_ratio->mean, std::log(0.4), 1e-12) << "trained against init";
+  EXPECT_FALSE((*compared)[1].middle_log_ratio.has_value()) << "the reference has no ratio";
+  auto by_default = CompareModels(models);
+  ASSERT_TRUE(by_default.ok());
+  EXPECT_NEAR((*by_default)[1].middle_log_ratio->mean, -std::log(0.4), 1e-12) << "init against trained, the first";
+  options.reference = 2;
+  EXPECT_EQ(CompareModels(models, options).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 TEST(PairedComparison, RefusesProfilesOfDifferentShapes) {
   const std::vector<std::vector<double>> three(3, Valley(1.0, 1.0));
   const std::vector<std::vector<double>> two(2, Valley(1.0, 1.0));

@@ -618,6 +618,7 @@ class Client:
                         needle_depths: Optional[Sequence[float]] = None, separator: str = "", truncate: bool = False,
                         boundary_token: EnumLike = "none", question: str = "",
                         versus: Optional[Sequence[str]] = None, init_seed: Optional[int] = None,
+                        reference: Optional[str] = None,
                         labels: Optional[Mapping[str, str]] = None,
                         request_id: Optional[str] = None, timeout: Any = _DEFAULT) -> Job:
         """Submits a Jacobian-norm measurement (SubmitJob) and returns its Job (queued).
@@ -643,8 +644,10 @@ class Client:
         puts that token at each document start (fixed_boundaries) or after each filler document
         (needle), "none" (default) none. versus: a comparison job, more models measured on the
         same inputs and probes after `model` (registered names in order, e.g. the checkpoints of a
-        training run; "init" = `model`'s architecture at seeded initialization, `init_seed`); the
-        result's `comparison` pairs each with `model`. labels and request_id as in
+        training run; "init" = `model`'s architecture at seeded initialization, `init_seed`, by
+        default the seed a posbias-train checkpoint records); the result's `comparison` pairs each
+        with `reference` (default `model`; e.g. "init", so a trained model reads against its
+        birth). labels and request_id as in
         the API (a retry with the same request_id returns the same job)."""
         spec = job_service_pb2.JacobianNormSpec(
             model=model, sequence_length=int(length), samples=int(samples or 0),
@@ -655,6 +658,8 @@ class Client:
         spec.versus.extend(versus or ())
         if init_seed is not None:
             spec.init_seed = int(init_seed)
+        if reference is not None:
+            spec.reference = reference
         if target is not None:
             spec.target_position = int(target)
         if probe_seed is not None:

@@ -461,8 +461,8 @@ class NeedleSweep:
 
 @dataclasses.dataclass
 class ModelComparison:
-    """A comparison job's models (job_service.proto ComparedModel), the job's model first (the
-    reference), as arrays over models: `models` (names; "init" = the reference's architecture at
+    """A comparison job's models (job_service.proto ComparedModel), the job's model first, as
+    arrays over models (the reference, `model` unless the job named another, has NaN log ratios): `models` (names; "init" = the reference's architecture at
     seeded initialization); `sq_norm_mean` / `sq_norm_stderr` of shape (models, positions), parallel
     to JobResult.positions; each sample's band shares of sum_j ||J_j||^2 averaged over samples,
     `<band>_mean` / `_std` / `_stderr` for band in leading (first tenth of the positions), middle,
@@ -485,7 +485,7 @@ class ModelComparison:
         """A summary, one line a model (the arrays are the fields): the middle, first and last
         weight with their standard errors, the log middle ratio against the reference with its
         95 % interval, and the Spearman correlation with the reference."""
-        lines = ["ModelComparison of %d models over %d positions (the first is the reference):"
+        lines = ["ModelComparison of %d models over %d positions:"
                  % (len(self.models), self.sq_norm_mean.shape[1] if self.sq_norm_mean.ndim == 2 else 0)]
         width = max(len(name) for name in self.models) if self.models else 5
         for m, name in enumerate(self.models):

@@ -118,7 +118,14 @@ absl::StatusOr<ModelCache::Reservation> ModelCache::Reserve(const std::string& n
       building_bytes_ += bytes;
       return Reservation(this, bytes);
     }
-    if (wait.cancelled && wait.cancelled()) {
+    // Asked without the cache's lock: a job's check writes its progress to the store.
+    bool stop = false;
+    if (wait.cancelled) {
+      lock.unlock();
+      stop = wait.cancelled();
+      lock.lock();
+    }
+    if (stop) {
       return absl::CancelledError(absl::StrCat("stopped (the caller went away, or its job was cancelled or stopped) while ",
                                                name, " waited for room in the model cache"));
     }

@@ -39,12 +39,20 @@ class JobWatches::Watch final : public grpc::ServerWriteReactor<v1::WatchJobResp
     std::lock_guard lock(mutex_);
     return finished_;
   }
+  // The stream passed every check in Open: from now on the poller writes to it. Until then (and
+  // for a refused stream, always) only Open finishes it, on the thread that runs the RPC method:
+  // found by the wire fuzzer, a refused watch the poller looked at first ended from the poller's
+  // thread before the method had returned, and lost its trailers (no posbias-error-reason).
+  void Admit() {
+    std::lock_guard lock(mutex_);
+    admitted_ = true;
+  }
 
   // The job as the poller read it: what JobWatchState (job_requests.h, the watch's logic) decides
   // is written, and the stream ends when it says so (after the write in flight).
   void Offer(const absl::StatusOr<jobs::JobRecord>& job) {
     std::unique_lock lock(mutex_);
-    if (finished_ || writing_) return;
+    if (!admitted_ || finished_ || writing_) return;
     JobWatchState::Step step = state_.Look(job);
     if (!step.message) {
       if (!step.end) return;
@@ -103,7 +111,7 @@ class JobWatches::Watch final : public grpc::ServerWriteReactor<v1::WatchJobResp
   const std::optional<Caller> watcher_;
   RpcScope scope_;
   std::mutex mutex_;
-  bool writing_ = false, finished_ = false;
+  bool writing_ = false, finished_ = false, admitted_ = false;
   std::optional<absl::Status> pending_;  // How the stream ends once the write in flight is done.
   v1::WatchJobResponse message_;  // Alive while its write is in flight.
 };
@@ -152,6 +160,7 @@ grpc::ServerWriteReactor<v1::WatchJobResponse>* JobWatches::Open(grpc::CallbackS
   if (refused) {
     watch->End(*refused);
   } else {
+    watch->Admit();
     poller_.Wake();  // The first message goes out at once.
   }
   return watch.get();

@@ -252,7 +252,7 @@ class JacobianNormResult(_message.Message):
     def __init__(self, sequence_length: _Optional[int] = ..., target_position: _Optional[int] = ..., samples: _Optional[int] = ..., output: _Optional[_Union[JacobianOutput, str]] = ..., method: _Optional[_Union[JacobianMethod, str]] = ..., num_layers: _Optional[int] = ..., positions: _Optional[_Iterable[int]] = ..., profile: _Optional[_Union[JacobianNormProfile, _Mapping]] = ..., layer_profiles: _Optional[_Iterable[_Union[JacobianNormProfile, _Mapping]]] = ..., branch_ratios: _Optional[_Iterable[_Union[JobLayerBranchRatio, _Mapping]]] = ..., log_prob_mean: _Optional[float] = ..., log_prob_std: _Optional[float] = ..., raw_samples: _Optional[_Iterable[_Union[JobRawSample, _Mapping]]] = ..., sample_tokens: _Optional[_Iterable[_Union[JobSampleTokens, _Mapping]]] = ..., provenance: _Optional[_Union[JobProvenance, _Mapping]] = ..., pathways: _Optional[_Union[JobPathwayComparison, _Mapping]] = ..., document_starts: _Optional[_Iterable[_Union[JobSampleMarks, _Mapping]]] = ..., boundary_spikes: _Optional[_Iterable[_Union[BoundarySpike, _Mapping]]] = ..., needle_sweep: _Optional[_Iterable[_Union[NeedleDepth, _Mapping]]] = ..., comparison: _Optional[_Iterable[_Union[ComparedModel, _Mapping]]] = ...) -> None: ...
 
 class JacobianNormSpec(_message.Message):
-    __slots__ = ["compare_pathways", "dtype", "fit_effective_depth", "init_seed", "input", "method", "model", "output", "pathway", "probe_distribution", "probe_seed", "probes", "return_raw_samples", "samples", "sequence_length", "target_position", "versus"]
+    __slots__ = ["compare_pathways", "dtype", "fit_effective_depth", "init_seed", "input", "method", "model", "output", "pathway", "probe_distribution", "probe_seed", "probes", "reference", "return_raw_samples", "samples", "sequence_length", "target_position", "versus"]
     COMPARE_PATHWAYS_FIELD_NUMBER: _ClassVar[int]
     DTYPE_FIELD_NUMBER: _ClassVar[int]
     FIT_EFFECTIVE_DEPTH_FIELD_NUMBER: _ClassVar[int]
@@ -265,6 +265,7 @@ class JacobianNormSpec(_message.Message):
     PROBES_FIELD_NUMBER: _ClassVar[int]
     PROBE_DISTRIBUTION_FIELD_NUMBER: _ClassVar[int]
     PROBE_SEED_FIELD_NUMBER: _ClassVar[int]
+    REFERENCE_FIELD_NUMBER: _ClassVar[int]
     RETURN_RAW_SAMPLES_FIELD_NUMBER: _ClassVar[int]
     SAMPLES_FIELD_NUMBER: _ClassVar[int]
     SEQUENCE_LENGTH_FIELD_NUMBER: _ClassVar[int]
@@ -282,12 +283,13 @@ class JacobianNormSpec(_message.Message):
     probe_distribution: ProbeDistribution
     probe_seed: int
     probes: int
+    reference: str
     return_raw_samples: bool
     samples: int
     sequence_length: int
     target_position: int
     versus: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, model: _Optional[str] = ..., sequence_length: _Optional[int] = ..., samples: _Optional[int] = ..., input: _Optional[_Union[JacobianInput, _Mapping]] = ..., target_position: _Optional[int] = ..., output: _Optional[_Union[JacobianOutput, str]] = ..., method: _Optional[_Union[JacobianMethod, str]] = ..., probes: _Optional[int] = ..., probe_seed: _Optional[int] = ..., dtype: _Optional[_Union[_common_pb2.ComputeDtype, str]] = ..., return_raw_samples: bool = ..., fit_effective_depth: bool = ..., pathway: _Optional[_Union[JacobianPathway, str]] = ..., compare_pathways: bool = ..., probe_distribution: _Optional[_Union[ProbeDistribution, str]] = ..., versus: _Optional[_Iterable[str]] = ..., init_seed: _Optional[int] = ...) -> None: ...
+    def __init__(self, model: _Optional[str] = ..., sequence_length: _Optional[int] = ..., samples: _Optional[int] = ..., input: _Optional[_Union[JacobianInput, _Mapping]] = ..., target_position: _Optional[int] = ..., output: _Optional[_Union[JacobianOutput, str]] = ..., method: _Optional[_Union[JacobianMethod, str]] = ..., probes: _Optional[int] = ..., probe_seed: _Optional[int] = ..., dtype: _Optional[_Union[_common_pb2.ComputeDtype, str]] = ..., return_raw_samples: bool = ..., fit_effective_depth: bool = ..., pathway: _Optional[_Union[JacobianPathway, str]] = ..., compare_pathways: bool = ..., probe_distribution: _Optional[_Union[ProbeDistribution, str]] = ..., versus: _Optional[_Iterable[str]] = ..., init_seed: _Optional[int] = ..., reference: _Optional[str] = ...) -> None: ...
 
 class JacobianNormStats(_message.Message):
     __slots__ = ["estimator_stderr", "norm_mean", "norm_std", "norm_stderr", "profile", "sq_norm_mean", "sq_norm_std", "sq_norm_stderr", "sq_norm_total"]

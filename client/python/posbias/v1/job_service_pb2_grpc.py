@@ -107,7 +107,9 @@ class JobServiceServicer(object):
         entered and left between two looks (a job running for less than 100 ms) is not; the terminal
         state is always delivered. Progress-only changes may be coalesced (at most one per 250 ms). If the
         job is deleted meanwhile the stream ends with NOT_FOUND / JOB_NOT_FOUND; if the server drains,
-        with UNAVAILABLE / SHUTTING_DOWN (call again after it restarts).
+        with UNAVAILABLE / SHUTTING_DOWN (call again after it restarts). One tenant's watchers hold at
+        most their share of the server's streams (--tenant-share, default 0.5, of --max-watch-streams,
+        default 1,000): beyond, RESOURCE_EXHAUSTED / SERVER_BUSY.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -103,7 +103,10 @@ class ModelServiceServicer(object):
 
     def ExportModel(self, request, context):
         """Streams the model's weights as one safetensors file with Hugging Face tensor names (TorchScript
-        models: the TorchScript archive). The first message is a header, the rest are byte chunks.
+        models: the TorchScript archive). The first message is a header, the rest are byte chunks. A
+        principal has at most --max-exports-per-principal (default 2) open (RESOURCE_EXHAUSTED /
+        QUOTA_EXCEEDED beyond); a stream whose client takes no message for --export-idle-seconds
+        (default 60 s) is cancelled.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

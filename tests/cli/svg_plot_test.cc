@@ -162,6 +162,31 @@ TEST(SvgPlot, RendersStandaloneDocumentWithLegendAndOnePolylinePerSeries) {
   EXPECT_EQ(TextsOfClass(svg, "ylabel"), std::vector<std::string>{"mass"});
 }
 
+// Found by a first session: the middle-share plot's x axis read "model (0 = step0)" with numbers.
+TEST(SvgPlot, NamesCategoriesOnTheXAxisInsteadOfNumbers) {
+  PlotOptions options;
+  options.log_y = false;
+  options.x_categories = {"step0", "init", "step800"};
+  const std::string svg = RenderOrFail({Series("middle", {0, 1, 2}, {0.3, 0.2, 0.1})}, options);
+  EXPECT_EQ(TextsOfClass(svg, "xtick"), (std::vector<std::string>{"step0", "init", "step800"}));
+}
+
+// Found by a first session: a legend label "alpha = 0.6753513" was cut at the document's edge. A
+// long label widens the document; the plot area keeps two thirds of the width asked for.
+TEST(SvgPlot, ALongLegendLabelWidensThePlotInsteadOfBeingCut) {
+  PlotOptions options;
+  options.width_px = 480;
+  const std::string label = "incoherent, H 24, alpha 0.6753513 (fitted to the measured profile)";
+  const std::string svg = RenderOrFail({Series(label, {1, 2, 3}, {0.5, 0.2, 0.1})}, options);
+  EXPECT_EQ(TextsOfClass(svg, "legend"), std::vector<std::string>{label});
+  const size_t at = svg.find("width=\"");
+  ASSERT_NE(at, std::string::npos);
+  const int width = std::stoi(svg.substr(at + 7));
+  EXPECT_GE(width, static_cast<int>(46 + 7 * label.size() + 2 * 480 / 3)) << "room for the whole label";
+  EXPECT_EQ(RenderOrFail(TwoProfiles(), options).find("width=\"480\""), RenderOrFail(TwoProfiles(), options).find("width=\""))
+      << "short labels keep the asked width";
+}
+
 TEST(SvgPlot, GivesEachSeriesADistinctColor) {
   std::vector<PlotSeries> series;
   for (int i = 0; i < 5; ++i)

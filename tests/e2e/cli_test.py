@@ -276,6 +276,15 @@ class FirstSessionOutputTest(CliTestCase):
         cesaro = next(line for line in lines if line.startswith("cesaro "))
         self.assertNotIn(" 0 ", cesaro)
 
+    def test_a_fit_prints_its_answer_before_the_rows_it_was_made_from(self):
+        measured = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "docs", "user-guide",
+                                "measured.csv")
+        result = run_cli("fit", "--input", measured, "--depth-range", "1:8")
+        self.assertExit(result, 0)
+        first = result.stdout.splitlines()[0]
+        self.assertTrue(first.startswith("fits:"), result.stdout[:400])
+        self.assertIn("  - model coherent, depth ", result.stdout)
+
     def test_jobs_list_takes_several_states(self):
         result = run_cli("jobs", "list", "--state", "queued", "--state", "running")
         self.assertExit(result, 0)

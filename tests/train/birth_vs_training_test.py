@@ -67,6 +67,12 @@ def check_random_tokens(cli):
     assert relative_error(compared[1]["sq_norm_mean"], compared[0]["sq_norm_mean"]) < 1e-6, "init is not step0"
     assert abs(compared[1]["middle_log_ratio"]["mean"]) < 1e-6
     assert relative_error(compared[3]["sq_norm_mean"], compared[0]["sq_norm_mean"]) > 1e-3, "training changed nothing"
+    # Without --init-seed, init is the seed the checkpoint's trainer recorded: step250's birth is
+    # step0, and --reference init reads step250 against it.
+    birth = submit(cli, "--model", "step250", "--versus", "init", "--reference", "init", "--length", str(LENGTH),
+                   "--samples", str(SAMPLES), "--seed", str(SEED))["comparison"]
+    assert relative_error(birth[1]["sq_norm_mean"], compared[0]["sq_norm_mean"]) < 1e-6, "init is not the trainer's step0"
+    assert "middle_log_ratio" in birth[0] and "middle_log_ratio" not in birth[1], "step250 reads against init"
     for m in compared:
         shares = m["leading"]["mean"] + m["middle"]["mean"] + m["trailing"]["mean"]
         assert abs(shares - 1) < 1e-9, (m["model"], shares)

@@ -37,7 +37,7 @@ struct PlotOptions {
   bool log_y = true;  // position-bias profiles span many decades
   // Categories on a linear x axis: x = 0, 1, ... are labelled with these names (a comparison's
   // models) instead of numbers; empty = numeric ticks.
-  std::vector<std::string> x_categories;
+  std::vector<std::string> x_categories = {};
   int width_px = 800;
   int height_px = 500;
 };

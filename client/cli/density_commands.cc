@@ -58,11 +58,12 @@ std::vector<double> Doubles(const google::protobuf::RepeatedField<double>& field
   return {field.begin(), field.end()};
 }
 
-// A summary's fields; a continuum summary (length 0) has no positions, so the fields that count
-// positions (length, total, first weight, floor position, last-token jump, quantile positions)
-// are left out rather than shown as zeros.
-nlohmann::ordered_json SummaryJson(const v1::ProfileSummary& summary) {
-  const bool discrete = summary.length() > 0;
+// A summary's fields. JSON and CSV keep every field (a stable schema); for people, a continuum
+// summary (length 0) has no positions, so the fields that count positions (length, total, first
+// weight, floor position, last-token jump, quantile positions) are left out rather than shown as
+// zeros.
+nlohmann::ordered_json SummaryJson(const v1::ProfileSummary& summary, bool for_people = false) {
+  const bool discrete = summary.length() > 0 || !for_people;
   nlohmann::ordered_json json;
   if (discrete) {
     json["length"] = summary.length();
@@ -325,7 +326,7 @@ int RunSummarize(const CliContext& context, const SummarizeFlags& flags) {
   auto response = context.client.SummarizeProfile(request);
   if (!response.ok()) return context.Fail(response.status());
   Table table;
-  table.extras = SummaryJson(response->summary());
+  table.extras = SummaryJson(response->summary(), context.format == Format::kTable);
   return PrintWithPlot(context, table, {}, {});
 }
 

@@ -749,12 +749,16 @@ int RunQuota(const CliContext& context, const NoFlags&) {
       {"tenant", quota->tenant()},
       {"role", LowerEnum(v1::AccessRole_Name(quota->role()), "ACCESS_ROLE_")},
       {"queued_jobs", quota->queued_jobs()},
-      // 0 = no quota of the principal's own (the server's limits still hold): said in words.
-      {"max_queued_jobs", quota->max_queued_jobs() > 0 ? nlohmann::ordered_json(quota->max_queued_jobs())
-                                                       : nlohmann::ordered_json("no limit of its own")},
+      {"max_queued_jobs", quota->max_queued_jobs()},
       {"running_jobs", quota->running_jobs()},
-      {"max_running_jobs", quota->max_running_jobs() > 0 ? nlohmann::ordered_json(quota->max_running_jobs())
-                                                         : nlohmann::ordered_json("no limit of its own")}};
+      {"max_running_jobs", quota->max_running_jobs()}};
+  // 0 = no quota of the principal's own (the server's limits still hold): in a table, said in
+  // words; JSON keeps the number.
+  if (context.format == Format::kTable) {
+    for (const char* key : {"max_queued_jobs", "max_running_jobs"}) {
+      if (json[key] == 0) json[key] = "no limit of its own";
+    }
+  }
   PrintObject(json, context.format, context.out);
   return 0;
 }

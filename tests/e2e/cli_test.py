@@ -420,9 +420,10 @@ class DensityTest(CliTestCase):
         result = run_cli("density", "--depth", "24", "--alpha", "0.5", "--x", "0.1,0.5")
         self.assertExit(result, 0)
         lines = result.stdout.splitlines()
-        self.assertEqual(lines[0].split(), self.COLUMNS)
-        self.assertEqual(float(lines[1].split()[0]), 0.1)
-        self.assertIn("atom: 5.960464477539063e-08", lines)
+        # The answer first (the atom, the depth), then the table's header and rows.
+        header = next(i for i, line in enumerate(lines) if line.split() == self.COLUMNS)
+        self.assertEqual(float(lines[header + 1].split()[0]), 0.1)
+        self.assertLess(lines.index("atom: 5.960464477539063e-08"), header)
         self.assertIn("depth: 24", lines)
 
     def test_format_flag_is_accepted_after_the_subcommand(self):

@@ -70,6 +70,11 @@ def main():
             sys.exit("the walkthrough did not make %s" % missing)
         if "middle share" not in ran.stdout:
             sys.exit("the Python part printed no comparison")
+        # What the registration of the trained checkpoint says of it: its trainer's seed (in the
+        # init recipe, not a seed of 0) and its head width (width 64 / 4 heads).
+        for said in ("trained by posbias-train from seed 3", "head_dim: 16", "seed: -"):
+            if said not in ran.stdout:
+                sys.exit("the trained model's registration does not say %r" % said)
     print("the walkthrough ran: %d blocks" % len(blocks))
 
 

@@ -84,6 +84,11 @@ def check_random_tokens(cli):
 def check_text(cli, samples_path):
     text = ["--text-file", str(samples_path), "--layout", "concatenate", "--truncate", "--length", str(LENGTH)]
     result = submit(cli, "--model", "step0", "--versus", "step250", *text)
+    # The table names every model's spikes (it used to print the first model's alone, unnamed).
+    table = cli.run("jobs", "result", result["job"]["id"])
+    assert table.returncode == 0, table.stderr
+    for model in ("step0", "step250"):
+        assert "boundary spikes of %s: at " % model in table.stdout, table.stdout[-2000:]
     for m in result["comparison"]:
         spikes = m.get("boundary_spikes", [])
         assert spikes, (m["model"], "no boundary spikes")

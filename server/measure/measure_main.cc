@@ -47,6 +47,8 @@ void DefineFlags(CLI::App& app, Flags& f) {
   app.add_option("--width", f.overrides.hidden_size, "Hidden size d");
   app.add_option("--heads", f.overrides.num_heads, "Attention heads");
   app.add_option("--kv-heads", f.overrides.num_kv_heads, "Key/value heads (qwen2)");
+  app.add_option("--head-dim", f.overrides.head_dim,
+                 "A head's width (llama; default: the preset's, or width / heads once --width or --heads is given)");
   app.add_option("--mlp-width", f.overrides.intermediate_size, "MLP width");
   app.add_option("--vocab", f.overrides.vocab_size, "Vocabulary size");
   app.add_option("--max-positions", f.overrides.max_positions, "Maximum positions");

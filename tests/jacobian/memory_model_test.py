@@ -30,7 +30,7 @@ BOUND = 0.25
 
 MISTRAL = ("--arch", "mistral", "--layers", "2", "--width", "256", "--heads", "4", "--kv-heads", "2",
            "--mlp-width", "512", "--vocab", "128", "--max-positions", "32768", "--sliding-window", "256")
-LLAMA = ("--arch", "llama", "--layers", "2", "--width", "64", "--heads", "4", "--kv-heads", "2",
+LLAMA = ("--arch", "llama", "--layers", "2", "--width", "64", "--heads", "4", "--kv-heads", "2", "--head-dim", "64",
          "--mlp-width", "128", "--vocab", "128", "--max-positions", "4096")
 GPT2 = ("--arch", "gpt2", "--layers", "2", "--width", "64", "--heads", "4", "--mlp-width", "256",
         "--vocab", "128", "--max-positions", "4096")

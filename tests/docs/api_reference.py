@@ -10,6 +10,9 @@ Usage: api_reference.py REPO_ROOT [--write docs/reference/api.md]   (prints the 
 import os
 import subprocess
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from check_generated import emit  # noqa: E402
 import tempfile
 
 from google.protobuf import descriptor_pb2
@@ -109,12 +112,7 @@ def page(root):
 
 
 def main():
-    made = page(sys.argv[1])
-    if len(sys.argv) == 4 and sys.argv[2] == "--write":
-        with open(sys.argv[3], "w", encoding="utf-8") as f:
-            f.write(made)
-    else:
-        sys.stdout.write(made)
+    emit(page(sys.argv[1]), sys.argv)
 
 
 if __name__ == "__main__":

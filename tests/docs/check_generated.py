@@ -11,6 +11,16 @@ import subprocess
 import sys
 
 
+def emit(made, argv):
+    """What every generator of docs/reference/ does with its page: writes it to PAGE when its
+    arguments end with `--write PAGE`, else prints it (what main() below compares)."""
+    if len(argv) >= 2 and argv[-2] == "--write":
+        with open(argv[-1], "w", encoding="utf-8") as f:
+            f.write(made)
+    else:
+        sys.stdout.write(made)
+
+
 def main():
     page, command = sys.argv[1], sys.argv[2:]
     made = subprocess.run(command, capture_output=True, text=True, check=True, timeout=60).stdout

@@ -11,6 +11,9 @@ import os
 import re
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from check_generated import emit  # noqa: E402
+
 HEADER = """# Limits reference
 
 Generated from the limits table, `server/limits/limits.h`, by `tests/docs/limits_reference.py
@@ -83,12 +86,7 @@ def page(root):
 
 
 def main():
-    made = page(sys.argv[1])
-    if len(sys.argv) == 4 and sys.argv[2] == "--write":
-        with open(sys.argv[3], "w", encoding="utf-8") as f:
-            f.write(made)
-    else:
-        sys.stdout.write(made)
+    emit(page(sys.argv[1]), sys.argv)
 
 
 if __name__ == "__main__":

@@ -10,12 +10,12 @@ Usage: api_reference.py REPO_ROOT [--write docs/reference/api.md]   (prints the 
 import os
 import subprocess
 import sys
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from check_generated import emit  # noqa: E402
 import tempfile
 
 from google.protobuf import descriptor_pb2
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from check_generated import emit  # noqa: E402
 
 FILES = ["common.proto", "options.proto", "density_service.proto", "model_service.proto", "job_service.proto"]
 HEADER = """# API reference

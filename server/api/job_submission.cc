@@ -46,8 +46,11 @@ absl::Status Incompatible(size_t i, const std::string& value, const std::string&
 
 // Whether model `other` can take the inputs laid out for `first`: random ids from first's
 // vocabulary, Gaussian embeddings of its width, text laid out into the same ids by its tokenizer.
+// `compared` holds the tokenizer directories whose layout of the text is known to match (first's
+// own to start with): each distinct tokenizer lays the text out once.
 absl::Status CheckSharedInputs(JobRequests& service, const v1::SubmitJobRequest& request, const jobs::JobRecord& record,
-                               const registry::ModelEntry& first, const registry::ModelEntry& other, size_t i) {
+                               const registry::ModelEntry& first, const registry::ModelEntry& other, size_t i,
+                               std::set<std::string>& compared) {
   const auto& spec = record.spec;
   // Text inputs were laid out into given tokens before this (their ids are checked below).
   if (spec.input == jobs::JacobianInput::kRandomTokens && other.config.vocab_size < first.config.vocab_size) {
@@ -60,9 +63,8 @@ absl::Status CheckSharedInputs(JobRequests& service, const v1::SubmitJobRequest&
                         absl::StrCat("width ", first.config.hidden_size, " (model ", first.name, "'s embeddings)"));
   }
   if (!request.spec().jacobian_norm().input().has_text() || service.tokenizers == nullptr) return absl::OkStatus();
-  // The same tokenizer files lay the text out into the same ids: tokenized once per distinct
-  // tokenizer (the first model's, `init`'s and a repeated model's are the first's).
-  if (other.tokenizer_dir == first.tokenizer_dir) return absl::OkStatus();
+  // The same tokenizer files lay the text out into the same ids.
+  if (!compared.insert(other.tokenizer_dir).second) return absl::OkStatus();
   auto tokenizer = service.tokenizers->For(other);
   if (!tokenizer.ok()) return AboutVersus(tokenizer.status(), i, other.name, first.name);
   auto laid_out = text::LayOutText(**tokenizer, request.spec().jacobian_norm().input().text(), spec.length,
@@ -102,7 +104,7 @@ absl::Status ResolveVersus(JobRequests& service, Caller& caller, const v1::Submi
     return InvalidArgumentError({ErrorReason::kInvalidArgument, "spec.jacobian_norm.versus", absl::StrCat(names.size(), " models"),
                                  absl::StrCat("at most ", jobs::kMaxVersusModels)});
   }
-  std::set<std::string> checked_tokenizers;  // Tokenizer directories whose layout of the text was compared.
+  std::set<std::string> compared = {first.tokenizer_dir};  // Tokenizers whose layout of the text matches.
   for (int i = 0; i < names.size(); ++i) {
     const std::string& name = names[i];
     jobs::JacobianJobSpec::VersusModel versus;
@@ -131,13 +133,9 @@ absl::Status ResolveVersus(JobRequests& service, Caller& caller, const v1::Submi
       versus.uid = found->uid;
       versus.weights_sha256 = found->weights_sha256;
     }
-    if (checked_tokenizers.insert(entry.tokenizer_dir).second) {
-      if (auto status = CheckSharedInputs(service, request, record, first, entry, static_cast<size_t>(i)); !status.ok()) {
-        return status;
-      }
-    } else if (auto status = CheckSharedInputs(service, v1::SubmitJobRequest(), record, first, entry, static_cast<size_t>(i));
-               !status.ok()) {
-      return status;  // The vocabulary and width checks; the text was laid out by this tokenizer already.
+    if (auto status = CheckSharedInputs(service, request, record, first, entry, static_cast<size_t>(i), compared);
+        !status.ok()) {
+      return status;
     }
     if (auto status = admission::AdmitJob(record, entry, service.limits, host_bytes); !status.ok()) {
       return AboutVersus(status, static_cast<size_t>(i), name, first.name);
@@ -201,10 +199,8 @@ absl::StatusOr<v1::Job> HandleSubmitJob(JobRequests& service, Caller& caller, co
   }
   // The principal's queued-jobs quota and the tenant's share of the queue are counted in the
   // store's insert transaction.
-  const int64_t tenant_share =
-      service.limits.tenant_share >= 1.0
-          ? 0
-          : std::max<int64_t>(1, static_cast<int64_t>(static_cast<double>(service.limits.max_queued) * service.limits.tenant_share));
+  const int64_t tenant_share =  // 0: a share of the whole queue is the queue's own limit.
+      service.limits.tenant_share >= 1.0 ? 0 : limits::TenantShare(service.limits.max_queued, service.limits.tenant_share);
   auto created = service.store->Create(*record, service.limits.max_queued, caller.principal.max_queued_jobs, tenant_share);
   if (!created.ok()) return created.status();
   if (!created->created && !RequestMatchesJob(*record, RequestNamesSeed(request), created->job)) {

@@ -1,14 +1,13 @@
 #include "server/grpc/call_executor.h"
 
 #include <algorithm>
-#include <cmath>
 #include <utility>
 
 namespace posbias::service {
 
 CallExecutor::CallExecutor(Options options)
     : options_(options),
-      threads_per_tenant_(std::max(1, static_cast<int>(std::floor(options.threads * options.tenant_share)))) {
+      threads_per_tenant_(static_cast<int>(limits::TenantShare(options.threads, options.tenant_share))) {
   for (int i = 0; i < options_.threads; ++i) threads_.emplace_back([this] { Loop(); });
 }
 

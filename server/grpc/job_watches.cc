@@ -144,8 +144,7 @@ grpc::ServerWriteReactor<v1::WatchJobResponse>* JobWatches::Open(grpc::CallbackS
   if (!refused && watch->watcher()) {
     // One tenant holds at most its share of the streams, so the others can always watch.
     const std::string& tenant = watch->watcher()->tenant();
-    const int64_t share = std::max<int64_t>(1, static_cast<int64_t>(static_cast<double>(options_.max_streams) *
-                                                                    options_.tenant_share));
+    const int64_t share = limits::TenantShare(options_.max_streams, options_.tenant_share);
     int64_t held = 0;
     for (const auto& open : open_.Snapshot()) {
       if (open != watch && open->watcher() && open->watcher()->tenant() == tenant && !open->finished()) ++held;

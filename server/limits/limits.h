@@ -142,6 +142,12 @@ constexpr T Default(Limit id) {
   return static_cast<T>(Spec(id).default_value);
 }
 
+// One tenant's part of a server-wide limit under --tenant-share: floor(limit * share), at least 1.
+inline int64_t TenantShare(int64_t limit, double share) {
+  const auto part = static_cast<int64_t>(static_cast<double>(limit) * share);
+  return part < 1 ? 1 : part;
+}
+
 // The flag's environment variable: "--max-points" -> "POSBIAS_MAX_POINTS" ("" when fixed).
 std::string EnvironmentVariable(const LimitSpec& limit);
 

@@ -35,9 +35,10 @@ import reference_models as rm  # noqa: E402
 BLOCK = 512
 
 
-def blocked_attention(q, k, v, scaling, window=None, uniform=False):
+def blocked_attention(q, k, v, scaling, window=None, uniform=False, softcap=None):
     """q [B, H, L, hd], k and v [B, H, L, hd] (repeated for grouped heads): softmax attention per
-    block of BLOCK queries, each block checkpointed (its scores recomputed in the backward)."""
+    block of BLOCK queries, each block checkpointed (its scores recomputed in the backward); scores
+    soft-capped c tanh(S / c) where `softcap` says (Gemma 2)."""
     length = q.shape[2]
     outputs = []
     for i0 in range(0, length, BLOCK):
@@ -52,6 +53,8 @@ def blocked_attention(q, k, v, scaling, window=None, uniform=False):
                 hidden = hidden | (keys <= rows - window)
             scores = torch.zeros(qb.shape[:-1] + (i1 - lo,), dtype=qb.dtype) if uniform else \
                 torch.matmul(qb, kb.transpose(-1, -2)) * scaling
+            if softcap and not uniform:
+                scores = torch.tanh(scores / softcap) * softcap
             scores = scores.masked_fill(hidden, float("-inf"))
             probs = torch.softmax(scores.to(torch.float32 if qb.dtype != torch.float64 else qb.dtype), -1).to(vb.dtype)
             return torch.matmul(probs, vb)
@@ -91,11 +94,11 @@ def main():
     length = ids.shape[1]
     family = config.get("model_type")
     start = time.monotonic()
-    if family in ("llama", "mistral", "gpt_neox"):
-        embeds = torch.nn.functional.embedding(ids, rf.embedding_matrix(state, config)).detach().to(dtype)
+    if family in ("llama", "mistral", "gpt_neox") + rf.NEW_FAMILIES:
+        # The model's inputs_embeds as transformers builds them (the Gemmas' scaled embedding).
+        embeds = rf.input_embeddings(state, config, ids).detach().to(dtype)
         embeds.requires_grad_(True)
-        forward = rf.neox_forward if family == "gpt_neox" else rf.llama_forward
-        hidden = forward(state, config, embeds)
+        hidden = rf.forward(state, config, embeds)
     else:
         embeds = rm.embed(state, config, ids).detach().to(dtype).requires_grad_(True)
         hidden = rm.forward(state, config, inputs_embeds=embeds, compute_logits=False)["hidden"]

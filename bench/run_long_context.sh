@@ -10,11 +10,14 @@
 # Environment: LENGTHS (default "1024 2048 4096 8192 16384 32768"), REFERENCE_MAX_L (the longest
 # length the reference runs, default 16384: beyond it one case takes tens of minutes), EXACT_LENGTHS
 # (exact norms in float64 on both sides, default "1024 2048"), REPEATS (runs per point, median;
-# default 1), CASES (default "llama gpt2 mistral").
+# default 1), CASES (default "llama gpt2 mistral gemma3 olmo2").
 #
 # Models (2 layers, width 64, seeded Hugging Face init): a llama (4 heads of 64 dimensions, Llama
 # 3.2's head_dim, 2 kv heads, MLP 128), a
-# gpt2 (4 heads, MLP 256), a mistral (as the llama, sliding window 512). Hutchinson K = 8 in
+# gpt2 (4 heads, MLP 256), a mistral (as the llama, sliding window 512), a gemma3 (Gemma 3's row:
+# layer 1 slides with window 512, layer 2 is full; 4 heads of 64, 1 kv head, sandwich and q/k norms,
+# GeGLU), an olmo2 (OLMo 2's row: norms after each branch, q/k norms over the projection; 4 heads
+# of 16, 2 kv heads). Hutchinson K = 8 in
 # float32 at every length; exact in float64 at EXACT_LENGTHS (the two sides must agree to 1e-10).
 # Seconds and peak RSS come from /usr/bin/time around each process (the whole process: the
 # model, the inputs, the pass). Writes bench-results/long-context-*.json(l), prints a table and
@@ -30,7 +33,7 @@ LENGTHS="${LENGTHS:-1024 2048 4096 8192 16384 32768}"
 REFERENCE_MAX_L="${REFERENCE_MAX_L:-16384}"
 EXACT_LENGTHS="${EXACT_LENGTHS:-1024 2048}"
 REPEATS="${REPEATS:-1}"
-CASES="${CASES:-llama gpt2 mistral}"
+CASES="${CASES:-llama gpt2 mistral gemma3 olmo2}"
 mkdir -p "$OUT"
 [[ -x "$MEASURE" ]] || { echo "error: $MEASURE not built" >&2; exit 1; }
 RESULTS="$OUT/long-context.jsonl"
@@ -41,6 +44,8 @@ flags_of() {
     llama) echo "--arch llama --layers 2 --width 64 --heads 4 --kv-heads 2 --mlp-width 128 --vocab 128 --max-positions 65536" ;;
     gpt2) echo "--arch gpt2 --layers 2 --width 64 --heads 4 --mlp-width 256 --vocab 128 --max-positions 65536" ;;
     mistral) echo "--arch mistral --layers 2 --width 64 --heads 4 --kv-heads 2 --mlp-width 128 --vocab 128 --max-positions 65536 --sliding-window 512" ;;
+    gemma3) echo "--preset gemma3-tiny --layers 2 --width 64 --heads 4 --kv-heads 1 --head-dim 64 --mlp-width 128 --vocab 128 --max-positions 65536 --sliding-window 512" ;;
+    olmo2) echo "--preset olmo2-tiny --layers 2 --width 64 --heads 4 --kv-heads 2 --mlp-width 128 --vocab 128 --max-positions 65536" ;;
   esac
 }
 
@@ -82,13 +87,21 @@ for case in $CASES; do
   for L in $LENGTHS; do run_point "$L" hutchinson float32 "--method hutchinson --probes 8"; done
   for L in $EXACT_LENGTHS; do run_point "$L" exact float64 "--method exact"; done
   for L in $LENGTHS; do
-    window=0
-    [[ "$case" == mistral ]] && window=512
-    # The llama keeps its preset's head_dim of 64 (Llama 3.2's); the others have width / heads = 16.
-    $PY bench/attention_floor.py --length "$L" --heads 4 --kv-heads $([[ "$case" == gpt2 ]] && echo 4 || echo 2) \
-      --head-dim $([[ "$case" == llama ]] && echo 64 || echo 16) --layers 2 --rows 8 --window "$window" --threads "$THREADS" \
-      | $PY -c "import json,sys; d=json.load(sys.stdin); d['case']=sys.argv[1]; d['side']='floor'; print(json.dumps(d))" "$case" \
-      >> "$RESULTS"
+    # Each layer's attention alone: (window, kv heads, head width) per layer.
+    case "$case" in
+      llama) layers="0:2:64 0:2:64" ;;
+      gpt2) layers="0:4:16 0:4:16" ;;
+      mistral) layers="512:2:16 512:2:16" ;;
+      gemma3) layers="512:1:64 0:1:64" ;;
+      olmo2) layers="0:2:16 0:2:16" ;;
+    esac
+    for layer in $layers; do
+      IFS=: read -r window kv hd <<< "$layer"
+      $PY bench/attention_floor.py --length "$L" --heads 4 --kv-heads "$kv" --head-dim "$hd" --layers 1 --rows 8 \
+        --window "$window" --threads "$THREADS"
+    done | $PY -c "import json,sys; rows=[json.loads(l) for l in sys.stdin]; d=rows[0]; \
+d['floor_seconds']=sum(r['floor_seconds'] for r in rows); d['case']=sys.argv[1]; d['side']='floor'; print(json.dumps(d))" \
+      "$case" >> "$RESULTS"
   done
 done
 
@@ -135,7 +148,8 @@ def legend_entries():
     """One line sample per series kind: colour is the model, dash the implementation."""
     out, x = [], 20
     for label, color, dash in (("posbias", "black", ""), ("PyTorch reference", "black", ' stroke-dasharray="5,4"'),
-                               ("llama", "#1f77b4", ""), ("gpt2", "#d62728", ""), ("mistral (window 512)", "#2ca02c", "")):
+                               ("llama", "#1f77b4", ""), ("gpt2", "#d62728", ""), ("mistral (window 512)", "#2ca02c", ""),
+                               ("gemma3 (one layer windowed)", "#9467bd", ""), ("olmo2", "#8c564b", "")):
         out.append(f'<line x1="{x}" y1="{H + 15}" x2="{x + 24}" y2="{H + 15}" stroke="{color}" stroke-width="2"{dash}/>')
         out.append(f'<text x="{x + 30}" y="{H + 19}" font-size="12">{label}</text>')
         x += 44 + 7 * len(label)
@@ -161,7 +175,7 @@ def panel(x0, title, index):
     for e in range(math.floor(ly0), math.ceil(ly1) + 1):
         if ly0 - 0.01 <= e <= ly1 + 0.01:
             out.append(f'<text x="{x0 + 8}" y="{Y(10 ** e) + 4}" font-size="10">1e{e}</text>')
-    colors = {"llama": "#1f77b4", "gpt2": "#d62728", "mistral": "#2ca02c"}
+    colors = {"llama": "#1f77b4", "gpt2": "#d62728", "mistral": "#2ca02c", "gemma3": "#9467bd", "olmo2": "#8c564b"}
     for (case, side), pts in sorted(series.items()):
         pts = sorted(pts)
         path = " ".join(f"{X(p[0]):.1f},{Y(p[index]):.1f}" for p in pts)

@@ -134,8 +134,8 @@ CommandRun DefineRegister(CLI::App& command) {
   command.add_option("--mlp-width", f->mlp_width, "MLP width");
   command.add_option("--vocab", f->vocab, "Vocabulary size");
   command.add_option("--max-positions", f->max_positions, "Maximum positions");
-  command.add_option("--rope-theta", f->rope_theta, "Rotary base (qwen2, llama, mistral, gpt_neox)");
-  command.add_option("--sliding-window", f->sliding_window, "Attention window (mistral; 0 = full causal)");
+  command.add_option("--rope-theta", f->rope_theta, "Rotary base (every rotary family: all built families but gpt2 and cesaro)");
+  command.add_option("--sliding-window", f->sliding_window, "Attention window of the sliding layers (0 = full causal)");
   command.add_option("--alpha", f->alpha, "Attention weight of the cesaro architecture");
   command.add_flag("--no-position-encoding", f->no_position_encoding,
                    "No learned positions / no rotation");

@@ -1,9 +1,12 @@
 #include "server/api/model_convert.h"
 
+#include <cmath>
+
 #include <google/protobuf/util/time_util.h>
 
 #include "absl/strings/str_cat.h"
 #include "server/admission/labels.h"
+#include "server/models/architecture.h"
 #include "server/status/error.h"
 
 namespace posbias::service {
@@ -106,6 +109,14 @@ v1::ModelFamily FamilyToProto(models::Family family) {
     case models::Family::kLlama: return v1::MODEL_FAMILY_LLAMA;
     case models::Family::kMistral: return v1::MODEL_FAMILY_MISTRAL;
     case models::Family::kGptNeoX: return v1::MODEL_FAMILY_GPT_NEOX;
+    case models::Family::kQwen3: return v1::MODEL_FAMILY_QWEN3;
+    case models::Family::kGemma: return v1::MODEL_FAMILY_GEMMA;
+    case models::Family::kGemma2: return v1::MODEL_FAMILY_GEMMA2;
+    case models::Family::kGemma3: return v1::MODEL_FAMILY_GEMMA3_TEXT;
+    case models::Family::kPhi3: return v1::MODEL_FAMILY_PHI3;
+    case models::Family::kOlmo2: return v1::MODEL_FAMILY_OLMO2;
+    case models::Family::kGranite: return v1::MODEL_FAMILY_GRANITE;
+    case models::Family::kSmolLm3: return v1::MODEL_FAMILY_SMOLLM3;
   }
   return v1::MODEL_FAMILY_UNSPECIFIED;
 }
@@ -128,34 +139,59 @@ void ConfigToProto(const models::ModelConfig& c, v1::ModelConfig* out) {
   out->mutable_ablations()->set_no_position_encoding(c.ablations.no_position_encoding);
   out->mutable_ablations()->set_uniform_attention(c.ablations.uniform_attention);
   out->mutable_ablations()->set_no_mlp(c.ablations.no_mlp);
-  using models::Family;
-  const bool weightless = c.family == Family::kCesaro || c.family == Family::kTorchScript;
-  out->set_position_encoding(weightless                                ? v1::MODEL_POSITION_ENCODING_NONE
-                             : c.family == Family::kGpt2               ? v1::MODEL_POSITION_ENCODING_LEARNED
-                                                                       : v1::MODEL_POSITION_ENCODING_ROPE);
-  out->set_norm(weightless ? v1::MODEL_NORM_KIND_NONE
-                : c.family == Family::kGpt2 || c.family == Family::kGptNeoX ? v1::MODEL_NORM_KIND_LAYER_NORM
-                                                                            : v1::MODEL_NORM_KIND_RMS_NORM);
-  out->set_activation(weightless                      ? v1::MODEL_ACTIVATION_NONE
-                      : c.family == Family::kGpt2     ? v1::MODEL_ACTIVATION_GELU_TANH
-                      : c.family == Family::kGptNeoX  ? v1::MODEL_ACTIVATION_GELU
-                                                      : v1::MODEL_ACTIVATION_SWIGLU);
+  // Norm, positions and activation from the family's row (architecture.h); none without one.
+  const models::Architecture* a = models::ArchitectureOf(c.family);
+  using Arch = models::Architecture;
+  out->set_position_encoding(a == nullptr                                 ? v1::MODEL_POSITION_ENCODING_NONE
+                             : a->positions == Arch::Positions::kLearned ? v1::MODEL_POSITION_ENCODING_LEARNED
+                                                                         : v1::MODEL_POSITION_ENCODING_ROPE);
+  out->set_norm(a == nullptr                               ? v1::MODEL_NORM_KIND_NONE
+                : a->norm == Arch::Norm::kLayerNorm        ? v1::MODEL_NORM_KIND_LAYER_NORM
+                : a->norm == Arch::Norm::kRmsNormOnePlus   ? v1::MODEL_NORM_KIND_RMS_NORM_ONE_PLUS
+                                                           : v1::MODEL_NORM_KIND_RMS_NORM);
+  out->set_activation(a == nullptr                           ? v1::MODEL_ACTIVATION_NONE
+                      : a->mlp == Arch::Mlp::kGeluTanh      ? v1::MODEL_ACTIVATION_GELU_TANH
+                      : a->mlp == Arch::Mlp::kGeluErf       ? v1::MODEL_ACTIVATION_GELU
+                      : a->mlp == Arch::Mlp::kGeGluTanh     ? v1::MODEL_ACTIVATION_GEGLU_TANH
+                                                            : v1::MODEL_ACTIVATION_SWIGLU);
   out->set_sliding_window(static_cast<uint32_t>(c.sliding_window));
   out->set_attention_bias(c.attention_bias);
   out->set_mlp_bias(c.mlp_bias);
   if (c.rope_scaling.type != models::RopeScaling::Type::kNone) {
     auto* scaling = out->mutable_rope_scaling();
-    const bool llama3 = c.rope_scaling.type == models::RopeScaling::Type::kLlama3;
-    scaling->set_rope_type(llama3 ? "llama3" : "linear");
+    using Type = models::RopeScaling::Type;
+    const Type type = c.rope_scaling.type;
+    scaling->set_rope_type(type == Type::kLlama3 ? "llama3" : type == Type::kLongRope ? "longrope" : "linear");
     scaling->set_factor(c.rope_scaling.factor);
-    if (llama3) {
+    if (type == Type::kLlama3) {
       scaling->set_low_freq_factor(c.rope_scaling.low_freq_factor);
       scaling->set_high_freq_factor(c.rope_scaling.high_freq_factor);
+    }
+    if (type == Type::kLlama3 || type == Type::kLongRope) {
       scaling->set_original_max_position_embeddings(static_cast<uint32_t>(c.rope_scaling.original_max_positions));
     }
+    if (type == Type::kLongRope) {
+      for (double f : c.rope_scaling.short_factor) scaling->add_short_factor(f);
+      for (double f : c.rope_scaling.long_factor) scaling->add_long_factor(f);
+      scaling->set_attention_factor(models::RotaryScaleOf(c));
+    }
   }
-  out->set_rotary_pct(c.family == Family::kGptNeoX ? c.rotary_pct : 1.0);
-  out->set_parallel_residual(c.family == Family::kGptNeoX && c.parallel_residual);
+  out->set_rotary_pct(a != nullptr && a->partial_rotary ? c.rotary_pct : 1.0);
+  out->set_parallel_residual(a != nullptr && a->parallel_residual && c.parallel_residual);
+  if (a != nullptr && a->positions == Arch::Positions::kRotary) {
+    for (int64_t l = 0; l < c.num_layers; ++l) {
+      out->add_sliding_layers(c.WindowOf(l) > 0);
+      out->add_rotary_layers(c.RotatesAt(l));
+    }
+  }
+  out->set_rope_local_theta(c.rope_local_theta);
+  out->set_attention_scale(a != nullptr ? c.AttentionScale() : 0.0);
+  out->set_attn_logit_softcapping(c.attn_logit_softcapping);
+  out->set_final_logit_softcapping(c.final_logit_softcapping);
+  const bool sqrt_width = a != nullptr && a->embedding_scale == Arch::EmbeddingScale::kSqrtWidthInEmbedding;
+  out->set_embedding_multiplier(sqrt_width ? std::sqrt(static_cast<double>(c.hidden_size)) : c.embedding_multiplier);
+  out->set_residual_multiplier(c.residual_multiplier);
+  out->set_logits_scaling(c.logits_scaling);
 }
 
 void ModelToProto(const registry::ModelEntry& entry, int64_t active_jobs, v1::Model* out) {

@@ -65,8 +65,9 @@ class TheoryPage {
   void AddMeasuredAlphaCurves(const jobs::MeasuredAlphaTheory& measured) {
     const std::pair<v1::ProfileModel, std::pair<const std::vector<double>*, const jobs::ReportMetrics*>> curves[] = {
         {v1::COHERENT, {&measured.coherent_profile, &measured.coherent}},
-        {v1::INCOHERENT, {&measured.incoherent_profile, &measured.incoherent}}};
+        {v1::INCOHERENT, {&measured.incoherent_profile, measured.incoherent ? &*measured.incoherent : nullptr}}};
     for (const auto& [model, data] : curves) {
+      if (data.second == nullptr) continue;  // No incoherent model under per-layer windows.
       auto* routing = AddCurve(model, v1::THEORY_ALPHA_SOURCE_MEASURED, *data.first, *data.second)->mutable_routing();
       routing->set_depth(static_cast<uint32_t>(measured.alpha.size()));
       for (double alpha : measured.alpha) routing->mutable_alpha_schedule()->add_alpha(alpha);

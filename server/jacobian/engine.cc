@@ -596,8 +596,7 @@ absl::Status CheckLossGradient(const MeasureOptions& options) {
 
 absl::Status CheckMeasureOptions(const DecoderModel& model, const MeasureOptions& options) {
   const auto& config = model.config();
-  const int64_t max_length = config.family == models::Family::kGpt2 && !config.ablations.no_position_encoding
-                                 ? config.max_positions : std::max<int64_t>(config.max_positions, 1);
+  const int64_t max_length = std::max<int64_t>(config.max_positions, 1);
   if (options.length < 1 || options.length > max_length) {
     return InvalidArgumentError({ErrorReason::kInvalidLength, "length", std::to_string(options.length),
                                  absl::StrCat("1..", max_length, " (the model's positions)")});

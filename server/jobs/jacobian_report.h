@@ -54,10 +54,13 @@ struct EffectiveDepthFit {
   std::vector<double> profile;
 };
 
-// The theory under the measured per-layer branch ratios alpha_l.
+// The theory under the measured per-layer branch ratios alpha_l. The incoherent model is absent
+// (and its profile empty) when the layers' attention windows differ: it is then a sum over the
+// 2^H subsets of layers, which the density room does not compute.
 struct MeasuredAlphaTheory {
   std::vector<double> alpha;
-  ReportMetrics coherent, incoherent;
+  ReportMetrics coherent;
+  std::optional<ReportMetrics> incoherent;
   std::vector<double> coherent_profile, incoherent_profile;
 };
 

@@ -12,6 +12,7 @@
 #include <torch/torch.h>
 
 #include "CLI/CLI.hpp"
+#include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
 #include "server/host/memory.h"
 #include "server/jacobian/allocator.h"
@@ -52,8 +53,8 @@ void DefineFlags(CLI::App& app, Flags& f) {
   app.add_option("--mlp-width", f.overrides.intermediate_size, "MLP width");
   app.add_option("--vocab", f.overrides.vocab_size, "Vocabulary size");
   app.add_option("--max-positions", f.overrides.max_positions, "Maximum positions");
-  app.add_option("--rope-theta", f.overrides.rope_theta, "Rotary base theta (qwen2, llama, mistral, gpt_neox)");
-  app.add_option("--sliding-window", f.overrides.sliding_window, "Attention window w (mistral; 0 = full causal)");
+  app.add_option("--rope-theta", f.overrides.rope_theta, absl::StrCat("Rotary base theta (", posbias::models::RotaryFamiliesText(), ")"));
+  app.add_option("--sliding-window", f.overrides.sliding_window, "Attention window w of the sliding layers (0 = full causal)");
   app.add_option("--alpha", f.overrides.cesaro_alpha, "Attention weight of the cesaro architecture");
   app.add_flag("--no-position-encoding", f.ablations.no_position_encoding, "No learned positions / no rotary embedding");
   app.add_flag("--uniform-attention", f.ablations.uniform_attention, "Attention logits forced to zero");

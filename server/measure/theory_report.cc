@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <map>
 #include <numeric>
 #include <random>
@@ -88,7 +89,7 @@ std::map<density::Model, std::pair<double, double>> BootstrapLambda(
 
 // `depth` is the model's layer count, 0 when unknown (TorchScript): the fixed-depth fits then use
 // depth 1 and the effective-depth ridge spans all depths 1..64. `window`: the model's attention
-// window (Mistral's sliding_window; 0 = full causal), the routing matrix of every fit.
+// window (the window every layer shares; 0 = full causal), the routing matrix of every fit.
 // The fits at the model's depth, one per model, with bootstrap intervals over samples.
 absl::Status AddFixedDepthFits(int64_t depth, const std::vector<double>& measured,
                                const std::vector<std::vector<double>>& samples, uint32_t window,
@@ -168,18 +169,33 @@ absl::Status AddEffectiveDepthFits(uint32_t max_depth, const std::vector<double>
 
 // The theory under the measured per-layer branch ratios (no fit: the schedule is the model's).
 absl::Status AddMeasuredAlphaTheory(const std::vector<double>& measured, const std::vector<double>& branch_ratio,
-                                    uint32_t window, jobs::TheoryComparison& theory) {
+                                    uint32_t window, const std::vector<uint32_t>& layer_windows,
+                                    jobs::TheoryComparison& theory) {
   auto routing = density::MakeScheduledRouting(0, branch_ratio);
-  if (routing.ok() && window > 0) routing = density::WithAttentionWindows(*routing, window, {});
+  if (routing.ok() && !layer_windows.empty()) {
+    routing = density::WithAttentionWindows(*routing, 0, layer_windows);
+  } else if (routing.ok() && window > 0) {
+    routing = density::WithAttentionWindows(*routing, window, {});
+  }
   if (!routing.ok()) return routing.status();
-  auto profiles = density::ComputeDiscreteProfiles(*routing, measured.size());
+  // Windows that differ between layers: the coherent model only (the incoherent one is a sum over
+  // the 2^H subsets of layers).
+  density::DiscreteOptions options;
+  options.incoherent = layer_windows.empty();
+  auto profiles = density::ComputeDiscreteProfiles(*routing, measured.size(), options);
   if (!profiles.ok()) return profiles.status();
   std::vector<double> coherent_sq(profiles->coherent.size());
   std::transform(profiles->coherent.begin(), profiles->coherent.end(), coherent_sq.begin(),
                  [](double v) { return v * v; });
-  theory.measured_alpha_schedule = jobs::MeasuredAlphaTheory{
-      branch_ratio, density::CompareProfiles(measured, coherent_sq), density::CompareProfiles(measured, profiles->incoherent),
-      density::Normalized(coherent_sq), density::Normalized(profiles->incoherent)};
+  jobs::MeasuredAlphaTheory out;
+  out.alpha = branch_ratio;
+  out.coherent = density::CompareProfiles(measured, coherent_sq);
+  out.coherent_profile = density::Normalized(coherent_sq);
+  if (options.incoherent) {
+    out.incoherent = density::CompareProfiles(measured, profiles->incoherent);
+    out.incoherent_profile = density::Normalized(profiles->incoherent);
+  }
+  theory.measured_alpha_schedule = std::move(out);
   return absl::OkStatus();
 }
 
@@ -187,7 +203,12 @@ absl::Status AddMeasuredAlphaTheory(const std::vector<double>& measured, const s
 
 jobs::TheoryComparison CompareWithTheory(int64_t depth, const std::vector<double>& measured,
                                          const std::vector<double>& branch_ratio,
-                                         const std::vector<std::vector<double>>& samples, uint32_t window) {
+                                         const std::vector<std::vector<double>>& samples,
+                                         const std::vector<uint32_t>& layer_windows) {
+  // One window for every layer, or a pattern (then the fits run without windows).
+  const bool mixed = std::adjacent_find(layer_windows.begin(), layer_windows.end(), std::not_equal_to<>()) !=
+                     layer_windows.end();
+  const uint32_t window = layer_windows.empty() || mixed ? 0 : layer_windows.front();
   const bool unknown_depth = depth == 0;
   depth = std::max<int64_t>(depth, 1);
   jobs::TheoryComparison theory;
@@ -207,8 +228,16 @@ jobs::TheoryComparison CompareWithTheory(int64_t depth, const std::vector<double
   if (auto status = AddEffectiveDepthFits(max_depth, measured, samples, window, theory); !status.ok()) {
     failed.emplace_back(status.message());
   }
+  if (mixed) {
+    failed.push_back(absl::StrCat("the fits use full causal attention: the model's layers have different windows (",
+                                  absl::StrJoin(layer_windows, ", "),
+                                  "), which the fits' powers of one routing matrix cannot hold; the theory under the "
+                                  "measured branch ratios has them, layer by layer"));
+  }
   if (!branch_ratio.empty()) {
-    if (auto status = AddMeasuredAlphaTheory(measured, branch_ratio, window, theory); !status.ok()) {
+    const std::vector<uint32_t> pattern = mixed && branch_ratio.size() == layer_windows.size() ? layer_windows
+                                                                                                : std::vector<uint32_t>{};
+    if (auto status = AddMeasuredAlphaTheory(measured, branch_ratio, window, pattern, theory); !status.ok()) {
       failed.push_back(absl::StrCat("the theory under the measured branch ratios failed: ", status.message()));
     }
   }
@@ -297,8 +326,14 @@ jobs::JacobianReport BuildReport(models::DecoderModel& model, const jacobian::Me
   if (options.output == jacobian::Output::kLossGradient) {
     report.theory = LossGradientTheory(model.config().num_layers);
   } else {
+    std::vector<uint32_t> layer_windows;
+    if (!unknown_depth && model.config().sliding_window > 0) {
+      for (int64_t l = 0; l < model.config().num_layers; ++l) {
+        layer_windows.push_back(static_cast<uint32_t>(model.config().WindowOf(l)));
+      }
+    }
     report.theory = CompareWithTheory(unknown_depth ? 0 : model.config().num_layers, Prefix(final_stats.mean, result.target),
-                                      result.branch_ratio, samples, static_cast<uint32_t>(model.config().sliding_window));
+                                      result.branch_ratio, samples, layer_windows);
   }
   if (options.keep_samples) report.raw = result.raw.back();
   return report;

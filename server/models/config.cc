@@ -67,6 +67,84 @@ ModelConfig Pythia(int64_t layers, int64_t width, int64_t heads) {
   return config;
 }
 
+// Llama's layout under another family's name, with a head width (0 = width / heads).
+ModelConfig LlamaLike(Family family, int64_t layers, int64_t width, int64_t heads, int64_t kv_heads, int64_t mlp,
+                      int64_t vocab, int64_t head_dim) {
+  ModelConfig config = Llama(layers, width, heads, kv_heads, mlp, vocab);
+  config.family = family;
+  config.explicit_head_dim = head_dim;
+  return config;
+}
+
+// The per-layer attention pattern of `period` layers: sliding but every period-th (Gemma 2: 2,
+// Gemma 3: 6), as their configuration classes' default layer_types.
+std::vector<LayerAttention> EveryNthFull(int64_t period) {
+  std::vector<LayerAttention> types(static_cast<size_t>(period), LayerAttention::kSliding);
+  types.back() = LayerAttention::kFull;
+  return types;
+}
+
+// SmolLM3's default no_rope_layers: every interval-th layer without rotary.
+std::vector<bool> EveryNthWithoutRope(int64_t interval) {
+  std::vector<bool> rope(static_cast<size_t>(interval), true);
+  rope.back() = false;
+  return rope;
+}
+
+// The presets of the families of the rows (2025-26 checkpoints) at their published
+// shapes (each checkpoint's config.json), and a tiny shape of each for tests.
+void AddTodaysPresets(std::map<std::string, ModelConfig>& map) {
+  ModelConfig qwen3 = LlamaLike(Family::kQwen3, 28, 1024, 16, 8, 3072, 151936, 128);
+  qwen3.max_positions = 40960, qwen3.rope_theta = 1e6, qwen3.norm_eps = 1e-6, qwen3.tie_embeddings = true;
+  map["qwen3-0.6b"] = qwen3;
+  ModelConfig gemma = LlamaLike(Family::kGemma, 18, 2048, 8, 1, 16384, 256000, 256);
+  gemma.max_positions = 8192, gemma.norm_eps = 1e-6, gemma.tie_embeddings = true;
+  map["gemma-2b"] = gemma;
+  ModelConfig gemma2 = LlamaLike(Family::kGemma2, 26, 2304, 8, 4, 9216, 256000, 256);
+  gemma2.max_positions = 8192, gemma2.norm_eps = 1e-6, gemma2.tie_embeddings = true;
+  gemma2.sliding_window = 4096, gemma2.layer_types = EveryNthFull(2), gemma2.query_pre_attn_scalar = 256;
+  gemma2.attn_logit_softcapping = 50, gemma2.final_logit_softcapping = 30;
+  map["gemma2-2b"] = gemma2;
+  ModelConfig gemma3 = LlamaLike(Family::kGemma3, 26, 1152, 4, 1, 6912, 262144, 256);
+  gemma3.max_positions = 32768, gemma3.norm_eps = 1e-6, gemma3.tie_embeddings = true;
+  gemma3.sliding_window = 512, gemma3.layer_types = EveryNthFull(6), gemma3.query_pre_attn_scalar = 256;
+  gemma3.rope_theta = 1e6, gemma3.rope_local_theta = 10000;
+  map["gemma3-1b"] = gemma3;
+  // Phi-4-mini-instruct: partial rotary 0.75, its window (262144) longer than any context; its
+  // longrope factors are not reproduced here (a preset's frequencies are the plain ones; a
+  // checkpoint's config.json brings its own).
+  ModelConfig phi4 = LlamaLike(Family::kPhi3, 32, 3072, 24, 8, 8192, 200064, 0);
+  phi4.max_positions = 131072, phi4.norm_eps = 1e-5, phi4.tie_embeddings = true, phi4.rotary_pct = 0.75;
+  map["phi4-mini"] = phi4;
+  ModelConfig olmo2 = LlamaLike(Family::kOlmo2, 16, 2048, 16, 16, 8192, 100352, 0);
+  olmo2.max_positions = 4096, olmo2.rope_theta = 500000, olmo2.norm_eps = 1e-6;
+  map["olmo2-1b"] = olmo2;
+  ModelConfig granite = LlamaLike(Family::kGranite, 40, 2048, 32, 8, 8192, 49155, 0);
+  granite.max_positions = 131072, granite.rope_theta = 5e6, granite.tie_embeddings = true;
+  granite.embedding_multiplier = 12, granite.attention_multiplier = 0.015625, granite.residual_multiplier = 0.22;
+  granite.logits_scaling = 8;
+  map["granite3.1-2b"] = granite;
+  ModelConfig smollm3 = LlamaLike(Family::kSmolLm3, 36, 2048, 16, 4, 11008, 128256, 0);
+  smollm3.max_positions = 65536, smollm3.rope_theta = 5e6, smollm3.norm_eps = 1e-6, smollm3.tie_embeddings = true;
+  smollm3.rope_layers = EveryNthWithoutRope(4);
+  map["smollm3-3b"] = smollm3;
+  // Tiny shapes: 2 layers (one sliding, one full where the family alternates), width 64.
+  for (const auto& [name, base] : std::vector<std::pair<std::string, ModelConfig>>{
+           {"qwen3-tiny", qwen3}, {"gemma-tiny", gemma}, {"gemma2-tiny", gemma2}, {"gemma3-tiny", gemma3},
+           {"phi3-tiny", phi4}, {"olmo2-tiny", olmo2}, {"granite-tiny", granite}, {"smollm3-tiny", smollm3}}) {
+    ModelConfig tiny = base;
+    tiny.num_layers = 2, tiny.hidden_size = 64, tiny.num_heads = 4, tiny.num_kv_heads = 2;
+    tiny.intermediate_size = 128, tiny.vocab_size = 128, tiny.max_positions = 512;
+    tiny.explicit_head_dim = base.explicit_head_dim > 0 ? 32 : 0;  // 4 x 32 != 64 where the family sets head_dim.
+    if (tiny.sliding_window > 0 || tiny.family == Family::kPhi3) tiny.sliding_window = 8;
+    if (!tiny.layer_types.empty()) tiny.layer_types = EveryNthFull(2);
+    if (!tiny.rope_layers.empty()) tiny.rope_layers = EveryNthWithoutRope(2);
+    if (tiny.query_pre_attn_scalar > 0) tiny.query_pre_attn_scalar = 32;
+    tiny.rope_theta = 10000;
+    map[name] = tiny;
+  }
+}
+
 const std::map<std::string, ModelConfig>& Presets() {
   static const auto* presets = [] {
     auto* map = new std::map<std::string, ModelConfig>{
@@ -92,7 +170,10 @@ const std::map<std::string, ModelConfig>& Presets() {
     llama32.rope_theta = 500000;
     llama32.tie_embeddings = true;
     llama32.explicit_head_dim = 64;
-    llama32.rope_scaling = {RopeScaling::Type::kLlama3, 32.0, 1.0, 4.0, 8192};
+    llama32.rope_scaling.type = RopeScaling::Type::kLlama3;
+    llama32.rope_scaling.factor = 32.0;
+    llama32.rope_scaling.low_freq_factor = 1.0, llama32.rope_scaling.high_freq_factor = 4.0;
+    llama32.rope_scaling.original_max_positions = 8192;
     (*map)["llama3.2-1b"] = llama32;
     ModelConfig tinyllama = Llama(22, 2048, 32, 4, 5632, 32000);
     tinyllama.max_positions = 2048;
@@ -124,6 +205,7 @@ const std::map<std::string, ModelConfig>& Presets() {
     cesaro.vocab_size = 128;
     cesaro.max_positions = 1 << 20;
     (*map)["cesaro"] = cesaro;
+    AddTodaysPresets(*map);
     for (auto& [name, config] : *map) config.preset = name;
     return map;
   }();
@@ -170,17 +252,46 @@ bool IsSet(const nlohmann::json& json, const char* key) {
   return it != json.end() && !it->is_null() && !(it->is_boolean() && !it->get<bool>());
 }
 
-// rope_scaling: absent, null or type "default" = none; "linear" and "llama3" are built.
-absl::StatusOr<RopeScaling> ReadRopeScaling(const nlohmann::json& json) {
+// A list of numbers (longrope's factors).
+std::vector<double> NumberList(const nlohmann::json& json, const char* key) {
+  const auto it = json.find(key);
+  if (it == json.end() || !it->is_array()) {
+    throw nlohmann::json::type_error::create(302, absl::StrCat("rope_scaling.", key, " is not a list of numbers"), nullptr);
+  }
+  std::vector<double> values;
+  for (const auto& item : *it) values.push_back(item.get<double>());
+  return values;
+}
+
+// rope_scaling: absent, null or type "default" = none; "linear" and "llama3" are built, and
+// "longrope" (or its older names "su", "yarn") where `long_rope` (Phi-3): the factor lists and
+// the original length from config.json's top level.
+absl::StatusOr<RopeScaling> ReadRopeScaling(const nlohmann::json& json, bool long_rope = false) {
   RopeScaling scaling;
   const auto it = json.find("rope_scaling");
+  const char* supported = long_rope ? "longrope, default or null" : "linear, llama3, default or null";
   if (it == json.end() || it->is_null()) return scaling;
-  if (!it->is_object()) return NotBuilt("rope_scaling", it->dump(), "null or an object with rope_type linear or llama3");
+  if (!it->is_object()) return NotBuilt("rope_scaling", it->dump(), absl::StrCat("null or an object with rope_type ", supported));
   const auto type_it = it->contains("rope_type") ? it->find("rope_type") : it->find("type");
   const std::string type = type_it != it->end() && type_it->is_string() ? type_it->get<std::string>() : "";
   if (type == "default") return scaling;
-  if (type != "linear" && type != "llama3") {
-    return NotBuilt("rope_scaling.rope_type", type.empty() ? "(missing)" : "'" + type + "'", "linear, llama3, default or null");
+  // Phi3Config takes its older names "su" and "yarn" for longrope.
+  const bool is_long_rope = type == "longrope" || type == "su" || type == "yarn";
+  if (long_rope ? !is_long_rope : type != "linear" && type != "llama3") {
+    return NotBuilt("rope_scaling.rope_type", type.empty() ? "(missing)" : "'" + type + "'", supported);
+  }
+  if (is_long_rope) {
+    scaling.type = RopeScaling::Type::kLongRope;
+    scaling.short_factor = NumberList(*it, "short_factor");
+    scaling.long_factor = NumberList(*it, "long_factor");
+    if (IsSet(*it, "attention_factor")) scaling.attention_factor = it->at("attention_factor").get<double>();
+    // Phi3Config's top-level original length (default 4096); the factor is the scaling's, else
+    // max_position_embeddings over the original length (_compute_longrope_parameters).
+    scaling.original_max_positions = IntegerMember(json, "original_max_position_embeddings", 4096);
+    scaling.factor = IsSet(*it, "factor") ? it->at("factor").get<double>()
+                                          : static_cast<double>(IntegerMember(json, "max_position_embeddings", 4096)) /
+                                                static_cast<double>(std::max<int64_t>(1, scaling.original_max_positions));
+    return scaling;
   }
   scaling.type = type == "linear" ? RopeScaling::Type::kLinear : RopeScaling::Type::kLlama3;
   scaling.factor = it->value("factor", 1.0);
@@ -254,24 +365,116 @@ constexpr Arch kGptNeoXArchitecture{
      "post_attention_layernorm", "mlp", "query_key_value", nullptr, nullptr, "dense", "dense_h_to_4h", nullptr,
      "dense_4h_to_h"}};
 
-// Every family: its name (Hugging Face's model_type for the five), the preset --arch starts from,
-// whether a config.json may name it, and its decoder row (none for cesaro and TorchScript).
+// The rows of 2025-26's families, from Llama's and one another's (the modeling files they copy).
+constexpr Arch Qwen3Row() {
+  Arch a = kLlamaArchitecture;
+  a.mlp_bias = Arch::Bias::kNone;
+  a.sliding_window = a.layer_types = true;
+  a.qk_norm = Arch::QkNorm::kPerHead;
+  a.names.q_norm = "q_norm", a.names.k_norm = "k_norm";
+  return a;
+}
+constexpr Arch GemmaRow() {
+  Arch a = kLlamaArchitecture;
+  a.norm = Arch::Norm::kRmsNormOnePlus;
+  a.mlp = Arch::Mlp::kGeGluTanh;
+  a.mlp_bias = Arch::Bias::kNone;
+  a.embedding_scale = Arch::EmbeddingScale::kSqrtWidthInEmbedding;
+  return a;
+}
+constexpr Arch Gemma2Row() {
+  Arch a = GemmaRow();
+  a.names.post_attention_norm = "post_attention_layernorm";
+  a.names.norm2 = "pre_feedforward_layernorm";
+  a.names.post_mlp_norm = "post_feedforward_layernorm";
+  a.sliding_window = a.layer_types = a.soft_capping = true;
+  return a;
+}
+constexpr Arch Gemma3Row() {
+  Arch a = Gemma2Row();
+  a.qk_norm = Arch::QkNorm::kPerHead;
+  a.names.q_norm = "q_norm", a.names.k_norm = "k_norm";
+  a.local_rope_base = true;
+  return a;
+}
+constexpr Arch Phi3Row() {
+  Arch a = kLlamaArchitecture;
+  a.attention = Arch::AttentionLayout::kFusedColumns;
+  a.qkv_bias = a.o_bias = a.mlp_bias = Arch::Bias::kNone;
+  a.names.q = "qkv_proj", a.names.k = nullptr, a.names.v = nullptr;
+  a.names.mlp_gate = "gate_up_proj", a.names.mlp_in = nullptr;
+  a.fused_gate_up = true;
+  a.partial_rotary = a.sliding_window = a.long_rope = true;
+  return a;
+}
+constexpr Arch Olmo2Row() {
+  Arch a = kLlamaArchitecture;
+  a.mlp_bias = Arch::Bias::kNone;
+  a.names.norm1 = nullptr, a.names.norm2 = nullptr;
+  a.names.post_attention_norm = "post_attention_layernorm";
+  a.names.post_mlp_norm = "post_feedforward_layernorm";
+  a.qk_norm = Arch::QkNorm::kWholeProjection;
+  a.names.q_norm = "q_norm", a.names.k_norm = "k_norm";
+  return a;
+}
+constexpr Arch GraniteRow() {
+  Arch a = kLlamaArchitecture;
+  a.embedding_scale = Arch::EmbeddingScale::kMultiplierInBody;
+  a.multipliers = true;
+  return a;
+}
+constexpr Arch SmolLm3Row() {
+  Arch a = kLlamaArchitecture;
+  a.sliding_window = a.layer_types = a.nope_layers = true;
+  return a;
+}
+constexpr Arch kQwen3Architecture = Qwen3Row(), kGemmaArchitecture = GemmaRow(), kGemma2Architecture = Gemma2Row(),
+               kGemma3Architecture = Gemma3Row(), kPhi3Architecture = Phi3Row(), kOlmo2Architecture = Olmo2Row(),
+               kGraniteArchitecture = GraniteRow(), kSmolLm3Architecture = SmolLm3Row();
+
+// Every family: its name (Hugging Face's model_type for the built decoders), the class
+// config.json's architectures names, the preset --arch starts from, whether a config.json may name
+// it, and its decoder row (none for cesaro and TorchScript).
 struct FamilyRow {
   Family family;
   const char* name;
+  const char* causal_lm;    // Hugging Face's *ForCausalLM class; nullptr: none.
   const char* base_preset;  // nullptr: not built from a config (TorchScript).
   bool hugging_face;
   const Architecture* architecture;
 };
 constexpr FamilyRow kFamilies[] = {
-    {Family::kGpt2, "gpt2", "gpt2", true, &kGpt2Architecture},
-    {Family::kQwen2, "qwen2", "qwen2-0.5b", true, &kQwen2Architecture},
-    {Family::kLlama, "llama", "llama3.2-1b", true, &kLlamaArchitecture},
-    {Family::kMistral, "mistral", "mistral-7b", true, &kMistralArchitecture},
-    {Family::kGptNeoX, "gpt_neox", "pythia-160m", true, &kGptNeoXArchitecture},
-    {Family::kCesaro, "cesaro", "cesaro", false, nullptr},
-    {Family::kTorchScript, "torchscript", nullptr, false, nullptr},
+    {Family::kGpt2, "gpt2", "GPT2LMHeadModel", "gpt2", true, &kGpt2Architecture},
+    {Family::kQwen2, "qwen2", "Qwen2ForCausalLM", "qwen2-0.5b", true, &kQwen2Architecture},
+    {Family::kLlama, "llama", "LlamaForCausalLM", "llama3.2-1b", true, &kLlamaArchitecture},
+    {Family::kMistral, "mistral", "MistralForCausalLM", "mistral-7b", true, &kMistralArchitecture},
+    {Family::kGptNeoX, "gpt_neox", "GPTNeoXForCausalLM", "pythia-160m", true, &kGptNeoXArchitecture},
+    {Family::kQwen3, "qwen3", "Qwen3ForCausalLM", "qwen3-0.6b", true, &kQwen3Architecture},
+    {Family::kGemma, "gemma", "GemmaForCausalLM", "gemma-2b", true, &kGemmaArchitecture},
+    {Family::kGemma2, "gemma2", "Gemma2ForCausalLM", "gemma2-2b", true, &kGemma2Architecture},
+    {Family::kGemma3, "gemma3_text", "Gemma3ForCausalLM", "gemma3-1b", true, &kGemma3Architecture},
+    {Family::kPhi3, "phi3", "Phi3ForCausalLM", "phi4-mini", true, &kPhi3Architecture},
+    {Family::kOlmo2, "olmo2", "Olmo2ForCausalLM", "olmo2-1b", true, &kOlmo2Architecture},
+    {Family::kGranite, "granite", "GraniteForCausalLM", "granite3.1-2b", true, &kGraniteArchitecture},
+    {Family::kSmolLm3, "smollm3", "SmolLM3ForCausalLM", "smollm3-3b", true, &kSmolLm3Architecture},
+    {Family::kCesaro, "cesaro", nullptr, "cesaro", false, nullptr},
+    {Family::kTorchScript, "torchscript", nullptr, nullptr, false, nullptr},
 };
+
+// The row of a 2025-26 family named by a model_type, or nullptr.
+const FamilyRow* TodaysFamily(const std::string& model_type) {
+  for (const auto& row : kFamilies) {
+    if (row.hugging_face && model_type == row.name && row.family >= Family::kQwen3) return &row;
+  }
+  return nullptr;
+}
+
+const FamilyRow* RowOf(Family family) {
+  for (const auto& row : kFamilies) {
+    if (row.family == family) return &row;
+  }
+  return nullptr;
+}
 
 std::string JoinedList(const std::vector<std::string>& names, const char* last) {
   std::string text;
@@ -324,6 +527,8 @@ std::string FamiliesWhere(bool Architecture::*setting) {
   return JoinedList(names, " and ");
 }
 
+bool IsGated(Architecture::Mlp mlp) { return mlp == Architecture::Mlp::kSwiGlu || mlp == Architecture::Mlp::kGeGluTanh; }
+
 bool HasBias(Architecture::Bias rule, const ModelConfig& config) {
   switch (rule) {
     case Architecture::Bias::kNone: return false;
@@ -337,6 +542,41 @@ bool HasBias(Architecture::Bias rule, const ModelConfig& config) {
 bool HasRotary(Family family) {
   const Architecture* architecture = ArchitectureOf(family);
   return architecture != nullptr && architecture->positions == Architecture::Positions::kRotary;
+}
+
+double RotaryScaleOf(const ModelConfig& config) {
+  const auto& scaling = config.rope_scaling;
+  if (scaling.type != RopeScaling::Type::kLongRope) return 1.0;
+  if (scaling.attention_factor > 0) return scaling.attention_factor;
+  // transformers' _compute_longrope_parameters: sqrt(1 + ln factor / ln original) when the factor
+  // (the config.json reader's: max_position_embeddings / original_max_position_embeddings where
+  // the config names the original length beside rope_scaling) exceeds 1.
+  if (scaling.factor <= 1.0) return 1.0;
+  return std::sqrt(1.0 + std::log(scaling.factor) / std::log(static_cast<double>(scaling.original_max_positions)));
+}
+
+int64_t ModelConfig::WindowOf(int64_t layer) const {
+  if (sliding_window <= 0) return 0;
+  if (layer_types.empty()) return sliding_window;
+  return layer_types[static_cast<size_t>(layer) % layer_types.size()] == LayerAttention::kSliding ? sliding_window : 0;
+}
+
+bool ModelConfig::RotatesAt(int64_t layer) const {
+  return rope_layers.empty() || rope_layers[static_cast<size_t>(layer) % rope_layers.size()];
+}
+
+double ModelConfig::AttentionScale() const {
+  if (attention_multiplier > 0) return attention_multiplier;
+  if (query_pre_attn_scalar > 0) return 1.0 / std::sqrt(query_pre_attn_scalar);
+  return 1.0 / std::sqrt(static_cast<double>(head_dim()));
+}
+
+std::string RotaryFamiliesText() {
+  std::vector<std::string> names;
+  for (const auto& row : kFamilies) {
+    if (HasRotary(row.family)) names.push_back(row.name);
+  }
+  return JoinedList(names, ", ");
 }
 
 std::vector<std::string> PresetNames() {
@@ -397,6 +637,58 @@ ModelConfig ApplyOverrides(ModelConfig config, const ConfigOverrides& overrides)
 
 namespace {
 
+// The settings of 2025-26's rows (per-layer patterns, bases, soft-capping, multipliers, longrope)
+// exist only where the family's row has them, and hold values the decoder can run.
+absl::Status CheckRowSettings(const ModelConfig& config) {
+  const Architecture* a = ArchitectureOf(config.family);
+  const auto lacks = [a](bool Architecture::*setting) { return a == nullptr || !(a->*setting); };
+  const auto not_here = [&config](const std::string& field, const std::string& value, bool Architecture::*setting,
+                                  const std::string& neutral) {
+    return InvalidArgumentError({ErrorReason::kInvalidArgument, field, value,
+                                 absl::StrCat(neutral, " for ", FamilyName(config.family), " (a ",
+                                              FamiliesWhere(setting), " setting)")});
+  };
+  if (!config.layer_types.empty() && lacks(&Architecture::layer_types)) {
+    return not_here("layer_types", absl::StrCat(config.layer_types.size(), " entries"), &Architecture::layer_types, "none");
+  }
+  if (!config.rope_layers.empty() && lacks(&Architecture::nope_layers)) {
+    return not_here("no_rope_layers", absl::StrCat(config.rope_layers.size(), " entries"), &Architecture::nope_layers, "none");
+  }
+  if (config.rope_local_theta != 0 && lacks(&Architecture::local_rope_base)) {
+    return not_here("rope_local_base_freq", FormatValue(config.rope_local_theta), &Architecture::local_rope_base, "none");
+  }
+  if (config.rope_scaling.type == RopeScaling::Type::kLongRope && lacks(&Architecture::long_rope)) {
+    return not_here("rope_scaling.rope_type", "longrope", &Architecture::long_rope, "linear or llama3");
+  }
+  for (const auto& [value, field] : std::vector<std::pair<double, std::string>>{
+           {config.attn_logit_softcapping, "attn_logit_softcapping"},
+           {config.final_logit_softcapping, "final_logit_softcapping"},
+           {config.query_pre_attn_scalar, "query_pre_attn_scalar"}}) {
+    if (!(value >= 0 && std::isfinite(value))) {
+      return InvalidArgumentError({ErrorReason::kInvalidArgument, field, FormatValue(value), ">= 0 (0 = none)"});
+    }
+    if (value != 0 && lacks(&Architecture::soft_capping)) return not_here(field, FormatValue(value), &Architecture::soft_capping, "none");
+  }
+  for (const auto& [value, field, neutral] : std::vector<std::tuple<double, std::string, double>>{
+           {config.embedding_multiplier, "embedding_multiplier", 1.0}, {config.attention_multiplier, "attention_multiplier", 0.0},
+           {config.residual_multiplier, "residual_multiplier", 1.0}, {config.logits_scaling, "logits_scaling", 1.0}}) {
+    if (!(value >= 0 && std::isfinite(value)) || (value == 0 && neutral != 0)) {
+      return InvalidArgumentError({ErrorReason::kInvalidArgument, field, FormatValue(value), "a finite number > 0"});
+    }
+    if (value != neutral && lacks(&Architecture::multipliers)) {
+      return not_here(field, FormatValue(value), &Architecture::multipliers, neutral == 0 ? "none" : "1");
+    }
+  }
+  if (config.exact_gelu && (a == nullptr || a->mlp != Architecture::Mlp::kGeGluTanh)) {
+    return InvalidArgumentError({ErrorReason::kInvalidArgument, "hidden_act", "gelu",
+                                 absl::StrCat("the family's own activation (the erf GELU on a gate is a gemma setting)")});
+  }
+  if (!(config.rope_local_theta >= 0 && std::isfinite(config.rope_local_theta))) {
+    return InvalidArgumentError({ErrorReason::kInvalidArgument, "rope_local_base_freq", FormatValue(config.rope_local_theta), "> 0"});
+  }
+  return absl::OkStatus();
+}
+
 // The attention's settings against the family's row: grouped-query heads, head_dim, the rotary
 // fraction and scaling, and the sliding window exist only where the architecture has them.
 absl::Status CheckAttentionSettings(const ModelConfig& config) {
@@ -434,8 +726,24 @@ absl::Status CheckAttentionSettings(const ModelConfig& config) {
                                  absl::StrCat("none (rope_scaling is built for ", FamiliesWhere(&Architecture::rope_scaling), ")")});
   }
   if (scaling.type != RopeScaling::Type::kNone) {
-    if (!(scaling.factor >= 1.0 && std::isfinite(scaling.factor))) {
-      return InvalidArgumentError({ErrorReason::kInvalidArgument, "rope_scaling.factor", FormatValue(scaling.factor), ">= 1"});
+    // longrope's factor (max_position_embeddings over the original length) only sets the
+    // attention factor, which is 1 below 1.
+    const bool long_rope = scaling.type == RopeScaling::Type::kLongRope;
+    if (!((long_rope ? scaling.factor > 0.0 : scaling.factor >= 1.0) && std::isfinite(scaling.factor))) {
+      return InvalidArgumentError({ErrorReason::kInvalidArgument, "rope_scaling.factor", FormatValue(scaling.factor),
+                                   long_rope ? "> 0" : ">= 1"});
+    }
+    if (scaling.type == RopeScaling::Type::kLongRope) {
+      const size_t frequencies = static_cast<size_t>(config.rotary_dims() / 2);
+      for (const auto* list : {&scaling.short_factor, &scaling.long_factor}) {
+        const bool positive = std::all_of(list->begin(), list->end(), [](double f) { return f > 0 && std::isfinite(f); });
+        if (list->size() != frequencies || !positive) {
+          return InvalidArgumentError({ErrorReason::kInvalidArgument,
+                                       list == &scaling.short_factor ? "rope_scaling.short_factor" : "rope_scaling.long_factor",
+                                       absl::StrCat(list->size(), " factors"),
+                                       absl::StrCat(frequencies, " positive factors (one per rotating frequency)")});
+        }
+      }
     }
     if (scaling.type == RopeScaling::Type::kLlama3 &&
         !(scaling.low_freq_factor > 0 && scaling.high_freq_factor > scaling.low_freq_factor &&
@@ -447,7 +755,7 @@ absl::Status CheckAttentionSettings(const ModelConfig& config) {
                                    "0 < low_freq_factor < high_freq_factor and original_max_position_embeddings >= 1"});
     }
   }
-  return absl::OkStatus();
+  return CheckRowSettings(config);
 }
 
 }  // namespace
@@ -581,6 +889,168 @@ absl::StatusOr<ModelConfig> ReadGptNeoxConfig(const nlohmann::json& json) {
   return config;
 }
 
+// Hugging Face's layer_types: one "sliding_attention" or "full_attention" per layer.
+absl::StatusOr<std::vector<LayerAttention>> ReadLayerTypes(const nlohmann::json& json, int64_t layers) {
+  const auto& list = json.at("layer_types");
+  if (!list.is_array() || static_cast<int64_t>(list.size()) != layers) {
+    return ErrorWithReason(absl::StatusCode::kInvalidArgument, ErrorReason::kInvalidModelFile,
+                           absl::StrCat("config.json layer_types = ", list.dump().substr(0, 200), " is not a list of ",
+                                        layers, " entries (one per layer)"));
+  }
+  std::vector<LayerAttention> types;
+  for (size_t i = 0; i < list.size(); ++i) {
+    const std::string value = list[i].is_string() ? list[i].get<std::string>() : list[i].dump();
+    if (value != "sliding_attention" && value != "full_attention") {
+      return NotBuilt(absl::StrCat("layer_types[", i, "]"), list[i].dump(), "\"sliding_attention\" or \"full_attention\"");
+    }
+    types.push_back(value == "sliding_attention" ? LayerAttention::kSliding : LayerAttention::kFull);
+  }
+  return types;
+}
+
+// The window and the per-layer pattern of a family with layer_types, as its configuration class
+// defaults them: Qwen3 and SmolLM3 slide only with use_sliding_window (layers from
+// max_window_layers on), Gemma 2 alternates from a sliding layer 0, Gemma 3 has every
+// sliding_window_pattern-th layer full; Phi-3 (no layer_types) slides on every layer.
+absl::Status ReadWindows(const nlohmann::json& json, Family family, ModelConfig& config) {
+  const auto window = [&json](int64_t fallback) {
+    return json.contains("sliding_window") && !json["sliding_window"].is_null() ? IntegerMember(json, "sliding_window", 0)
+                                                                                  : fallback;
+  };
+  const int64_t layers = config.num_layers;
+  std::vector<LayerAttention> rule;
+  switch (family) {
+    case Family::kQwen3: {
+      // Qwen3Config drops sliding_window unless use_sliding_window; the default pattern slides from
+      // max_window_layers on.
+      if (!json.value("use_sliding_window", false)) return absl::OkStatus();
+      config.sliding_window = window(4096);
+      const int64_t first = IntegerMember(json, "max_window_layers", 28);
+      for (int64_t l = 0; l < layers; ++l) rule.push_back(l >= first ? LayerAttention::kSliding : LayerAttention::kFull);
+      break;
+    }
+    case Family::kSmolLm3: {
+      // SmolLM3's mask reads sliding_window on the sliding layers whatever use_sliding_window says;
+      // the default pattern slides the NoPE layers when use_sliding_window and a window are set.
+      config.sliding_window = window(0);
+      const bool slides = json.value("use_sliding_window", false) && config.sliding_window > 0;
+      for (int64_t l = 0; l < layers; ++l) {
+        rule.push_back(slides && !config.RotatesAt(l) ? LayerAttention::kSliding : LayerAttention::kFull);
+      }
+      break;
+    }
+    case Family::kGemma2:
+      config.sliding_window = window(4096);
+      for (int64_t l = 0; l < layers; ++l) rule.push_back((l + 1) % 2 != 0 ? LayerAttention::kSliding : LayerAttention::kFull);
+      break;
+    case Family::kGemma3: {
+      config.sliding_window = window(512);
+      const int64_t period = IntegerMember(json, "sliding_window_pattern", 6);
+      for (int64_t l = 0; l < layers; ++l) {
+        rule.push_back(period > 0 && (l + 1) % period != 0 ? LayerAttention::kSliding : LayerAttention::kFull);
+      }
+      break;
+    }
+    case Family::kPhi3:
+      config.sliding_window = window(0);
+      return absl::OkStatus();
+    default:
+      return absl::OkStatus();
+  }
+  if (json.contains("layer_types") && !json["layer_types"].is_null()) {
+    auto types = ReadLayerTypes(json, layers);
+    if (!types.ok()) return types.status();
+    rule = *std::move(types);
+  }
+  config.layer_types = std::move(rule);
+  return absl::OkStatus();
+}
+
+// The config.json of 2025-26's families (qwen3, gemma, gemma2, gemma3_text, phi3, olmo2, granite,
+// smollm3): Llama's keys, and what the family's row adds (architecture.h), with the defaults of its
+// configuration class where a key is absent.
+absl::StatusOr<ModelConfig> ReadTodaysConfig(const nlohmann::json& json, Family family) {
+  const Architecture& a = *ArchitectureOf(family);
+  for (const char* key : {"num_experts", "num_local_experts", "n_routed_experts", "moe_intermediate_size"}) {
+    if (IsSet(json, key) && !(json.at(key).is_number() && json.at(key).get<double>() == 0)) {
+      return NotBuilt(key, json.at(key).dump(), "absent or 0 (mixture-of-experts layers are not built)");
+    }
+  }
+  for (const char* key : {"attn_logit_softcapping", "final_logit_softcapping", "query_pre_attn_scalar"}) {
+    if (!a.soft_capping && IsSet(json, key)) return NotBuilt(key, json.at(key).dump(), "null (no soft-capping)");
+  }
+  // Gemma's MLP reads hidden_act, Gemma 2's and 3's hidden_activation (each ignores the other
+  // key): the tanh GELU ("gelu_pytorch_tanh", their default) or the erf one ("gelu").
+  const bool gemma = a.mlp == Architecture::Mlp::kGeGluTanh;
+  const char* activation_key = gemma && family != Family::kGemma ? "hidden_activation" : "hidden_act";
+  const std::string activation = IsSet(json, activation_key) && json.at(activation_key).is_string()
+                                     ? json.at(activation_key).get<std::string>()
+                                     : IsSet(json, activation_key) ? json.at(activation_key).dump()
+                                                                   : gemma ? "gelu_pytorch_tanh" : "silu";
+  const bool known = gemma ? activation == "gelu_pytorch_tanh" || activation == "gelu" : activation == "silu";
+  if (!known) {
+    return NotBuilt(activation_key, "\"" + activation + "\"", gemma ? "\"gelu_pytorch_tanh\" or \"gelu\"" : "\"silu\"");
+  }
+  const int64_t heads = RequiredInteger(json, "num_attention_heads");
+  ModelConfig config = LlamaLike(family, RequiredInteger(json, "num_hidden_layers"), RequiredInteger(json, "hidden_size"),
+                                 heads, IntegerMember(json, "num_key_value_heads", heads),
+                                 RequiredInteger(json, "intermediate_size"), IntegerMember(json, "vocab_size", 32000), 0);
+  config.exact_gelu = gemma && activation == "gelu";
+  config.max_positions = IntegerMember(json, "max_position_embeddings", 2048);
+  config.norm_eps = json.value("rms_norm_eps", 1e-6);
+  config.rope_theta = json.value("rope_theta", family == Family::kGemma3 ? 1e6 : family == Family::kSmolLm3 ? 2e6 : 1e4);
+  const bool tied_by_default = gemma || family == Family::kSmolLm3;
+  config.tie_embeddings = json.value("tie_word_embeddings", tied_by_default);
+  if (json.contains("head_dim") && !json["head_dim"].is_null()) {
+    const int64_t head_dim = IntegerMember(json, "head_dim", 0);
+    const bool is_default = config.num_heads > 0 && config.hidden_size % config.num_heads == 0 &&
+                            head_dim == config.hidden_size / config.num_heads;
+    config.explicit_head_dim = is_default ? 0 : head_dim;
+  }
+  auto scaling = ReadRopeScaling(json, a.long_rope);
+  if (!scaling.ok()) return scaling.status();
+  config.rope_scaling = *scaling;
+  if (a.qkv_bias == Architecture::Bias::kAttentionBias) config.attention_bias = json.value("attention_bias", false);
+  else if (IsSet(json, "attention_bias")) return NotBuilt("attention_bias", json.at("attention_bias").dump(), "false");
+  if (a.mlp_bias == Architecture::Bias::kMlpBias) config.mlp_bias = json.value("mlp_bias", false);
+  else if (IsSet(json, "mlp_bias")) return NotBuilt("mlp_bias", json.at("mlp_bias").dump(), "false");
+  if (a.nope_layers) {
+    if (json.contains("no_rope_layers") && !json["no_rope_layers"].is_null()) {
+      const auto& list = json["no_rope_layers"];
+      if (!list.is_array() || static_cast<int64_t>(list.size()) != config.num_layers) {
+        return ErrorWithReason(absl::StatusCode::kInvalidArgument, ErrorReason::kInvalidModelFile,
+                               absl::StrCat("config.json no_rope_layers is not a list of ", config.num_layers,
+                                            " entries (1 = rotary, 0 = none, one per layer)"));
+      }
+      for (const auto& item : list) config.rope_layers.push_back(item.get<int64_t>() != 0);
+    } else {
+      const int64_t interval = IntegerMember(json, "no_rope_layer_interval", 4);
+      for (int64_t l = 0; l < config.num_layers; ++l) config.rope_layers.push_back(interval <= 0 || (l + 1) % interval != 0);
+    }
+  }
+  if (auto status = ReadWindows(json, family, config); !status.ok()) return status;
+  if (a.partial_rotary) config.rotary_pct = json.value("partial_rotary_factor", 1.0);
+  if (a.soft_capping) {
+    const auto number_or_none = [&json](const char* key, double fallback) {
+      if (!json.contains(key)) return fallback;
+      return json[key].is_null() ? 0.0 : json[key].get<double>();
+    };
+    const bool gemma2 = family == Family::kGemma2;
+    // Gemma 3's attention passes no soft-cap to its scores, whatever the config says.
+    config.attn_logit_softcapping = gemma2 ? number_or_none("attn_logit_softcapping", 50.0) : 0.0;
+    config.final_logit_softcapping = number_or_none("final_logit_softcapping", gemma2 ? 30.0 : 0.0);
+    config.query_pre_attn_scalar = number_or_none("query_pre_attn_scalar", 256.0);
+  }
+  if (a.local_rope_base) config.rope_local_theta = json.value("rope_local_base_freq", 10000.0);
+  if (a.multipliers) {
+    config.embedding_multiplier = json.value("embedding_multiplier", 1.0);
+    config.attention_multiplier = json.value("attention_multiplier", 1.0);
+    config.residual_multiplier = json.value("residual_multiplier", 1.0);
+    config.logits_scaling = json.value("logits_scaling", 1.0);
+  }
+  return config;
+}
+
 // config.json's text as a JSON object: at most 1 MiB, nested at most 64 levels.
 absl::StatusOr<nlohmann::json> ParseConfigJson(const std::string& json_text) {
   // Refuses nesting deeper than any config.json has while parsing (no recursion can run away).
@@ -628,6 +1098,8 @@ absl::StatusOr<ModelConfig> ConfigFromHuggingFaceJson(const std::string& json_te
       config = ReadLlamaConfig(json, type);
     } else if (type == "gpt_neox") {
       config = ReadGptNeoxConfig(json);
+    } else if (const FamilyRow* row = TodaysFamily(type); row != nullptr) {
+      config = ReadTodaysConfig(json, row->family);
     } else {
       return ErrorWithReason(absl::StatusCode::kInvalidArgument, ErrorReason::kInvalidModelFile,
                              absl::StrCat("config.json model_type '", type,
@@ -653,33 +1125,81 @@ nlohmann::ordered_json RopeScalingJson(const RopeScaling& scaling) {
       return {{"rope_type", "llama3"}, {"factor", scaling.factor}, {"low_freq_factor", scaling.low_freq_factor},
               {"high_freq_factor", scaling.high_freq_factor},
               {"original_max_position_embeddings", scaling.original_max_positions}};
+    case RopeScaling::Type::kLongRope: {
+      nlohmann::ordered_json json = {{"rope_type", "longrope"}, {"short_factor", scaling.short_factor},
+                                     {"long_factor", scaling.long_factor}};
+      if (scaling.attention_factor > 0) json["attention_factor"] = scaling.attention_factor;
+      return json;
+    }
   }
   return nullptr;
+}
+
+nlohmann::ordered_json NumberOrNull(double value) { return value > 0 ? nlohmann::ordered_json(value) : nullptr; }
+
+// Llama's keys and what the family's row adds (the reader's keys, ReadTodaysConfig).
+nlohmann::ordered_json LlamaLikeJson(const ModelConfig& config, const FamilyRow& row) {
+  const Architecture& a = *row.architecture;
+  nlohmann::ordered_json json = {
+      {"architectures", {row.causal_lm}}, {"model_type", row.name},
+      {"hidden_size", config.hidden_size}, {"intermediate_size", config.intermediate_size},
+      {"num_hidden_layers", config.num_layers}, {"num_attention_heads", config.num_heads},
+      {"num_key_value_heads", config.num_kv_heads}};
+  if (a.explicit_head_dim) json["head_dim"] = config.head_dim();
+  json["vocab_size"] = config.vocab_size;
+  json["max_position_embeddings"] = config.max_positions;
+  json["rms_norm_eps"] = config.norm_eps;
+  json["rope_theta"] = config.rope_theta;
+  if (a.rope_scaling) json["rope_scaling"] = RopeScalingJson(config.rope_scaling);
+  json["tie_word_embeddings"] = config.tie_embeddings;
+  const bool gemma = a.mlp == Architecture::Mlp::kGeGluTanh;
+  const char* activation = gemma ? (config.exact_gelu ? "gelu" : "gelu_pytorch_tanh") : "silu";
+  json[gemma && config.family != Family::kGemma ? "hidden_activation" : "hidden_act"] = activation;
+  json["initializer_range"] = config.initializer_range;
+  json["torch_dtype"] = "float32";
+  if (a.qkv_bias == Architecture::Bias::kAttentionBias) json["attention_bias"] = config.attention_bias;
+  if (a.mlp_bias == Architecture::Bias::kMlpBias) json["mlp_bias"] = config.mlp_bias;
+  if (a.sliding_window) json["sliding_window"] = config.sliding_window > 0 ? nlohmann::ordered_json(config.sliding_window) : nullptr;
+  if (a.layer_types) {
+    json["use_sliding_window"] = config.sliding_window > 0;
+    std::vector<std::string> types;
+    for (int64_t l = 0; l < config.num_layers; ++l) {
+      types.push_back(config.WindowOf(l) > 0 ? "sliding_attention" : "full_attention");
+    }
+    json["layer_types"] = types;
+  }
+  if (a.partial_rotary) json["partial_rotary_factor"] = config.rotary_pct;
+  if (a.long_rope && config.rope_scaling.type == RopeScaling::Type::kLongRope) {
+    json["original_max_position_embeddings"] = config.rope_scaling.original_max_positions;
+  }
+  if (a.soft_capping) {
+    json["query_pre_attn_scalar"] = NumberOrNull(config.query_pre_attn_scalar);
+    json["attn_logit_softcapping"] = NumberOrNull(config.attn_logit_softcapping);
+    json["final_logit_softcapping"] = NumberOrNull(config.final_logit_softcapping);
+  }
+  if (a.local_rope_base) json["rope_local_base_freq"] = config.rope_local_theta;
+  if (a.multipliers) {
+    json["embedding_multiplier"] = config.embedding_multiplier;
+    json["attention_multiplier"] = config.attention_multiplier;
+    json["residual_multiplier"] = config.residual_multiplier;
+    json["logits_scaling"] = config.logits_scaling;
+  }
+  if (a.nope_layers) {
+    std::vector<int> rope;
+    for (int64_t l = 0; l < config.num_layers; ++l) rope.push_back(config.RotatesAt(l) ? 1 : 0);
+    json["no_rope_layers"] = rope;
+  }
+  return json;
 }
 
 }  // namespace
 
 std::string ConfigToHuggingFaceJson(const ModelConfig& config) {
   nlohmann::ordered_json json;
-  if (config.family == Family::kLlama || config.family == Family::kMistral) {
-    const bool llama = config.family == Family::kLlama;
-    json = {{"architectures", {llama ? "LlamaForCausalLM" : "MistralForCausalLM"}},
-            {"model_type", llama ? "llama" : "mistral"},
-            {"hidden_size", config.hidden_size}, {"intermediate_size", config.intermediate_size},
-            {"num_hidden_layers", config.num_layers}, {"num_attention_heads", config.num_heads},
-            {"num_key_value_heads", config.num_kv_heads}, {"head_dim", config.head_dim()},
-            {"vocab_size", config.vocab_size}, {"max_position_embeddings", config.max_positions},
-            {"rms_norm_eps", config.norm_eps}, {"rope_theta", config.rope_theta},
-            {"rope_scaling", RopeScalingJson(config.rope_scaling)}, {"tie_word_embeddings", config.tie_embeddings},
-            {"hidden_act", "silu"}, {"initializer_range", config.initializer_range}, {"torch_dtype", "float32"}};
-    if (llama) {
-      json["attention_bias"] = config.attention_bias;
-      json["mlp_bias"] = config.mlp_bias;
-    } else {
-      json["sliding_window"] = config.sliding_window > 0 ? nlohmann::ordered_json(config.sliding_window) : nullptr;
-    }
-  } else if (config.family == Family::kGptNeoX) {
-    json = {{"architectures", {"GPTNeoXForCausalLM"}}, {"model_type", "gpt_neox"},
+  const FamilyRow* row = RowOf(config.family);
+  const Architecture* a = row != nullptr ? row->architecture : nullptr;
+  if (a != nullptr && a->attention == Architecture::AttentionLayout::kFusedPerHead) {  // GPT-NeoX's keys.
+    json = {{"architectures", {row->causal_lm}}, {"model_type", row->name},
             {"hidden_size", config.hidden_size}, {"intermediate_size", config.intermediate_size},
             {"num_hidden_layers", config.num_layers}, {"num_attention_heads", config.num_heads},
             {"vocab_size", config.vocab_size}, {"max_position_embeddings", config.max_positions},
@@ -688,16 +1208,9 @@ std::string ConfigToHuggingFaceJson(const ModelConfig& config) {
             {"use_parallel_residual", config.parallel_residual}, {"tie_word_embeddings", config.tie_embeddings},
             {"hidden_act", "gelu"}, {"attention_bias", true}, {"initializer_range", config.initializer_range},
             {"torch_dtype", "float32"}};
-  } else if (config.family == Family::kQwen2) {
-    json = {{"architectures", {"Qwen2ForCausalLM"}}, {"model_type", "qwen2"},
-            {"hidden_size", config.hidden_size}, {"intermediate_size", config.intermediate_size},
-            {"num_hidden_layers", config.num_layers}, {"num_attention_heads", config.num_heads},
-            {"num_key_value_heads", config.num_kv_heads}, {"vocab_size", config.vocab_size},
-            {"max_position_embeddings", config.max_positions}, {"rms_norm_eps", config.norm_eps},
-            {"rope_theta", config.rope_theta}, {"tie_word_embeddings", config.tie_embeddings},
-            {"hidden_act", "silu"}, {"initializer_range", config.initializer_range},
-            {"torch_dtype", "float32"}};
-  } else {
+  } else if (a != nullptr && a->positions == Architecture::Positions::kRotary) {
+    json = LlamaLikeJson(config, *row);
+  } else {  // GPT-2's keys (and what a weightless model exports).
     json = {{"architectures", {"GPT2LMHeadModel"}}, {"model_type", "gpt2"},
             {"n_embd", config.hidden_size}, {"n_layer", config.num_layers}, {"n_head", config.num_heads},
             {"n_inner", config.intermediate_size}, {"vocab_size", config.vocab_size},
@@ -722,8 +1235,14 @@ double EstimatedParameters(const ModelConfig& config) {
   const double kv = static_cast<double>(config.num_kv_heads) * head_dim;
   const double norm = a->norm == Architecture::Norm::kLayerNorm ? 2 * d : d;
   const auto bias = [&config](Architecture::Bias rule, double size) { return HasBias(rule, config) ? size : 0.0; };
-  double layer = 2 * norm + d * (q + 2 * kv) + bias(a->qkv_bias, q + 2 * kv) + q * d + bias(a->o_bias, d);
-  const double mlp_projections = a->mlp == Architecture::Mlp::kSwiGlu ? 3 : 2;
+  double norms = 0;
+  for (const char* name : {a->names.norm1, a->names.norm2, a->names.post_attention_norm, a->names.post_mlp_norm}) {
+    if (name != nullptr) norms += norm;
+  }
+  if (a->qk_norm == Architecture::QkNorm::kPerHead) norms += 2 * head_dim;
+  if (a->qk_norm == Architecture::QkNorm::kWholeProjection) norms += q + kv;
+  double layer = norms + d * (q + 2 * kv) + bias(a->qkv_bias, q + 2 * kv) + q * d + bias(a->o_bias, d);
+  const double mlp_projections = IsGated(a->mlp) ? 3 : 2;
   layer += mlp_projections * d * m + bias(a->mlp_bias, (mlp_projections - 1) * m + d);
   const double positions = a->positions == Architecture::Positions::kLearned ? static_cast<double>(config.max_positions) : 0;
   const bool separate_head = a->names.head != nullptr && !config.tie_embeddings;
@@ -738,19 +1257,28 @@ namespace {
 // query and key/value widths heads hd and kv_heads hd.
 struct Widths {
   double d = 0, mlp = 0, q = 0, kv = 0, heads = 0;
+  double norms = 2;  // Normalized inputs kept per position, in units of d (two pre norms)...
+  double qk_norms = 0;  // ... and of the q/k norms, in elements.
   bool rotary = false;
 };
 Widths WidthsOf(const ModelConfig& config) {
   Widths w;
   w.d = static_cast<double>(config.hidden_size);
   const Architecture* a = ArchitectureOf(config.family);
-  const bool swiglu = a != nullptr && a->mlp == Architecture::Mlp::kSwiGlu;
+  const bool swiglu = a != nullptr && IsGated(a->mlp);
   w.mlp = static_cast<double>(config.intermediate_size) * (swiglu ? 2.0 : 1.0);
   const double head_dim = config.explicit_head_dim > 0 || config.num_heads > 0 ? static_cast<double>(config.head_dim()) : 0.0;
   w.q = static_cast<double>(config.num_heads) * head_dim;
   w.kv = static_cast<double>(config.num_kv_heads) * head_dim;
   w.heads = static_cast<double>(config.num_heads);
   w.rotary = HasRotary(config.family) && !config.ablations.no_position_encoding;
+  if (a != nullptr) {
+    w.norms = 0;
+    for (const char* name : {a->names.norm1, a->names.norm2, a->names.post_attention_norm, a->names.post_mlp_norm}) {
+      if (name != nullptr) w.norms += 1;
+    }
+    if (a->qk_norm != Architecture::QkNorm::kNone) w.qk_norms = w.q + w.kv;
+  }
   return w;
 }
 
@@ -758,7 +1286,7 @@ Widths WidthsOf(const ModelConfig& config) {
 
 double ReversePassElementsPerLayer(const ModelConfig& config, int64_t length) {
   const Widths w = WidthsOf(config);
-  return static_cast<double>(length) * (3.0 * w.d + 2.0 * w.q + 2.0 * w.kv + w.mlp + w.heads + 2.0);
+  return static_cast<double>(length) * ((1.0 + w.norms) * w.d + w.qk_norms + 2.0 * w.q + 2.0 * w.kv + w.mlp + w.heads + 2.0);
 }
 
 double ReversePassElementsPerRow(const ModelConfig& config, int64_t length) {

@@ -14,6 +14,23 @@
 //            per-head layout [heads, 3, head_dim], rotary on the first rotary_pct of each head's
 //            dimensions, exact-erf GELU MLP with biases, parallel (x + attn(ln1 x) + mlp(ln2 x)) or
 //            sequential residual, untied embed_out.
+//  - qwen3  (Qwen3ForCausalLM): llama's layout with q/k norms (an RMSNorm over head_dim on every
+//            head of q and k, before the rotary) and per-layer sliding windows (layer_types).
+//  - gemma  (GemmaForCausalLM): RMSNorm scaling by (1 + w), embeddings times sqrt(width) inside
+//            the embedding, GeGLU (tanh GELU on the gate, or the erf one as hidden_act says),
+//            tied output, explicit head_dim.
+//  - gemma2 (Gemma2ForCausalLM): gemma with sandwich norms, the attention scale
+//            query_pre_attn_scalar^-1/2, attention and final logit soft-capping, and sliding and
+//            full layers alternating.
+//  - gemma3_text (Gemma3ForCausalLM): gemma2's layout with (1 + w) q/k norms, no attention
+//            soft-capping (its modeling file passes none), and two rotary bases
+//            (rope_local_base_freq on sliding layers).
+//  - phi3   (Phi3ForCausalLM): llama with fused qkv_proj and gate_up_proj, partial rotary, a
+//            window on every layer and rope_scaling longrope.
+//  - olmo2  (Olmo2ForCausalLM): norms after the attention and the MLP (on the branch, before the
+//            residual add) and q/k norms over the whole projection.
+//  - granite (GraniteForCausalLM): llama with embedding, attention, residual and logits multipliers.
+//  - smollm3 (SmolLM3ForCausalLM): llama with NoPE layers (no_rope_layers) and per-layer windows.
 //  - cesaro : no weights; each layer is h <- (1 - alpha) h + alpha * causal-mean(h) (THEORY.md s1).
 //  - torchscript: a user's scripted module, forward(inputs_embeds [B, L, d]) -> hidden [B, L, d].
 #pragma once
@@ -27,7 +44,10 @@
 
 namespace posbias::models {
 
-enum class Family { kGpt2, kQwen2, kCesaro, kTorchScript, kLlama, kMistral, kGptNeoX };
+enum class Family {
+  kGpt2, kQwen2, kCesaro, kTorchScript, kLlama, kMistral, kGptNeoX,
+  kQwen3, kGemma, kGemma2, kGemma3, kPhi3, kOlmo2, kGranite, kSmolLm3,
+};
 
 // "gpt2", "qwen2", "cesaro", "torchscript", "llama", "mistral", "gpt_neox" (Hugging Face's model_type).
 std::string FamilyName(Family family);
@@ -38,18 +58,26 @@ std::string FamilyName(Family family);
 std::vector<std::string> BuiltFamilyNames();
 std::string BuiltFamiliesText();
 std::string HuggingFaceFamiliesText();
-// The rotary families (qwen2, llama, mistral, gpt_neox).
+// The rotary families (every decoder row but gpt2's), and their names as "qwen2, llama, ...".
 bool HasRotary(Family family);
+std::string RotaryFamiliesText();
 
 // Hugging Face's rope_scaling of the rotary frequencies: none, linear (every frequency divided by
-// factor), or llama3 (low frequencies divided by factor, high ones kept, a smooth ramp between,
-// as transformers' _compute_llama3_parameters).
+// factor), llama3 (low frequencies divided by factor, high ones kept, a smooth ramp between,
+// as transformers' _compute_llama3_parameters), or longrope (Phi-3: frequency i divided by
+// short_factor[i], or by long_factor[i] when the sequence is longer than the original length, and
+// cos and sin times an attention factor, as _compute_longrope_parameters).
 struct RopeScaling {
-  enum class Type { kNone, kLinear, kLlama3 } type = Type::kNone;
+  enum class Type { kNone, kLinear, kLlama3, kLongRope } type = Type::kNone;
   double factor = 1.0;
   double low_freq_factor = 1.0, high_freq_factor = 4.0;  // llama3.
-  int64_t original_max_positions = 8192;                  // llama3: original_max_position_embeddings.
+  int64_t original_max_positions = 8192;                  // llama3, longrope: original_max_position_embeddings.
+  std::vector<double> short_factor, long_factor;          // longrope: one per rotating frequency.
+  double attention_factor = 0;                            // longrope: 0 = sqrt(1 + ln s / ln original).
 };
+
+// Which attention a layer runs (Hugging Face's layer_types).
+enum class LayerAttention { kFull, kSliding };
 
 // Switches that isolate one ingredient of the theory each.
 struct Ablations {
@@ -69,7 +97,7 @@ struct ModelConfig {
   int64_t vocab_size = 50257;
   int64_t max_positions = 1024;
   double norm_eps = 1e-5;            // LayerNorm (GPT-2) or RMSNorm (Qwen2) epsilon.
-  double rope_theta = 1e6;           // Qwen2 only.
+  double rope_theta = 1e6;           // The rotary families' base.
   bool tie_embeddings = true;        // Output projection shares the token embedding.
   double initializer_range = 0.02;   // Standard deviation of the normal init.
   double cesaro_alpha = 0.5;         // Cesaro family only.
@@ -79,15 +107,38 @@ struct ModelConfig {
   bool attention_bias = false;       // llama: q, k, v and o biases.
   bool mlp_bias = false;             // llama: gate, up and down biases.
   RopeScaling rope_scaling;          // llama, mistral, gpt_neox.
-  int64_t sliding_window = 0;        // mistral: attention window w; 0 = full causal attention.
+  int64_t sliding_window = 0;        // Attention window w of the sliding layers; 0 = full causal attention.
   double rotary_pct = 1.0;           // gpt_neox: share of each head's dimensions that rotate.
   bool parallel_residual = true;     // gpt_neox: use_parallel_residual.
+  // Per-layer patterns, repeated when there are more layers than entries (an override of the
+  // depth keeps the pattern): which layers slide (empty: every layer, when sliding_window > 0) and
+  // which rotate (empty: every layer; smollm3's no_rope_layers).
+  std::vector<LayerAttention> layer_types;
+  std::vector<bool> rope_layers;
+  double rope_local_theta = 0;        // gemma3_text: sliding layers' base (no scaling); 0 = rope_theta.
+  double query_pre_attn_scalar = 0;   // gemma2, gemma3_text: the scale is its -1/2 power; 0 = head_dim.
+  double attention_multiplier = 0;   // granite: the attention's scale; 0 = as above.
+  double attn_logit_softcapping = 0;  // gemma2, gemma3_text: c tanh(S / c) on the scores; 0 = none.
+  double final_logit_softcapping = 0; // gemma2, gemma3_text: c tanh(z / c) on the logits; 0 = none.
+  double embedding_multiplier = 1;    // granite: on the embeddings inside the model.
+  double residual_multiplier = 1;     // granite: on each branch before the residual add.
+  double logits_scaling = 1;          // granite: the logits are divided by it.
+  bool exact_gelu = false;            // gemma*: hidden_act(ivation) "gelu", the erf GELU on the gate.
 
   int64_t head_dim() const { return explicit_head_dim > 0 ? explicit_head_dim : hidden_size / num_heads; }
   // The rotating dimensions of a head, int(head_dim * rotary_pct): head_dim but for gpt_neox, the
   // one family whose config.json reader sets rotary_pct (architecture.h: partial_rotary).
   int64_t rotary_dims() const { return static_cast<int64_t>(static_cast<double>(head_dim()) * rotary_pct); }
+  // Layer l's window (0: full causal attention) and whether it rotates (before ablations).
+  int64_t WindowOf(int64_t layer) const;
+  bool RotatesAt(int64_t layer) const;
+  // The attention's scale: attention_multiplier, else query_pre_attn_scalar^-1/2, else head_dim^-1/2.
+  double AttentionScale() const;
 };
+
+// The factor on the rotary cos and sin: longrope's attention factor (the config's, else
+// transformers' sqrt(1 + ln factor / ln original) when the factor exceeds 1), else 1.
+double RotaryScaleOf(const ModelConfig& config);
 
 // Field overrides on top of a preset (flags of posbias-measure, RegisterModel overrides).
 struct ConfigOverrides {
@@ -143,7 +194,7 @@ double ReversePassElementsPerLayer(const ModelConfig& config, int64_t length);
 // twice for SwiGLU, beside two rows at d) and the norms' (six at d).
 double ReversePassElementsPerRow(const ModelConfig& config, int64_t length);
 
-// Reads a Hugging Face config.json (model_type gpt2, qwen2, llama, mistral or gpt_neox). A key
+// Reads a Hugging Face config.json (model_type: HuggingFaceFamiliesText()). A key
 // that changes the computation and is not built (rope_scaling yarn/dynamic/..., logit
 // soft-capping, another hidden_act, qwen2's use_sliding_window) is UNIMPLEMENTED naming the key and
 // the supported values; an unknown model_type is INVALID_MODEL_FILE listing the families.

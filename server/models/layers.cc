@@ -50,16 +50,18 @@ torch::Dtype AtLeastFloat32(torch::Dtype dtype) {
   return dtype == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
 }
 
-torch::Tensor CausalAttention(torch::Tensor q, torch::Tensor k, torch::Tensor v, bool uniform,
-                              bool detach_probabilities, int64_t window) {
+torch::Tensor CausalAttention(torch::Tensor q, torch::Tensor k, torch::Tensor v, const AttentionRule& rule) {
   const int64_t groups = q.size(1) / k.size(1);
+  const int64_t window = rule.window;
   if (!torch::GradMode::is_enabled()) {
     // No graph: in blocks, O(L) memory (reverse_pass.h), one sequence of the batch at a time.
     const int64_t batch = q.size(0), kv = k.size(1), length = q.size(2), hd = q.size(3);
     std::vector<torch::Tensor> outputs;
     reverse::BlockedAttentionOptions blocked;
-    blocked.uniform = uniform;
+    blocked.uniform = rule.uniform;
     blocked.window = window;
+    blocked.scale = rule.scale;
+    blocked.softcap = rule.softcap;
     for (int64_t b = 0; b < batch; ++b) {
       auto out = reverse::BlockedCausalAttention(q[b].reshape({kv, groups, length, hd}), k[b].contiguous(),
                                                  v[b].contiguous(), blocked);
@@ -73,7 +75,7 @@ torch::Tensor CausalAttention(torch::Tensor q, torch::Tensor k, torch::Tensor v,
   }
   const int64_t length = q.size(2);
   const bool windowed = window > 0 && window < length;
-  if (uniform) {
+  if (rule.uniform) {
     auto counts = torch::arange(1, length + 1, v.options()).view({1, 1, length, 1});
     auto sums = torch::cumsum(v, 2);
     if (!windowed) return sums / counts;
@@ -81,20 +83,41 @@ torch::Tensor CausalAttention(torch::Tensor q, torch::Tensor k, torch::Tensor v,
     auto earlier = torch::cat({torch::zeros_like(sums.narrow(2, 0, window)), sums.narrow(2, 0, length - window)}, 2);
     return (sums - earlier) / counts.clamp_max(static_cast<double>(window));
   }
-  auto scores = torch::matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(q.size(-1)));
+  const double scale = rule.scale > 0 ? rule.scale : 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
+  auto scores = torch::matmul(q, k.transpose(-2, -1)) * scale;
+  if (rule.softcap > 0) scores = torch::tanh(scores / rule.softcap) * rule.softcap;
   auto mask = torch::ones({length, length}, torch::dtype(torch::kBool).device(q.device())).triu(1);
   if (windowed) mask = mask.logical_or(torch::ones_like(mask).tril(-window));
   scores = scores.masked_fill(mask, -std::numeric_limits<float>::infinity());
   auto probs = torch::softmax(scores.to(AtLeastFloat32(q.scalar_type())), -1).to(q.dtype());
-  return torch::matmul(detach_probabilities ? probs.detach() : probs, v);
+  return torch::matmul(rule.detach_probabilities ? probs.detach() : probs, v);
 }
 
-torch::Tensor RotaryInverseFrequencies(const ModelConfig& config, int64_t dim, const torch::TensorOptions& options) {
-  auto inv_freq = 1.0 / torch::pow(config.rope_theta, torch::arange(0, dim, 2, options) / static_cast<double>(dim));
+namespace {
+
+// Whether layer `layer` uses the local base (a family with two bases, on a sliding layer).
+bool LocalRope(const ModelConfig& config, int64_t layer) {
+  return config.rope_local_theta > 0 && config.WindowOf(layer) > 0;
+}
+
+}  // namespace
+
+double RotaryScale(const ModelConfig& config) { return RotaryScaleOf(config); }
+
+torch::Tensor RotaryInverseFrequencies(const ModelConfig& config, int64_t layer, int64_t length, int64_t dim,
+                                       const torch::TensorOptions& options) {
+  const bool local = LocalRope(config, layer);
+  const double theta = local ? config.rope_local_theta : config.rope_theta;
+  auto inv_freq = 1.0 / torch::pow(theta, torch::arange(0, dim, 2, options) / static_cast<double>(dim));
+  if (local) return inv_freq;
   const auto& scaling = config.rope_scaling;
   switch (scaling.type) {
     case RopeScaling::Type::kNone: return inv_freq;
     case RopeScaling::Type::kLinear: return inv_freq / scaling.factor;
+    case RopeScaling::Type::kLongRope: {
+      const auto& factors = length > scaling.original_max_positions ? scaling.long_factor : scaling.short_factor;
+      return inv_freq / torch::tensor(factors, torch::dtype(torch::kFloat64)).to(options);
+    }
     case RopeScaling::Type::kLlama3: break;
   }
   const double old_length = static_cast<double>(scaling.original_max_positions);
@@ -108,11 +131,13 @@ torch::Tensor RotaryInverseFrequencies(const ModelConfig& config, int64_t dim, c
   return torch::where(medium, smoothed, scaled);
 }
 
-torch::Tensor ApplyRotary(const torch::Tensor& x, const torch::Tensor& inverse_frequencies) {
+torch::Tensor ApplyRotary(const torch::Tensor& x, const torch::Tensor& inverse_frequencies, double scale) {
   const int64_t length = x.size(2);
   auto freqs = torch::outer(torch::arange(length, inverse_frequencies.options()), inverse_frequencies);
   auto emb = torch::cat({freqs, freqs}, -1);
-  auto cos = emb.cos().to(x.dtype()), sin = emb.sin().to(x.dtype());
+  auto cos = emb.cos(), sin = emb.sin();
+  if (scale != 1.0) cos = cos * scale, sin = sin * scale;
+  cos = cos.to(x.dtype()), sin = sin.to(x.dtype());
   auto halves = x.chunk(2, -1);
   auto rotated = torch::cat({-halves[1], halves[0]}, -1);
   return x * cos + rotated * sin;
@@ -154,7 +179,7 @@ std::vector<std::pair<std::string, torch::Tensor>> Named(torch::nn::Module& modu
 }
 
 std::string InitializeWeights(torch::nn::Module& module, const ModelConfig& config, uint64_t seed,
-                              const std::vector<std::string>& scaled_projections) {
+                              const std::vector<std::string>& scaled_projections, bool one_plus_norms) {
   Initializer init(seed);
   const double projection_std = config.initializer_range / std::sqrt(2.0 * config.num_layers);
   const auto ends_with = [](const std::string& name, const std::string& tail) {
@@ -165,7 +190,7 @@ std::string InitializeWeights(torch::nn::Module& module, const ModelConfig& conf
     const bool is_bias = ends_with(name, "bias");
     const bool is_norm = name.find("ln_") != std::string::npos || name.find("norm") != std::string::npos;
     if (is_norm) {
-      if (is_bias) tensor.zero_(); else tensor.fill_(1.0);
+      if (is_bias || one_plus_norms) tensor.zero_(); else tensor.fill_(1.0);
     } else if (is_bias) {
       tensor.zero_();
     } else {
@@ -178,7 +203,7 @@ std::string InitializeWeights(torch::nn::Module& module, const ModelConfig& conf
   std::sort(scaled_names.begin(), scaled_names.end());
   scaled_names.erase(std::unique(scaled_names.begin(), scaled_names.end()), scaled_names.end());
   return absl::StrCat("huggingface-", FamilyName(config.family), ": normal(0, ",
-                      config.initializer_range, ") weights and embeddings, zero biases, unit norms",
+                      config.initializer_range, ") weights and embeddings, zero biases, ", one_plus_norms ? "zero (1 + w) norms" : "unit norms",
                       scaled_names.empty() ? "" : absl::StrCat(", ", absl::StrJoin(scaled_names, ", "), " normal(0, range / sqrt(2 H))"),
                       "; CPU generator seed ", seed, "; parameters in Hugging Face name order");
 }

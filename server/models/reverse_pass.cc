@@ -35,12 +35,15 @@ struct NormSaved {
   Tensor x_hat;  // [L, d], stats dtype.
   Tensor rstd;   // [L, 1], stats dtype.
   NormSaved Rows(int64_t first, int64_t count) const {
+    if (!x_hat.defined()) return {};
     return {x_hat.narrow(0, first, count), rstd.narrow(0, first, count)};
   }
 };
 
 // The same operations as the models' forward pass (torch::nn::LayerNorm, Qwen2's RmsNorm).
+// An absent norm is the identity (nothing saved).
 Tensor NormForward(const Norm& norm, const Tensor& x, NormSaved* saved) {
+  if (!norm.present()) return x;
   const auto stats = StatsDtype(x.scalar_type());
   auto x32 = x.to(stats);
   if (norm.kind == Norm::Kind::kLayerNorm) {
@@ -57,6 +60,7 @@ Tensor NormForward(const Norm& norm, const Tensor& x, NormSaved* saved) {
 
 // dx = rstd (g - mean(g) - x_hat mean(g x_hat)) with g = dy * weight; RMSNorm has no mean(g).
 Tensor NormBackward(const Norm& norm, const NormSaved& saved, const Tensor& dy) {
+  if (!norm.present()) return dy;
   auto g = (dy * norm.weight).to(saved.x_hat.scalar_type());
   auto projection = (g * saved.x_hat).mean(-1, /*keepdim=*/true);
   auto dx = norm.kind == Norm::Kind::kLayerNorm ? g - g.mean(-1, /*keepdim=*/true) : std::move(g);
@@ -67,10 +71,12 @@ Tensor NormBackward(const Norm& norm, const NormSaved& saved, const Tensor& dy) 
 // ---- rotary position embedding ---------------------------------------------------------------
 
 // cos, sin [L, rotary_dims] exactly as the families' forward pass builds them (layers::ApplyRotary).
-std::pair<Tensor, Tensor> RotaryTables(int64_t length, const Tensor& inv_freq, const Tensor& like) {
+// Times `scale` (longrope's attention factor).
+std::pair<Tensor, Tensor> RotaryTables(int64_t length, const Tensor& inv_freq, double scale, const Tensor& like) {
   auto freqs = torch::outer(torch::arange(length, inv_freq.options()), inv_freq);
   auto emb = torch::cat({freqs, freqs}, -1);
-  return {emb.cos().to(like.dtype()), emb.sin().to(like.dtype())};
+  if (scale == 1.0) return {emb.cos().to(like.dtype()), emb.sin().to(like.dtype())};
+  return {(emb.cos() * scale).to(like.dtype()), (emb.sin() * scale).to(like.dtype())};
 }
 
 // x * cos + rotate_half(x) * sin, rotate_half(x) = (-x2, x1), on the first cos.size(-1) dims.
@@ -97,14 +103,14 @@ Tensor RotateBackward(const Tensor& dy, const Tensor& cos, const Tensor& sin) {
 // ---- attention in blocks ---------------------------------------------------------------------
 
 struct LayerSaved {
-  NormSaved norm1, norm2;
+  NormSaved norm1, norm2, post_attention, post_mlp, q_norm, k_norm;
   // Rotated queries [kvH, G, L, hd] (query head h = kv * G + g, as Hugging Face's
   // repeat_interleave pairs them), rotated keys and values [kvH, L, hd] (not repeated), the
   // attention's output per head [kvH, G, L, hd] and the log-sum-exp of each query's scores
   // [kvH, G, L] (stats dtype; undefined for uniform attention without a window).
   Tensor q, k, v, out, lse;
-  // MLP derivatives, [L, m]. GELU: gelu'(pre-activation) in `mlp_a`. SwiGLU: d/d gate of
-  // silu(gate) * up in `mlp_a` (= up * silu'(gate)), d/d up in `mlp_b` (= silu(gate)).
+  // MLP derivatives, [L, m]. GELU: gelu'(pre-activation) in `mlp_a`. Gated (SwiGLU, GeGLU): d/d
+  // gate of act(gate) * up in `mlp_a` (= up * act'(gate)), d/d up in `mlp_b` (= act(gate)).
   Tensor mlp_a, mlp_b;
 };
 
@@ -162,17 +168,31 @@ class BlockScratch {
   std::vector<Tensor> slots_;
 };
 
-// Scores of the query rows q [kvH, G, Bq, hd] against keys [kvH, Bk, hd], stats dtype, scaled,
-// hidden keys at -inf: [kvH, G, Bq, Bk], in `scratch`'s slot 0. Uniform attention: zeros (then masked).
-Tensor BlockScores(bool uniform, const Tensor& q, const Tensor& k, const Tensor& hidden, torch::Dtype stats,
+// How a block's scores are formed: S = scale q k^T (scale 0: head_dim^-1/2), then c tanh(S / c)
+// when softcap c > 0; uniform attention: zeros.
+struct ScoreRule {
+  bool uniform = false;
+  double scale = 0, softcap = 0;
+};
+
+// Scores of the query rows q [kvH, G, Bq, hd] against keys [kvH, Bk, hd], stats dtype, hidden keys
+// at -inf: [kvH, G, Bq, Bk], in `scratch`'s slot 0. With soft-capping, tanh(S / c) stays in slot 5
+// (the reverse pass's 1 - tanh^2).
+Tensor BlockScores(const ScoreRule& rule, const Tensor& q, const Tensor& k, const Tensor& hidden, torch::Dtype stats,
                    BlockScratch& scratch) {
   const int64_t kv = q.size(0), groups = q.size(1), rows = q.size(2), hd = q.size(3), keys = k.size(1);
   Tensor scores;
-  if (uniform) {
+  if (rule.uniform) {
     scores = scratch.Take(0, {kv, groups, rows, keys}, q.options().dtype(stats)).zero_();
   } else {
+    const double scale = rule.scale > 0 ? rule.scale : 1.0 / std::sqrt(static_cast<double>(hd));
     scores = scratch.Bmm(0, q.reshape({kv, groups * rows, hd}), k.transpose(1, 2)).view({kv, groups, rows, keys});
-    scores = scores.to(stats).mul_(1.0 / std::sqrt(static_cast<double>(hd)));
+    scores = scores.to(stats).mul_(scale);
+    if (rule.softcap > 0) {
+      auto t = scratch.Take(5, scores.sizes(), scores.options());
+      torch::tanh_out(t, scores.mul_(1.0 / rule.softcap));
+      scores.copy_(t).mul_(rule.softcap);
+    }
   }
   if (hidden.defined()) scores.masked_fill_(hidden, -std::numeric_limits<double>::infinity());
   return scores;
@@ -210,8 +230,8 @@ Tensor BlockedCausalAttention(const Tensor& q, const Tensor& k, const Tensor& v,
     const KeyRange keys = KeysOf(i0, i1, window, block);
     for (int64_t j0 = keys.first_block; j0 < keys.end; j0 += block) {
       const int64_t j1 = std::min(keys.end, j0 + block);
-      auto scores = BlockScores(uniform, q_block, k.narrow(1, j0, j1 - j0), HiddenKeys(i0, i1, j0, j1, window, q.device()),
-                                stats, scratch);
+      auto scores = BlockScores({uniform, options.scale, options.softcap}, q_block, k.narrow(1, j0, j1 - j0),
+                                HiddenKeys(i0, i1, j0, j1, window, q.device()), stats, scratch);
       auto next = torch::maximum(maximum, std::get<0>(scores.max(-1, /*keepdim=*/true)));
       // A row with every key of the blocks so far hidden keeps -inf: its terms are exp(-inf) = 0.
       auto shift = torch::where(torch::isinf(next), torch::zeros_like(next), next);
@@ -232,17 +252,32 @@ Tensor BlockedCausalAttention(const Tensor& q, const Tensor& k, const Tensor& v,
 
 namespace {
 
+// The projection x [L, heads * hd] through a q/k norm: over each head's hd, or the whole width.
+Tensor QkNormForward(const Attention& w, const Norm& norm, const Tensor& x, int64_t heads, NormSaved* saved) {
+  if (!norm.present()) return x;
+  if (!w.qk_norm_per_head) return NormForward(norm, x, saved);
+  return NormForward(norm, x.view({x.size(0), heads, -1}), saved).reshape({x.size(0), -1});
+}
+
 Tensor AttentionForward(const Attention& w, const Rotary& rotary, const Tensor& x, int64_t block, LayerSaved* saved,
                         const std::function<bool()>* between_blocks) {
   const int64_t length = x.size(0), kv = w.kv_heads, groups = w.heads / w.kv_heads;
-  auto q = HeadsOf(Forward(w.q, x), kv, groups);
-  auto k = HeadsOf(Forward(w.k, x), kv, 1).squeeze(1);
+  auto q = HeadsOf(QkNormForward(w, w.q_norm, Forward(w.q, x), w.heads, &saved->q_norm), kv, groups);
+  auto k = HeadsOf(QkNormForward(w, w.k_norm, Forward(w.k, x), kv, &saved->k_norm), kv, 1).squeeze(1);
   auto v = HeadsOf(Forward(w.v, x), kv, 1).squeeze(1).contiguous();
   if (rotary.cos.defined()) q = Rotate(q, rotary.cos, rotary.sin), k = Rotate(k, rotary.cos, rotary.sin);
   saved->q = q.contiguous();
   saved->k = k.contiguous();
   saved->v = v;
-  saved->out = BlockedCausalAttention(saved->q, saved->k, v, {w.uniform, w.window, block, &saved->lse, between_blocks});
+  BlockedAttentionOptions options;
+  options.uniform = w.uniform;
+  options.window = w.window;
+  options.scale = w.scale;
+  options.softcap = w.softcap;
+  options.block = block;
+  options.lse = &saved->lse;
+  options.between_blocks = between_blocks;
+  saved->out = BlockedCausalAttention(saved->q, saved->k, v, options);
   if (!saved->out.defined()) return Tensor();  // Stopped between blocks.
   // [kvH, G, L, hd] -> [L, heads * hd].
   return Forward(w.o, saved->out.permute({2, 0, 1, 3}).reshape({length, -1}));
@@ -254,21 +289,35 @@ int64_t ReverseBlock(const GradientOptions& options, int64_t heads, int64_t rows
   return CpuReverseAttentionBlock(heads, rows, length);
 }
 
+// d(normed projection) [K, R, heads * hd] -> d(projection), through the q/k norm of rows first...
+Tensor QkNormBackward(const Attention& w, const Norm& norm, const NormSaved& saved, const Tensor& dy, int64_t heads,
+                      int64_t first) {
+  if (!norm.present()) return dy;
+  const NormSaved rows = saved.Rows(first, dy.size(1));
+  if (!w.qk_norm_per_head) return NormBackward(norm, rows, dy);
+  return NormBackward(norm, rows, dy.view({dy.size(0), dy.size(1), heads, -1})).reshape(dy.sizes());
+}
+
 // dx = dV Wv + dK Wk over all L positions, + dQ Wq on the cotangent rows first.. (dv [kvH, L, K, hd],
-// dk [kvH, K, L, hd], dq [kvH, G, R, K, hd]; dk and dq undefined for the value pathway). Each
-// gradient is released once it is used (at long L each is K L kv_heads hd elements).
-Tensor ProjectionsBackward(const Attention& w, Tensor dv, Tensor dk, Tensor dq, int64_t first) {
+// dk [kvH, K, L, hd], dq [kvH, G, R, K, hd]; dk and dq undefined for the value pathway), the q/k
+// norms' transposes between. Each gradient is released once it is used (at long L each is
+// K L kv_heads hd elements).
+Tensor ProjectionsBackward(const Attention& w, const LayerSaved& saved, Tensor dv, Tensor dk, Tensor dq, int64_t first) {
   const int64_t kv = dv.size(0), length = dv.size(1), batch = dv.size(2), hd = dv.size(3);
   auto dx = torch::mm(dv.permute({2, 1, 0, 3}).reshape({batch * length, kv * hd}), w.v.back);
   dv.reset();
-  if (dk.defined()) dx.addmm_(dk.permute({1, 2, 0, 3}).reshape({batch * length, kv * hd}), w.k.back);
-  dk.reset();
+  if (dk.defined()) {
+    auto dk_rows = QkNormBackward(w, w.k_norm, saved.k_norm, dk.permute({1, 2, 0, 3}).reshape({batch, length, kv * hd}), kv, 0);
+    dk.reset();
+    dx.addmm_(dk_rows.view({batch * length, kv * hd}), w.k.back);
+  }
   dx = dx.view({batch, length, -1});
   if (dq.defined()) {
     const int64_t rows = dq.size(2);
-    auto dq_rows = dq.permute({3, 2, 0, 1, 4}).reshape({batch * rows, w.heads * hd});
+    auto dq_rows = QkNormBackward(w, w.q_norm, saved.q_norm, dq.permute({3, 2, 0, 1, 4}).reshape({batch, rows, w.heads * hd}),
+                                  w.heads, first);
     dq.reset();
-    dx.narrow(1, first, rows).add_(torch::mm(dq_rows, w.q.back).view({batch, rows, -1}));
+    dx.narrow(1, first, rows).add_(torch::mm(dq_rows.view({batch * rows, w.heads * hd}), w.q.back).view({batch, rows, -1}));
   }
   return dx;
 }
@@ -300,7 +349,9 @@ Tensor AttentionBackward(const Attention& w, const Rotary& rotary, const LayerSa
     if (first > 0) dv.narrow(1, 0, first).copy_(suffix.narrow(1, 0, 1).expand({kv, first, batch, hd}));
   } else {
     const int64_t block = ReverseBlock(options, w.heads, batch, length);
-    const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
+    const double scale = w.scale > 0 ? w.scale : 1.0 / std::sqrt(static_cast<double>(hd));
+    const ScoreRule rule{w.uniform, w.scale, w.softcap};
+    const bool capped = w.softcap > 0 && !w.uniform;
     BlockScratch scratch;
     for (int64_t r0 = 0; r0 < rows; r0 += block) {
       const int64_t r1 = std::min(rows, r0 + block), count = r1 - r0, i0 = first + r0, i1 = first + r1;
@@ -316,7 +367,7 @@ Tensor AttentionBackward(const Attention& w, const Rotary& rotary, const LayerSa
         // A long row of key blocks beats in groups too (the query block's end beats below).
         if (++pairs % kBlocksPerHeartbeat == 0 && options.between_blocks && !options.between_blocks()) return Tensor();
         auto k_block = saved.k.narrow(1, j0, width);
-        auto p = BlockScores(w.uniform, q_block, k_block, HiddenKeys(i0, i1, j0, j1, w.window, dy.device()), stats, scratch)
+        auto p = BlockScores(rule, q_block, k_block, HiddenKeys(i0, i1, j0, j1, w.window, dy.device()), stats, scratch)
                      .sub_(lse)
                      .exp_();
         auto p_c = p.to(dtype);                                            // [kvH, G, Bq, Bk]
@@ -325,7 +376,9 @@ Tensor AttentionBackward(const Attention& w, const Rotary& rotary, const LayerSa
                                                  d_o.view({kv, groups * count, batch * hd}))
                                          .view({kv, width, batch, hd}));
         if (!scores) continue;
-        // dP = dO V^T; dS = P (dP - D) / sqrt(hd): [kvH, G, Bq, K, Bk].
+        // dP = dO V^T; dS = P (dP - D) scale: [kvH, G, Bq, K, Bk]; soft-capping's derivative
+        // 1 - tanh^2(S / c) between (scratch slot 5 holds the block's tanh).
+        if (capped) p.mul_(scratch.Take(5, p.sizes(), p.options()).pow(2).neg_().add_(1));
         auto d_p = scratch.Bmm(2, d_o.view({kv, groups * count * batch, hd}), saved.v.narrow(1, j0, width).transpose(1, 2))
                        .view({kv, groups, count, batch, width})
                        .to(stats);
@@ -346,7 +399,23 @@ Tensor AttentionBackward(const Attention& w, const Rotary& rotary, const LayerSa
              .transpose(2, 3);
     dk = RotateBackward(dk, rotary.cos, rotary.sin);
   }
-  return ProjectionsBackward(w, std::move(dv), std::move(dk), std::move(dq), first);
+  return ProjectionsBackward(w, saved, std::move(dv), std::move(dk), std::move(dq), first);
+}
+
+// gelu(u) = u Phi(u): gelu'(u) = Phi(u) + u phi(u), formed in place.
+Tensor GeluErfDerivative(const Tensor& u) {
+  auto derivative = u.mul(M_SQRT1_2).erf_().add_(1).mul_(0.5);                              // Phi(u)
+  return derivative.add_(u.pow(2).mul_(-0.5).exp_().mul_(u).mul_(M_2_SQRTPI * M_SQRT1_2 * 0.5));  // + u phi(u)
+}
+
+// gelu(u) = u/2 (1 + t), t = tanh(c (u + a u^3)), c = sqrt(2 / pi), a = 0.044715:
+// gelu'(u) = (1 + t) / 2 + u/2 (1 - t^2) c (1 + 3 a u^2), formed in place.
+Tensor GeluTanhDerivative(const Tensor& u) {
+  const double c = std::sqrt(2.0 / M_PI), a = 0.044715;
+  auto t = u.pow(3).mul_(a).add_(u).mul_(c).tanh_();
+  auto derivative = t.pow(2).neg_().add_(1);                 // 1 - t^2
+  derivative.mul_(u.pow(2).mul_(3 * a).add_(1)).mul_(u).mul_(0.5 * c);
+  return derivative.add_(t.add_(1).mul_(0.5));               // + (1 + t) / 2
 }
 
 // The derivatives are formed in place, a few [L, m] temporaries at a time (a full expression
@@ -354,29 +423,23 @@ Tensor AttentionBackward(const Attention& w, const Rotary& rotary, const LayerSa
 Tensor MlpForward(const Mlp& w, const Tensor& x, LayerSaved* saved) {
   const auto stats = StatsDtype(x.scalar_type());
   if (w.kind == Mlp::Kind::kGeluErf) {
-    // gelu(u) = u Phi(u): gelu'(u) = Phi(u) + u phi(u).
     auto pre = Forward(w.in, x);
-    auto u = pre.to(stats);
-    auto derivative = u.mul(M_SQRT1_2).erf_().add_(1).mul_(0.5);                       // Phi(u)
-    derivative.add_(u.pow(2).mul_(-0.5).exp_().mul_(u).mul_(M_2_SQRTPI * M_SQRT1_2 * 0.5));  // + u phi(u)
-    saved->mlp_a = derivative.to(x.dtype());
+    saved->mlp_a = GeluErfDerivative(pre.to(stats)).to(x.dtype());
     return Forward(w.out, torch::gelu(pre));
   }
   if (w.kind == Mlp::Kind::kGeluTanh) {
     auto pre = Forward(w.in, x);
-    // gelu(u) = u/2 (1 + t), t = tanh(c (u + a u^3)), c = sqrt(2 / pi), a = 0.044715:
-    // gelu'(u) = (1 + t) / 2 + u/2 (1 - t^2) c (1 + 3 a u^2).
-    const double c = std::sqrt(2.0 / M_PI), a = 0.044715;
-    auto u = pre.to(stats);
-    auto t = u.pow(3).mul_(a).add_(u).mul_(c).tanh_();
-    auto derivative = t.pow(2).neg_().add_(1);                 // 1 - t^2
-    derivative.mul_(u.pow(2).mul_(3 * a).add_(1)).mul_(u).mul_(0.5 * c);
-    derivative.add_(t.add_(1).mul_(0.5));                      // + (1 + t) / 2
-    saved->mlp_a = derivative.to(x.dtype());
+    saved->mlp_a = GeluTanhDerivative(pre.to(stats)).to(x.dtype());
     return Forward(w.out, torch::gelu(pre, "tanh"));
   }
   auto gate = Forward(w.gate, x), up = Forward(w.in, x);
   auto g = gate.to(stats);
+  if (w.kind == Mlp::Kind::kGeGluTanh || w.kind == Mlp::Kind::kGeGluErf) {
+    const bool exact = w.kind == Mlp::Kind::kGeGluErf;
+    saved->mlp_a = (exact ? GeluErfDerivative(g) : GeluTanhDerivative(g)).mul_(up.to(stats)).to(x.dtype());
+    saved->mlp_b = torch::gelu(gate, exact ? "none" : "tanh");
+    return Forward(w.out, saved->mlp_b * up);
+  }
   auto sigma = torch::sigmoid(g);
   // d/d gate of silu(gate) * up = up * sigma (1 + g (1 - sigma)).
   saved->mlp_a = sigma.neg().add_(1).mul_(g).add_(1).mul_(sigma).mul_(up.to(stats)).to(x.dtype());
@@ -384,11 +447,14 @@ Tensor MlpForward(const Mlp& w, const Tensor& x, LayerSaved* saved) {
   return Forward(w.out, saved->mlp_b * up);
 }
 
+// Whether the MLP multiplies an activated gate by an up projection (SwiGLU, GeGLU).
+bool Gated(const Mlp& w) { return w.kind != Mlp::Kind::kGeluTanh && w.kind != Mlp::Kind::kGeluErf; }
+
 // dy [K, R, d] on rows first.. -> d x [K, R, d].
 Tensor MlpBackward(const Mlp& w, const LayerSaved& saved, const Tensor& dy, int64_t first) {
   const int64_t rows = dy.size(1);
   auto dz = Backward(w.out, dy);  // [K, R, m]
-  if (w.kind != Mlp::Kind::kSwiGlu) return Backward(w.in, dz.mul_(saved.mlp_a.narrow(0, first, rows)));
+  if (!Gated(w)) return Backward(w.in, dz.mul_(saved.mlp_a.narrow(0, first, rows)));
   auto d_gate = dz * saved.mlp_a.narrow(0, first, rows);
   auto d_up = dz.mul_(saved.mlp_b.narrow(0, first, rows));
   const int64_t m = dz.size(2);
@@ -399,7 +465,7 @@ Tensor MlpBackward(const Mlp& w, const LayerSaved& saved, const Tensor& dy, int6
 
 // schedule.h's rule for this MLP: whether its per-position Jacobians cost less than K row products.
 bool MlpJacobiansPay(const Mlp& w, int64_t rows, int64_t d) {
-  return models::MlpJacobiansPay(rows, d, w.out.back.size(1), w.kind == Mlp::Kind::kSwiGlu);
+  return models::MlpJacobiansPay(rows, d, w.out.back.size(1), Gated(w));
 }
 
 // dy [K, R, d] on rows first.. -> dx [K, R, d] through C_i = out.back (a_i * W1 + b_i * W2): the
@@ -408,7 +474,7 @@ bool MlpJacobiansPay(const Mlp& w, int64_t rows, int64_t d) {
 // x B [m, (positions, d)], applied to all K rows of a position as one product.
 Tensor MlpBackwardByJacobians(const Mlp& w, const LayerSaved& saved, const Tensor& dy, int64_t first) {
   const int64_t rows = dy.size(1), d = dy.size(2), m = w.out.back.size(1);
-  const bool swiglu = w.kind == Mlp::Kind::kSwiGlu;
+  const bool swiglu = Gated(w);
   const Tensor& w1 = swiglu ? w.gate.back : w.in.back;  // [m, d]
   constexpr int64_t kBlockBytes = int64_t{128} << 20;
   const int64_t block = std::clamp<int64_t>(kBlockBytes / (m * d * dy.element_size()), 1, rows);
@@ -430,10 +496,14 @@ Tensor LayerForward(const Layer& w, const Rotary& rotary, const Tensor& h, int64
                     const std::function<bool()>* between_blocks = nullptr) {
   auto attention = AttentionForward(w.attention, rotary, NormForward(w.norm1, h, &saved->norm1), block, saved, between_blocks);
   if (!attention.defined()) return Tensor();
-  auto x = h + attention;
+  attention = NormForward(w.post_attention_norm, attention, &saved->post_attention);
+  const double r = w.residual_multiplier;
+  auto x = r == 1.0 ? h + attention : h + attention * r;
   if (!w.has_mlp) return x;
   // Parallel: the MLP reads the layer's input, not the attention's sum.
-  return x + MlpForward(w.mlp, NormForward(w.norm2, w.parallel_residual ? h : x, &saved->norm2), saved);
+  auto mlp = NormForward(w.post_mlp_norm, MlpForward(w.mlp, NormForward(w.norm2, w.parallel_residual ? h : x, &saved->norm2), saved),
+                         &saved->post_mlp);
+  return r == 1.0 ? x + mlp : x + mlp * r;
 }
 
 // Cotangents dy [K, R, d] on the layer's output rows first..L-1 -> [K, L, d] on its input, in
@@ -442,10 +512,18 @@ Tensor LayerBackward(const Layer& w, const Rotary& rotary, const LayerSaved& sav
                      const GradientOptions& options) {
   const int64_t total = dy.size(0), rows = dy.size(1), d = dy.size(2), length = saved.v.size(1);
   const int64_t step = options.rows_per_product > 0 ? std::min(options.rows_per_product, total) : total;
+  const double r = w.residual_multiplier;
+  // The cotangent on a branch's output before its post norm (the residual's multiplier and the
+  // post norm's transpose).
+  const auto into_branch = [r](const Norm& post, const NormSaved& saved_rows, const Tensor& g) {
+    return NormBackward(post, saved_rows, r == 1.0 ? g : g * r);
+  };
   using MlpJacobians = GradientOptions::MlpJacobians;
   const bool jacobians = w.has_mlp && (options.mlp_jacobians == MlpJacobians::kOn ||
                                        (options.mlp_jacobians == MlpJacobians::kAuto && MlpJacobiansPay(w.mlp, total, d)));
-  Tensor mlp_all = jacobians ? MlpBackwardByJacobians(w.mlp, saved, dy, first) : Tensor();
+  const NormSaved post_mlp_rows = saved.post_mlp.Rows(first, rows);
+  Tensor mlp_all = jacobians ? MlpBackwardByJacobians(w.mlp, saved, into_branch(w.post_mlp_norm, post_mlp_rows, dy), first)
+                             : Tensor();
   Tensor out = step < total ? torch::empty({total, length, d}, dy.options()) : Tensor();
   for (int64_t start = 0; start < total; start += step) {
     const int64_t count = std::min(step, total - start);
@@ -453,12 +531,17 @@ Tensor LayerBackward(const Layer& w, const Rotary& rotary, const LayerSaved& sav
     Tensor dh = g, d_mlp_input;  // dh: on the attention's output (sequential: through the MLP too).
     if (w.has_mlp) {
       d_mlp_input = NormBackward(w.norm2, saved.norm2.Rows(first, rows),
-                                 jacobians ? mlp_all.narrow(0, start, count) : MlpBackward(w.mlp, saved, g, first));
+                                 jacobians ? mlp_all.narrow(0, start, count)
+                                           : MlpBackward(w.mlp, saved, into_branch(w.post_mlp_norm, post_mlp_rows, g), first));
       // Sequential: the MLP's part joins dh now and is not kept beside it.
-      if (!w.parallel_residual) dh = d_mlp_input.add_(g), d_mlp_input = Tensor();
+      if (!w.parallel_residual) {
+        // An absent pre-norm hands back the cotangent itself: add into a copy, not into dy.
+        dh = w.norm2.present() ? d_mlp_input.add_(g) : d_mlp_input + g;
+        d_mlp_input = Tensor();
+      }
     }
-    auto d_attention = AttentionBackward(w.attention, rotary, saved, dh, first, options.detach_attention_probabilities,
-                                         options);
+    auto d_attention = AttentionBackward(w.attention, rotary, saved, into_branch(w.post_attention_norm, saved.post_attention.Rows(first, rows), dh),
+                                         first, options.detach_attention_probabilities, options);
     if (!d_attention.defined()) return Tensor();  // Stopped between blocks.
     auto dx = NormBackward(w.norm1, saved.norm1, d_attention);
     dx.narrow(1, first, rows).add_(dh);
@@ -478,18 +561,32 @@ class PreparedPass final : public InputReversePass {
     torch::NoGradGuard no_grad;
     // Positions after the target cannot reach it (causal attention): the pass stops there.
     auto h = inputs_embeds.squeeze(0).narrow(0, 0, target).contiguous();
+    if (stack_.input_scale != 1.0) h = h * stack_.input_scale;
     length_ = target;
-    const auto& first = stack_.layers.front().attention;
-    if (first.rotary_inv_freq.defined()) {
-      auto tables = RotaryTables(length_, first.rotary_inv_freq.to(h.device()), h);
-      rotary_ = {tables.first, tables.second};
+    // Each layer's rotary tables; layers with the same frequencies and scale share theirs.
+    for (size_t l = 0; l < stack_.layers.size(); ++l) {
+      const auto& attention = stack_.layers[l].attention;
+      rotary_.emplace_back();
+      if (!attention.rotary_inv_freq.defined()) continue;
+      for (size_t j = 0; j < l; ++j) {
+        const auto& other = stack_.layers[j].attention;
+        if (other.rotary_inv_freq.defined() && other.rotary_scale == attention.rotary_scale &&
+            other.rotary_inv_freq.sizes() == attention.rotary_inv_freq.sizes() &&
+            torch::equal(other.rotary_inv_freq, attention.rotary_inv_freq)) {
+          rotary_[l] = rotary_[j];
+          break;
+        }
+      }
+      if (rotary_[l].cos.defined()) continue;
+      auto tables = RotaryTables(length_, attention.rotary_inv_freq.to(h.device()), attention.rotary_scale, h);
+      rotary_[l] = {tables.first, tables.second};
     }
     block_ = std::min(options.attention_block > 0 ? options.attention_block : kDefaultAttentionBlock, length_);
     saved_.resize(stack_.layers.size());
     for (size_t l = 0; l < stack_.layers.size(); ++l) {
       inputs_.push_back(h);
       LayerSaved saved;
-      h = LayerForward(stack_.layers[l], rotary_, h, block_, &saved, &options.between_blocks);
+      h = LayerForward(stack_.layers[l], rotary_[l], h, block_, &saved, &options.between_blocks);
       if (!h.defined()) {  // Stopped: nothing more is computed.
         stopped_ = true;
         return;
@@ -514,11 +611,11 @@ class PreparedPass final : public InputReversePass {
     for (int64_t l = top - 1; l >= 0; --l) {
       const Layer& w = stack_.layers[l];
       if (saved_[l]) {
-        dy = LayerBackward(w, rotary_, *saved_[l], dy, first, options);
+        dy = LayerBackward(w, rotary_[l], *saved_[l], dy, first, options);
       } else {
         LayerSaved saved;
-        if (!LayerForward(w, rotary_, inputs_[l], block_, &saved, &options.between_blocks).defined()) return Tensor();
-        dy = LayerBackward(w, rotary_, saved, dy, first, options);
+        if (!LayerForward(w, rotary_[l], inputs_[l], block_, &saved, &options.between_blocks).defined()) return Tensor();
+        dy = LayerBackward(w, rotary_[l], saved, dy, first, options);
       }
       if (!dy.defined()) return Tensor();
       first = 0;
@@ -527,6 +624,7 @@ class PreparedPass final : public InputReversePass {
     if (first > 0) {  // No layer below the cotangents (not reached: layer >= 1).
       dy = torch::cat({torch::zeros({batch, first, d}, dy.options()), dy}, 1);
     }
+    if (stack_.input_scale != 1.0) dy.mul_(stack_.input_scale);
     if (full_length_ == length_) return dy;
     return torch::cat({dy, torch::zeros({batch, full_length_ - length_, d}, dy.options())}, 1);
   }
@@ -539,7 +637,7 @@ class PreparedPass final : public InputReversePass {
   int64_t full_length_ = 0, length_ = 0, block_ = kDefaultAttentionBlock;
   bool keep_ = true;
   bool stopped_ = false;
-  Rotary rotary_;
+  std::vector<Rotary> rotary_;                  // Per layer (undefined tables: no rotary).
   std::vector<Tensor> inputs_;                   // Each layer's input [length, d].
   std::vector<std::optional<LayerSaved>> saved_;  // Kept activations (keep_activations).
   NormSaved final_norm_;

@@ -1,5 +1,5 @@
-// The hand-written batched reverse pass of every decoder family (GPT-2, Qwen2, Llama, Mistral,
-// GPT-NeoX; private to the room; models reach it through DecoderModel::PrepareReversePass).
+// The hand-written batched reverse pass of every decoder family (every row of the family table,
+// architecture.h; private to the room; models reach it through DecoderModel::PrepareReversePass).
 //
 // A decoder layer is described by its weights as plain tensors, each linear map by the matrix B
 // of its reverse pass (dx = dy B, [out, in]; the forward pass is y = x B^T + b). One forward pass
@@ -36,15 +36,24 @@ struct Linear {
   torch::Tensor bias;  // [out] or undefined.
 };
 
+// An undefined weight: no norm (the identity), as where a family has none.
 struct Norm {
   enum class Kind { kLayerNorm, kRmsNorm } kind = Kind::kLayerNorm;
-  torch::Tensor weight, bias;  // bias: LayerNorm only.
+  torch::Tensor weight, bias;  // bias: LayerNorm only. Gemma's (1 + w) norms give 1 + w here.
   double eps = 1e-5;
+  bool present() const { return weight.defined(); }
 };
 
 struct Attention {
   Linear q, k, v, o;
   int64_t heads = 1, kv_heads = 1;
+  // RMSNorms of the projected q and k (before the rotary): over each head's head_dim when
+  // qk_norm_per_head (Qwen3, Gemma 3), else over the whole projection (OLMo 2); absent: none.
+  Norm q_norm, k_norm;
+  bool qk_norm_per_head = true;
+  double scale = 0;         // The scores' scale; 0 = head_dim^-1/2.
+  double softcap = 0;       // > 0: scores c tanh(S / c) (Gemma 2's attn_logit_softcapping).
+  double rotary_scale = 1;  // cos and sin times this (longrope's attention factor).
   // Rotary position embedding on the first rotary_dims of every head's q and k, with the family's
   // inverse frequencies [rotary_dims / 2] (rope_theta and rope_scaling applied); undefined = none.
   torch::Tensor rotary_inv_freq;
@@ -54,19 +63,25 @@ struct Attention {
 };
 
 struct Mlp {
-  // GELU with tanh (GPT-2's gelu_new), exact-erf GELU (GPT-NeoX), SwiGLU (Qwen2, Llama).
-  enum class Kind { kGeluTanh, kGeluErf, kSwiGlu } kind = Kind::kGeluTanh;
-  Linear in;    // GELU: c_fc. SwiGLU: up_proj.
-  Linear gate;  // SwiGLU only: gate_proj.
+  // GELU with tanh (GPT-2's gelu_new), exact-erf GELU (GPT-NeoX), SwiGLU (Qwen2, Llama), GeGLU
+  // with the tanh or the erf GELU on the gate (Gemma).
+  enum class Kind { kGeluTanh, kGeluErf, kSwiGlu, kGeGluTanh, kGeGluErf } kind = Kind::kGeluTanh;
+  Linear in;    // GELU: c_fc. Gated: up_proj.
+  Linear gate;  // Gated only: gate_proj.
   Linear out;   // c_proj / down_proj.
 };
 
+// h = x + r post1(attention(norm1 x)); out = h + r post2(mlp(norm2 h)), each norm possibly absent
+// (Gemma 2's sandwich has all four, OLMo 2 only the post norms, the others only the pre norms).
 struct Layer {
   Norm norm1;
   Attention attention;
+  Norm post_attention_norm;
   bool has_mlp = true;
   Norm norm2;
   Mlp mlp;
+  Norm post_mlp_norm;
+  double residual_multiplier = 1;  // r (Granite).
   // x + attention(norm1 x) + mlp(norm2 x) (GPT-NeoX's use_parallel_residual); else sequential.
   bool parallel_residual = false;
 };
@@ -74,12 +89,15 @@ struct Layer {
 struct Stack {
   std::vector<Layer> layers;
   Norm final_norm;
+  double input_scale = 1;  // The body scales its input by this (Gemma's sqrt(width), Granite).
 };
 
 // How BlockedCausalAttention runs.
 struct BlockedAttentionOptions {
   bool uniform = false;                    // Average the visible keys (no scores).
   int64_t window = 0;                      // > 0: keys at or before i - window are hidden.
+  double scale = 0;                        // The scores' scale; 0 = head_dim^-1/2.
+  double softcap = 0;                      // > 0: scores c tanh(S / c).
   int64_t block = kDefaultAttentionBlock;  // Query and key positions per block.
   torch::Tensor* lse = nullptr;            // When given: each query's log-sum-exp [kvH, G, L] (stats dtype).
   // When given: called after every kBlocksPerHeartbeat block pairs; false stops the attention.

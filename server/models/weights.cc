@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "server/models/architecture.h"
 #include "server/status/error.h"
 
 namespace posbias::models {
@@ -17,12 +18,26 @@ bool EndsWith(const std::string& text, const std::string& suffix) {
 }
 
 // Buffers and duplicates that transformers writes but no parameter corresponds to.
+// Whether a checkpoint tensor belongs to a layer's MLP branch (the MLP and the norms only it reads),
+// which a model with the MLP ablated does not have.
+bool InMlpBranch(const std::string& name, const Architecture& a) {
+  if (name.find(std::string(".") + a.names.mlp + ".") != std::string::npos) return true;
+  for (const char* norm : {a.parallel_residual ? nullptr : a.names.norm2, a.names.post_mlp_norm}) {
+    if (norm != nullptr && name.find(std::string(".") + norm + ".") != std::string::npos) return true;
+  }
+  return false;
+}
+
+// The row's attention module name carries the causal-mask buffers older checkpoints wrote (GPT-2's
+// attn.bias, GPT-NeoX's attention.bias); a tied model ignores a written-out head.
 bool IsIgnorable(const std::string& name, const ModelConfig& config) {
-  const bool neox = config.family == Family::kGptNeoX;
-  return EndsWith(name, ".attn.bias") || EndsWith(name, ".attn.masked_bias") ||
-         (neox && (EndsWith(name, ".attention.bias") || EndsWith(name, ".attention.masked_bias"))) ||
-         EndsWith(name, "rotary_emb.inv_freq") ||
-         (config.tie_embeddings && name == (neox ? "embed_out.weight" : "lm_head.weight"));
+  const Architecture* a = ArchitectureOf(config.family);
+  const std::string attention = a != nullptr ? a->names.attention : "attn";
+  const std::string head = a != nullptr && a->names.head != nullptr ? a->names.head : "lm_head";
+  const bool has_mask_buffers = a != nullptr && (a->conv1d || a->attention == Architecture::AttentionLayout::kFusedPerHead);
+  return (has_mask_buffers && (EndsWith(name, "." + attention + ".bias") || EndsWith(name, "." + attention + ".masked_bias"))) ||
+         EndsWith(name, "rotary_emb.inv_freq") || (config.tie_embeddings && name == head + ".weight") ||
+         (config.ablations.no_mlp && a != nullptr && InMlpBranch(name, *a));
 }
 
 // The checkpoint name holding parameter `name`, or "" when none does.

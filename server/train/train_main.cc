@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "CLI/CLI.hpp"
+#include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
 #include "server/models/config.h"
 #include "server/train/position_weights.h"
@@ -38,8 +39,8 @@ void DefineModelFlags(CLI::App& app, Flags& f) {
   app.add_option("--mlp-width", f.overrides.intermediate_size, "MLP width");
   app.add_option("--vocab", f.overrides.vocab_size, "Vocabulary size (default: 257 with the byte-level tokenizer)");
   app.add_option("--max-positions", f.overrides.max_positions, "Maximum positions");
-  app.add_option("--rope-theta", f.overrides.rope_theta, "Rotary base theta (qwen2, llama, mistral, gpt_neox)");
-  app.add_option("--sliding-window", f.overrides.sliding_window, "Attention window w (mistral; 0 = full causal)");
+  app.add_option("--rope-theta", f.overrides.rope_theta, absl::StrCat("Rotary base theta (", posbias::models::RotaryFamiliesText(), ")"));
+  app.add_option("--sliding-window", f.overrides.sliding_window, "Attention window w of the sliding layers (0 = full causal)");
   app.add_option("--seed", f.options.seed, "Seed of the initialization, the held-out split and the data order")
       ->capture_default_str();
 }

@@ -9,6 +9,9 @@ test runs real measurements from L = 1,024 to 32,768 and holds the two within 25
   - a Mistral-shaped model (2 layers, width 256, 4 heads, 2 kv heads, MLP 512, window 256; time
     linear in L), Hutchinson K = 8 in float32, L = 1k, 2k, 4k, 8k, 16k and 32k;
   - a Llama-shaped model with full attention (width 64, head_dim 64), the same estimate at 1k-4k;
+  - a Gemma-3-shaped model (2 layers, one sliding with window 256 and one full; sandwich norms,
+    q/k norms, head_dim 64, 1 kv head) and an OLMo-2-shaped one (norms after each branch, q/k norms
+    over the whole projection), Hutchinson K = 8 in float32, L = 1k, 4k and 8k;
   - exact norms in float64 (64 rows: the MLP's per-position Jacobians and calls of many rows) of
     the Llama and of a GPT-2-shaped model at L = 1k and 2k;
   - the loss gradient (autograd over dense attention, the loss head's logits) of the Llama at
@@ -32,6 +35,10 @@ MISTRAL = ("--arch", "mistral", "--layers", "2", "--width", "256", "--heads", "4
            "--mlp-width", "512", "--vocab", "128", "--max-positions", "32768", "--sliding-window", "256")
 LLAMA = ("--arch", "llama", "--layers", "2", "--width", "64", "--heads", "4", "--kv-heads", "2", "--head-dim", "64",
          "--mlp-width", "128", "--vocab", "128", "--max-positions", "4096")
+GEMMA3 = ("--preset", "gemma3-tiny", "--width", "256", "--heads", "4", "--kv-heads", "1", "--head-dim", "64",
+          "--mlp-width", "512", "--vocab", "128", "--max-positions", "8192", "--sliding-window", "256")
+OLMO2 = ("--preset", "olmo2-tiny", "--width", "256", "--heads", "4", "--kv-heads", "4", "--mlp-width", "512",
+         "--vocab", "128", "--max-positions", "8192")
 GPT2 = ("--arch", "gpt2", "--layers", "2", "--width", "64", "--heads", "4", "--mlp-width", "256",
         "--vocab", "128", "--max-positions", "4096")
 
@@ -72,6 +79,10 @@ class MemoryModelTest(unittest.TestCase):
 
     def test_full_attention_from_1k_to_4k_positions(self):
         self.check("llama", LLAMA, [1024, 2048, 4096], HUTCHINSON)
+
+    def test_todays_rows_from_1k_to_8k_positions(self):
+        self.check("gemma3-256", GEMMA3, [1024, 4096, 8192], HUTCHINSON)
+        self.check("olmo2-256", OLMO2, [1024, 4096, 8192], HUTCHINSON)
 
     def test_exact_norms_in_float64(self):
         self.check("llama exact", LLAMA, [1024, 2048], EXACT)

@@ -155,7 +155,7 @@ JacobianReport FullReport() {
   ridge.depth = 3;
   ridge.ridge = {{1, 0.9, 0.1}, {3, 0.3, 0.05}};
   report.theory.effective_depth_fits = std::vector<EffectiveDepthFit>{ridge};
-  report.theory.measured_alpha_schedule = MeasuredAlphaTheory{{0.5, 0.4}, {}, {}, {0.1, 0.2, 0.7}, {0.2, 0.2, 0.6}};
+  report.theory.measured_alpha_schedule = MeasuredAlphaTheory{{0.5, 0.4}, {}, ReportMetrics{}, {0.1, 0.2, 0.7}, {0.2, 0.2, 0.6}};
   report.theory.fit_effective_depth = true;
   report.raw = std::vector<std::vector<double>>{{1, 2, 3}, {4, 5, 6}};
   report.job = ReportJob{"j-1", 2, 1, 0};

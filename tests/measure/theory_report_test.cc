@@ -26,7 +26,7 @@ bool Says(const jobs::TheoryComparison& theory, const std::string& text) {
 }
 
 TEST(CompareWithTheory, AProfileThatFitsGetsEveryPartAndNoNote) {
-  const auto theory = CompareWithTheory(2, UShape(64), {0.5, 0.5}, {}, 0);
+  const auto theory = CompareWithTheory(2, UShape(64), {0.5, 0.5}, {}, {});
   EXPECT_FALSE(theory.note) << *theory.note;
   ASSERT_TRUE(theory.fits);
   EXPECT_EQ(theory.fits->size(), 2u);  // Coherent and incoherent.
@@ -36,7 +36,7 @@ TEST(CompareWithTheory, AProfileThatFitsGetsEveryPartAndNoNote) {
 
 TEST(CompareWithTheory, FitsThatFailAreNamedWithTheirReasonInTheNote) {
   // Longer than any fit takes (65,536 values): both fits fail, and say so.
-  const auto theory = CompareWithTheory(2, UShape(70'000), {}, {}, 0);
+  const auto theory = CompareWithTheory(2, UShape(70'000), {}, {}, {});
   EXPECT_FALSE(theory.fits);
   EXPECT_FALSE(theory.effective_depth_fits);
   EXPECT_TRUE(Says(theory, "the fits at depth 2 failed")) << theory.note.value_or("(no note)");
@@ -45,7 +45,7 @@ TEST(CompareWithTheory, FitsThatFailAreNamedWithTheirReasonInTheNote) {
 }
 
 TEST(CompareWithTheory, ABadBranchRatioLosesOnlyItsOwnPart) {
-  const auto theory = CompareWithTheory(2, UShape(64), {1.5, 0.5}, {}, 0);
+  const auto theory = CompareWithTheory(2, UShape(64), {1.5, 0.5}, {}, {});
   ASSERT_TRUE(theory.fits) << "the fits do not depend on the branch ratios";
   EXPECT_FALSE(theory.measured_alpha_schedule);
   EXPECT_TRUE(Says(theory, "the theory under the measured branch ratios failed")) << theory.note.value_or("(no note)");
@@ -53,9 +53,26 @@ TEST(CompareWithTheory, ABadBranchRatioLosesOnlyItsOwnPart) {
 }
 
 TEST(CompareWithTheory, TooFewPositionsIsOneNoteAndNoFit) {
-  const auto theory = CompareWithTheory(2, {1.0, 0.5}, {}, {}, 0);
+  const auto theory = CompareWithTheory(2, {1.0, 0.5}, {}, {}, {});
   EXPECT_FALSE(theory.fits);
   EXPECT_TRUE(Says(theory, "at least 3"));
+}
+
+
+// Gemma 2's pattern: a sliding layer, then a full one. The theory under the measured branch
+// ratios runs the layers' product in order; the fits say they left the windows out.
+TEST(CompareWithTheory, WindowsThatDifferBetweenLayersEnterTheMeasuredAlphaTheory) {
+  const auto full = CompareWithTheory(2, UShape(64), {0.5, 0.5}, {}, {});
+  const auto patterned = CompareWithTheory(2, UShape(64), {0.5, 0.5}, {}, {8, 0});
+  ASSERT_TRUE(full.measured_alpha_schedule) << full.note.value_or("(no note)");
+  ASSERT_TRUE(patterned.measured_alpha_schedule) << patterned.note.value_or("(no note)");
+  EXPECT_NE(full.measured_alpha_schedule->coherent_profile, patterned.measured_alpha_schedule->coherent_profile);
+  EXPECT_TRUE(Says(patterned, "different windows (8, 0)")) << patterned.note.value_or("(no note)");
+  EXPECT_TRUE(full.measured_alpha_schedule->incoherent);
+  EXPECT_FALSE(patterned.measured_alpha_schedule->incoherent) << "a sum over 2^H subsets: not computed";
+  ASSERT_TRUE(patterned.fits) << "the fits still run, without windows";
+  // One window shared by every layer is no pattern: no note.
+  EXPECT_FALSE(CompareWithTheory(2, UShape(64), {0.5, 0.5}, {}, {8, 8}).note);
 }
 
 }  // namespace

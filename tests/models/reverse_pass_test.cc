@@ -4,6 +4,7 @@
 // the value pathway's (attention probabilities detached), which a 1-layer GPT-2 written out by
 // hand confirms independently, and which equals the full Jacobian under uniform attention.
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <map>
 #include <string>
@@ -25,6 +26,9 @@ struct Case {
   int64_t window = 0;          // Mistral's sliding window.
   double rotary_pct = 1.0;     // GPT-NeoX: the rotary share of each head.
   bool parallel_residual = true;  // GPT-NeoX.
+  // q and k projections times this, so that scores reach the soft-cap's bend.
+  double qk_scale = 1.0;
+  std::function<void(ModelConfig&)> adjust = nullptr;  // The family's other settings.
 };
 
 const char* PresetOf(Family family) {
@@ -34,6 +38,14 @@ const char* PresetOf(Family family) {
     case Family::kLlama: return "llama-tiny";
     case Family::kMistral: return "mistral-tiny";
     case Family::kGptNeoX: return "pythia-tiny";
+    case Family::kQwen3: return "qwen3-tiny";
+    case Family::kGemma: return "gemma-tiny";
+    case Family::kGemma2: return "gemma2-tiny";
+    case Family::kGemma3: return "gemma3-tiny";
+    case Family::kPhi3: return "phi3-tiny";
+    case Family::kOlmo2: return "olmo2-tiny";
+    case Family::kGranite: return "granite-tiny";
+    case Family::kSmolLm3: return "smollm3-tiny";
     default: return "gpt2-tiny";
   }
 }
@@ -53,6 +65,7 @@ std::unique_ptr<DecoderModel> BuildTiny(const Case& c) {
   config.intermediate_size = 40;
   config.vocab_size = 60;
   config.ablations = c.ablations;
+  if (c.adjust) c.adjust(config);
   auto model = BuildModel(config, 17);
   EXPECT_TRUE(model.ok()) << model.status();
   (*model)->To(torch::kCPU, torch::kFloat64);
@@ -64,6 +77,9 @@ std::unique_ptr<DecoderModel> BuildTiny(const Case& c) {
         name.find("bias") != std::string::npos) {
       tensor.add_(0.3 * torch::randn(tensor.sizes(), generator).to(torch::kFloat64));
     }
+    const bool qk = name.find("q_proj.weight") != std::string::npos || name.find("k_proj.weight") != std::string::npos ||
+                    name.find("qkv_proj.weight") != std::string::npos;
+    if (qk) tensor.mul_(c.qk_scale);
   }
   return std::move(*model);
 }
@@ -192,7 +208,37 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"mistral_uniform_window", Family::kMistral, {false, true, false}, 2, 3},
                       Case{"pythia_partial_rotary_parallel", Family::kGptNeoX, {}, 4, 0, 0.67},
                       Case{"pythia_sequential", Family::kGptNeoX, {}, 4, 0, 0.34, false},
-                      Case{"pythia_no_mlp", Family::kGptNeoX, {false, false, true}, 4, 0, 0.67}),
+                      Case{"pythia_no_mlp", Family::kGptNeoX, {false, false, true}, 4, 0, 0.67},
+                      Case{"qwen3_qk_norms_biases_window_on_one_layer", Family::kQwen3, {}, 2, 3, 1.0, true, 1.0,
+                           [](ModelConfig& c) {
+                             c.attention_bias = true;
+                             c.layer_types = {LayerAttention::kFull, LayerAttention::kSliding};
+                           }},
+                      Case{"qwen3_one_kv_head", Family::kQwen3, {}, 1},
+                      Case{"gemma_geglu_one_plus_norms", Family::kGemma, {}, 1},
+                      Case{"gemma2_sandwich_soft_capping_alternating_windows", Family::kGemma2, {}, 2, 3, 1.0, true, 30.0,
+                           [](ModelConfig& c) { c.attn_logit_softcapping = 2.0, c.final_logit_softcapping = 3.0; }},
+                      Case{"gemma2_uniform_windows", Family::kGemma2, {false, true, false}, 2, 3},
+                      Case{"gemma2_no_mlp", Family::kGemma2, {false, false, true}, 2, 3},
+                      Case{"gemma3_two_bases_qk_norms", Family::kGemma3, {}, 1, 3, 1.0, true, 1.0,
+                           [](ModelConfig& c) {
+                             c.rope_theta = 1e6;
+                             c.rope_scaling.type = RopeScaling::Type::kLinear;
+                             c.rope_scaling.factor = 4.0;
+                           }},
+                      Case{"phi3_fused_partial_longrope_window", Family::kPhi3, {}, 2, 4, 0.67, true, 1.0,
+                           [](ModelConfig& c) {
+                             c.rope_scaling.type = RopeScaling::Type::kLongRope;
+                             c.rope_scaling.short_factor = {1.0, 1.5};
+                             c.rope_scaling.long_factor = {2.0, 7.0};
+                             c.rope_scaling.original_max_positions = 4;  // L = 7: the long factors.
+                             c.rope_scaling.factor = 128.0;
+                           }},
+                      Case{"olmo2_post_norms_whole_qk_norms", Family::kOlmo2, {}, 2},
+                      Case{"olmo2_one_kv_head_no_positions", Family::kOlmo2, {true, false, false}, 1},
+                      Case{"granite_multipliers", Family::kGranite, {}, 2},
+                      Case{"smollm3_nope_layers_window", Family::kSmolLm3, {}, 2, 3, 1.0, true, 1.0,
+                           [](ModelConfig& c) { c.layer_types = {LayerAttention::kSliding, LayerAttention::kFull}; }}),
     [](const ::testing::TestParamInfo<Case>& param_info) { return param_info.param.name; });
 
 // Scores in the hundreds (q and k weights scaled up 60-fold): the blocks' running maximum keeps

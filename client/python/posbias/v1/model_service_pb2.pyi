@@ -8,17 +8,26 @@ from google.protobuf import message as _message
 from typing import ClassVar as _ClassVar, Iterable as _Iterable, Mapping as _Mapping, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
+MODEL_ACTIVATION_GEGLU_TANH: ModelActivation
 MODEL_ACTIVATION_GELU: ModelActivation
 MODEL_ACTIVATION_GELU_TANH: ModelActivation
 MODEL_ACTIVATION_NONE: ModelActivation
 MODEL_ACTIVATION_SWIGLU: ModelActivation
 MODEL_ACTIVATION_UNSPECIFIED: ModelActivation
 MODEL_FAMILY_CESARO: ModelFamily
+MODEL_FAMILY_GEMMA: ModelFamily
+MODEL_FAMILY_GEMMA2: ModelFamily
+MODEL_FAMILY_GEMMA3_TEXT: ModelFamily
 MODEL_FAMILY_GPT2: ModelFamily
 MODEL_FAMILY_GPT_NEOX: ModelFamily
+MODEL_FAMILY_GRANITE: ModelFamily
 MODEL_FAMILY_LLAMA: ModelFamily
 MODEL_FAMILY_MISTRAL: ModelFamily
+MODEL_FAMILY_OLMO2: ModelFamily
+MODEL_FAMILY_PHI3: ModelFamily
 MODEL_FAMILY_QWEN2: ModelFamily
+MODEL_FAMILY_QWEN3: ModelFamily
+MODEL_FAMILY_SMOLLM3: ModelFamily
 MODEL_FAMILY_TORCHSCRIPT: ModelFamily
 MODEL_FAMILY_UNSPECIFIED: ModelFamily
 MODEL_FILE_FORMAT_SAFETENSORS: ModelFileFormat
@@ -27,6 +36,7 @@ MODEL_FILE_FORMAT_UNSPECIFIED: ModelFileFormat
 MODEL_NORM_KIND_LAYER_NORM: ModelNormKind
 MODEL_NORM_KIND_NONE: ModelNormKind
 MODEL_NORM_KIND_RMS_NORM: ModelNormKind
+MODEL_NORM_KIND_RMS_NORM_ONE_PLUS: ModelNormKind
 MODEL_NORM_KIND_UNSPECIFIED: ModelNormKind
 MODEL_POSITION_ENCODING_LEARNED: ModelPositionEncoding
 MODEL_POSITION_ENCODING_NONE: ModelPositionEncoding
@@ -219,15 +229,20 @@ class ModelArchitectureOverrides(_message.Message):
     def __init__(self, num_layers: _Optional[int] = ..., hidden_size: _Optional[int] = ..., num_heads: _Optional[int] = ..., num_kv_heads: _Optional[int] = ..., mlp_width: _Optional[int] = ..., vocab_size: _Optional[int] = ..., max_positions: _Optional[int] = ..., rope_theta: _Optional[float] = ..., tie_embeddings: bool = ..., initializer_range: _Optional[float] = ..., cesaro_alpha: _Optional[float] = ..., sliding_window: _Optional[int] = ...) -> None: ...
 
 class ModelConfig(_message.Message):
-    __slots__ = ["ablations", "activation", "attention_bias", "cesaro_alpha", "family", "head_dim", "hidden_size", "initializer_range", "max_positions", "mlp_bias", "mlp_width", "norm", "norm_eps", "num_heads", "num_kv_heads", "num_layers", "parallel_residual", "position_encoding", "rope_scaling", "rope_theta", "rotary_pct", "sliding_window", "tie_embeddings", "vocab_size"]
+    __slots__ = ["ablations", "activation", "attention_bias", "attention_scale", "attn_logit_softcapping", "cesaro_alpha", "embedding_multiplier", "family", "final_logit_softcapping", "head_dim", "hidden_size", "initializer_range", "logits_scaling", "max_positions", "mlp_bias", "mlp_width", "norm", "norm_eps", "num_heads", "num_kv_heads", "num_layers", "parallel_residual", "position_encoding", "residual_multiplier", "rope_local_theta", "rope_scaling", "rope_theta", "rotary_layers", "rotary_pct", "sliding_layers", "sliding_window", "tie_embeddings", "vocab_size"]
     ABLATIONS_FIELD_NUMBER: _ClassVar[int]
     ACTIVATION_FIELD_NUMBER: _ClassVar[int]
     ATTENTION_BIAS_FIELD_NUMBER: _ClassVar[int]
+    ATTENTION_SCALE_FIELD_NUMBER: _ClassVar[int]
+    ATTN_LOGIT_SOFTCAPPING_FIELD_NUMBER: _ClassVar[int]
     CESARO_ALPHA_FIELD_NUMBER: _ClassVar[int]
+    EMBEDDING_MULTIPLIER_FIELD_NUMBER: _ClassVar[int]
     FAMILY_FIELD_NUMBER: _ClassVar[int]
+    FINAL_LOGIT_SOFTCAPPING_FIELD_NUMBER: _ClassVar[int]
     HEAD_DIM_FIELD_NUMBER: _ClassVar[int]
     HIDDEN_SIZE_FIELD_NUMBER: _ClassVar[int]
     INITIALIZER_RANGE_FIELD_NUMBER: _ClassVar[int]
+    LOGITS_SCALING_FIELD_NUMBER: _ClassVar[int]
     MAX_POSITIONS_FIELD_NUMBER: _ClassVar[int]
     MLP_BIAS_FIELD_NUMBER: _ClassVar[int]
     MLP_WIDTH_FIELD_NUMBER: _ClassVar[int]
@@ -238,20 +253,29 @@ class ModelConfig(_message.Message):
     NUM_LAYERS_FIELD_NUMBER: _ClassVar[int]
     PARALLEL_RESIDUAL_FIELD_NUMBER: _ClassVar[int]
     POSITION_ENCODING_FIELD_NUMBER: _ClassVar[int]
+    RESIDUAL_MULTIPLIER_FIELD_NUMBER: _ClassVar[int]
+    ROPE_LOCAL_THETA_FIELD_NUMBER: _ClassVar[int]
     ROPE_SCALING_FIELD_NUMBER: _ClassVar[int]
     ROPE_THETA_FIELD_NUMBER: _ClassVar[int]
+    ROTARY_LAYERS_FIELD_NUMBER: _ClassVar[int]
     ROTARY_PCT_FIELD_NUMBER: _ClassVar[int]
+    SLIDING_LAYERS_FIELD_NUMBER: _ClassVar[int]
     SLIDING_WINDOW_FIELD_NUMBER: _ClassVar[int]
     TIE_EMBEDDINGS_FIELD_NUMBER: _ClassVar[int]
     VOCAB_SIZE_FIELD_NUMBER: _ClassVar[int]
     ablations: ModelAblations
     activation: ModelActivation
     attention_bias: bool
+    attention_scale: float
+    attn_logit_softcapping: float
     cesaro_alpha: float
+    embedding_multiplier: float
     family: ModelFamily
+    final_logit_softcapping: float
     head_dim: int
     hidden_size: int
     initializer_range: float
+    logits_scaling: float
     max_positions: int
     mlp_bias: bool
     mlp_width: int
@@ -262,13 +286,17 @@ class ModelConfig(_message.Message):
     num_layers: int
     parallel_residual: bool
     position_encoding: ModelPositionEncoding
+    residual_multiplier: float
+    rope_local_theta: float
     rope_scaling: RopeScaling
     rope_theta: float
+    rotary_layers: _containers.RepeatedScalarFieldContainer[bool]
     rotary_pct: float
+    sliding_layers: _containers.RepeatedScalarFieldContainer[bool]
     sliding_window: int
     tie_embeddings: bool
     vocab_size: int
-    def __init__(self, family: _Optional[_Union[ModelFamily, str]] = ..., num_layers: _Optional[int] = ..., hidden_size: _Optional[int] = ..., num_heads: _Optional[int] = ..., num_kv_heads: _Optional[int] = ..., head_dim: _Optional[int] = ..., mlp_width: _Optional[int] = ..., vocab_size: _Optional[int] = ..., max_positions: _Optional[int] = ..., rope_theta: _Optional[float] = ..., tie_embeddings: bool = ..., position_encoding: _Optional[_Union[ModelPositionEncoding, str]] = ..., norm: _Optional[_Union[ModelNormKind, str]] = ..., norm_eps: _Optional[float] = ..., activation: _Optional[_Union[ModelActivation, str]] = ..., initializer_range: _Optional[float] = ..., cesaro_alpha: _Optional[float] = ..., ablations: _Optional[_Union[ModelAblations, _Mapping]] = ..., sliding_window: _Optional[int] = ..., attention_bias: bool = ..., mlp_bias: bool = ..., rope_scaling: _Optional[_Union[RopeScaling, _Mapping]] = ..., rotary_pct: _Optional[float] = ..., parallel_residual: bool = ...) -> None: ...
+    def __init__(self, family: _Optional[_Union[ModelFamily, str]] = ..., num_layers: _Optional[int] = ..., hidden_size: _Optional[int] = ..., num_heads: _Optional[int] = ..., num_kv_heads: _Optional[int] = ..., head_dim: _Optional[int] = ..., mlp_width: _Optional[int] = ..., vocab_size: _Optional[int] = ..., max_positions: _Optional[int] = ..., rope_theta: _Optional[float] = ..., tie_embeddings: bool = ..., position_encoding: _Optional[_Union[ModelPositionEncoding, str]] = ..., norm: _Optional[_Union[ModelNormKind, str]] = ..., norm_eps: _Optional[float] = ..., activation: _Optional[_Union[ModelActivation, str]] = ..., initializer_range: _Optional[float] = ..., cesaro_alpha: _Optional[float] = ..., ablations: _Optional[_Union[ModelAblations, _Mapping]] = ..., sliding_window: _Optional[int] = ..., attention_bias: bool = ..., mlp_bias: bool = ..., rope_scaling: _Optional[_Union[RopeScaling, _Mapping]] = ..., rotary_pct: _Optional[float] = ..., parallel_residual: bool = ..., sliding_layers: _Optional[_Iterable[bool]] = ..., rotary_layers: _Optional[_Iterable[bool]] = ..., rope_local_theta: _Optional[float] = ..., attention_scale: _Optional[float] = ..., attn_logit_softcapping: _Optional[float] = ..., final_logit_softcapping: _Optional[float] = ..., embedding_multiplier: _Optional[float] = ..., residual_multiplier: _Optional[float] = ..., logits_scaling: _Optional[float] = ...) -> None: ...
 
 class ModelError(_message.Message):
     __slots__ = ["message", "reason"]
@@ -356,18 +384,24 @@ class RegisterModelRequest(_message.Message):
     def __init__(self, name: _Optional[str] = ..., preset: _Optional[_Union[PresetSource, _Mapping]] = ..., checkpoint: _Optional[_Union[CheckpointSource, _Mapping]] = ..., torchscript: _Optional[_Union[TorchScriptSource, _Mapping]] = ..., ablations: _Optional[_Union[ModelAblations, _Mapping]] = ..., labels: _Optional[_Mapping[str, str]] = ..., request_id: _Optional[str] = ..., wait: bool = ...) -> None: ...
 
 class RopeScaling(_message.Message):
-    __slots__ = ["factor", "high_freq_factor", "low_freq_factor", "original_max_position_embeddings", "rope_type"]
+    __slots__ = ["attention_factor", "factor", "high_freq_factor", "long_factor", "low_freq_factor", "original_max_position_embeddings", "rope_type", "short_factor"]
+    ATTENTION_FACTOR_FIELD_NUMBER: _ClassVar[int]
     FACTOR_FIELD_NUMBER: _ClassVar[int]
     HIGH_FREQ_FACTOR_FIELD_NUMBER: _ClassVar[int]
+    LONG_FACTOR_FIELD_NUMBER: _ClassVar[int]
     LOW_FREQ_FACTOR_FIELD_NUMBER: _ClassVar[int]
     ORIGINAL_MAX_POSITION_EMBEDDINGS_FIELD_NUMBER: _ClassVar[int]
     ROPE_TYPE_FIELD_NUMBER: _ClassVar[int]
+    SHORT_FACTOR_FIELD_NUMBER: _ClassVar[int]
+    attention_factor: float
     factor: float
     high_freq_factor: float
+    long_factor: _containers.RepeatedScalarFieldContainer[float]
     low_freq_factor: float
     original_max_position_embeddings: int
     rope_type: str
-    def __init__(self, rope_type: _Optional[str] = ..., factor: _Optional[float] = ..., low_freq_factor: _Optional[float] = ..., high_freq_factor: _Optional[float] = ..., original_max_position_embeddings: _Optional[int] = ...) -> None: ...
+    short_factor: _containers.RepeatedScalarFieldContainer[float]
+    def __init__(self, rope_type: _Optional[str] = ..., factor: _Optional[float] = ..., low_freq_factor: _Optional[float] = ..., high_freq_factor: _Optional[float] = ..., original_max_position_embeddings: _Optional[int] = ..., short_factor: _Optional[_Iterable[float]] = ..., long_factor: _Optional[_Iterable[float]] = ..., attention_factor: _Optional[float] = ...) -> None: ...
 
 class TokenIds(_message.Message):
     __slots__ = ["ids"]

@@ -272,7 +272,8 @@ CASES = {
                              {}, "single"),
 }
 NEW_FAMILIES = ("qwen3", "gemma", "gemma2", "gemma3_text", "phi3", "olmo2", "granite", "smollm3")
-EXPORTED = {"llama-tiny": {}, "mistral-tiny": {}, "pythia-tiny": {}}
+EXPORTED = {"llama-tiny": {}, "mistral-tiny": {}, "pythia-tiny": {}, "qwen3-tiny": {}, "gemma-tiny": {}, "gemma2-tiny": {},
+            "gemma3-tiny": {}, "phi3-tiny": {}, "olmo2-tiny": {}, "granite-tiny": {}, "smollm3-tiny": {}}
 FLAGS = {"no_position_encoding": "--no-position-encoding", "uniform_attention": "--uniform-attention",
          "no_mlp": "--no-mlp"}
 

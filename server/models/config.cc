@@ -1259,6 +1259,7 @@ struct Widths {
   double d = 0, mlp = 0, q = 0, kv = 0, heads = 0;
   double norms = 2;  // Normalized inputs kept per position, in units of d (two pre norms)...
   double qk_norms = 0;  // ... and of the q/k norms, in elements.
+  bool post_norms = false;  // Norms on a branch's output (Gemma 2/3's sandwich, OLMo 2).
   bool rotary = false;
 };
 Widths WidthsOf(const ModelConfig& config) {
@@ -1278,6 +1279,7 @@ Widths WidthsOf(const ModelConfig& config) {
       if (name != nullptr) w.norms += 1;
     }
     if (a->qk_norm != Architecture::QkNorm::kNone) w.qk_norms = w.q + w.kv;
+    w.post_norms = a->names.post_attention_norm != nullptr || a->names.post_mlp_norm != nullptr;
   }
   return w;
 }
@@ -1293,7 +1295,11 @@ double ReversePassElementsPerRow(const ModelConfig& config, int64_t length) {
   const Widths w = WidthsOf(config);
   double attention = std::max(2.0 * w.q + 2.0 * w.kv, w.q + 3.0 * w.kv + w.d);
   if (w.rotary) attention = std::max({attention, 3.0 * w.q + 2.0 * w.kv, w.q + 4.0 * w.kv});
-  const double per_position = std::max({2.0 * w.d + attention, 2.0 * w.d + w.mlp, 6.0 * w.d});
+  // q/k norms: their transposes run on permuted copies of dq and dk beside them.
+  attention += w.qk_norms;
+  // A post norm's transpose hands each branch a cotangent of its own (d) beside the residual's.
+  const double branch = w.post_norms ? 3.0 * w.d : 2.0 * w.d;
+  const double per_position = std::max({branch + attention, branch + w.mlp, 6.0 * w.d});
   return static_cast<double>(length) * per_position;
 }
 

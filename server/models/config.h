@@ -190,8 +190,9 @@ double ReversePassElementsPerLayer(const ModelConfig& config, int64_t length);
 // What one cotangent row holds at the peak of a layer's reverse pass, in elements per position,
 // times L: the largest of its phases, each counted from the tensors alive in it (reverse_pass.cc):
 // the attention's (the gradient in and on its output, dO and dQ at heads hd, dK and dV at
-// kv_heads hd, and the rotary transpose's two temporaries), the MLP's (its width once for GELU,
-// twice for SwiGLU, beside two rows at d) and the norms' (six at d).
+// kv_heads hd, the rotary transpose's two temporaries, the q/k norms' copies of dq and dk), the
+// MLP's (its width once for GELU, twice for gated MLPs, beside two rows at d, three with post
+// norms) and the norms' (six at d).
 double ReversePassElementsPerRow(const ModelConfig& config, int64_t length);
 
 // Reads a Hugging Face config.json (model_type: HuggingFaceFamiliesText()). A key

@@ -9,13 +9,14 @@
 //    or a Sequence of those; decoder ByteLevel. Or GPT-2's `vocab.json` + `merges.txt`, with
 //    GPT-2's ByteLevel regex and `<|endoftext|>` (when in the vocabulary) as its one special token,
 //    as Hugging Face's GPT2Tokenizer sets it up.
-//  - SentencePiece-style BPE (Llama 2, TinyLlama, Mistral): `tokenizer.json` with model BPE over
+//  - SentencePiece-style BPE (Llama 2, TinyLlama, Mistral, Gemma 3): `tokenizer.json` with model BPE over
 //    characters (no ByteLevel pre-tokenizer), byte_fallback (<0xNN> tokens for characters not in
 //    the vocabulary) and fuse_unk; normalizers Prepend and Replace with a String pattern (the
 //    "legacy" layout: Prepend "▁", Replace " " → "▁", no pre-tokenizer, so each section between
 //    added tokens is one word) besides NFC / NFKC; pre-tokenizer Metaspace (replacement,
 //    prepend_scheme always / first / never or add_prefix_space, split) as the first step, then
-//    Split steps; decoder Metaspace or a Sequence of Replace, ByteFallback, Fuse and Strip.
+//    Split steps (Isolated, or MergedWithPrevious on one character: Gemma 3's); decoder Metaspace
+//    or a Sequence of Replace, ByteFallback, Fuse and Strip.
 //  - Both: added tokens (special or not, normalized or not, lstrip / rstrip). The post-processor
 //    only adds template tokens (BOS), which Encode never does (as `add_special_tokens=False`), so
 //    any is accepted.

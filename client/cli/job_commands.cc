@@ -423,21 +423,36 @@ void PrintResultTable(const CliContext& context, const v1::JacobianNormResult& r
   PrintResult(table, context.format, context.out);
 }
 
-// A comparison job: one line per model, its shares and its paired ratios against the first.
+// One line of the comparison table: a model's shares and its paired ratio against the reference.
+template <typename Bands>
+void PrintBands(const CliContext& context, const std::string& label, const Bands& m) {
+  std::string ratio = "(reference)";
+  if (m.has_middle_log_ratio()) {
+    ratio = absl::StrFormat("%+.4f +- %.4f [%+.4f, %+.4f]", m.middle_log_ratio().mean(), m.middle_log_ratio().stderr(),
+                            m.middle_log_ratio().low(), m.middle_log_ratio().high());
+  }
+  context.out << absl::StrFormat("%-24s %.4f +- %-10.4f %.4f +- %-10.4f %.4f +- %-10.4f %-34s %8.4f\n", label,
+                                 m.middle().mean(), m.middle().stderr(), m.first().mean(), m.first().stderr(),
+                                 m.last().mean(), m.last().stderr(), ratio, m.spearman());
+}
+
+// A comparison job: one line per model, its shares and its paired ratios against the first; then
+// the same over the context alone (positions 1..T-1, the target's own left out).
 void PrintComparison(const CliContext& context, const v1::JacobianNormResult& result) {
   if (result.comparison_size() == 0) return;
-  context.out << absl::StrFormat("%-24s %-20s %-20s %-20s %-34s %8s\n", "model", "middle share (+- se)",
-                                 "first weight (+- se)", "last weight (+- se)",
-                                 "log middle / reference's [95 %]", "spearman");
-  for (const auto& m : result.comparison()) {
-    std::string ratio = "(reference)";
-    if (m.has_middle_log_ratio()) {
-      ratio = absl::StrFormat("%+.4f +- %.4f [%+.4f, %+.4f]", m.middle_log_ratio().mean(), m.middle_log_ratio().stderr(),
-                              m.middle_log_ratio().low(), m.middle_log_ratio().high());
+  const auto header = [&](const char* title) {
+    context.out << title << "\n"
+                << absl::StrFormat("%-24s %-20s %-20s %-20s %-34s %8s\n", "model", "middle share (+- se)",
+                                   "first weight (+- se)", "last weight (+- se)", "log middle / reference's [95 %]",
+                                   "spearman");
+  };
+  header("all positions 1..T:");
+  for (const auto& m : result.comparison()) PrintBands(context, m.model(), m);
+  if (result.comparison(0).has_context()) {
+    header("the context alone, positions 1..T-1 (last weight: position T-1):");
+    for (const auto& m : result.comparison()) {
+      if (m.has_context()) PrintBands(context, m.model(), m.context());
     }
-    context.out << absl::StrFormat("%-24s %.4f +- %-10.4f %.4f +- %-10.4f %.4f +- %-10.4f %-34s %8.4f\n", m.model(),
-                                   m.middle().mean(), m.middle().stderr(), m.first().mean(), m.first().stderr(),
-                                   m.last().mean(), m.last().stderr(), ratio, m.spearman());
   }
   // Text inputs: every model's spikes at the document starts, named.
   for (const auto& m : result.comparison()) {

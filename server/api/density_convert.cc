@@ -1,5 +1,7 @@
 #include "server/api/density_convert.h"
 
+#include <algorithm>
+#include <functional>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -111,6 +113,15 @@ absl::StatusOr<density::FitOptions> FitOptionsFromProto(const v1::FitProfileRequ
   }
   options.include_profiles = request.include_profiles();
   options.attention_window = request.attention_window();
+  if (request.layer_windows_size() > static_cast<int>(density::kMaxFitDepth)) {
+    return InvalidArgumentError({ErrorReason::kInvalidArgument, "layer_windows",
+                                 absl::StrCat(request.layer_windows_size(), " entries"),
+                                 absl::StrCat("at most ", density::kMaxFitDepth, " (one per layer)")});
+  }
+  options.layer_windows.assign(request.layer_windows().begin(), request.layer_windows().end());
+  const bool mixed = std::adjacent_find(options.layer_windows.begin(), options.layer_windows.end(),
+                                        std::not_equal_to<>()) != options.layer_windows.end();
+  if (mixed && request.models_size() == 0) options.models = {density::Model::kCoherent};
   return options;
 }
 

@@ -237,8 +237,9 @@ void FillPathways(const jobs::PathwayComparison& comparison, const std::vector<u
   pathways->set_total_interference_share_stderr(comparison.total_interference_share_stderr);
 }
 
-// Comparison jobs: every model's shares and paired ratios, its profile at the page's positions
-// and its spikes at text inputs' document starts.
+// Comparison jobs: every model's shares and paired ratios (over all positions and over the
+// context alone), its profile at the page's positions and its spikes at text inputs' document
+// starts.
 void FillComparison(const std::vector<jobs::ComparedModel>& comparison, const std::vector<uint32_t>& positions,
                     v1::JacobianNormResult* result) {
   auto share = [](const jobs::ShareEstimate& in, v1::ShareEstimate* out) {
@@ -247,6 +248,18 @@ void FillComparison(const std::vector<jobs::ComparedModel>& comparison, const st
   auto ratio = [](const std::optional<jobs::PairedLogRatio>& in, v1::PairedLogRatio* out) {
     out->set_mean(in->mean), out->set_std(in->std), out->set_stderr(in->stderr);
     out->set_low(in->low), out->set_high(in->high), out->set_samples(static_cast<uint32_t>(in->samples));
+  };
+  // v1::ComparedModel and v1::ContextBands name the statistics alike.
+  auto bands = [&](const jobs::BandStatistics& in, auto* out) {
+    share(in.leading, out->mutable_leading());
+    share(in.middle, out->mutable_middle());
+    share(in.trailing, out->mutable_trailing());
+    share(in.first, out->mutable_first());
+    share(in.last, out->mutable_last());
+    if (in.middle_log_ratio) ratio(in.middle_log_ratio, out->mutable_middle_log_ratio());
+    if (in.first_log_ratio) ratio(in.first_log_ratio, out->mutable_first_log_ratio());
+    if (in.last_log_ratio) ratio(in.last_log_ratio, out->mutable_last_log_ratio());
+    out->set_spearman(in.spearman);
   };
   for (const auto& compared : comparison) {
     auto* out = result->add_comparison();
@@ -257,18 +270,11 @@ void FillComparison(const std::vector<jobs::ComparedModel>& comparison, const st
       out->add_sq_norm_mean(At(compared.sq_norm_mean, position));
       out->add_sq_norm_stderr(At(compared.sq_norm_stderr, position));
     }
-    share(compared.leading, out->mutable_leading());
-    share(compared.middle, out->mutable_middle());
-    share(compared.trailing, out->mutable_trailing());
-    share(compared.first, out->mutable_first());
-    share(compared.last, out->mutable_last());
-    if (compared.middle_log_ratio) ratio(compared.middle_log_ratio, out->mutable_middle_log_ratio());
-    if (compared.first_log_ratio) ratio(compared.first_log_ratio, out->mutable_first_log_ratio());
-    if (compared.last_log_ratio) ratio(compared.last_log_ratio, out->mutable_last_log_ratio());
-    out->set_spearman(compared.spearman);
+    bands(compared.bands, out);
     for (const auto& measured : compared.boundary_spikes.value_or(std::vector<jobs::BoundarySpike>{})) {
       SpikeToProto(measured, out->add_boundary_spikes());
     }
+    if (compared.context) bands(*compared.context, out->mutable_context());
   }
 }
 

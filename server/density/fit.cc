@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <string>
 
@@ -12,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "server/density/discrete.h"
 #include "server/density/mixing.h"
+#include "server/density/routing.h"
 #include "server/density/summary.h"
 #include "server/status/error.h"
 
@@ -38,12 +40,11 @@ double Objective(std::span<const double> measured, const std::vector<double>& pr
   return std::isfinite(rmse) ? rmse : std::numeric_limits<double>::max();
 }
 
-RidgePoint FitAlphaAtDepth(const std::vector<std::vector<double>>& rows,
-                           std::span<const double> measured, Model model, Quantity quantity,
-                           uint32_t depth) {
-  auto objective = [&](double alpha) {
-    return Objective(measured, ModelProfile(rows, model, quantity, depth, alpha));
-  };
+// The normalized model profile at (depth, alpha).
+using ProfileAt = std::function<std::vector<double>(uint32_t depth, double alpha)>;
+
+RidgePoint FitAlphaAtDepth(const ProfileAt& profile_at, std::span<const double> measured, uint32_t depth) {
+  auto objective = [&](double alpha) { return Objective(measured, profile_at(depth, alpha)); };
   int best = 0;
   std::vector<double> scan(kScanPoints);
   for (int i = 0; i < kScanPoints; ++i) {
@@ -59,12 +60,12 @@ RidgePoint FitAlphaAtDepth(const std::vector<std::vector<double>>& rows,
   return {depth, static_cast<double>(best) / (kScanPoints - 1), scan[best]};
 }
 
-ModelFit FitModel(const std::vector<std::vector<double>>& rows, std::span<const double> measured,
-                  Model model, const FitOptions& options) {
+ModelFit FitModel(const ProfileAt& profile_at, std::span<const double> measured, Model model,
+                  const FitOptions& options) {
   ModelFit fit;
   fit.model = model;
   for (uint32_t depth = options.min_depth; depth <= options.max_depth; ++depth) {
-    fit.ridge.push_back(FitAlphaAtDepth(rows, measured, model, options.quantity, depth));
+    fit.ridge.push_back(FitAlphaAtDepth(profile_at, measured, depth));
   }
   const auto best = std::min_element(fit.ridge.begin(), fit.ridge.end(),
                                      [](const auto& a, const auto& b) { return a.rmse_log < b.rmse_log; });
@@ -77,10 +78,29 @@ ModelFit FitModel(const std::vector<std::vector<double>>& rows, std::span<const 
     fit.lambda_low = std::min(fit.lambda_low, point.alpha * point.depth);
     fit.lambda_high = std::max(fit.lambda_high, point.alpha * point.depth);
   }
-  std::vector<double> profile = ModelProfile(rows, model, options.quantity, fit.depth, fit.alpha);
+  std::vector<double> profile = profile_at(fit.depth, fit.alpha);
   fit.metrics = CompareProfiles(measured, profile);
   if (options.include_profiles) fit.profile = std::move(profile);
   return fit;
+}
+
+// Whether the pattern's windows differ between layers (a pattern of one window is that window).
+bool Mixed(const std::vector<uint32_t>& pattern) {
+  return std::adjacent_find(pattern.begin(), pattern.end(), std::not_equal_to<>()) != pattern.end();
+}
+
+// The coherent profile of constant alpha over `depth` layers whose windows repeat `pattern`:
+// row L of the layers' product, squared for squared norms, normalized.
+std::vector<double> PatternProfile(size_t length, const std::vector<uint32_t>& pattern, Quantity quantity,
+                                   uint32_t depth, double alpha) {
+  std::vector<uint32_t> windows(depth);
+  for (uint32_t l = 0; l < depth; ++l) windows[l] = pattern[l % pattern.size()];
+  const Routing routing = *WithAttentionWindows(*MakeRouting(depth, alpha), 0, windows);
+  DiscreteOptions options;
+  options.incoherent = false;
+  std::vector<double> raw = ComputeDiscreteProfiles(routing, length, options)->coherent;
+  for (double& value : raw) value = Predicted(Model::kCoherent, quantity, value);
+  return Normalized(raw);
 }
 
 }  // namespace
@@ -132,6 +152,11 @@ absl::Status CheckFitRequest(std::span<const double> measured, const FitOptions&
                                  absl::StrCat(options.min_depth, "..", options.max_depth),
                                  "at most 64 depths"});
   }
+  if (!options.layer_windows.empty() && options.attention_window != 0) {
+    return InvalidArgumentError({ErrorReason::kInvalidArgument, "attention_window",
+                                 std::to_string(options.attention_window),
+                                 "0 when layer_windows is given (one or the other)"});
+  }
   if (uint64_t{options.max_depth} * measured.size() > kMaxFitWork) {
     return TooLargeError("depth.max * length",
                          absl::StrCat(uint64_t{options.max_depth} * measured.size()),
@@ -144,12 +169,31 @@ absl::StatusOr<std::vector<ModelFit>> FitProfile(std::span<const double> measure
                                                  const FitOptions& options) {
   if (auto status = CheckFitRequest(measured, options); !status.ok()) return status;
   const std::vector<double> normalized = Normalized(measured);
-  // The rows of the routing matrix's powers: M's, or M_w's for a sliding window of w.
-  const auto rows = options.attention_window == 0 ? CesaroRowPowers(measured.size(), options.max_depth)
-                                                  : WindowedCesaroRowPowers(measured.size(), options.max_depth,
-                                                                            options.attention_window);
   std::vector<ModelFit> fits;
-  for (Model model : options.models) fits.push_back(FitModel(rows, normalized, model, options));
+  if (Mixed(options.layer_windows)) {
+    for (Model model : options.models) {
+      if (model == Model::kIncoherent) {
+        return InvalidArgumentError({ErrorReason::kInvalidArgument, "models", "incoherent",
+                                     "coherent only with windows that differ between layers (the incoherent "
+                                     "model is a sum over the 2^H subsets of layers)"});
+      }
+    }
+    const ProfileAt profile_at = [&](uint32_t depth, double alpha) {
+      return PatternProfile(measured.size(), options.layer_windows, options.quantity, depth, alpha);
+    };
+    for (Model model : options.models) fits.push_back(FitModel(profile_at, normalized, model, options));
+    return fits;
+  }
+  // One window for every layer: the rows of the routing matrix's powers, M's or M_w's, once.
+  const uint32_t window = options.layer_windows.empty() ? options.attention_window : options.layer_windows.front();
+  const auto rows = window == 0 ? CesaroRowPowers(measured.size(), options.max_depth)
+                                : WindowedCesaroRowPowers(measured.size(), options.max_depth, window);
+  for (Model model : options.models) {
+    const ProfileAt profile_at = [&, model](uint32_t depth, double alpha) {
+      return ModelProfile(rows, model, options.quantity, depth, alpha);
+    };
+    fits.push_back(FitModel(profile_at, normalized, model, options));
+  }
   return fits;
 }
 

@@ -37,6 +37,12 @@ struct FitOptions {
   // Sliding-window attention of w positions in every layer (0 = full causal): the fitted
   // profiles are rows of ((1 - a) I + a M_w)^H (windowed.h).
   uint32_t attention_window = 0;
+  // Windows that differ between layers (a model's pattern, layer 1 next to the input; 0 = full
+  // causal), repeated over each depth's layers: the fitted profile is row L of the product
+  // prod_l ((1 - a) I + a M_{w_l}) in the layers' order, computed for every trial alpha (O(H L)
+  // each). Only the coherent model (the incoherent one would sum over the 2^H subsets of layers);
+  // not together with a nonzero attention_window. A pattern of one window is that window.
+  std::vector<uint32_t> layer_windows;
 };
 
 struct RidgePoint {

@@ -158,6 +158,30 @@ void ProfileOf(const std::vector<std::vector<double>>& samples, ComparedModel& c
   }
 }
 
+// The statistics of `paired` (the model's against the reference; no ratios for the reference).
+BandStatistics StatisticsOf(const ProfileComparison& paired, bool is_reference) {
+  BandStatistics out;
+  out.leading = Share(paired.leading);
+  out.middle = Share(paired.middle);
+  out.trailing = Share(paired.trailing);
+  out.first = Share(paired.first);
+  out.last = Share(paired.last);
+  out.spearman = paired.spearman;
+  if (!is_reference) {
+    out.middle_log_ratio = Ratio(paired.middle_log_ratio);
+    out.first_log_ratio = Ratio(paired.first_log_ratio);
+    out.last_log_ratio = Ratio(paired.last_log_ratio);
+  }
+  return out;
+}
+
+// Every sample without its last position (the target's own).
+std::vector<std::vector<double>> ContextOf(const std::vector<std::vector<double>>& samples) {
+  std::vector<std::vector<double>> context;
+  for (const auto& sample : samples) context.emplace_back(sample.begin(), sample.end() - 1);
+  return context;
+}
+
 }  // namespace
 
 absl::StatusOr<std::vector<ComparedModel>> CompareModels(const std::vector<MeasuredModel>& models,
@@ -169,6 +193,9 @@ absl::StatusOr<std::vector<ComparedModel>> CompareModels(const std::vector<Measu
                                  absl::StrCat("an index of the ", models.size(), " models compared")});
   }
   const auto& reference = models[options.reference].samples;
+  // The context alone needs three positions of its own (a leading, a middle and a trailing band).
+  const bool with_context = !reference.empty() && reference.front().size() >= 4;
+  const auto reference_context = with_context ? ContextOf(reference) : std::vector<std::vector<double>>{};
   for (size_t m = 0; m < models.size(); ++m) {
     auto paired = CompareProfilesPaired(reference, models[m].samples, options);
     if (!paired.ok()) return paired.status();
@@ -177,16 +204,11 @@ absl::StatusOr<std::vector<ComparedModel>> CompareModels(const std::vector<Measu
     entry.uid = models[m].uid;
     entry.weights_sha256 = models[m].weights_sha256;
     ProfileOf(models[m].samples, entry);
-    entry.leading = Share(paired->leading);
-    entry.middle = Share(paired->middle);
-    entry.trailing = Share(paired->trailing);
-    entry.first = Share(paired->first);
-    entry.last = Share(paired->last);
-    entry.spearman = paired->spearman;
-    if (m != options.reference) {
-      entry.middle_log_ratio = Ratio(paired->middle_log_ratio);
-      entry.first_log_ratio = Ratio(paired->first_log_ratio);
-      entry.last_log_ratio = Ratio(paired->last_log_ratio);
+    entry.bands = StatisticsOf(*paired, m == options.reference);
+    if (with_context) {
+      auto context = CompareProfilesPaired(reference_context, ContextOf(models[m].samples), options);
+      // A context of zeros (a model whose target ignores its context) has no shares: left out.
+      if (context.ok()) entry.context = StatisticsOf(*context, m == options.reference);
     }
     compared.push_back(std::move(entry));
   }

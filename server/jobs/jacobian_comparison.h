@@ -73,7 +73,9 @@ struct MeasuredModel {
 
 // The report's comparison, in the models' order: the reference (options.reference, the first by
 // default) has its own shares, no ratios and Spearman 1; every other one is compared with it by
-// CompareProfilesPaired. A reference index outside the models: INVALID_ARGUMENT.
+// CompareProfilesPaired, over all positions 1..T and over the context alone, 1..T-1 (the target's
+// own position left out; from 4 positions on). A reference index outside the models:
+// INVALID_ARGUMENT.
 absl::StatusOr<std::vector<ComparedModel>> CompareModels(const std::vector<MeasuredModel>& models,
                                                          const ComparisonOptions& options = {});
 

@@ -288,13 +288,8 @@ void Members(Self& m, Visit&& visit) {
   visit("samples", m.samples);
 }
 
-template <typename Self, typename Visit, Same<Self, ComparedModel> = 0>
+template <typename Self, typename Visit, Same<Self, BandStatistics> = 0>
 void Members(Self& m, Visit&& visit) {
-  visit("model", m.model);
-  visit("uid", m.uid);
-  visit("weights_sha256", m.weights_sha256);
-  visit("sq_norm_mean", m.sq_norm_mean);
-  visit("sq_norm_stderr", m.sq_norm_stderr);
   visit("leading", m.leading);
   visit("middle", m.middle);
   visit("trailing", m.trailing);
@@ -304,7 +299,18 @@ void Members(Self& m, Visit&& visit) {
   visit("first_log_ratio", m.first_log_ratio);
   visit("last_log_ratio", m.last_log_ratio);
   visit("spearman", m.spearman);
+}
+
+template <typename Self, typename Visit, Same<Self, ComparedModel> = 0>
+void Members(Self& m, Visit&& visit) {
+  visit("model", m.model);
+  visit("uid", m.uid);
+  visit("weights_sha256", m.weights_sha256);
+  visit("sq_norm_mean", m.sq_norm_mean);
+  visit("sq_norm_stderr", m.sq_norm_stderr);
+  Members(m.bands, visit);  // Flat: the all-positions statistics are the model's own fields.
   visit("boundary_spikes", m.boundary_spikes);
+  visit("context", m.context);
 }
 
 template <typename Self, typename Visit, Same<Self, ReportJob> = 0>

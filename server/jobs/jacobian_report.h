@@ -159,15 +159,22 @@ struct PairedLogRatio {
   double mean = 0, std = 0, stderr = 0, low = 0, high = 0;
   int64_t samples = 0;
 };
+// A model's band statistics: its shares, and against the reference its paired log ratios (absent
+// for the reference itself) and the Spearman correlation of the mean profiles.
+struct BandStatistics {
+  ShareEstimate leading, middle, trailing, first, last;
+  std::optional<PairedLogRatio> middle_log_ratio, first_log_ratio, last_log_ratio;
+  double spearman = 1;
+};
 struct ComparedModel {
   std::string model;  // As the job names it ("init": the reference's architecture at seeded init).
   std::string uid, weights_sha256;
   std::vector<double> sq_norm_mean, sq_norm_stderr;  // Positions 1..T.
-  ShareEstimate leading, middle, trailing, first, last;
-  // Against the reference; absent for the reference itself.
-  std::optional<PairedLogRatio> middle_log_ratio, first_log_ratio, last_log_ratio;
-  double spearman = 1;
+  BandStatistics bands;  // Over positions 1..T (in the report's JSON, beside the fields above).
   std::optional<std::vector<BoundarySpike>> boundary_spikes;
+  // The same over the context alone (positions 1..T-1); absent below 4 positions and in reports
+  // stored before it.
+  std::optional<BandStatistics> context;
 };
 
 struct ReportJob {

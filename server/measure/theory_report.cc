@@ -60,14 +60,23 @@ std::vector<double> Prefix(const std::vector<double>& values, int64_t target) {
 // fixed depth; a fixed seed, so the report is reproducible). {lambda, lambda} when S = 1.
 constexpr int kResamples = 200;
 
+// The fits' options for the model's windows: the pattern (empty: full causal attention), and the
+// coherent model alone where the windows differ between layers.
+density::FitOptions FitOptionsFor(const std::vector<uint32_t>& windows) {
+  density::FitOptions options;
+  options.layer_windows = windows;
+  const bool mixed = std::adjacent_find(windows.begin(), windows.end(), std::not_equal_to<>()) != windows.end();
+  if (mixed) options.models = {density::Model::kCoherent};
+  return options;
+}
+
 std::map<density::Model, std::pair<double, double>> BootstrapLambda(
-    int64_t depth, const std::vector<std::vector<double>>& samples, int64_t target, uint32_t window) {
+    int64_t depth, const std::vector<std::vector<double>>& samples, int64_t target, const std::vector<uint32_t>& windows) {
   std::map<density::Model, std::vector<double>> lambdas;
   std::mt19937_64 generator(20260329);
   std::uniform_int_distribution<size_t> pick(0, samples.size() - 1);
-  density::FitOptions options;
+  density::FitOptions options = FitOptionsFor(windows);
   options.min_depth = options.max_depth = static_cast<uint32_t>(depth);
-  options.attention_window = window;
   for (int r = 0; r < kResamples; ++r) {
     std::vector<double> mean(target, 0.0);
     for (size_t i = 0; i < samples.size(); ++i) {
@@ -88,19 +97,18 @@ std::map<density::Model, std::pair<double, double>> BootstrapLambda(
 }
 
 // `depth` is the model's layer count, 0 when unknown (TorchScript): the fixed-depth fits then use
-// depth 1 and the effective-depth ridge spans all depths 1..64. `window`: the model's attention
-// window (the window every layer shares; 0 = full causal), the routing matrix of every fit.
+// depth 1 and the effective-depth ridge spans all depths 1..64. `windows`: the model's attention
+// window per layer (empty: full causal), repeated over the layers of every depth a fit tries.
 // The fits at the model's depth, one per model, with bootstrap intervals over samples.
 absl::Status AddFixedDepthFits(int64_t depth, const std::vector<double>& measured,
-                               const std::vector<std::vector<double>>& samples, uint32_t window,
+                               const std::vector<std::vector<double>>& samples, const std::vector<uint32_t>& windows,
                                jobs::TheoryComparison& theory) {
-  density::FitOptions options;
+  density::FitOptions options = FitOptionsFor(windows);
   options.min_depth = options.max_depth = static_cast<uint32_t>(depth);
   options.include_profiles = true;
-  options.attention_window = window;
   auto fits = density::FitProfile(measured, options);
   if (!fits.ok()) return fits.status();
-  const auto intervals = samples.size() > 1 ? BootstrapLambda(depth, samples, static_cast<int64_t>(measured.size()), window)
+  const auto intervals = samples.size() > 1 ? BootstrapLambda(depth, samples, static_cast<int64_t>(measured.size()), windows)
                                             : std::map<density::Model, std::pair<double, double>>{};
   theory.fits.emplace();
   for (const auto& fit : *fits) {
@@ -125,16 +133,15 @@ absl::Status AddFixedDepthFits(int64_t depth, const std::vector<double>& measure
 // and alpha apart, so the ridge over depths 1..max_depth is reported with its interval. A failure's
 // message says which part failed (skipped for its size, or the fit's own refusal).
 absl::Status AddEffectiveDepthFits(uint32_t max_depth, const std::vector<double>& measured,
-                                   const std::vector<std::vector<double>>& samples, uint32_t window,
+                                   const std::vector<std::vector<double>>& samples, const std::vector<uint32_t>& windows,
                                    jobs::TheoryComparison& theory) {
   if (uint64_t{max_depth} * measured.size() > density::kMaxFitWork) {
     return absl::ResourceExhaustedError(absl::StrCat("the effective-depth ridge was skipped: ", max_depth, " depths x ",
                                                      measured.size(), " positions exceed the fits' work limit of ",
                                                      density::kMaxFitWork));
   }
-  density::FitOptions ridge;
+  density::FitOptions ridge = FitOptionsFor(windows);
   ridge.include_profiles = true;
-  ridge.attention_window = window;
   ridge.min_depth = 1;
   ridge.max_depth = max_depth;
   auto ridge_fits = density::FitProfile(measured, ridge);
@@ -149,7 +156,7 @@ absl::Status AddEffectiveDepthFits(uint32_t max_depth, const std::vector<double>
     // The sampling interval with alpha refitted at this fit's depth.
     auto interval = std::pair{fit.lambda, fit.lambda};
     if (samples.size() > 1) {
-      const auto intervals = BootstrapLambda(fit.depth, samples, static_cast<int64_t>(measured.size()), window);
+      const auto intervals = BootstrapLambda(fit.depth, samples, static_cast<int64_t>(measured.size()), windows);
       if (intervals.count(fit.model)) interval = intervals.at(fit.model);
     }
     out.model = TheoryModelOf(fit.model);
@@ -169,19 +176,14 @@ absl::Status AddEffectiveDepthFits(uint32_t max_depth, const std::vector<double>
 
 // The theory under the measured per-layer branch ratios (no fit: the schedule is the model's).
 absl::Status AddMeasuredAlphaTheory(const std::vector<double>& measured, const std::vector<double>& branch_ratio,
-                                    uint32_t window, const std::vector<uint32_t>& layer_windows,
-                                    jobs::TheoryComparison& theory) {
+                                    const std::vector<uint32_t>& windows, jobs::TheoryComparison& theory) {
   auto routing = density::MakeScheduledRouting(0, branch_ratio);
-  if (routing.ok() && !layer_windows.empty()) {
-    routing = density::WithAttentionWindows(*routing, 0, layer_windows);
-  } else if (routing.ok() && window > 0) {
-    routing = density::WithAttentionWindows(*routing, window, {});
-  }
+  if (routing.ok() && !windows.empty()) routing = density::WithAttentionWindows(*routing, 0, windows);
   if (!routing.ok()) return routing.status();
   // Windows that differ between layers: the coherent model only (the incoherent one is a sum over
   // the 2^H subsets of layers).
   density::DiscreteOptions options;
-  options.incoherent = layer_windows.empty();
+  options.incoherent = std::adjacent_find(windows.begin(), windows.end(), std::not_equal_to<>()) == windows.end();
   auto profiles = density::ComputeDiscreteProfiles(*routing, measured.size(), options);
   if (!profiles.ok()) return profiles.status();
   std::vector<double> coherent_sq(profiles->coherent.size());
@@ -205,10 +207,10 @@ jobs::TheoryComparison CompareWithTheory(int64_t depth, const std::vector<double
                                          const std::vector<double>& branch_ratio,
                                          const std::vector<std::vector<double>>& samples,
                                          const std::vector<uint32_t>& layer_windows) {
-  // One window for every layer, or a pattern (then the fits run without windows).
-  const bool mixed = std::adjacent_find(layer_windows.begin(), layer_windows.end(), std::not_equal_to<>()) !=
-                     layer_windows.end();
-  const uint32_t window = layer_windows.empty() || mixed ? 0 : layer_windows.front();
+  // The windows as the fits take them: none when every layer is full causal.
+  const bool windowed = std::any_of(layer_windows.begin(), layer_windows.end(), [](uint32_t w) { return w > 0; });
+  const std::vector<uint32_t> windows = windowed ? layer_windows : std::vector<uint32_t>{};
+  const bool mixed = std::adjacent_find(windows.begin(), windows.end(), std::not_equal_to<>()) != windows.end();
   const bool unknown_depth = depth == 0;
   depth = std::max<int64_t>(depth, 1);
   jobs::TheoryComparison theory;
@@ -220,24 +222,22 @@ jobs::TheoryComparison CompareWithTheory(int64_t depth, const std::vector<double
   }
   // Each part that fails says which it was and why; the others are still reported.
   std::vector<std::string> failed;
-  if (auto status = AddFixedDepthFits(depth, measured, samples, window, theory); !status.ok()) {
+  if (mixed) {
+    failed.push_back(absl::StrCat("the model's layers have different windows (", absl::StrJoin(windows, ", "),
+                                  "): every part is the coherent model's, the layers' product in order (the "
+                                  "incoherent one would sum over the 2^H subsets of layers)"));
+  }
+  if (auto status = AddFixedDepthFits(depth, measured, samples, windows, theory); !status.ok()) {
     failed.push_back(absl::StrCat("the fits at depth ", depth, " failed: ", status.message()));
   }
   const auto max_depth = static_cast<uint32_t>(unknown_depth ? density::kMaxFitDepthCount
                                                              : std::min<int64_t>(4 * depth, density::kMaxFitDepthCount));
-  if (auto status = AddEffectiveDepthFits(max_depth, measured, samples, window, theory); !status.ok()) {
+  if (auto status = AddEffectiveDepthFits(max_depth, measured, samples, windows, theory); !status.ok()) {
     failed.emplace_back(status.message());
   }
-  if (mixed) {
-    failed.push_back(absl::StrCat("the fits use full causal attention: the model's layers have different windows (",
-                                  absl::StrJoin(layer_windows, ", "),
-                                  "), which the fits' powers of one routing matrix cannot hold; the theory under the "
-                                  "measured branch ratios has them, layer by layer"));
-  }
   if (!branch_ratio.empty()) {
-    const std::vector<uint32_t> pattern = mixed && branch_ratio.size() == layer_windows.size() ? layer_windows
-                                                                                                : std::vector<uint32_t>{};
-    if (auto status = AddMeasuredAlphaTheory(measured, branch_ratio, window, pattern, theory); !status.ok()) {
+    const std::vector<uint32_t> schedule_windows = branch_ratio.size() == windows.size() ? windows : std::vector<uint32_t>{};
+    if (auto status = AddMeasuredAlphaTheory(measured, branch_ratio, schedule_windows, theory); !status.ok()) {
       failed.push_back(absl::StrCat("the theory under the measured branch ratios failed: ", status.message()));
     }
   }

@@ -150,5 +150,36 @@ TEST(Windowed, AFitRecoversAlphaFromAWindowedProfile) {
   EXPECT_GT(std::abs(full->front().alpha - 0.35), 1e-2);
 }
 
+// A model whose layers alternate a window of 48 and full attention (Gemma 2's pattern): the fit
+// runs the layers' product for every trial alpha and recovers alpha; the incoherent model, a sum
+// over the 2^H subsets of layers, is refused by name.
+TEST(Windowed, AFitRecoversAlphaFromAPatternOfWindowsThatDifferBetweenLayers) {
+  const uint64_t length = 200;
+  const std::vector<uint32_t> pattern = {48, 0};
+  DiscreteOptions coherent_only;
+  coherent_only.incoherent = false;
+  const auto profiles = ComputeDiscreteProfiles(*WithAttentionWindows(*MakeRouting(6, 0.4), 0, {48, 0, 48, 0, 48, 0}),
+                                                length, coherent_only);
+  ASSERT_TRUE(profiles.ok()) << profiles.status();
+  FitOptions options;
+  options.models = {Model::kCoherent};
+  options.quantity = Quantity::kWeight;
+  options.min_depth = options.max_depth = 6;
+  options.layer_windows = pattern;
+  const auto fits = FitProfile(profiles->coherent, options);
+  ASSERT_TRUE(fits.ok()) << fits.status();
+  EXPECT_NEAR(fits->front().alpha, 0.4, 1e-4);
+  EXPECT_LT(fits->front().metrics.rmse_log, 1e-6);
+  // The same profile fitted with one window for every layer lands elsewhere.
+  options.layer_windows = {48};
+  EXPECT_GT(std::abs(FitProfile(profiles->coherent, options)->front().alpha - 0.4), 1e-3);
+  options.layer_windows = pattern;
+  options.models = {Model::kCoherent, Model::kIncoherent};
+  EXPECT_EQ(ErrorFieldOf(FitProfile(profiles->coherent, options).status()), "models");
+  options.models = {Model::kCoherent};
+  options.attention_window = 48;
+  EXPECT_EQ(ErrorFieldOf(FitProfile(profiles->coherent, options).status()), "attention_window");
+}
+
 }  // namespace
 }  // namespace posbias::density

@@ -164,7 +164,7 @@ class HelpAndVersionTest(CliTestCase):
         "discrete": ["--depth", "--alpha", "--length", "--positions", "--stride", "--profile", "--summaries-only"],
         "summarize": ["--depth", "--alpha", "--length", "--profile", "--input", "--column", "--leading",
                       "--trailing", "--quantiles"],
-        "fit": ["--input", "--column", "--quantity", "--depth", "--depth-range", "--models"],
+        "fit": ["--input", "--column", "--quantity", "--depth", "--depth-range", "--models", "--layer-windows"],
     }
 
     def test_top_level_help_exits_zero_and_lists_global_options_and_subcommands(self):
@@ -590,6 +590,22 @@ class SummarizeAndFitTest(CliTestCase):
         self.assertLess(abs(fit["alpha"] - 0.3), 1e-4)
         self.assertLessEqual(fit["lambda_low"], fit["lambda"])
         self.assertLessEqual(fit["lambda"], fit["lambda_high"])
+
+    def test_fit_with_a_pattern_of_layer_windows_recovers_alpha_from_the_layers_product(self):
+        # Gemma 2's pattern over 6 layers (a window of 16, then full attention): the profile from
+        # `discrete --windows`, fitted with --layer-windows, gives back alpha for the coherent model.
+        out = self.run_json("discrete", "--depth", "6", "--alpha", "0.4", "--length", "64", "--windows",
+                            "16,0,16,0,16,0", "--profile", "coherent")
+        path = os.path.join(self.tmp.name, "pattern.json")
+        with open(path, "w") as f:
+            json.dump({"values": [v * v for v in out["coherent"]]}, f)
+        fit = self.run_json("fit", "--input", path, "--column", "values", "--depth", "6", "--layer-windows", "16,0")
+        self.assertEqual([f["model"] for f in fit["fits"]], ["coherent"])
+        self.assertLess(abs(fit["fits"][0]["alpha"] - 0.4), 1e-4, fit["fits"][0])
+        refused = run_cli("fit", "--input", path, "--column", "values", "--depth", "6", "--layer-windows", "16,0",
+                          "--models", "incoherent")
+        self.assertExit(refused, 1)
+        self.assertIn("models", refused.stderr)
 
     def test_fit_of_a_missing_file_is_a_usage_error(self):
         result = run_cli("fit", "--input", os.path.join(self.tmp.name, "missing.csv"))

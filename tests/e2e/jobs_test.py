@@ -615,10 +615,18 @@ class JobsTest(ServerTestCase):
         self.assertEqual(ratio["samples"], 3)
         self.assertLessEqual(ratio["low"], ratio["mean"])
         self.assertGreaterEqual(ratio["high"], ratio["mean"])
+        # The same statistics over the context alone (positions 1..11, the target's own left out).
+        context = compared[2]["context"]
+        self.assertAlmostEqual(sum(context[band]["mean"] for band in ("leading", "middle", "trailing")), 1.0, places=12)
+        self.assertNotAlmostEqual(context["middle"]["mean"], compared[2]["middle"]["mean"], places=6)
+        self.assertEqual(context["middle_log_ratio"]["samples"], 3)
+        self.assertEqual(compared[1]["context"]["middle_log_ratio"]["mean"], 0.0)
+        self.assertNotIn("middle_log_ratio", compared[0]["context"])
         table = self.cli("jobs", "result", job["id"], "--format", "table")
         self.assertEqual(table.returncode, 0, table.stderr)
         self.assertIn("tiny-gpt2-seed5", table.stdout)
         self.assertIn("(reference)", table.stdout)
+        self.assertIn("the context alone, positions 1..T-1", table.stdout)
 
     def test_a_comparison_job_refuses_models_that_cannot_share_the_inputs(self):
         self.cli_json("models", "register", "tiny-gpt2-vocab50", *[v if v != str(VOCAB) else "50" for v in TINY_GPT2])

@@ -81,14 +81,47 @@ TEST(CompareModels, PairsEveryModelWithTheNamedReference) {
   options.reference = 1;
   auto compared = CompareModels(models, options);
   ASSERT_TRUE(compared.ok()) << compared.status();
-  ASSERT_TRUE((*compared)[0].middle_log_ratio.has_value());
-  EXPECT_NEAR((*compared)[0].middle_log_ratio->mean, std::log(0.4), 1e-12) << "trained against init";
-  EXPECT_FALSE((*compared)[1].middle_log_ratio.has_value()) << "the reference has no ratio";
+  ASSERT_TRUE((*compared)[0].bands.middle_log_ratio.has_value());
+  EXPECT_NEAR((*compared)[0].bands.middle_log_ratio->mean, std::log(0.4), 1e-12) << "trained against init";
+  EXPECT_FALSE((*compared)[1].bands.middle_log_ratio.has_value()) << "the reference has no ratio";
   auto by_default = CompareModels(models);
   ASSERT_TRUE(by_default.ok());
-  EXPECT_NEAR((*by_default)[1].middle_log_ratio->mean, -std::log(0.4), 1e-12) << "init against trained, the first";
+  EXPECT_NEAR((*by_default)[1].bands.middle_log_ratio->mean, -std::log(0.4), 1e-12) << "init against trained, the first";
   options.reference = 2;
   EXPECT_EQ(CompareModels(models, options).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// After training most of the weight may sit on the target's own position: over all positions the
+// context's shape is then hidden behind it, over the context alone (1..T-1) it shows. L = 21: the
+// context is Valley's 20 positions (bands 2, 16, 2), the target position 21 carries `target`.
+TEST(CompareModels, TheContextAloneLeavesTheTargetsOwnPositionOut) {
+  const auto with_target = [](double edge, double target) {
+    std::vector<double> profile = Valley(edge, 1.0);
+    profile.push_back(target);
+    return std::vector<std::vector<double>>(3, profile);
+  };
+  // Birth: a valley of edges 4 and little on the target; trained: edges 16 and a target of 1000.
+  const std::vector<MeasuredModel> models = {{"init", "", "", with_target(4.0, 1.0)},
+                                             {"trained", "", "", with_target(16.0, 1000.0)}};
+  auto compared = CompareModels(models);
+  ASSERT_TRUE(compared.ok()) << compared.status();
+  const ComparedModel& trained = (*compared)[1];
+  ASSERT_TRUE(trained.context.has_value());
+  // Over the context: 16 middle positions of 1 against 4 edges of 16 (total 80): middle 0.2, and
+  // the reference's 16 / 32 = 0.5, so log(0.2 / 0.5) whatever the target holds.
+  EXPECT_NEAR(trained.context->middle.mean, 16.0 / 80.0, 1e-12);
+  EXPECT_NEAR(trained.context->middle_log_ratio->mean, std::log(0.4), 1e-12);
+  EXPECT_NEAR(trained.context->last.mean, 16.0 / 80.0, 1e-12) << "w_{T-1} of the context's profile";
+  // Over all 21 positions (bands of 2, 17, 2: the middle takes one edge of 16) the target's 1000
+  // dominates a total of 1080.
+  EXPECT_NEAR(trained.bands.last.mean, 1000.0 / 1080.0, 1e-12);
+  EXPECT_NEAR(trained.bands.middle.mean, 32.0 / 1080.0, 1e-12);
+  EXPECT_FALSE((*compared)[0].context->middle_log_ratio.has_value()) << "the reference has no ratio";
+  // Below 4 positions there is no context of three bands.
+  const std::vector<MeasuredModel> short_models = {{"a", "", "", {{1.0, 2.0, 3.0}}}, {"b", "", "", {{1.0, 1.0, 1.0}}}};
+  auto short_compared = CompareModels(short_models);
+  ASSERT_TRUE(short_compared.ok()) << short_compared.status();
+  EXPECT_FALSE((*short_compared)[1].context.has_value());
 }
 
 TEST(PairedComparison, RefusesProfilesOfDifferentShapes) {

@@ -59,8 +59,8 @@ TEST(CompareWithTheory, TooFewPositionsIsOneNoteAndNoFit) {
 }
 
 
-// Gemma 2's pattern: a sliding layer, then a full one. The theory under the measured branch
-// ratios runs the layers' product in order; the fits say they left the windows out.
+// Gemma 2's pattern: a sliding layer, then a full one. Every part runs the layers' product in
+// order, for the coherent model (the incoherent one is a sum over the 2^H subsets of layers).
 TEST(CompareWithTheory, WindowsThatDifferBetweenLayersEnterTheMeasuredAlphaTheory) {
   const auto full = CompareWithTheory(2, UShape(64), {0.5, 0.5}, {}, {});
   const auto patterned = CompareWithTheory(2, UShape(64), {0.5, 0.5}, {}, {8, 0});
@@ -70,7 +70,10 @@ TEST(CompareWithTheory, WindowsThatDifferBetweenLayersEnterTheMeasuredAlphaTheor
   EXPECT_TRUE(Says(patterned, "different windows (8, 0)")) << patterned.note.value_or("(no note)");
   EXPECT_TRUE(full.measured_alpha_schedule->incoherent);
   EXPECT_FALSE(patterned.measured_alpha_schedule->incoherent) << "a sum over 2^H subsets: not computed";
-  ASSERT_TRUE(patterned.fits) << "the fits still run, without windows";
+  ASSERT_TRUE(patterned.fits) << patterned.note.value_or("(no note)");
+  ASSERT_EQ(patterned.fits->size(), 1u) << "the coherent model alone";
+  EXPECT_NE(patterned.fits->front().profile, full.fits->front().profile) << "the fit runs the layers' windows";
+  ASSERT_TRUE(patterned.effective_depth_fits);
   // One window shared by every layer is no pattern: no note.
   EXPECT_FALSE(CompareWithTheory(2, UShape(64), {0.5, 0.5}, {}, {8, 8}).note);
 }

@@ -510,6 +510,13 @@ class JobTest(ClientTestCase):
         self.assertIn("reference", summary.splitlines()[1])
         self.assertIn("log middle ratio", summary.splitlines()[3])
         self.assertEqual(bits(comparison.log_ratios["middle"]["mean"][2]), bits(cli[2]["middle_log_ratio"]["mean"]))
+        # Over the context alone (positions 1..7): the same numbers as the stored report's.
+        for m, entry in enumerate(cli):
+            for band in posbias.ModelComparison.BANDS:
+                self.assertEqual(bits(comparison.context_bands[band]["mean"][m]), bits(entry["context"][band]["mean"]))
+        self.assertTrue(np.isnan(comparison.context_log_ratios["middle"]["mean"][0]))
+        self.assertEqual(bits(comparison.context_log_ratios["middle"]["mean"][2]),
+                         bits(cli[2]["context"]["middle_log_ratio"]["mean"]))
         paged = self.client.get_job_result(job.id, page_size=3)
         np.testing.assert_array_equal(paged.comparison.sq_norm_mean, comparison.sq_norm_mean)
         import matplotlib

@@ -469,7 +469,9 @@ class ModelComparison:
     trailing (last tenth), first and last (w_1, w_T); the paired log ratios against the reference
     per sample, `<name>_log_ratio_mean` / `_stderr` / `_low` / `_high` (95 % bootstrap interval) for
     name in middle, first, last (NaN for the reference itself; a negative middle ratio is a
-    deeper valley); and `spearman` of each mean profile with the reference's."""
+    deeper valley); and `spearman` of each mean profile with the reference's. `context_bands`,
+    `context_log_ratios` and `context_spearman` are the same over the context alone (positions
+    1..T-1, the target's own position left out; NaN where the server sent none)."""
     models: List[str]
     sq_norm_mean: np.ndarray
     sq_norm_stderr: np.ndarray
@@ -477,6 +479,9 @@ class ModelComparison:
     log_ratios: Dict[str, Dict[str, np.ndarray]]
     spearman: np.ndarray
     boundary_spikes: List[Dict[int, float]]
+    context_bands: Optional[Dict[str, Dict[str, np.ndarray]]] = None
+    context_log_ratios: Optional[Dict[str, Dict[str, np.ndarray]]] = None
+    context_spearman: Optional[np.ndarray] = None
 
     BANDS = ("leading", "middle", "trailing", "first", "last")
     RATIOS = ("middle", "first", "last")
@@ -506,19 +511,30 @@ class ModelComparison:
             for (mean, stderr), model in zip(profiles, page):
                 mean.extend(model.sq_norm_mean)
                 stderr.extend(model.sq_norm_stderr)
-        bands = {band: {stat: np.array([getattr(getattr(m, band), stat) for m in first], dtype=np.float64)
-                        for stat in ("mean", "std", "stderr")} for band in cls.BANDS}
         nan = float("nan")
-        log_ratios = {name: {stat: np.array([getattr(getattr(m, name + "_log_ratio"), stat)
-                                             if m.HasField(name + "_log_ratio") else nan for m in first],
-                                            dtype=np.float64)
-                             for stat in ("mean", "std", "stderr", "low", "high")} for name in cls.RATIOS}
+
+        def statistics(of):
+            """(bands, log ratios, spearman) of the band messages of[m] (None: NaN)."""
+            bands = {band: {stat: np.array([getattr(getattr(m, band), stat) if m is not None else nan for m in of],
+                                           dtype=np.float64)
+                            for stat in ("mean", "std", "stderr")} for band in cls.BANDS}
+            log_ratios = {name: {stat: np.array([getattr(getattr(m, name + "_log_ratio"), stat)
+                                                 if m is not None and m.HasField(name + "_log_ratio") else nan
+                                                 for m in of], dtype=np.float64)
+                                 for stat in ("mean", "std", "stderr", "low", "high")} for name in cls.RATIOS}
+            spearman = np.array([m.spearman if m is not None else nan for m in of], dtype=np.float64)
+            return bands, log_ratios, spearman
+
+        bands, log_ratios, spearman = statistics(first)
+        context_bands, context_log_ratios, context_spearman = statistics(
+            [m.context if m.HasField("context") else None for m in first])
         return cls(models=[m.model for m in first],
                    sq_norm_mean=np.array([mean for mean, _ in profiles], dtype=np.float64),
                    sq_norm_stderr=np.array([stderr for _, stderr in profiles], dtype=np.float64),
-                   bands=bands, log_ratios=log_ratios,
-                   spearman=np.array([m.spearman for m in first], dtype=np.float64),
-                   boundary_spikes=[{s.position: s.ratio for s in m.boundary_spikes} for m in first])
+                   bands=bands, log_ratios=log_ratios, spearman=spearman,
+                   boundary_spikes=[{s.position: s.ratio for s in m.boundary_spikes} for m in first],
+                   context_bands=context_bands, context_log_ratios=context_log_ratios,
+                   context_spearman=context_spearman)
 
     def plot(self, positions: np.ndarray, ax: Any = None) -> Any:
         """Overlays every model's normalized profile (share of its total) with its standard-error

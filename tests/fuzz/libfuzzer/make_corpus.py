@@ -107,6 +107,23 @@ def config_seeds():
     yield "gpt2_n_inner_float", json.dumps(dict(GPT2, n_inner=3072.5)).encode()
     yield "gpt2_strings", json.dumps(dict(GPT2, n_layer="12")).encode()
     yield "qwen2_missing_heads", json.dumps({k: v for k, v in QWEN2.items() if k != "num_attention_heads"}).encode()
+    # 2025-26's rows, with the keys that steer their per-layer patterns and scalings.
+    small = {"num_hidden_layers": 4, "hidden_size": 32, "num_attention_heads": 4, "num_key_value_heads": 2,
+             "intermediate_size": 48, "vocab_size": 64, "max_position_embeddings": 64}
+    yield "qwen3_windows", json.dumps(dict(small, model_type="qwen3", head_dim=16, use_sliding_window=True,
+                                           sliding_window=4, max_window_layers=1)).encode()
+    yield "gemma2_softcaps", json.dumps(dict(small, model_type="gemma2", head_dim=16, attn_logit_softcapping=50.0,
+                                             final_logit_softcapping=30.0, query_pre_attn_scalar=16,
+                                             layer_types=["sliding_attention", "full_attention"] * 2)).encode()
+    yield "gemma3_bases", json.dumps(dict(small, model_type="gemma3_text", rope_local_base_freq=10000.0,
+                                          sliding_window_pattern=2, rope_scaling={"rope_type": "linear", "factor": 8.0})).encode()
+    yield "phi3_longrope", json.dumps(dict(small, model_type="phi3", partial_rotary_factor=0.5,
+                                           original_max_position_embeddings=8,
+                                           rope_scaling={"type": "longrope", "short_factor": [1, 1],
+                                                         "long_factor": [2, 3]})).encode()
+    yield "smollm3_nope", json.dumps(dict(small, model_type="smollm3", no_rope_layers=[1, 0, 1, 0])).encode()
+    yield "granite_multipliers", json.dumps(dict(small, model_type="granite", embedding_multiplier=12.0,
+                                                 attention_multiplier=0.0, logits_scaling=8.0)).encode()
     yield "unknown_type", b'{"model_type": "llama", "hidden_size": 4096}'
     yield "not_object", b"[1, 2, 3]"
     yield "nested_64", ('{"model_type": "gpt2", "x": ' + nested(63) + "}").encode()

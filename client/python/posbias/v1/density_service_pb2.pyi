@@ -117,20 +117,22 @@ class EvaluateDiscreteResponse(_message.Message):
     def __init__(self, position: _Optional[_Iterable[int]] = ..., coherent: _Optional[_Iterable[float]] = ..., incoherent: _Optional[_Iterable[float]] = ..., coherent_summary: _Optional[_Union[ProfileSummary, _Mapping]] = ..., incoherent_summary: _Optional[_Union[ProfileSummary, _Mapping]] = ..., depth: _Optional[int] = ..., length: _Optional[int] = ...) -> None: ...
 
 class FitProfileRequest(_message.Message):
-    __slots__ = ["attention_window", "depth", "include_profiles", "measured", "models", "quantity"]
+    __slots__ = ["attention_window", "depth", "include_profiles", "layer_windows", "measured", "models", "quantity"]
     ATTENTION_WINDOW_FIELD_NUMBER: _ClassVar[int]
     DEPTH_FIELD_NUMBER: _ClassVar[int]
     INCLUDE_PROFILES_FIELD_NUMBER: _ClassVar[int]
+    LAYER_WINDOWS_FIELD_NUMBER: _ClassVar[int]
     MEASURED_FIELD_NUMBER: _ClassVar[int]
     MODELS_FIELD_NUMBER: _ClassVar[int]
     QUANTITY_FIELD_NUMBER: _ClassVar[int]
     attention_window: int
     depth: DepthChoice
     include_profiles: bool
+    layer_windows: _containers.RepeatedScalarFieldContainer[int]
     measured: MeasuredProfile
     models: _containers.RepeatedScalarFieldContainer[_common_pb2.ProfileModel]
     quantity: _common_pb2.ProfileQuantity
-    def __init__(self, measured: _Optional[_Union[MeasuredProfile, _Mapping]] = ..., quantity: _Optional[_Union[_common_pb2.ProfileQuantity, str]] = ..., models: _Optional[_Iterable[_Union[_common_pb2.ProfileModel, str]]] = ..., depth: _Optional[_Union[DepthChoice, _Mapping]] = ..., include_profiles: bool = ..., attention_window: _Optional[int] = ...) -> None: ...
+    def __init__(self, measured: _Optional[_Union[MeasuredProfile, _Mapping]] = ..., quantity: _Optional[_Union[_common_pb2.ProfileQuantity, str]] = ..., models: _Optional[_Iterable[_Union[_common_pb2.ProfileModel, str]]] = ..., depth: _Optional[_Union[DepthChoice, _Mapping]] = ..., include_profiles: bool = ..., attention_window: _Optional[int] = ..., layer_windows: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class FitProfileResponse(_message.Message):
     __slots__ = ["fits", "measured_summary"]

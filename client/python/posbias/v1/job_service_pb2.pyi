@@ -72,8 +72,9 @@ class CancelJobRequest(_message.Message):
     def __init__(self, id: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class ComparedModel(_message.Message):
-    __slots__ = ["boundary_spikes", "first", "first_log_ratio", "last", "last_log_ratio", "leading", "middle", "middle_log_ratio", "model", "model_uid", "spearman", "sq_norm_mean", "sq_norm_stderr", "trailing", "weights_sha256"]
+    __slots__ = ["boundary_spikes", "context", "first", "first_log_ratio", "last", "last_log_ratio", "leading", "middle", "middle_log_ratio", "model", "model_uid", "spearman", "sq_norm_mean", "sq_norm_stderr", "trailing", "weights_sha256"]
     BOUNDARY_SPIKES_FIELD_NUMBER: _ClassVar[int]
+    CONTEXT_FIELD_NUMBER: _ClassVar[int]
     FIRST_FIELD_NUMBER: _ClassVar[int]
     FIRST_LOG_RATIO_FIELD_NUMBER: _ClassVar[int]
     LAST_FIELD_NUMBER: _ClassVar[int]
@@ -89,6 +90,7 @@ class ComparedModel(_message.Message):
     TRAILING_FIELD_NUMBER: _ClassVar[int]
     WEIGHTS_SHA256_FIELD_NUMBER: _ClassVar[int]
     boundary_spikes: _containers.RepeatedCompositeFieldContainer[BoundarySpike]
+    context: ContextBands
     first: ShareEstimate
     first_log_ratio: PairedLogRatio
     last: ShareEstimate
@@ -103,7 +105,29 @@ class ComparedModel(_message.Message):
     sq_norm_stderr: _containers.RepeatedScalarFieldContainer[float]
     trailing: ShareEstimate
     weights_sha256: str
-    def __init__(self, model: _Optional[str] = ..., model_uid: _Optional[str] = ..., weights_sha256: _Optional[str] = ..., sq_norm_mean: _Optional[_Iterable[float]] = ..., sq_norm_stderr: _Optional[_Iterable[float]] = ..., leading: _Optional[_Union[ShareEstimate, _Mapping]] = ..., middle: _Optional[_Union[ShareEstimate, _Mapping]] = ..., trailing: _Optional[_Union[ShareEstimate, _Mapping]] = ..., first: _Optional[_Union[ShareEstimate, _Mapping]] = ..., last: _Optional[_Union[ShareEstimate, _Mapping]] = ..., middle_log_ratio: _Optional[_Union[PairedLogRatio, _Mapping]] = ..., first_log_ratio: _Optional[_Union[PairedLogRatio, _Mapping]] = ..., last_log_ratio: _Optional[_Union[PairedLogRatio, _Mapping]] = ..., spearman: _Optional[float] = ..., boundary_spikes: _Optional[_Iterable[_Union[BoundarySpike, _Mapping]]] = ...) -> None: ...
+    def __init__(self, model: _Optional[str] = ..., model_uid: _Optional[str] = ..., weights_sha256: _Optional[str] = ..., sq_norm_mean: _Optional[_Iterable[float]] = ..., sq_norm_stderr: _Optional[_Iterable[float]] = ..., leading: _Optional[_Union[ShareEstimate, _Mapping]] = ..., middle: _Optional[_Union[ShareEstimate, _Mapping]] = ..., trailing: _Optional[_Union[ShareEstimate, _Mapping]] = ..., first: _Optional[_Union[ShareEstimate, _Mapping]] = ..., last: _Optional[_Union[ShareEstimate, _Mapping]] = ..., middle_log_ratio: _Optional[_Union[PairedLogRatio, _Mapping]] = ..., first_log_ratio: _Optional[_Union[PairedLogRatio, _Mapping]] = ..., last_log_ratio: _Optional[_Union[PairedLogRatio, _Mapping]] = ..., spearman: _Optional[float] = ..., boundary_spikes: _Optional[_Iterable[_Union[BoundarySpike, _Mapping]]] = ..., context: _Optional[_Union[ContextBands, _Mapping]] = ...) -> None: ...
+
+class ContextBands(_message.Message):
+    __slots__ = ["first", "first_log_ratio", "last", "last_log_ratio", "leading", "middle", "middle_log_ratio", "spearman", "trailing"]
+    FIRST_FIELD_NUMBER: _ClassVar[int]
+    FIRST_LOG_RATIO_FIELD_NUMBER: _ClassVar[int]
+    LAST_FIELD_NUMBER: _ClassVar[int]
+    LAST_LOG_RATIO_FIELD_NUMBER: _ClassVar[int]
+    LEADING_FIELD_NUMBER: _ClassVar[int]
+    MIDDLE_FIELD_NUMBER: _ClassVar[int]
+    MIDDLE_LOG_RATIO_FIELD_NUMBER: _ClassVar[int]
+    SPEARMAN_FIELD_NUMBER: _ClassVar[int]
+    TRAILING_FIELD_NUMBER: _ClassVar[int]
+    first: ShareEstimate
+    first_log_ratio: PairedLogRatio
+    last: ShareEstimate
+    last_log_ratio: PairedLogRatio
+    leading: ShareEstimate
+    middle: ShareEstimate
+    middle_log_ratio: PairedLogRatio
+    spearman: float
+    trailing: ShareEstimate
+    def __init__(self, leading: _Optional[_Union[ShareEstimate, _Mapping]] = ..., middle: _Optional[_Union[ShareEstimate, _Mapping]] = ..., trailing: _Optional[_Union[ShareEstimate, _Mapping]] = ..., first: _Optional[_Union[ShareEstimate, _Mapping]] = ..., last: _Optional[_Union[ShareEstimate, _Mapping]] = ..., middle_log_ratio: _Optional[_Union[PairedLogRatio, _Mapping]] = ..., first_log_ratio: _Optional[_Union[PairedLogRatio, _Mapping]] = ..., last_log_ratio: _Optional[_Union[PairedLogRatio, _Mapping]] = ..., spearman: _Optional[float] = ...) -> None: ...
 
 class DeleteJobRequest(_message.Message):
     __slots__ = ["force", "id"]

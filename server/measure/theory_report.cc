@@ -255,6 +255,18 @@ jobs::TheoryComparison LossGradientTheory(int64_t depth) {
   return theory;
 }
 
+namespace {
+
+// Each layer's attention window (empty: full causal attention everywhere).
+std::vector<uint32_t> WindowsOf(const models::ModelConfig& config) {
+  std::vector<uint32_t> windows;
+  if (config.sliding_window <= 0) return windows;
+  for (int64_t l = 0; l < config.num_layers; ++l) windows.push_back(static_cast<uint32_t>(config.WindowOf(l)));
+  return windows;
+}
+
+}  // namespace
+
 jobs::JacobianReport BuildReport(models::DecoderModel& model, const jacobian::MeasureOptions& options,
                                  const jacobian::MeasureResult& result, const std::string& weights) {
   jobs::JacobianReport report;
@@ -326,14 +338,8 @@ jobs::JacobianReport BuildReport(models::DecoderModel& model, const jacobian::Me
   if (options.output == jacobian::Output::kLossGradient) {
     report.theory = LossGradientTheory(model.config().num_layers);
   } else {
-    std::vector<uint32_t> layer_windows;
-    if (!unknown_depth && model.config().sliding_window > 0) {
-      for (int64_t l = 0; l < model.config().num_layers; ++l) {
-        layer_windows.push_back(static_cast<uint32_t>(model.config().WindowOf(l)));
-      }
-    }
     report.theory = CompareWithTheory(unknown_depth ? 0 : model.config().num_layers, Prefix(final_stats.mean, result.target),
-                                      result.branch_ratio, samples, layer_windows);
+                                      result.branch_ratio, samples, unknown_depth ? std::vector<uint32_t>{} : WindowsOf(model.config()));
   }
   if (options.keep_samples) report.raw = result.raw.back();
   return report;

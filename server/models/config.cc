@@ -966,6 +966,20 @@ absl::Status ReadWindows(const nlohmann::json& json, Family family, ModelConfig&
   return absl::OkStatus();
 }
 
+// The MLP's activation: Gemma's MLP reads hidden_act, Gemma 2's and 3's hidden_activation (each
+// ignores the other key): the tanh GELU ("gelu_pytorch_tanh", their default) or the erf one
+// ("gelu"); the others "silu".
+absl::StatusOr<std::string> ReadActivation(const nlohmann::json& json, Family family, bool gemma) {
+  const char* key = gemma && family != Family::kGemma ? "hidden_activation" : "hidden_act";
+  const std::string activation = IsSet(json, key) && json.at(key).is_string() ? json.at(key).get<std::string>()
+                                 : IsSet(json, key)                           ? json.at(key).dump()
+                                 : gemma                                      ? "gelu_pytorch_tanh"
+                                                                              : "silu";
+  const bool known = gemma ? activation == "gelu_pytorch_tanh" || activation == "gelu" : activation == "silu";
+  if (!known) return NotBuilt(key, "\"" + activation + "\"", gemma ? "\"gelu_pytorch_tanh\" or \"gelu\"" : "\"silu\"");
+  return activation;
+}
+
 // The config.json of 2025-26's families (qwen3, gemma, gemma2, gemma3_text, phi3, olmo2, granite,
 // smollm3): Llama's keys, and what the family's row adds (architecture.h), with the defaults of its
 // configuration class where a key is absent.
@@ -979,23 +993,14 @@ absl::StatusOr<ModelConfig> ReadTodaysConfig(const nlohmann::json& json, Family 
   for (const char* key : {"attn_logit_softcapping", "final_logit_softcapping", "query_pre_attn_scalar"}) {
     if (!a.soft_capping && IsSet(json, key)) return NotBuilt(key, json.at(key).dump(), "null (no soft-capping)");
   }
-  // Gemma's MLP reads hidden_act, Gemma 2's and 3's hidden_activation (each ignores the other
-  // key): the tanh GELU ("gelu_pytorch_tanh", their default) or the erf one ("gelu").
   const bool gemma = a.mlp == Architecture::Mlp::kGeGluTanh;
-  const char* activation_key = gemma && family != Family::kGemma ? "hidden_activation" : "hidden_act";
-  const std::string activation = IsSet(json, activation_key) && json.at(activation_key).is_string()
-                                     ? json.at(activation_key).get<std::string>()
-                                     : IsSet(json, activation_key) ? json.at(activation_key).dump()
-                                                                   : gemma ? "gelu_pytorch_tanh" : "silu";
-  const bool known = gemma ? activation == "gelu_pytorch_tanh" || activation == "gelu" : activation == "silu";
-  if (!known) {
-    return NotBuilt(activation_key, "\"" + activation + "\"", gemma ? "\"gelu_pytorch_tanh\" or \"gelu\"" : "\"silu\"");
-  }
+  auto activation = ReadActivation(json, family, gemma);
+  if (!activation.ok()) return activation.status();
   const int64_t heads = RequiredInteger(json, "num_attention_heads");
   ModelConfig config = LlamaLike(family, RequiredInteger(json, "num_hidden_layers"), RequiredInteger(json, "hidden_size"),
                                  heads, IntegerMember(json, "num_key_value_heads", heads),
                                  RequiredInteger(json, "intermediate_size"), IntegerMember(json, "vocab_size", 32000), 0);
-  config.exact_gelu = gemma && activation == "gelu";
+  config.exact_gelu = gemma && *activation == "gelu";
   config.max_positions = IntegerMember(json, "max_position_embeddings", 2048);
   config.norm_eps = json.value("rms_norm_eps", 1e-6);
   config.rope_theta = json.value("rope_theta", family == Family::kGemma3 ? 1e6 : family == Family::kSmolLm3 ? 2e6 : 1e4);

@@ -534,11 +534,7 @@ Tensor LayerBackward(const Layer& w, const Rotary& rotary, const LayerSaved& sav
                                  jacobians ? mlp_all.narrow(0, start, count)
                                            : MlpBackward(w.mlp, saved, into_branch(w.post_mlp_norm, post_mlp_rows, g), first));
       // Sequential: the MLP's part joins dh now and is not kept beside it.
-      if (!w.parallel_residual) {
-        // An absent pre-norm hands back the cotangent itself: add into a copy, not into dy.
-        dh = w.norm2.present() ? d_mlp_input.add_(g) : d_mlp_input + g;
-        d_mlp_input = Tensor();
-      }
+      if (!w.parallel_residual) dh = d_mlp_input.add_(g), d_mlp_input = Tensor();
     }
     auto d_attention = AttentionBackward(w.attention, rotary, saved, into_branch(w.post_attention_norm, saved.post_attention.Rows(first, rows), dh),
                                          first, options.detach_attention_probabilities, options);

@@ -103,4 +103,15 @@ for family in ("gpt2", "llama"):
             spike = "; ".join(spikes) if spikes else "—"
             print(f"| {m['model']} | {pm(m['middle'])} | {pm(m['first'], 4)} | {pm(m['last'], 4)} | {ratio(m, 'middle')} "
                   f"| {ratio(m, 'first')} | {spike} |")
+        # The same over the context alone: positions 1..L-1, the target's own left out (its share
+        # after training would otherwise hide the context's shape).
+        print(f"\nthe same over the context alone (positions 1..{r['measurement']['length'] - 1}; last weight: "
+              f"position {r['measurement']['length'] - 1})\n")
+        print("| checkpoint | leading 10 % share | middle 80 % share | trailing 10 % share | first weight | last weight | "
+              "log middle / step0 | log first / step0 | log last / step0 |")
+        print("|---|---|---|---|---|---|---|---|---|")
+        for m in r["comparison"]:
+            c = m["context"]
+            print(f"| {m['model']} | {pm(c['leading'])} | {pm(c['middle'])} | {pm(c['trailing'])} | {pm(c['first'], 4)} "
+                  f"| {pm(c['last'], 4)} | {ratio(c, 'middle')} | {ratio(c, 'first')} | {ratio(c, 'last')} |")
 PYEOF

@@ -1,7 +1,5 @@
 #include "server/api/density_convert.h"
 
-#include <algorithm>
-#include <functional>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -119,9 +117,9 @@ absl::StatusOr<density::FitOptions> FitOptionsFromProto(const v1::FitProfileRequ
                                  absl::StrCat("at most ", density::kMaxFitDepth, " (one per layer)")});
   }
   options.layer_windows.assign(request.layer_windows().begin(), request.layer_windows().end());
-  const bool mixed = std::adjacent_find(options.layer_windows.begin(), options.layer_windows.end(),
-                                        std::not_equal_to<>()) != options.layer_windows.end();
-  if (mixed && request.models_size() == 0) options.models = {density::Model::kCoherent};
+  if (density::WindowsDiffer(options.layer_windows) && request.models_size() == 0) {
+    options.models = {density::Model::kCoherent};
+  }
   return options;
 }
 

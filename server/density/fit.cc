@@ -84,11 +84,6 @@ ModelFit FitModel(const ProfileAt& profile_at, std::span<const double> measured,
   return fit;
 }
 
-// Whether the pattern's windows differ between layers (a pattern of one window is that window).
-bool Mixed(const std::vector<uint32_t>& pattern) {
-  return std::adjacent_find(pattern.begin(), pattern.end(), std::not_equal_to<>()) != pattern.end();
-}
-
 // The coherent profile of constant alpha over `depth` layers whose windows repeat `pattern`:
 // row L of the layers' product, squared for squared norms, normalized.
 std::vector<double> PatternProfile(size_t length, const std::vector<uint32_t>& pattern, Quantity quantity,
@@ -124,6 +119,10 @@ std::vector<double> ModelProfile(const std::vector<std::vector<double>>& rows, M
   }
   for (double& value : raw) value = Predicted(model, quantity, value);
   return Normalized(raw);
+}
+
+bool WindowsDiffer(const std::vector<uint32_t>& layer_windows) {
+  return std::adjacent_find(layer_windows.begin(), layer_windows.end(), std::not_equal_to<>()) != layer_windows.end();
 }
 
 absl::Status CheckFitRequest(std::span<const double> measured, const FitOptions& options) {
@@ -170,7 +169,7 @@ absl::StatusOr<std::vector<ModelFit>> FitProfile(std::span<const double> measure
   if (auto status = CheckFitRequest(measured, options); !status.ok()) return status;
   const std::vector<double> normalized = Normalized(measured);
   std::vector<ModelFit> fits;
-  if (Mixed(options.layer_windows)) {
+  if (WindowsDiffer(options.layer_windows)) {
     for (Model model : options.models) {
       if (model == Model::kIncoherent) {
         return InvalidArgumentError({ErrorReason::kInvalidArgument, "models", "incoherent",

@@ -63,6 +63,10 @@ struct ModelFit {
   std::vector<double> profile;  // Normalized model profile; only with include_profiles.
 };
 
+// Whether a pattern of per-layer windows holds two different windows (then only the coherent
+// model has a profile the density room computes); a pattern of one window is that window.
+bool WindowsDiffer(const std::vector<uint32_t>& layer_windows);
+
 // Checks the measured values (>= 3 values, finite, >= 0, one positive) and the depth range.
 absl::Status CheckFitRequest(std::span<const double> measured, const FitOptions& options);
 

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <functional>
 #include <map>
 #include <numeric>
 #include <random>
@@ -65,8 +64,7 @@ constexpr int kResamples = 200;
 density::FitOptions FitOptionsFor(const std::vector<uint32_t>& windows) {
   density::FitOptions options;
   options.layer_windows = windows;
-  const bool mixed = std::adjacent_find(windows.begin(), windows.end(), std::not_equal_to<>()) != windows.end();
-  if (mixed) options.models = {density::Model::kCoherent};
+  if (density::WindowsDiffer(windows)) options.models = {density::Model::kCoherent};
   return options;
 }
 
@@ -183,7 +181,7 @@ absl::Status AddMeasuredAlphaTheory(const std::vector<double>& measured, const s
   // Windows that differ between layers: the coherent model only (the incoherent one is a sum over
   // the 2^H subsets of layers).
   density::DiscreteOptions options;
-  options.incoherent = std::adjacent_find(windows.begin(), windows.end(), std::not_equal_to<>()) == windows.end();
+  options.incoherent = !density::WindowsDiffer(windows);
   auto profiles = density::ComputeDiscreteProfiles(*routing, measured.size(), options);
   if (!profiles.ok()) return profiles.status();
   std::vector<double> coherent_sq(profiles->coherent.size());
@@ -210,7 +208,7 @@ jobs::TheoryComparison CompareWithTheory(int64_t depth, const std::vector<double
   // The windows as the fits take them: none when every layer is full causal.
   const bool windowed = std::any_of(layer_windows.begin(), layer_windows.end(), [](uint32_t w) { return w > 0; });
   const std::vector<uint32_t> windows = windowed ? layer_windows : std::vector<uint32_t>{};
-  const bool mixed = std::adjacent_find(windows.begin(), windows.end(), std::not_equal_to<>()) != windows.end();
+  const bool mixed = density::WindowsDiffer(windows);
   const bool unknown_depth = depth == 0;
   depth = std::max<int64_t>(depth, 1);
   jobs::TheoryComparison theory;

@@ -21,6 +21,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "client/cli/output.h"
+#include "client/cli/recall_output.h"
 #include "client/cli/svg_plot.h"
 #include "nlohmann/json.hpp"
 
@@ -110,6 +111,11 @@ struct SubmitFlags {
   std::string model, method = "exact", output = "final", input = "random", dtype = "float32",
                      device = "any", tokens_file, request_id, text_file, layout = "concatenate", needle, separator,
                      boundary_token = "none", question;
+  // Recall inputs: depths, probes per depth, and the generator's options (0 / "" = the server's).
+  std::vector<double> recall_depths;
+  uint32_t recall_probes = 16, recall_pairs = 0, recall_key_letters = 0;
+  std::string recall_values;
+  std::optional<uint64_t> recall_seed;
   bool truncate = false, raw = false, compare_pathways = false;
   std::string pathway = "full", probe_distribution;  // "" = the server's default.
   uint32_t length = 0, samples = 0, probes = 64;
@@ -186,6 +192,19 @@ absl::Status SetTextInput(const SubmitFlags& flags, v1::TextInput* text) {
 
 // The input sequences: --text-file, --tokens, else Gaussian embeddings or random tokens (with --seed).
 absl::Status SetInput(const SubmitFlags& flags, v1::JacobianNormSpec* spec) {
+  if (!flags.recall_depths.empty()) {
+    if (!flags.text_file.empty() || !flags.tokens_file.empty()) {
+      return absl::InvalidArgumentError("--recall: allowed without --text-file and --tokens (it is the input)");
+    }
+    auto* recall = spec->mutable_input()->mutable_recall();
+    for (double depth : flags.recall_depths) recall->add_depths(depth);
+    recall->set_probes_per_depth(flags.recall_probes);
+    recall->set_pairs(flags.recall_pairs);
+    recall->set_key_letters(flags.recall_key_letters);
+    recall->set_values(flags.recall_values);
+    if (flags.recall_seed) recall->set_seed(*flags.recall_seed);
+    return absl::OkStatus();
+  }
   if (!flags.text_file.empty()) return SetTextInput(flags, spec->mutable_input()->mutable_text());
   if (!flags.tokens_file.empty()) {
     std::ifstream in(flags.tokens_file);
@@ -335,6 +354,15 @@ CommandRun DefineSubmit(CLI::App& command) {
                      "With --layout boundaries or needle: eos, bos or none, put at each document start (boundaries) "
                      "or after each filler document (needle)")
       ->capture_default_str();
+  command.add_option("--recall", f->recall_depths,
+                     "Associative-recall probes with the queried pair at these depths, e.g. 0,0.25,0.5,0.75,1 (the "
+                     "result answers recall accuracy by depth)")
+      ->delimiter(',');
+  command.add_option("--recall-probes", f->recall_probes, "With --recall: probes per depth")->capture_default_str();
+  command.add_option("--recall-pairs", f->recall_pairs, "With --recall: key=value pairs per probe (default 8)");
+  command.add_option("--recall-key-letters", f->recall_key_letters, "With --recall: letters per key (default 3)");
+  command.add_option("--recall-values", f->recall_values, "With --recall: the values' alphabet (default a-z)");
+  command.add_option("--recall-seed", f->recall_seed, "With --recall: the generator's seed (default 0)");
   command.add_option("--dtype", f->dtype, "float32, bfloat16, float16 or float64")
       ->capture_default_str();
   command.add_option("--pathway", f->pathway,
@@ -620,6 +648,9 @@ int PlotResult(const CliContext& context, const std::string& measured, const v1:
   if (svg.empty()) return context.UsageError("cannot draw the plot: " + error);
   context.err << "plot written to " << context.plot << "\n";
   if (int code = PlotComparison(context, result); code != 0) return code;
+  if (const std::string failed = PlotRecall(context.plot, measured, result, context.err); !failed.empty()) {
+    return context.UsageError(failed);
+  }
   return PlotNeedleSweep(context, measured, result);
 }
 
@@ -696,6 +727,7 @@ int RunResult(const CliContext& context, const JobIdFlags& flags) {
                                        d.baseline_share_stderr(), d.fillers());
       }
     }
+    PrintRecall(context.out, result);
   }
   return context.plot.empty() ? 0 : PlotResult(context, Measured(*whole), result);
 }

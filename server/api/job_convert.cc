@@ -267,4 +267,32 @@ void SpikeToProto(const jobs::BoundarySpike& spike, v1::BoundarySpike* out) {
   if (spike.samples) out->set_samples(static_cast<uint32_t>(*spike.samples));
 }
 
+void CorrelationToProto(const jobs::RecallCorrelation& correlation, v1::RecallCorrelation* out) {
+  out->set_r(correlation.r);
+  out->set_low(correlation.low);
+  out->set_high(correlation.high);
+  out->set_cells(static_cast<uint32_t>(correlation.cells));
+}
+
+void RecallToProto(const jobs::RecallSummary& summary, v1::RecallSummary* out) {
+  out->set_chance(summary.chance);
+  for (const jobs::RecallDepth& measured : summary.depths) {
+    auto* depth = out->add_depths();
+    depth->set_depth(measured.depth);
+    depth->set_probes(static_cast<uint32_t>(measured.probes));
+    depth->set_correct(static_cast<uint32_t>(measured.correct));
+    depth->set_accuracy(measured.accuracy);
+    depth->set_accuracy_low(measured.accuracy_low);
+    depth->set_accuracy_high(measured.accuracy_high);
+    depth->set_log_prob_mean(measured.log_prob_mean);
+    depth->set_log_prob_std(measured.log_prob_std);
+    depth->set_log_prob_stderr(measured.log_prob_stderr);
+    depth->set_pair_share_mean(measured.pair_share_mean);
+    depth->set_pair_share_stderr(measured.pair_share_stderr);
+    depth->set_pair_context_share_mean(measured.pair_context_share_mean);
+    depth->set_pair_context_share_stderr(measured.pair_context_share_stderr);
+  }
+  if (summary.share_accuracy) CorrelationToProto(*summary.share_accuracy, out->mutable_share_accuracy());
+}
+
 }  // namespace posbias::service

@@ -31,6 +31,9 @@ void JobToProto(const jobs::JobRecord& job, v1::Job* out);
 
 // A text input's spike at a document start, as the result reports it.
 void SpikeToProto(const jobs::BoundarySpike& spike, v1::BoundarySpike* out);
+// A recall table and a correlation as the result messages say.
+void RecallToProto(const jobs::RecallSummary& summary, v1::RecallSummary* out);
+void CorrelationToProto(const jobs::RecallCorrelation& correlation, v1::RecallCorrelation* out);
 
 // request_id is per principal: the store keeps one unique key per request_id, so a principal's
 // key is "<tenant>/<principal>/<request_id>". The key names the submitter, not the job's tenant

@@ -131,6 +131,8 @@ absl::StatusOr<v1::GetJobResultResponse> HandleGetJobResult(JobRequests& service
       depth->set_baseline_share_std(measured.baseline_share_std);
       depth->set_baseline_share_stderr(measured.baseline_share_stderr);
     }
+    if (report->recall) RecallToProto(*report->recall, result->mutable_recall());
+    if (report->recall_correlation) CorrelationToProto(*report->recall_correlation, result->mutable_recall_correlation());
   }
   return out;
 }

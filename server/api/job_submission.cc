@@ -19,6 +19,7 @@
 #include "server/api/job_convert.h"
 #include "server/api/result_pages.h"
 #include "server/api/model_visibility.h"
+#include "server/text/recall_input.h"
 #include "server/text/text_input.h"
 #include "server/status/error.h"
 
@@ -44,6 +45,20 @@ absl::Status Incompatible(size_t i, const std::string& value, const std::string&
   return InvalidArgumentError({ErrorReason::kInvalidArgument, absl::StrCat("spec.jacobian_norm.versus[", i, "]"), value, allowed});
 }
 
+// Text and recall inputs are laid out into ids with the model's tokenizer at submission.
+bool IsLaidOut(const v1::SubmitJobRequest& request) {
+  const auto& input = request.spec().jacobian_norm().input();
+  return input.has_text() || input.has_recall();
+}
+
+absl::StatusOr<text::LaidOutText> LayOut(const tokenizer::Tokenizer& tokenizer, const v1::SubmitJobRequest& request,
+                                         const jobs::JacobianJobSpec& spec) {
+  const auto& input = request.spec().jacobian_norm().input();
+  if (input.has_recall()) return text::LayOutRecall(tokenizer, input.recall(), spec);
+  // LOG_PROB at T = L scores the token after position L: the text gives that one too.
+  return text::LayOutText(tokenizer, input.text(), spec.length, jobs::NeedsNextToken(spec));
+}
+
 // Whether model `other` can take the inputs laid out for `first`: random ids from first's
 // vocabulary, Gaussian embeddings of its width, text laid out into the same ids by its tokenizer.
 // `compared` holds the tokenizer directories whose layout of the text is known to match (first's
@@ -62,16 +77,17 @@ absl::Status CheckSharedInputs(JobRequests& service, const v1::SubmitJobRequest&
     return Incompatible(i, absl::StrCat(other.name, " (width ", other.config.hidden_size, ")"),
                         absl::StrCat("width ", first.config.hidden_size, " (model ", first.name, "'s embeddings)"));
   }
-  if (!request.spec().jacobian_norm().input().has_text() || service.tokenizers == nullptr) return absl::OkStatus();
+  if (!IsLaidOut(request) || service.tokenizers == nullptr) return absl::OkStatus();
   // The same tokenizer files lay the text out into the same ids.
   if (!compared.insert(other.tokenizer_dir).second) return absl::OkStatus();
   auto tokenizer = service.tokenizers->For(other);
   if (!tokenizer.ok()) return AboutVersus(tokenizer.status(), i, other.name, first.name);
-  auto laid_out = text::LayOutText(**tokenizer, request.spec().jacobian_norm().input().text(), spec.length,
-                                   jobs::NeedsNextToken(spec));
+  auto laid_out = LayOut(**tokenizer, request, spec);
   if (!laid_out.ok()) return AboutVersus(laid_out.status(), i, other.name, first.name);
   if (laid_out->tokens != spec.tokens) {
-    return InvalidArgumentError({ErrorReason::kInvalidArgument, "spec.jacobian_norm.input.text",
+    return InvalidArgumentError({ErrorReason::kInvalidArgument,
+                                 request.spec().jacobian_norm().input().has_recall() ? "spec.jacobian_norm.input.recall"
+                                                                                      : "spec.jacobian_norm.input.text",
                                  absl::StrCat("laid out into other token ids by ", other.name, "'s tokenizer than by ", first.name, "'s"),
                                  "models whose tokenizers give the same ids (compare those with given_tokens instead)"});
   }
@@ -165,20 +181,19 @@ absl::StatusOr<v1::Job> HandleSubmitJob(JobRequests& service, Caller& caller, co
   record->spec.model = NameInJob(*model, record->tenant);
   record->spec.model_uid = model->uid;
   record->spec.model_weights_sha256 = model->weights_sha256;
-  if (request.spec().jacobian_norm().input().has_text()) {
+  if (IsLaidOut(request)) {
     if (service.tokenizers == nullptr) {
-      return ErrorWithReason(absl::StatusCode::kUnimplemented, ErrorReason::kNotImplemented, "text inputs are off");
+      return ErrorWithReason(absl::StatusCode::kUnimplemented, ErrorReason::kNotImplemented, "text and recall inputs are off");
     }
     auto tokenizer = service.tokenizers->For(*model);
     if (!tokenizer.ok()) return tokenizer.status();
-    // LOG_PROB at T = L scores the token after position L: the text gives that one too.
-    auto laid_out = text::LayOutText(**tokenizer, request.spec().jacobian_norm().input().text(), record->spec.length,
-                               jobs::NeedsNextToken(record->spec));
+    auto laid_out = LayOut(**tokenizer, request, record->spec);
     if (!laid_out.ok()) return laid_out.status();
     record->spec.input = jobs::JacobianInput::kGivenTokens;
     record->spec.tokens = std::move(laid_out->tokens);
     record->spec.document_starts = std::move(laid_out->document_starts);
     record->spec.needle_sweep = std::move(laid_out->needle_sweep);
+    record->spec.recall = std::move(laid_out->recall);
     record->spec.samples = static_cast<int64_t>(record->spec.tokens.size());
   }
   const auto host = host::ReadHostMemory();

@@ -275,6 +275,7 @@ void FillComparison(const std::vector<jobs::ComparedModel>& comparison, const st
       SpikeToProto(measured, out->add_boundary_spikes());
     }
     if (compared.context) bands(*compared.context, out->mutable_context());
+    if (compared.recall) RecallToProto(*compared.recall, out->mutable_recall());
   }
 }
 

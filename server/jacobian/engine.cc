@@ -145,12 +145,14 @@ Sample WithEmbeddings(const Sample& drawn, DecoderModel& model, const MeasureOpt
 // Outputs y [rows, width] at the target position, one per requested output (layers for a sweep).
 // `value_only`: the attention probabilities detached (Pathway::kValueOnly).
 std::vector<torch::Tensor> Outputs(DecoderModel& model, const torch::Tensor& e, const MeasureOptions& options,
-                                   int64_t target, const Sample& sample, bool checkpoint, bool value_only) {
+                                   int64_t target, const Sample& sample, bool checkpoint, bool value_only,
+                                   torch::Tensor* target_hidden = nullptr) {
   models::ForwardOptions forward;
   forward.record_layers = options.output == Output::kLayerSweep;
   forward.checkpoint_layers = checkpoint;
   forward.detach_attention_probabilities = value_only;
   auto out = model.Forward(e, forward);
+  if (target_hidden != nullptr) *target_hidden = out.hidden.select(1, target - 1)[0].detach();
   std::vector<torch::Tensor> ys;
   if (options.output == Output::kLayerSweep) {
     for (auto& layer : out.layers) ys.push_back(layer.select(1, target - 1));
@@ -175,7 +177,21 @@ struct SampleSums {
   // ||g_value||^2 and the score pathway's ||g_full - g_value||^2 (the same mean as sq_norm's).
   std::vector<torch::Tensor> value_sq_norm;
   std::vector<torch::Tensor> score_sq_norm;
+  std::optional<jobs::NextTokenScore> next_token;  // score_next_token.
 };
+
+// How the model scores token `next` from the final hidden state at the target ([d]): its
+// log-probability, and how many ids score strictly above it or equal to it (float64 logits).
+jobs::NextTokenScore ScoreNextToken(DecoderModel& model, const torch::Tensor& hidden, int64_t next) {
+  torch::NoGradGuard no_grad;
+  auto logits = model.Logits(hidden.reshape({1, 1, -1})).reshape({-1}).to(torch::kCPU, torch::kDouble);
+  auto log_probs = torch::log_softmax(logits, 0);
+  jobs::NextTokenScore score;
+  score.log_prob = log_probs[next].item<double>();
+  score.rank = (log_probs > score.log_prob).sum().item<int64_t>();
+  score.ties = (log_probs == score.log_prob).sum().item<int64_t>() - 1;
+  return score;
+}
 
 // The running sums of one output over its cotangent rows: the exact norm's sum over one-hot rows,
 // or Hutchinson's ProbeEstimate (which keeps its own sum, mean and variance).
@@ -255,10 +271,12 @@ class Runner {
     const int64_t total = options_.method == Method::kExact ? width : options_.probes;
     auto e = sample.embeds.to(device_, options_.dtype).expand({batch, -1, -1}).clone().set_requires_grad(true);
     const bool both = kind == PassKind::kBoth;
-    auto ys = Outputs(model_, e, options_, target_, sample, checkpoint_, kind == PassKind::kValueOnly);
+    torch::Tensor target_hidden;
+    auto ys = Outputs(model_, e, options_, target_, sample, checkpoint_, kind == PassKind::kValueOnly, &target_hidden);
     std::vector<torch::Tensor> value_ys;
     if (both) value_ys = Outputs(model_, e, options_, target_, sample, checkpoint_, true);
     SampleSums sums;
+    if (options_.score_next_token) sums.next_token = ScoreNextToken(model_, target_hidden, sample.NextToken(target_));
     for (size_t o = 0; o < ys.size(); ++o) {
       OutputSums output_sums(options_, width);
       for (int64_t start = 0; start < total; start += batch) {
@@ -318,6 +336,7 @@ class Runner {
     value_options.between_blocks = gradient_options.between_blocks;
     const int64_t outputs = options_.output == Output::kLayerSweep ? model_.config().num_layers : 1;
     SampleSums sums;
+    if (options_.score_next_token) sums.next_token = ScoreNextToken(model_, pass->FinalHidden(), sample.NextToken(target_));
     for (int64_t o = 0; o < outputs; ++o) {
       const int64_t layer = options_.output == Output::kLayerSweep ? o + 1 : models::InputReversePass::kFinalHidden;
       OutputSums output_sums(options_, width);
@@ -418,6 +437,7 @@ SampleRecord Record(DecoderModel& model, const MeasureOptions& options, const Sa
   for (const auto& t : sums.probe_var) record.probe_var.push_back(ToVector(t));
   for (const auto& t : sums.value_sq_norm) record.value_sq_norm.push_back(ToVector(t));
   for (const auto& t : sums.score_sq_norm) record.score_sq_norm.push_back(ToVector(t));
+  record.next_token = sums.next_token;
   if (options.branch_ratios && model.config().family != models::Family::kTorchScript) {
     torch::NoGradGuard no_grad;
     models::ForwardOptions forward;
@@ -506,6 +526,9 @@ void Summarize(const std::vector<SampleRecord>& records, const MeasureOptions& o
     }
   }
   for (const auto& record : records) result.sample_sq_norm.push_back(record.sq_norm.back());
+  if (options.score_next_token) {
+    for (const auto& record : records) result.next_token.push_back(record.next_token.value_or(jobs::NextTokenScore{}));
+  }
   if (options.compare_pathways) SummarizePathways(records, outputs, result);
   if (!records.empty() && !records.front().branch_ratio.empty()) {
     result.branch_ratio.assign(records.front().branch_ratio.size(), 0.0);
@@ -547,8 +570,9 @@ absl::Status CheckGivenTokens(const models::ModelConfig& config, const MeasureOp
                                  absl::StrCat("one sequence per sample (", options.samples, ")")});
   }
   const int64_t t = options.target == 0 ? options.length : options.target;
+  const bool scores_next = options.output == Output::kLogProb || options.score_next_token;
   const size_t need = options.output == Output::kLossGradient ? options.length + 1
-                      : options.output == Output::kLogProb   ? std::max(options.length, t + 1)
+                      : scores_next                          ? std::max(options.length, t + 1)
                                                              : options.length;
   for (size_t s = 0; s < options.tokens.size(); ++s) {
     if (options.tokens[s].size() < need) {
@@ -588,6 +612,24 @@ absl::Status CheckLossGradient(const MeasureOptions& options) {
   if (options.compare_pathways || options.pathway != Pathway::kFull) {
     return InvalidArgumentError({ErrorReason::kInvalidArgument, "pathway", "value_only or compare_pathways",
                                  "the full pathway with the loss gradient"});
+  }
+  return absl::OkStatus();
+}
+
+// Scoring the next token needs a target position (not the loss gradient), and a resumed run's
+// records must hold their scores.
+absl::Status CheckNextTokenScore(const MeasureOptions& options) {
+  if (!options.score_next_token) return absl::OkStatus();
+  if (options.output == Output::kLossGradient) {
+    return InvalidArgumentError({ErrorReason::kInvalidArgument, "output", "loss_gradient",
+                                 "final_hidden, layer_sweep or log_prob when the next token is scored (the loss gradient "
+                                 "has no target position)"});
+  }
+  for (const auto& record : options.done_samples) {
+    if (!record.next_token) {
+      return InvalidArgumentError({ErrorReason::kInvalidArgument, "done_samples", "records without next_token",
+                                   "records of a measurement that scored the next token"});
+    }
   }
   return absl::OkStatus();
 }
@@ -667,6 +709,7 @@ absl::Status CheckMeasureOptions(const DecoderModel& model, const MeasureOptions
     }
   }
   if (auto status = CheckLossGradient(options); !status.ok()) return status;
+  if (auto status = CheckNextTokenScore(options); !status.ok()) return status;
   if (options.input != InputKind::kGaussianEmbeddings && !model.has_token_embedding()) {
     return InvalidArgumentError({ErrorReason::kInvalidArgument, "input", "tokens", "gaussian (this model takes embeddings only)"});
   }

@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -54,6 +55,8 @@ struct SampleRecord {
   // compare_pathways: the score pathway's ||J_full - J_value||^2 [output][position] for the same
   // cotangent rows (the difference taken before squaring); empty otherwise.
   std::vector<std::vector<double>> score_sq_norm;
+  // score_next_token: how the model scored the token after the target.
+  std::optional<jobs::NextTokenScore> next_token;
 };
 
 struct MeasureOptions {
@@ -88,6 +91,10 @@ struct MeasureOptions {
   // Each sample both ways (pathway must be kFull; same sample, same probes): the result then
   // holds value_sq_norm and the per-sample ratio ||J_value||^2 / ||J_full||^2 (pathway_ratio).
   bool compare_pathways = false;
+  // Also score the token after the target in each sample (its log-probability and rank among the
+  // model's logits there, from the measurement's own forward pass; recall jobs): token inputs
+  // with the id after the target, not the loss gradient.
+  bool score_next_token = false;
   std::function<bool(const Progress&)> progress;  // Return false to cancel (CANCELLED).
   // Resuming: the records of samples 0..n-1 finished earlier (by an interrupted run with the same
   // options); they are not recomputed, and the result equals an uninterrupted run's (inputs and
@@ -145,6 +152,8 @@ struct MeasureResult {
   std::vector<PositionStats> pathway_cosine;
   std::vector<ScalarStats> pathway_total_score_share;
   std::vector<ScalarStats> pathway_total_interference_share;
+  // score_next_token: per sample, how the model scored the token after the target.
+  std::vector<jobs::NextTokenScore> next_token;
   int64_t vjp_count = 0;             // Vector-Jacobian products (backward rows) computed.
   int64_t cotangent_batch = 0;       // Rows per backward pass actually used.
   bool checkpointed = false;         // Whether activation checkpointing was used.

@@ -69,6 +69,7 @@ absl::StatusOr<ProfileComparison> CompareProfilesPaired(const std::vector<std::v
 struct MeasuredModel {
   std::string model, uid, weights_sha256;
   std::vector<std::vector<double>> samples;
+  std::vector<NextTokenScore> next_token;  // Recall jobs: each sample's answer, as the model scored it.
 };
 
 // The report's comparison, in the models' order: the reference (options.reference, the first by

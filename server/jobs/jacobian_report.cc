@@ -301,6 +301,38 @@ void Members(Self& m, Visit&& visit) {
   visit("spearman", m.spearman);
 }
 
+template <typename Self, typename Visit, Same<Self, RecallDepth> = 0>
+void Members(Self& m, Visit&& visit) {
+  visit("depth", m.depth);
+  visit("probes", m.probes);
+  visit("correct", m.correct);
+  visit("accuracy", m.accuracy);
+  visit("accuracy_low", m.accuracy_low);
+  visit("accuracy_high", m.accuracy_high);
+  visit("log_prob_mean", m.log_prob_mean);
+  visit("log_prob_std", m.log_prob_std);
+  visit("log_prob_stderr", m.log_prob_stderr);
+  visit("pair_share_mean", m.pair_share_mean);
+  visit("pair_share_stderr", m.pair_share_stderr);
+  visit("pair_context_share_mean", m.pair_context_share_mean);
+  visit("pair_context_share_stderr", m.pair_context_share_stderr);
+}
+
+template <typename Self, typename Visit, Same<Self, RecallCorrelation> = 0>
+void Members(Self& m, Visit&& visit) {
+  visit("r", m.r);
+  visit("low", m.low);
+  visit("high", m.high);
+  visit("cells", m.cells);
+}
+
+template <typename Self, typename Visit, Same<Self, RecallSummary> = 0>
+void Members(Self& m, Visit&& visit) {
+  visit("chance", m.chance);
+  visit("depths", m.depths);
+  visit("share_accuracy", m.share_accuracy);
+}
+
 template <typename Self, typename Visit, Same<Self, ComparedModel> = 0>
 void Members(Self& m, Visit&& visit) {
   visit("model", m.model);
@@ -311,6 +343,7 @@ void Members(Self& m, Visit&& visit) {
   Members(m.bands, visit);  // Flat: the all-positions statistics are the model's own fields.
   visit("boundary_spikes", m.boundary_spikes);
   visit("context", m.context);
+  visit("recall", m.recall);
 }
 
 template <typename Self, typename Visit, Same<Self, ReportJob> = 0>
@@ -339,6 +372,8 @@ void Members(Self& m, Visit&& visit) {
   visit("boundary_spikes", m.boundary_spikes);
   visit("needle_sweep", m.needle_sweep);
   visit("comparison", m.comparison);
+  visit("recall", m.recall);
+  visit("recall_correlation", m.recall_correlation);
   visit("branch_ratio", m.branch_ratio);
   visit("theory", m.theory);
   visit("raw", m.raw);

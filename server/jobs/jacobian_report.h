@@ -151,6 +151,26 @@ struct NeedleDepth {
   double baseline_share_mean = 0, baseline_share_std = 0, baseline_share_stderr = 0;
 };
 
+// Recall jobs (recall_sweep.h says how each is computed).
+struct RecallDepth {
+  double depth = 0;
+  int64_t probes = 0, correct = 0;
+  double accuracy = 0, accuracy_low = 0, accuracy_high = 0;  // k / n and its 95 % Clopper-Pearson interval.
+  double log_prob_mean = 0, log_prob_std = 0, log_prob_stderr = 0;
+  double pair_share_mean = 0, pair_share_stderr = 0;                  // Of positions 1..T.
+  double pair_context_share_mean = 0, pair_context_share_stderr = 0;  // Of positions 1..T-1.
+};
+struct RecallCorrelation {
+  double r = 0, low = 0, high = 0;
+  int64_t cells = 0;
+};
+struct RecallSummary {
+  double chance = 0;  // 1 / the values' alphabet.
+  std::vector<RecallDepth> depths;
+  // Across depths: mean pair_context_share against accuracy.
+  std::optional<RecallCorrelation> share_accuracy;
+};
+
 // Comparison jobs: one model against the reference (jobs/jacobian_comparison.h says how).
 struct ShareEstimate {
   double mean = 0, std = 0, stderr = 0;
@@ -175,6 +195,7 @@ struct ComparedModel {
   // The same over the context alone (positions 1..T-1); absent below 4 positions and in reports
   // stored before it.
   std::optional<BandStatistics> context;
+  std::optional<RecallSummary> recall;  // Recall jobs.
 };
 
 struct ReportJob {
@@ -194,6 +215,8 @@ struct JacobianReport {
   std::optional<std::vector<BoundarySpike>> boundary_spikes;    // Text inputs with document starts.
   std::optional<std::vector<NeedleDepth>> needle_sweep;         // NEEDLE text inputs.
   std::optional<std::vector<ComparedModel>> comparison;         // Comparison jobs, reference first.
+  std::optional<RecallSummary> recall;                          // Recall jobs: the first model's.
+  std::optional<RecallCorrelation> recall_correlation;          // Recall comparisons: over models x depths.
   std::vector<double> branch_ratio;                             // Per layer.
   TheoryComparison theory;
   std::optional<std::vector<std::vector<double>>> raw;          // [sample][position], kept samples.

@@ -197,6 +197,12 @@ nlohmann::json SpecToJson(const JacobianJobSpec& spec) {
     json["needle_sweep"] = {{"depths", sweep->depths}, {"starts", sweep->starts},
                             {"needle_tokens", sweep->needle_tokens}, {"samples", sweep->samples}};
   }
+  if (const auto& recall = spec.recall) {
+    json["recall"] = {{"depths", recall->depths},           {"probes_per_depth", recall->probes_per_depth},
+                      {"pairs", recall->pairs},             {"key_letters", recall->key_letters},
+                      {"values", recall->values},           {"seed", recall->seed},
+                      {"pair_starts", recall->pair_starts}, {"pair_tokens", recall->pair_tokens}};
+  }
   if (!spec.versus.empty()) {
     Json versus = Json::array();
     for (const auto& model : spec.versus) {
@@ -229,6 +235,46 @@ absl::Status ReadVersus(const Json& json, JacobianJobSpec& spec) {
   }
   if (auto status = ReadUint64(json, "init_seed", spec.init_seed); !status.ok()) return status;
   if (json.contains("reference")) return ReadInt64(json, "reference", spec.reference);
+  return absl::OkStatus();
+}
+
+// One list of integers at object[key] (absent: left as is).
+absl::Status ReadIdList(const Json& object, const std::string& path, const char* key, std::vector<int64_t>& out) {
+  auto it = object.find(key);
+  if (it == object.end() || it->is_null()) return absl::OkStatus();
+  if (!it->is_array()) return TypeError("spec." + path, *it, "an array of integers");
+  out.clear();
+  for (const Json& value : *it) {
+    if (!IsInt64(value)) return TypeError("spec." + path, value, "a 64-bit integer");
+    out.push_back(value.get<int64_t>());
+  }
+  return absl::OkStatus();
+}
+
+// Recall inputs (absent in specs stored before them).
+absl::Status ReadRecall(const Json& json, JacobianJobSpec& spec) {
+  auto it = json.find("recall");
+  if (it == json.end() || it->is_null()) return absl::OkStatus();
+  if (!it->is_object()) return TypeError("spec.recall", *it, "an object");
+  JacobianJobSpec::RecallSweep recall;
+  for (absl::Status status : {ReadInt64(*it, "probes_per_depth", recall.probes_per_depth),
+                              ReadInt64(*it, "pairs", recall.pairs), ReadInt64(*it, "key_letters", recall.key_letters),
+                              ReadString(*it, "values", recall.values), ReadUint64(*it, "seed", recall.seed),
+                              ReadIdList(*it, "recall.pair_starts", "pair_starts", recall.pair_starts),
+                              ReadIdList(*it, "recall.pair_tokens", "pair_tokens", recall.pair_tokens)}) {
+    if (!status.ok()) return status;
+  }
+  const Json depths = it->value("depths", Json::array());
+  if (!depths.is_array()) return TypeError("spec.recall.depths", depths, "an array of numbers");
+  for (const Json& depth : depths) {
+    if (!depth.is_number()) return TypeError("spec.recall.depths", depth, "a number");
+    recall.depths.push_back(depth.get<double>());
+  }
+  if (recall.pair_starts.size() != recall.pair_tokens.size() ||
+      static_cast<int64_t>(recall.pair_starts.size()) != recall.probes_per_depth * static_cast<int64_t>(recall.depths.size())) {
+    return TypeError("spec.recall.pair_starts", it->value("pair_starts", Json()), "one start and one length per probe");
+  }
+  spec.recall = std::move(recall);
   return absl::OkStatus();
 }
 
@@ -286,6 +332,7 @@ absl::StatusOr<JacobianJobSpec> SpecFromJson(const nlohmann::json& json) {
     spec.needle_sweep = std::move(sweep);
   }
   if (auto status = ReadVersus(json, spec); !status.ok()) return status;
+  if (auto status = ReadRecall(json, spec); !status.ok()) return status;
   return spec;
 }
 

@@ -73,6 +73,15 @@ absl::StatusOr<Pathway> ParsePathway(std::string_view name);
 std::string_view ProbeDistributionName(ProbeDistribution distribution);
 absl::StatusOr<ProbeDistribution> ParseProbeDistribution(std::string_view name);
 
+// How a model scored the token after the target (recall jobs): its log-probability, how many ids
+// score strictly higher (`rank`) and how many others score the same (`ties`); the model's top
+// token is it alone when both are 0.
+struct NextTokenScore {
+  double log_prob = 0;
+  int64_t rank = 0, ties = 0;
+  bool top() const { return rank == 0 && ties == 0; }
+};
+
 // What to measure (the typed form of posbias.v1.JacobianNormSpec; stored as JSON).
 struct JacobianJobSpec {
   std::string model;
@@ -113,6 +122,19 @@ struct JacobianJobSpec {
     std::vector<std::vector<int64_t>> samples;
   };
   std::optional<NeedleSweep> needle_sweep;
+  // Recall inputs (recall/recall_task.h), generated at submission into `tokens` (L + 1 ids each,
+  // the last the answer): probe s asks at depths[s / probes_per_depth]. The job scores each
+  // probe's answer (NextTokenScore) beside its profile, and the result answers per depth.
+  struct RecallSweep {
+    std::vector<double> depths;
+    int64_t probes_per_depth = 0;
+    int64_t pairs = 0, key_letters = 0;
+    std::string values;                   // The values' alphabet (chance = 1 / its size).
+    uint64_t seed = 0;                    // The generator's.
+    std::vector<int64_t> pair_starts;     // Per probe: the queried pair's first position, 1-based.
+    std::vector<int64_t> pair_tokens;     // Per probe: its key, "=" and value tokens.
+  };
+  std::optional<RecallSweep> recall;
   // Comparison jobs (THEORY.md section 11): the models measured after `model` on the same inputs
   // and probes, in order; the first model is the reference. `init`: `model`'s own architecture at
   // a seeded Hugging Face initialization (init_seed), built by the runner; otherwise a registered
@@ -135,9 +157,9 @@ inline constexpr size_t kMaxVersusModels = 16;
 
 // Whether the job needs the token after position L: LOG_PROB at T = L scores it, and LOSS_GRADIENT
 // scores every position's next token, the last one's included (given tokens then carry L + 1 ids,
-// text layouts take it from the text).
+// text layouts take it from the text); recall inputs carry their answer there.
 inline bool NeedsNextToken(const JacobianJobSpec& spec) {
-  if (spec.output == JacobianOutput::kLossGradient) return true;
+  if (spec.output == JacobianOutput::kLossGradient || spec.recall) return true;
   return spec.output == JacobianOutput::kLogProb && (spec.target == 0 ? spec.length : spec.target) == spec.length;
 }
 

@@ -14,6 +14,7 @@
 #include "server/jobs/boundary_spikes.h"
 #include "server/jobs/jacobian_comparison.h"
 #include "server/jobs/needle_sweep.h"
+#include "server/jobs/recall_sweep.h"
 #include "server/measure/theory_report.h"
 #include "server/models/model.h"
 #include "server/status/error.h"
@@ -25,6 +26,9 @@ nlohmann::json RecordToJson(const jacobian::SampleRecord& record) {
   nlohmann::json json = {{"sq_norm", record.sq_norm}, {"probe_var", record.probe_var}, {"branch_ratio", record.branch_ratio}};
   if (!record.value_sq_norm.empty()) json["value_sq_norm"] = record.value_sq_norm;  // compare_pathways.
   if (!record.score_sq_norm.empty()) json["score_sq_norm"] = record.score_sq_norm;
+  if (const auto& score = record.next_token) {  // Recall jobs.
+    json["next_token"] = {{"log_prob", score->log_prob}, {"rank", score->rank}, {"ties", score->ties}};
+  }
   return json;
 }
 
@@ -43,6 +47,11 @@ absl::StatusOr<std::vector<jacobian::SampleRecord>> RecordsFromJson(const nlohma
       }
       if (item.contains("value_sq_norm")) {
         record.value_sq_norm = item.at("value_sq_norm").get<std::vector<std::vector<double>>>();
+      }
+      if (item.contains("next_token")) {
+        const auto& score = item.at("next_token");
+        record.next_token = jobs::NextTokenScore{score.at("log_prob").get<double>(), score.at("rank").get<int64_t>(),
+                                                 score.at("ties").get<int64_t>()};
       }
       records.push_back(std::move(record));
     }
@@ -114,6 +123,7 @@ jacobian::MeasureOptions OptionsFor(const jobs::JacobianJobSpec& spec, const std
   options.dtype = jacobian::TorchDtype(spec.dtype);
   options.pathway = spec.pathway;
   options.compare_pathways = spec.compare_pathways;
+  options.score_next_token = spec.recall.has_value();
   return options;
 }
 
@@ -161,6 +171,15 @@ absl::Status ResumeSamples(const jobs::JobRecord& job, jacobian::MeasureOptions&
   return absl::OkStatus();
 }
 
+// Each sample's squared norms at positions 1..T.
+std::vector<std::vector<double>> UpToTarget(const jacobian::MeasureResult& result) {
+  std::vector<std::vector<double>> samples;
+  for (const auto& sample : result.sample_sq_norm) {
+    samples.emplace_back(sample.begin(), sample.begin() + std::min<int64_t>(result.target, static_cast<int64_t>(sample.size())));
+  }
+  return samples;
+}
+
 // The finished job's report: the measurement and its theory, the registration measured, and the
 // text inputs' boundary spikes and the needle sweep where the job asked for them.
 jobs::JacobianReport BaseReport(const jobs::JobRecord& job, models::DecoderModel& model,
@@ -174,20 +193,14 @@ jobs::JacobianReport BaseReport(const jobs::JobRecord& job, models::DecoderModel
     job_report.boundary_spikes = jobs::BoundarySpikes(job.spec.document_starts, result.sample_sq_norm);
   }
   if (job.spec.needle_sweep) job_report.needle_sweep = jobs::NeedleSweepShares(*job.spec.needle_sweep, result.sample_sq_norm);
+  if (job.spec.recall) {
+    job_report.recall = jobs::RecallSweepStatistics(*job.spec.recall, UpToTarget(result), result.next_token);
+  }
   // GetJobResult reports the effective-depth fits when asked, or when the depth is unknown.
   job_report.theory.fit_effective_depth =
       job.spec.fit_effective_depth || model.config().family == models::Family::kTorchScript;
   job_report.job = jobs::ReportJob{job.id, job.attempt, static_cast<int64_t>(options.done_samples.size()), job.parts_total};
   return job_report;
-}
-
-// Each sample's squared norms at positions 1..T.
-std::vector<std::vector<double>> UpToTarget(const jacobian::MeasureResult& result) {
-  std::vector<std::vector<double>> samples;
-  for (const auto& sample : result.sample_sq_norm) {
-    samples.emplace_back(sample.begin(), sample.begin() + std::min<int64_t>(result.target, static_cast<int64_t>(sample.size())));
-  }
-  return samples;
 }
 
 // A comparison job's report part: every model against the first, with the text inputs' spikes.
@@ -202,6 +215,14 @@ absl::Status AddComparison(const jobs::JobRecord& job, const std::vector<jobs::M
     for (size_t m = 0; m < compared->size(); ++m) {
       (*compared)[m].boundary_spikes = jobs::BoundarySpikes(job.spec.document_starts, measured[m].samples);
     }
+  }
+  if (job.spec.recall) {  // Each model's recall table, and the correlation over all their cells.
+    std::vector<const jobs::RecallSummary*> summaries;
+    for (size_t m = 0; m < compared->size(); ++m) {
+      (*compared)[m].recall = jobs::RecallSweepStatistics(*job.spec.recall, measured[m].samples, measured[m].next_token);
+      summaries.push_back(&*(*compared)[m].recall);
+    }
+    report.recall_correlation = jobs::PooledRecallCorrelation(summaries);
   }
   report.comparison = *std::move(compared);
   return absl::OkStatus();
@@ -403,7 +424,8 @@ absl::StatusOr<jobs::MeasuredModel> MeasureVersus(registry::ModelCatalog* catalo
   auto result = MeasureOne(loaded, options, stage);
   if (!result.ok()) return result.status();
   vjps += result->vjp_count;
-  return jobs::MeasuredModel{stage.name, loaded.bound.uid, loaded.bound.weights_sha256, UpToTarget(*result)};
+  return jobs::MeasuredModel{stage.name, loaded.bound.uid, loaded.bound.weights_sha256, UpToTarget(*result),
+                             result->next_token};
 }
 
 }  // namespace
@@ -448,7 +470,7 @@ absl::StatusOr<std::string> JacobianRunner::Run(const jobs::JobRecord& job,
     auto own = MeasureOne(*first, options, stage(0, job.spec.model, &checkpoint["samples"]));
     if (!own.ok()) return own.status();
     vjps += own->vjp_count;
-    measured.push_back({job.spec.model, first->bound.uid, first->bound.weights_sha256, UpToTarget(*own)});
+    measured.push_back({job.spec.model, first->bound.uid, first->bound.weights_sha256, UpToTarget(*own), own->next_token});
     units_before += ranges[0].size();
     if (job.parent_id.empty()) {
       auto lock = registry::ModelCache::LockInstance(*first->lock, stop.AsCancelled());  // The report reads the model.

@@ -26,6 +26,8 @@ struct LaidOutText {
   std::vector<std::vector<int64_t>> document_starts;
   // NEEDLE: the sweep's layout (depths, the needle's start at each, and which sample is which).
   std::optional<jobs::JacobianJobSpec::NeedleSweep> needle_sweep;
+  // RECALL inputs (recall_input.h): the probes' layout.
+  std::optional<jobs::JacobianJobSpec::RecallSweep> recall;
 };
 
 struct TextLimits {

@@ -55,6 +55,12 @@ void DefineDataFlags(CLI::App& app, Flags& f) {
   app.add_option("--length,-L", o.length, "Input tokens per training sequence L")->capture_default_str();
   app.add_option("--eval-fraction", o.eval_fraction, "Share of sequences held out for the eval loss")->capture_default_str();
   app.add_option("--max-eval-sequences", o.max_eval_sequences, "Held-out sequences evaluated at each save")->capture_default_str();
+  app.add_option("--recall-fraction", o.recall_fraction,
+                 "Share of training sequences replaced by associative-recall probes (key=value pairs, then a "
+                 "query key; the answer its value), each at a uniform depth")->capture_default_str();
+  app.add_option("--recall-pairs", o.recall.pairs, "key=value pairs per recall probe")->capture_default_str();
+  app.add_option("--recall-values", o.recall.values, "The recall values' alphabet (chance accuracy = 1 / its size)")
+      ->capture_default_str();
 }
 
 void DefineOptimizerFlags(CLI::App& app, Flags& f) {

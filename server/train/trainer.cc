@@ -76,6 +76,26 @@ absl::Status ValidateOptimization(const TrainOptions& o) {
   return ValidatePositionWeightOptions(o.position_weights);
 }
 
+// The recall probes' options at the run's length, checked with a probe at either end (a context
+// too short for the pairs is refused here, before any work).
+absl::Status ValidateRecall(const TrainOptions& o) {
+  if (!(o.recall_fraction >= 0 && o.recall_fraction <= 1)) {
+    return FlagError("--recall-fraction", FormatValue(o.recall_fraction), "[0, 1]");
+  }
+  if (o.recall_fraction == 0) return absl::OkStatus();
+  recall::TaskOptions task = o.recall;
+  task.length = o.length;
+  const recall::Tokenize bytes = [](std::string_view text) -> absl::StatusOr<std::vector<int64_t>> {
+    return std::vector<int64_t>(text.begin(), text.end());
+  };
+  for (const double depth : {0.0, 1.0}) {
+    if (auto probe = recall::MakeProbe(task, depth, 0, bytes); !probe.ok()) {
+      return FlagError("--recall-pairs", absl::StrCat(task.pairs), std::string(probe.status().message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status ValidateOptions(const TrainOptions& o) {
@@ -99,6 +119,7 @@ absl::Status ValidateOptions(const TrainOptions& o) {
     return FlagError("--position-weights", absl::StrCat(o.position_weights.explicit_weights.size(), " numbers"),
                      absl::StrCat("exactly --length = ", o.length, " numbers"));
   }
+  if (auto status = ValidateRecall(o); !status.ok()) return status;
   return ValidateOptimization(o);
 }
 
@@ -117,7 +138,9 @@ class Trainer {
 
  private:
   std::vector<int64_t> BatchSequences(int64_t step);
-  torch::Tensor TokenLosses(const std::vector<int64_t>& sequences);
+  std::vector<torch::Tensor> BatchRows(int64_t step);
+  torch::Tensor CorpusRow(int64_t sequence) const;
+  torch::Tensor TokenLosses(const std::vector<torch::Tensor>& rows);
   StepRecord Step(int64_t step);
   double Evaluate();
   TrainerState StateAfter(int64_t step) const;
@@ -222,11 +245,44 @@ std::vector<int64_t> Trainer::BatchSequences(int64_t step) {
   return sequences;
 }
 
-// The cross-entropy of every target of the sequences, [B, L] float32.
-torch::Tensor Trainer::TokenLosses(const std::vector<int64_t>& sequences) {
-  const int64_t length = options_.length;
+torch::Tensor Trainer::CorpusRow(int64_t sequence) const {
+  return tokens_.narrow(0, sequence * options_.length, options_.length + 1);
+}
+
+// Update `step`'s rows of L + 1 ids: the corpus's sequences, each position of the data order
+// drawn for recall (probability --recall-fraction, from the seed and the position) taking a
+// recall probe at a uniform depth instead.
+std::vector<torch::Tensor> Trainer::BatchRows(int64_t step) {
+  const std::vector<int64_t> sequences = BatchSequences(step);
   std::vector<torch::Tensor> rows;
-  for (const int64_t k : sequences) rows.push_back(tokens_.narrow(0, k * length, length + 1));
+  recall::TaskOptions task = options_.recall;
+  task.length = options_.length;
+  const recall::Tokenize tokenize = [&](std::string_view text) -> absl::StatusOr<std::vector<int64_t>> {
+    auto encoding = data_.tokenizer->Encode(text);
+    if (!encoding.ok()) return encoding.status();
+    return std::vector<int64_t>(encoding->ids.begin(), encoding->ids.end());
+  };
+  for (size_t i = 0; i < sequences.size(); ++i) {
+    const auto position = static_cast<uint64_t>((step - 1) * options_.batch_size + static_cast<int64_t>(i));
+    const uint64_t draw = recall::ProbeSeed(options_.seed ^ 0x5245434C4CULL, position);  // "RECALL".
+    const double u = static_cast<double>(draw >> 11) * 0x1.0p-53;
+    if (options_.recall_fraction > 0 && u < options_.recall_fraction) {
+      const double depth = static_cast<double>(recall::ProbeSeed(draw, 1) >> 11) * 0x1.0p-53;
+      auto probe = recall::MakeProbe(task, depth, draw, tokenize);
+      if (probe.ok()) {
+        rows.push_back(torch::tensor(probe->tokens, torch::kLong));
+        continue;
+      }
+      throw std::runtime_error(absl::StrCat("recall probe: ", probe.status().message()));
+    }
+    rows.push_back(CorpusRow(sequences[i]));
+  }
+  return rows;
+}
+
+// The cross-entropy of every target of the rows (L + 1 ids each), [B, L] float32.
+torch::Tensor Trainer::TokenLosses(const std::vector<torch::Tensor>& rows) {
+  const int64_t length = options_.length;
   auto batch = torch::stack(rows).to(device_);
   auto inputs = batch.narrow(1, 0, length), targets = batch.narrow(1, 1, length);
   auto hidden = model_->Forward(model_->Embed(inputs), models::ForwardOptions{}).hidden;
@@ -235,7 +291,7 @@ torch::Tensor Trainer::TokenLosses(const std::vector<int64_t>& sequences) {
   namespace F = torch::nn::functional;
   auto losses = F::cross_entropy(logits.reshape({-1, vocab}).to(torch::kFloat32), targets.reshape({-1}),
                                  F::CrossEntropyFuncOptions().reduction(torch::kNone));
-  return losses.view({static_cast<int64_t>(sequences.size()), length});
+  return losses.view({static_cast<int64_t>(rows.size()), length});
 }
 
 StepRecord Trainer::Step(int64_t step) {
@@ -246,7 +302,7 @@ StepRecord Trainer::Step(int64_t step) {
     static_cast<torch::optim::AdamWOptions&>(group.options()).lr(record.lr);
   }
   optimizer_->zero_grad();
-  auto losses = TokenLosses(BatchSequences(step));
+  auto losses = TokenLosses(BatchRows(step));
   auto loss = losses.mean();
   auto objective = weights_.defined() ? (losses * weights_).mean() : loss;
   objective.backward();
@@ -268,7 +324,9 @@ double Trainer::Evaluate() {
   double sum = 0;
   for (int64_t first = 0; first < count; first += options_.batch_size) {
     const int64_t last = std::min(count, first + options_.batch_size);
-    sum += TokenLosses({eval.begin() + first, eval.begin() + last}).to(torch::kFloat64).sum().item<double>();
+    std::vector<torch::Tensor> rows;
+    for (int64_t k = first; k < last; ++k) rows.push_back(CorpusRow(eval[k]));
+    sum += TokenLosses(rows).to(torch::kFloat64).sum().item<double>();
   }
   return sum / static_cast<double>(count * options_.length);
 }
@@ -359,6 +417,8 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& options) {
     if (auto status = trainer.Run(); !status.ok()) return status;
   } catch (const c10::Error& error) {
     return absl::InternalError(absl::StrCat("training failed: ", error.what_without_backtrace()));
+  } catch (const std::runtime_error& error) {  // A recall probe the tokenizer could not make.
+    return absl::InternalError(absl::StrCat("training failed: ", error.what()));
   }
   return trainer.TakeResult();
 }

@@ -12,7 +12,8 @@
 //
 // Data order: update s (1-based) takes the B training sequences at positions (s - 1) B .. s B - 1
 // of the concatenation of per-epoch orders, epoch e's order a seeded permutation of the training
-// sequences (corpus.h: SeededPermutation). The order is thus a function of the seed and the step,
+// sequences (corpus.h: SeededPermutation); with --recall-fraction, the positions drawn for recall
+// take a probe generated from the seed and the position instead. The order is thus a function of the seed and the step,
 // and a run resumed from a checkpoint takes exactly the batches an uninterrupted one would. On the
 // CPU a run is deterministic for a seed.
 //
@@ -34,6 +35,7 @@
 #include "absl/status/statusor.h"
 #include "server/models/config.h"
 #include "server/models/model.h"
+#include "server/recall/recall_task.h"
 #include "server/train/position_weights.h"
 
 namespace posbias::train {
@@ -53,6 +55,12 @@ struct TrainOptions {
   int64_t length = 128;                 // L: input tokens per training sequence (>= 2).
   double eval_fraction = 0.05;          // Share of sequences held out, in [0, 0.5].
   int64_t max_eval_sequences = 256;     // At most this many held-out sequences are evaluated.
+  // Associative recall mixed into the data (recall/recall_task.h): each training sequence is,
+  // with probability recall_fraction (a seeded draw per position of the data order), a recall
+  // probe of L + 1 tokens with its queried pair at a uniform depth, in place of the corpus's
+  // sequence. The held-out loss stays on the corpus. recall.length is set to `length`.
+  double recall_fraction = 0.0;          // [0, 1].
+  recall::TaskOptions recall;
 
   // ---- the optimization
   int64_t steps = 1000;           // Updates.

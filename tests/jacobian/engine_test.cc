@@ -902,7 +902,7 @@ TEST(MeasureOptions, RejectsComparingPathwaysFromTheValuePathwayOrFromRecordsWit
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(status.message().find("pathway"), std::string::npos) << status;
   options.pathway = Pathway::kFull;
-  options.done_samples.push_back({{std::vector<double>(options.length, 1.0)}, {}, {}, {}, {}});
+  options.done_samples.push_back({{std::vector<double>(options.length, 1.0)}, {}, {}, {}, {}, {}});
   status = CheckMeasureOptions(*model, options);
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(status.message().find("done_samples"), std::string::npos) << status;

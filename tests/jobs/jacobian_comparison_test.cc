@@ -75,8 +75,8 @@ TEST(PairedComparison, AveragesThePerSampleLogRatios) {
 // A trained model first, its birth second, the birth named the reference: the trained model's
 // ratio reads against its birth (the first model's, not the other way round).
 TEST(CompareModels, PairsEveryModelWithTheNamedReference) {
-  const std::vector<MeasuredModel> models = {{"trained", "", "", std::vector<std::vector<double>>(3, Valley(16.0, 1.0))},
-                                             {"init", "", "", std::vector<std::vector<double>>(3, Valley(4.0, 1.0))}};
+  const std::vector<MeasuredModel> models = {{"trained", "", "", std::vector<std::vector<double>>(3, Valley(16.0, 1.0)), {}},
+                                             {"init", "", "", std::vector<std::vector<double>>(3, Valley(4.0, 1.0)), {}}};
   ComparisonOptions options;
   options.reference = 1;
   auto compared = CompareModels(models, options);
@@ -101,8 +101,8 @@ TEST(CompareModels, TheContextAloneLeavesTheTargetsOwnPositionOut) {
     return std::vector<std::vector<double>>(3, profile);
   };
   // Birth: a valley of edges 4 and little on the target; trained: edges 16 and a target of 1000.
-  const std::vector<MeasuredModel> models = {{"init", "", "", with_target(4.0, 1.0)},
-                                             {"trained", "", "", with_target(16.0, 1000.0)}};
+  const std::vector<MeasuredModel> models = {{"init", "", "", with_target(4.0, 1.0), {}},
+                                             {"trained", "", "", with_target(16.0, 1000.0), {}}};
   auto compared = CompareModels(models);
   ASSERT_TRUE(compared.ok()) << compared.status();
   const ComparedModel& trained = (*compared)[1];
@@ -118,7 +118,7 @@ TEST(CompareModels, TheContextAloneLeavesTheTargetsOwnPositionOut) {
   EXPECT_NEAR(trained.bands.middle.mean, 32.0 / 1080.0, 1e-12);
   EXPECT_FALSE((*compared)[0].context->middle_log_ratio.has_value()) << "the reference has no ratio";
   // Below 4 positions there is no context of three bands.
-  const std::vector<MeasuredModel> short_models = {{"a", "", "", {{1.0, 2.0, 3.0}}}, {"b", "", "", {{1.0, 1.0, 1.0}}}};
+  const std::vector<MeasuredModel> short_models = {{"a", "", "", {{1.0, 2.0, 3.0}}, {}}, {"b", "", "", {{1.0, 1.0, 1.0}}, {}}};
   auto short_compared = CompareModels(short_models);
   ASSERT_TRUE(short_compared.ok()) << short_compared.status();
   EXPECT_FALSE((*short_compared)[1].context.has_value());

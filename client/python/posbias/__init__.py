@@ -24,7 +24,7 @@ from posbias._jobs import TERMINAL_STATES, Job
 from posbias._results import JobResult
 from posbias._types import (BoundarySpike, BranchRatios, ContinuumResult, DiscreteResult, ExportedModel, Failure,
                             FitResult, JobProgress, LayerProfile, Metrics, Model, ModelComparison, ModelConfig, ModelFit,
-                            NeedleSweep,
+                            NeedleSweep, RecallSweep,
                             PathwayComparison, Preset, ProfileSummary, Quantile, RidgePoint, TheoryCurve, TheoryFit,
                             Tokenization)
 
@@ -38,7 +38,7 @@ __all__ = [
     "UnavailableError", "UnimplementedError", "UnknownError",
     "BranchRatios", "ContinuumResult", "DiscreteResult", "ExportedModel", "Failure", "FitResult", "JobProgress",
     "BoundarySpike", "LayerProfile", "Metrics", "Model", "ModelComparison", "ModelConfig", "ModelFit", "PathwayComparison", "Preset",
-    "NeedleSweep", "ProfileSummary",
+    "NeedleSweep", "ProfileSummary", "RecallSweep",
     "Quantile",
     "RidgePoint", "TheoryCurve", "TheoryFit",
     "Tokenization",

@@ -617,6 +617,9 @@ class Client:
                         boundaries: Optional[Sequence[int]] = None, needle: Optional[str] = None,
                         needle_depths: Optional[Sequence[float]] = None, separator: str = "", truncate: bool = False,
                         boundary_token: EnumLike = "none", question: str = "",
+                        recall_depths: Optional[Sequence[float]] = None, recall_probes: int = 16,
+                        recall_pairs: int = 0, recall_key_letters: int = 0, recall_values: str = "",
+                        recall_seed: Optional[int] = None,
                         versus: Optional[Sequence[str]] = None, init_seed: Optional[int] = None,
                         reference: Optional[str] = None,
                         labels: Optional[Mapping[str, str]] = None,
@@ -642,7 +645,12 @@ class Client:
         (`needle` at each of `needle_depths` inside the documents, then `question`, each filler
         also alone as the baseline: the result's `needle_sweep`); boundary_token "eos" or "bos"
         puts that token at each document start (fixed_boundaries) or after each filler document
-        (needle), "none" (default) none. versus: a comparison job, more models measured on the
+        (needle), "none" (default) none. recall_depths: associative-recall probes instead
+        (RecallInput: `recall_pairs` key=value pairs among filler, default 8, keys of
+        `recall_key_letters` letters, default 3, values from `recall_values`, default a-z, then a
+        query key; its value is the answer), `recall_probes` per depth from `recall_seed` (default
+        0): the result's `recall` (RecallSweep) gives accuracy by depth with its interval beside
+        the queried pair's Jacobian share. versus: a comparison job, more models measured on the
         same inputs and probes after `model` (registered names in order, e.g. the checkpoints of a
         training run; "init" = `model`'s architecture at seeded initialization, `init_seed`, by
         default the seed a posbias-train checkpoint records); the result's `comparison` pairs each
@@ -669,7 +677,18 @@ class Client:
                                                  "probe_distribution")
         if dtype is not None:
             spec.dtype = enum_value(common_pb2.ComputeDtype, dtype, "dtype")
-        if texts is not None:
+        if recall_depths is not None:
+            if texts is not None or tokens is not None or seed is not None or stddev is not None:
+                raise ValueError("recall probes take no texts, tokens, seed or stddev")
+            recall = spec.input.recall
+            recall.depths.extend(float(d) for d in recall_depths)
+            recall.probes_per_depth = int(recall_probes)
+            recall.pairs = int(recall_pairs)
+            recall.key_letters = int(recall_key_letters)
+            recall.values = recall_values
+            if recall_seed is not None:
+                recall.seed = int(recall_seed)
+        elif texts is not None:
             if tokens is not None or seed is not None or stddev is not None:
                 raise ValueError("texts take no tokens, seed or stddev")
             text = spec.input.text

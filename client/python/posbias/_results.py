@@ -10,7 +10,7 @@ import numpy as np
 from google.protobuf import json_format
 
 from posbias._convert import enum_name, floats, ints, optional
-from posbias._types import (BoundarySpike, BranchRatios, LayerProfile, ModelComparison, NeedleSweep, Metrics,
+from posbias._types import (BoundarySpike, BranchRatios, LayerProfile, ModelComparison, NeedleSweep, Metrics, RecallSweep,
                             PathwayComparison, TheoryCurve, TheoryFit)
 from posbias.v1 import common_pb2, job_service_pb2
 
@@ -80,7 +80,9 @@ class JobResult:
     standard error of the ratio (BoundarySpike); NEEDLE inputs: `needle_sweep` (NeedleSweep, per
     depth the needle span's share and the filler-alone baseline), else None. Comparison jobs
     (`versus`): `comparison` (ModelComparison: every model's profile, band shares and paired log
-    ratios against the job's model; its plot() overlays the profiles), else None.
+    ratios against the job's model; its plot() overlays the profiles), else None. Recall inputs:
+    `recall` (RecallSweep: the job's model's accuracy by depth beside the queried pair's Jacobian
+    share), and for comparisons `recall_correlation` (r, low, high, cells) over every model's depths.
     """
     job_id: str
     sequence_length: int
@@ -117,6 +119,8 @@ class JobResult:
     boundary_spike_stats: Dict[int, BoundarySpike]
     needle_sweep: Optional[NeedleSweep]
     comparison: Optional[ModelComparison]
+    recall: Optional[RecallSweep]
+    recall_correlation: Optional[Tuple[float, float, float, int]]
     report: Dict[str, Any] = dataclasses.field(repr=False)
     pages: List[job_service_pb2.GetJobResultResponse] = dataclasses.field(default_factory=list, repr=False,
                                                                           compare=False)
@@ -184,6 +188,9 @@ class JobResult:
             needle_sweep=NeedleSweep.from_proto(result.needle_sweep) if len(result.needle_sweep) else None,
             comparison=ModelComparison.from_pages([p.jacobian_norm.comparison for p in pages])
             if len(result.comparison) else None,
+            recall=RecallSweep.from_proto(result.recall) if result.HasField("recall") else None,
+            recall_correlation=RecallSweep.correlation(result.recall_correlation)
+            if result.HasField("recall_correlation") else None,
             report=report, pages=list(pages))
 
     def fit(self, model: str = "coherent") -> TheoryFit:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import grpc
 import numpy as np
@@ -460,6 +460,47 @@ class NeedleSweep:
 
 
 @dataclasses.dataclass
+class RecallSweep:
+    """Recall by depth of one model (job_service.proto RecallSummary), as arrays over depths:
+    `probes` and `correct` (the answer strictly the model's top token at L), `accuracy` with its
+    95 % Clopper-Pearson interval `accuracy_low` / `accuracy_high`, the answer's log-probability
+    (`log_prob_mean` / `_std` / `_stderr`), and the queried pair's share of sum_j ||J_j||^2 over
+    1..L (`pair_share_*`) and over the context 1..L-1 (`pair_context_share_*`). `chance` = 1 / the
+    values' alphabet; `share_accuracy` = (r, low, high, cells): Pearson's r of the depths' mean
+    pair_context_share against accuracy with its 95 % Fisher-z interval (None when undefined)."""
+    chance: float
+    depth: np.ndarray
+    probes: np.ndarray
+    correct: np.ndarray
+    accuracy: np.ndarray
+    accuracy_low: np.ndarray
+    accuracy_high: np.ndarray
+    log_prob_mean: np.ndarray
+    log_prob_std: np.ndarray
+    log_prob_stderr: np.ndarray
+    pair_share_mean: np.ndarray
+    pair_share_stderr: np.ndarray
+    pair_context_share_mean: np.ndarray
+    pair_context_share_stderr: np.ndarray
+    share_accuracy: Optional[Tuple[float, float, float, int]]
+
+    @staticmethod
+    def correlation(message) -> Tuple[float, float, float, int]:
+        return (message.r, message.low, message.high, message.cells)
+
+    @classmethod
+    def from_proto(cls, summary) -> "RecallSweep":
+        def column(name, dtype=np.float64):
+            return np.array([getattr(d, name) for d in summary.depths], dtype=dtype)
+        floats_ = ("depth", "accuracy", "accuracy_low", "accuracy_high", "log_prob_mean", "log_prob_std",
+                   "log_prob_stderr", "pair_share_mean", "pair_share_stderr", "pair_context_share_mean",
+                   "pair_context_share_stderr")
+        return cls(chance=summary.chance, probes=column("probes", np.int64), correct=column("correct", np.int64),
+                   share_accuracy=cls.correlation(summary.share_accuracy) if summary.HasField("share_accuracy")
+                   else None, **{name: column(name) for name in floats_})
+
+
+@dataclasses.dataclass
 class ModelComparison:
     """A comparison job's models (job_service.proto ComparedModel), the job's model first, as
     arrays over models (the reference, `model` unless the job named another, has NaN log ratios): `models` (names; "init" = the reference's architecture at
@@ -471,7 +512,8 @@ class ModelComparison:
     name in middle, first, last (NaN for the reference itself; a negative middle ratio is a
     deeper valley); and `spearman` of each mean profile with the reference's. `context_bands`,
     `context_log_ratios` and `context_spearman` are the same over the context alone (positions
-    1..T-1, the target's own position left out; NaN where the server sent none)."""
+    1..T-1, the target's own position left out; NaN where the server sent none). Recall jobs:
+    `recall`, each model's RecallSweep."""
     models: List[str]
     sq_norm_mean: np.ndarray
     sq_norm_stderr: np.ndarray
@@ -482,6 +524,7 @@ class ModelComparison:
     context_bands: Optional[Dict[str, Dict[str, np.ndarray]]] = None
     context_log_ratios: Optional[Dict[str, Dict[str, np.ndarray]]] = None
     context_spearman: Optional[np.ndarray] = None
+    recall: Optional[List[Optional[RecallSweep]]] = None
 
     BANDS = ("leading", "middle", "trailing", "first", "last")
     RATIOS = ("middle", "first", "last")
@@ -534,7 +577,9 @@ class ModelComparison:
                    bands=bands, log_ratios=log_ratios, spearman=spearman,
                    boundary_spikes=[{s.position: s.ratio for s in m.boundary_spikes} for m in first],
                    context_bands=context_bands, context_log_ratios=context_log_ratios,
-                   context_spearman=context_spearman)
+                   context_spearman=context_spearman,
+                   recall=[RecallSweep.from_proto(m.recall) if m.HasField("recall") else None for m in first]
+                   if any(m.HasField("recall") for m in first) else None)
 
     def plot(self, positions: np.ndarray, ax: Any = None) -> Any:
         """Overlays every model's normalized profile (share of its total) with its standard-error

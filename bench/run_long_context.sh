@@ -10,7 +10,9 @@
 # Environment: LENGTHS (default "1024 2048 4096 8192 16384 32768"), REFERENCE_MAX_L (the longest
 # length the reference runs, default 16384: beyond it one case takes tens of minutes), EXACT_LENGTHS
 # (exact norms in float64 on both sides, default "1024 2048"), REPEATS (runs per point, median;
-# default 1), CASES (default "llama gpt2 mistral gemma3 olmo2").
+# default 1), CASES (default "llama gpt2 mistral gemma3 olmo2"), LOSS_LENGTHS (the training signal,
+# --output loss, on the llama: default "1024 4096 32768"; its reference columns are posbias' own
+# autograd route up to LOSS_AUTOGRAD_MAX_L, default 4096).
 #
 # Models (2 layers, width 64, seeded Hugging Face init): a llama (4 heads of 64 dimensions, Llama
 # 3.2's head_dim, 2 kv heads, MLP 128), a
@@ -34,6 +36,8 @@ REFERENCE_MAX_L="${REFERENCE_MAX_L:-16384}"
 EXACT_LENGTHS="${EXACT_LENGTHS:-1024 2048}"
 REPEATS="${REPEATS:-1}"
 CASES="${CASES:-llama gpt2 mistral gemma3 olmo2}"
+LOSS_LENGTHS="${LOSS_LENGTHS:-1024 4096 32768}"
+LOSS_AUTOGRAD_MAX_L="${LOSS_AUTOGRAD_MAX_L:-4096}"
 mkdir -p "$OUT"
 [[ -x "$MEASURE" ]] || { echo "error: $MEASURE not built" >&2; exit 1; }
 RESULTS="$OUT/long-context.jsonl"
@@ -86,6 +90,24 @@ for case in $CASES; do
   }
   for L in $LENGTHS; do run_point "$L" hutchinson float32 "--method hutchinson --probes 8"; done
   for L in $EXACT_LENGTHS; do run_point "$L" exact float64 "--method exact"; done
+  # The training signal (the next-token loss over the sample, one row entering every position)
+  # on the llama, float32: the model's own pass against posbias' autograd route (dense attention
+  # in autograd's graph: quadratic memory, run up to LOSS_AUTOGRAD_MAX_L) in the reference columns.
+  if [ "$case" = llama ]; then
+    for L in $LOSS_LENGTHS; do
+      base="$OUT/long-$case-loss-float32-$L"
+      echo "== $case loss float32 L=$L: posbias (model pass)" >&2
+      read -r sec kib < <(timed "$base-cpp.json" $MEASURE $flags --length "$L" --samples 1 --output loss --method exact \
+        --dtype float32 --threads "$THREADS" --seed 0 --input-seed 7)
+      record "$case" posbias loss float32 "$L" "$sec" "$kib" "$base-cpp.json"
+      if (( L <= LOSS_AUTOGRAD_MAX_L )); then
+        echo "== $case loss float32 L=$L: autograd" >&2
+        read -r sec kib < <(timed "$base-ref.json" $MEASURE $flags --length "$L" --samples 1 --output loss --method exact \
+          --dtype float32 --threads "$THREADS" --seed 0 --input-seed 7 --reverse-pass autograd)
+        record "$case" reference loss float32 "$L" "$sec" "$kib" "$base-ref.json"
+      fi
+    done
+  fi
   for L in $LENGTHS; do
     # Each layer's attention alone: (window, kv heads, head width) per layer.
     case "$case" in
@@ -128,7 +150,7 @@ for key in sorted(k for k in points if k[1] == "posbias"):
     rs, rmib = med(ref, "seconds"), med(ref, "peak_mib")
     floor = floors.get((case, L)) if method == "hutchinson" else None
     diff = "—"
-    if ref in points and method == "exact":
+    if ref in points and method in ("exact", "loss"):
         a, b = points[key][0]["sq_norm_mean"], points[ref][0]["sq_norm_mean"]
         diff = "%.1e" % max(abs(x - y) / abs(y) for x, y in zip(a, b) if y)
     fmt = lambda v, f: f % v if v is not None else "—"

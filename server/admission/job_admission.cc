@@ -172,7 +172,7 @@ double MinimumJobBytes(const jobs::JacobianJobSpec& spec, const registry::ModelE
   least.norm_element_bytes = spec.dtype == jobs::ComputeDtype::kFloat64 ? 8 : 4;
   least.rows_total = 1;
   least.budget_bytes = 1;
-  least.model_pass = models::HasOwnReversePass(c.family) && spec.output != jobs::JacobianOutput::kLossGradient;
+  least.model_pass = models::HasOwnReversePass(c.family);
   least.loss_over_positions = spec.output == jobs::JacobianOutput::kLossGradient;
   least.on_cuda = spec.device == jobs::DevicePreference::kCuda;
   const double measurement = static_cast<double>(jacobian::PredictMemory(least, jacobian::PlanBatches(least), 0).total());

@@ -24,7 +24,8 @@ int64_t LossGraphBytesPerLayer(const models::ModelConfig& config, int64_t length
 int64_t LossPeakBytes(const models::ModelConfig& config, int64_t length, int64_t element_bytes) {
   const double positions = static_cast<double>(length), e = static_cast<double>(element_bytes);
   const double softmax = 2.0 * static_cast<double>(config.num_heads) * positions * positions * e;
-  const double head = positions * static_cast<double>(config.vocab_size) * (e + 8.0);
+  const double stats = element_bytes == 8 ? 8.0 : 4.0;  // The log-softmax's dtype (float64 for float64).
+  const double head = positions * static_cast<double>(config.vocab_size) * (e + 2.0 * stats);
   return static_cast<int64_t>(std::min(std::max(softmax, head), 9e18));
 }
 
@@ -42,10 +43,12 @@ int64_t ReverseBytesPerRow(const models::ModelConfig& config, int64_t length, in
 
 BatchPlan PlanBatches(const BatchPlanInputs& in) {
   BatchPlan plan;
-  // The loss gradient's row: its graph and its peak's addition (LossPeakBytes).
-  const int64_t loss_layer = in.loss_over_positions ? LossGraphBytesPerLayer(in.config, in.length, in.element_bytes) : 0;
+  // The loss gradient's row through autograd: its graph and its peak's addition (LossPeakBytes).
+  // Through the model's pass it is one row of that pass.
+  const bool autograd_loss = in.loss_over_positions && !in.model_pass;
+  const int64_t loss_layer = autograd_loss ? LossGraphBytesPerLayer(in.config, in.length, in.element_bytes) : 0;
   const int64_t row_bytes =
-      in.loss_over_positions ? in.config.num_layers * loss_layer + LossPeakBytes(in.config, in.length, in.element_bytes)
+      autograd_loss ? in.config.num_layers * loss_layer + LossPeakBytes(in.config, in.length, in.element_bytes)
       : in.model_pass        ? ModelPassBytes(in.config, in.length, in.element_bytes)
                              : ActivationBytesPerRow(in.config, in.length, in.element_bytes);
   const int64_t budget = in.budget_bytes;
@@ -59,7 +62,7 @@ BatchPlan PlanBatches(const BatchPlanInputs& in) {
   // The loss gradient checkpointed keeps each layer's input and, while one layer is recomputed,
   // that layer's graph.
   const int64_t loss_checkpointed = in.config.num_layers * in.length * in.config.hidden_size * in.element_bytes + loss_layer;
-  plan.kept_bytes = in.loss_over_positions ? (plan.checkpoint ? loss_checkpointed : in.config.num_layers * loss_layer)
+  plan.kept_bytes = autograd_loss ? (plan.checkpoint ? loss_checkpointed : in.config.num_layers * loss_layer)
                     : !plan.checkpoint     ? row_bytes
                     : in.model_pass        ? std::min(row_bytes, model_pass_checkpointed)
                                            : std::max<int64_t>(1, row_bytes / 12);
@@ -147,8 +150,19 @@ MemoryPrediction PredictMemory(const BatchPlanInputs& in, const BatchPlan& plan,
   const double scratch = models::ReverseBlockScratchBytes(c.num_heads, plan.batch, plan.blocks.reverse,
                                                           static_cast<int64_t>(stats));
   const double rows = batch * static_cast<double>(ReverseBytesPerRow(c, in.length, in.element_bytes));
+  // The loss gradient: the head's logits for a chunk of positions (compute dtype, their
+  // log-softmax and its gradient in the statistics' dtype) while its cotangent [L, d] is formed;
+  // that cotangent and the one row made of it stay through the reverse.
+  double head = 0.0, loss_cotangent = 0.0;
+  if (in.loss_over_positions) {
+    const double vocab = static_cast<double>(std::max<int64_t>(1, c.vocab_size));
+    const double positions = std::clamp(std::floor(static_cast<double>(kLossHeadChunkElements) / vocab), 1.0, length);
+    head = positions * vocab * (e + 3.0 * stats) + length * d * e;
+    loss_cotangent = 2.0 * length * d * e;
+  }
   // The MLP's Jacobians are formed before the row products start, so the two do not overlap.
-  memory.transient = Bytes(std::max({forward, accumulate, call + std::max(jacobians, rows + scratch)}));
+  memory.transient = Bytes(std::max({forward, accumulate, head, call + std::max(jacobians, rows + scratch)}) +
+                           loss_cotangent);
   return memory;
 }
 

@@ -30,8 +30,10 @@ struct BatchPlanInputs {
   bool model_pass = false;          // The model's own reverse pass (else autograd).
   bool on_cuda = false;             // CPU batches are capped (memory traffic beats bigger products).
   int64_t norm_element_bytes = 4;   // Bytes per element of the squared norms' dtype.
-  // The loss gradient: every position's logits and float32 log-probabilities stay in the graph
-  // (L x vocabulary each, per row), on top of the layers' activations.
+  // The loss gradient. Through autograd every position's logits and float32 log-probabilities stay
+  // in the graph (L x vocabulary each, per row), on top of the layers' activations; through the
+  // model's pass (one row entering every position) the head's logits are formed in chunks of
+  // kLossHeadChunkElements and its cotangent [L, d] is kept for the reverse.
   bool loss_over_positions = false;
 };
 
@@ -57,6 +59,10 @@ inline constexpr int64_t kCpuModelPassProductRows = 4096;
 // Hutchinson K = 8 on two cores: 1 row per product 62.9 s, 8 rows 7.6 s).
 inline constexpr int64_t kCpuModelPassMinRows = 8;
 
+// The loss gradient through the model's pass forms the output head's logits for this many
+// (positions x vocabulary) elements at a time.
+inline constexpr int64_t kLossHeadChunkElements = int64_t{1} << 22;
+
 // Bytes of activations one batch row keeps for autograd's backward pass (all layers).
 // (The model's own pass keeps one copy for all rows: ModelPassBytes.)
 int64_t ActivationBytesPerRow(const models::ModelConfig& config, int64_t length, int64_t element_bytes);
@@ -66,8 +72,8 @@ int64_t ActivationBytesPerRow(const models::ModelConfig& config, int64_t length,
 int64_t LossGraphBytesPerLayer(const models::ModelConfig& config, int64_t length, int64_t element_bytes);
 // What the loss gradient's peak adds to the graph it keeps: the larger of one layer's backward
 // through its softmax (the gradients of the probabilities and of the scores, 2 heads L^2) and the
-// loss head at the forward's end (the logits in the compute dtype, their float32 log-softmax and
-// its gradient: L x vocabulary x (element + 8) bytes).
+// loss head at the forward's end (the logits in the compute dtype, their log-softmax and its
+// gradient in float32, float64 for a float64 measurement: L x vocabulary x (element + 8 or 16) bytes).
 int64_t LossPeakBytes(const models::ModelConfig& config, int64_t length, int64_t element_bytes);
 // Bytes the model's own reverse pass keeps for one sequence: every layer's saved tensors
 // (models::ReversePassElementsPerLayer: linear in L) and the final norm's.

@@ -84,22 +84,43 @@ int64_t OutputWidth(const DecoderModel& model, Output output) {
   return jobs::IsScalarOutput(output) ? 1 : model.config().hidden_size;
 }
 
-// The loss gradient's own reverse pass is autograd's: the loss reads every position's logits,
-// while the model's pass starts from one target row.
+// The model's own pass serves every output: the loss gradient's cotangents enter every position
+// of the top layer (InputReversePass::SequenceInputGradients).
 bool UsesModelPass(const DecoderModel& model, const MeasureOptions& options) {
-  return options.reverse_pass != MeasureOptions::ReversePass::kAutograd && HasOwnReversePass(model) &&
-         options.output != Output::kLossGradient;
+  return options.reverse_pass != MeasureOptions::ReversePass::kAutograd && HasOwnReversePass(model);
 }
 
 // The next-token loss over a sample, summed over positions (nats): -sum_t log p(x_{t+1} | x_<=t)
-// from final hidden states [B, L, d] and the sample's ids x_1..x_{L+1}; [B, 1].
+// from final hidden states [B, L, d] and the sample's ids x_1..x_{L+1}; [B, 1]. The log-softmax
+// in float64 for a float64 measurement, else float32.
 torch::Tensor NextTokenLoss(DecoderModel& model, const torch::Tensor& hidden, const std::vector<int64_t>& tokens) {
   const int64_t length = hidden.size(1);
   auto next = torch::tensor(std::vector<int64_t>(tokens.begin() + 1, tokens.begin() + 1 + length), torch::kLong)
                   .to(hidden.device());
-  auto log_probs = torch::log_softmax(model.Logits(hidden).to(torch::kFloat32), -1);  // [B, L, V].
+  auto log_probs = torch::log_softmax(model.Logits(hidden).to(NormDtype(hidden.scalar_type())), -1);  // [B, L, V].
   auto picked = log_probs.gather(2, next.view({1, length, 1}).expand({hidden.size(0), length, 1}));
   return -picked.sum({1, 2}).unsqueeze(1);
+}
+
+// The loss's cotangent on the final hidden states [T, d] of one sequence: d(-sum_t log p(x_{t+1}
+// | h_t)) / d h_t, through the output head only (autograd over the head, which every family
+// defines: tied or untied, scaled or soft-capped logits), kLossHeadChunkElements logits at a time.
+torch::Tensor LossHeadGradient(DecoderModel& model, const torch::Tensor& hidden, const std::vector<int64_t>& tokens) {
+  torch::AutoGradMode enable_grad(true);
+  const int64_t length = hidden.size(0);
+  const int64_t chunk = std::clamp<int64_t>(kLossHeadChunkElements / std::max<int64_t>(1, model.config().vocab_size), 1,
+                                            length);
+  auto next = torch::tensor(std::vector<int64_t>(tokens.begin() + 1, tokens.begin() + 1 + length), torch::kLong)
+                  .to(hidden.device());
+  auto out = torch::empty_like(hidden);
+  for (int64_t i = 0; i < length; i += chunk) {
+    const int64_t n = std::min(chunk, length - i);
+    auto h = hidden.narrow(0, i, n).detach().unsqueeze(0).set_requires_grad(true);
+    auto log_probs = torch::log_softmax(model.Logits(h).to(NormDtype(hidden.scalar_type())), -1);  // [1, n, V].
+    auto picked = log_probs.gather(2, next.narrow(0, i, n).view({1, n, 1}));
+    out.narrow(0, i, n).copy_(torch::autograd::grad({-picked.sum()}, {h})[0][0]);
+  }
+  return out;
 }
 
 std::vector<Sample> DrawSamples(DecoderModel& model, const MeasureOptions& options) {
@@ -315,6 +336,8 @@ class Runner {
     const int64_t width = OutputWidth(model_, options_.output);
     const int64_t total = options_.method == Method::kExact ? width : options_.probes;
     torch::Tensor head_gradient;  // d log p / d hidden_t [1, d], log-probability output only.
+    torch::Tensor loss_head;      // d loss / d hidden [T, d] at every position, loss gradient only.
+    if (options_.output == Output::kLossGradient) loss_head = LossHeadGradient(model_, pass->FinalHiddenStates(), sample.tokens);
     if (options_.output == Output::kLogProb) {
       torch::AutoGradMode enable_grad(true);
       auto hidden = pass->FinalHidden().detach().unsqueeze(0).set_requires_grad(true);
@@ -344,7 +367,9 @@ class Runner {
         const int64_t rows = std::min(rows_per_call, total - start);
         auto cot = Cotangents(start, rows, rows, width);
         if (head_gradient.defined()) cot = cot * head_gradient;  // [rows, 1] x [1, d].
-        auto grad = pass->InputGradients(cot, layer, gradient_options);
+        auto grad = loss_head.defined()
+                        ? pass->SequenceInputGradients(cot.view({rows, 1, 1}) * loss_head.unsqueeze(0), gradient_options)
+                        : pass->InputGradients(cot, layer, gradient_options);
         if (cancelled) return absl::CancelledError("measurement cancelled");
         Accumulate(start, grad, output_sums);
         if (both) {
@@ -590,7 +615,7 @@ absl::Status CheckGivenTokens(const models::ModelConfig& config, const MeasureOp
 }
 
 // The loss gradient scores every position's next token: token ids (drawn or given), no target
-// of its own, one exact VJP through autograd.
+// of its own, one exact VJP (the model's pass or autograd).
 absl::Status CheckLossGradient(const MeasureOptions& options) {
   if (options.output != Output::kLossGradient) return absl::OkStatus();
   if (options.input == InputKind::kGaussianEmbeddings) {
@@ -604,10 +629,6 @@ absl::Status CheckLossGradient(const MeasureOptions& options) {
   if (options.method != Method::kExact) {
     return InvalidArgumentError({ErrorReason::kInvalidArgument, "method", "hutchinson",
                                  "exact with the loss gradient (a scalar output: one VJP per sample)"});
-  }
-  if (options.reverse_pass == MeasureOptions::ReversePass::kModel) {
-    return InvalidArgumentError({ErrorReason::kInvalidArgument, "reverse_pass", "model",
-                                 "auto or autograd with the loss gradient (the model's pass starts from one target row)"});
   }
   if (options.compare_pathways || options.pathway != Pathway::kFull) {
     return InvalidArgumentError({ErrorReason::kInvalidArgument, "pathway", "value_only or compare_pathways",

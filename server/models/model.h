@@ -94,8 +94,15 @@ class InputReversePass {
   torch::Tensor InputGradients(const torch::Tensor& cotangents, int64_t layer) {
     return InputGradients(cotangents, layer, GradientOptions{});
   }
+  // Cotangents [K, T, d] on the final hidden states of every position 1..T (T = the target): the
+  // gradients [K, L, d] of an output that reads all of them, such as the next-token loss over the
+  // sequence. The same pass as InputGradients with the cotangents entering every row of the top
+  // layer: memory linear in L (one row's tensors over all positions, attention in blocks).
+  virtual torch::Tensor SequenceInputGradients(const torch::Tensor& cotangents, const GradientOptions& options) = 0;
   // The final hidden state [d] at the target position (for outputs computed from it).
   virtual torch::Tensor FinalHidden() const = 0;
+  // The final hidden states [T, d] of positions 1..T.
+  virtual torch::Tensor FinalHiddenStates() const = 0;
   // Whether ReversePassOptions::between_blocks stopped the forward pass (nothing else is valid).
   virtual bool Stopped() const { return false; }
 };

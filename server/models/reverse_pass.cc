@@ -603,7 +603,25 @@ class PreparedPass final : public InputReversePass {
       dy = NormBackward(stack_.final_norm, final_norm_.Rows(length_ - 1, 1), dy);
       top = static_cast<int64_t>(stack_.layers.size());
     }
-    int64_t first = length_ - 1;  // The cotangents enter at the target row only.
+    return Backward(std::move(dy), top, length_ - 1, options);  // The cotangents enter at the target row only.
+  }
+
+  Tensor SequenceInputGradients(const Tensor& cotangents, const GradientOptions& options) override {
+    torch::NoGradGuard no_grad;
+    if (stopped_) return Tensor();
+    auto dy = NormBackward(stack_.final_norm, final_norm_, cotangents.to(final_hidden_.options()).contiguous());
+    return Backward(std::move(dy), static_cast<int64_t>(stack_.layers.size()), 0, options);
+  }
+
+  Tensor FinalHidden() const override { return final_hidden_[length_ - 1]; }
+  Tensor FinalHiddenStates() const override { return final_hidden_; }
+  bool Stopped() const override { return stopped_; }
+
+ private:
+  // dy [K, R, d] on the output rows first..T-1 of layer `top` (1-based; its output) -> [K, L, d]
+  // on the input embeddings, layer by layer.
+  Tensor Backward(Tensor dy, int64_t top, int64_t first, const GradientOptions& options) {
+    const int64_t batch = dy.size(0), d = dy.size(2);
     for (int64_t l = top - 1; l >= 0; --l) {
       const Layer& w = stack_.layers[l];
       if (saved_[l]) {
@@ -625,10 +643,6 @@ class PreparedPass final : public InputReversePass {
     return torch::cat({dy, torch::zeros({batch, full_length_ - length_, d}, dy.options())}, 1);
   }
 
-  Tensor FinalHidden() const override { return final_hidden_[length_ - 1]; }
-  bool Stopped() const override { return stopped_; }
-
- private:
   Stack stack_;
   int64_t full_length_ = 0, length_ = 0, block_ = kDefaultAttentionBlock;
   bool keep_ = true;

@@ -199,11 +199,15 @@ absl::StatusOr<Probe> MakeProbe(const TaskOptions& options, double depth, uint64
   const int64_t left = offset, right = haystack - offset - queried;
   const int64_t distractors = options.pairs - 1;
   const int64_t fits_left = left / longest, fits_right = right < 0 ? 0 : right / longest;
-  if (haystack < blocks_tokens || fits_left + fits_right < distractors) {
+  // Depth-independent room: floor(l / k) + floor(r / k) >= floor((l + r) / k) - 1, so a haystack
+  // with pairs x longest tokens beside the queried block holds the distractors at every depth (a
+  // length that works at one depth works at all of them).
+  const int64_t needed = static_cast<int64_t>(query.size()) + queried + options.pairs * longest;
+  if (options.length < needed || haystack < blocks_tokens || fits_left + fits_right < distractors) {
     return OptionError("length", absl::StrCat(options.length),
-                       absl::StrCat("room for the query (", query.size(), " tokens) and ", options.pairs, " pairs of ",
-                                    longest, " tokens with the queried one at depth ", depth,
-                                    ": a longer context, or fewer pairs"));
+                       absl::StrCat("at least ", needed, " tokens: room for the query (", query.size(), " tokens) and ",
+                                    options.pairs, " pairs of ", longest,
+                                    " tokens at every depth (a longer context, or fewer pairs)"));
   }
   // How many distractors go before the queried pair: each by the share of room there, then held
   // to what fits on either side.

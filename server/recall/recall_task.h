@@ -54,7 +54,8 @@ absl::Status CheckTaskOptions(const TaskOptions& options);
 
 // One probe with the queried pair at `depth` in [0, 1], drawn from `seed`. INVALID_ARGUMENT when
 // the options are out of range, when a value is not one token of the tokenizer, or when the
-// context cannot hold the query and `pairs` blocks (the message says how many tokens they need).
+// context cannot hold the query, the queried block and room for `pairs` more blocks (what every
+// depth needs; the message says how many tokens that is).
 absl::StatusOr<Probe> MakeProbe(const TaskOptions& options, double depth, uint64_t seed, const Tokenize& tokenize);
 
 // The seed of probe `index` of a sweep seeded by `seed` (probes of one sweep are independent).

@@ -167,7 +167,7 @@ absl::Status WriteLossLog(const std::string& out_dir, const TrainResult& result,
     steps.push_back({{"step", r.step}, {"loss", r.loss}, {"objective", r.objective}, {"lr", r.lr},
                      {"grad_norm", r.grad_norm}, {"tokens", r.tokens}});
   }
-  for (const auto& r : result.evals) evals.push_back({{"step", r.step}, {"loss", r.loss}});
+  for (const auto& r : result.evals) evals.push_back({{"step", r.step}, {"loss", r.loss}, {"by_decile", r.by_decile}});
   const json log = {{"unigram_entropy_nats", result.unigram_entropy_nats}, {"length", length},
                     {"batch_size", batch_size}, {"tokens_per_step", batch_size * length},
                     {"documents", result.documents}, {"corpus_tokens", result.corpus_tokens},
@@ -193,7 +193,9 @@ absl::Status ReadLossLog(const std::string& out_dir, int64_t last_step, TrainRes
                               r.at("lr").get<double>(), r.at("grad_norm").get<double>(), r.at("tokens").get<int64_t>()});
     }
     for (const auto& r : log.at("eval")) {
-      if (r.at("step").get<int64_t>() <= last_step) result.evals.push_back({r.at("step").get<int64_t>(), r.at("loss").get<double>()});
+      if (r.at("step").get<int64_t>() > last_step) continue;
+      result.evals.push_back({r.at("step").get<int64_t>(), r.at("loss").get<double>(),
+                              r.value("by_decile", std::vector<double>{})});
     }
   } catch (const json::exception& error) {
     return absl::DataLossError(absl::StrCat("--resume: ", out_dir, "/loss.json: ", error.what()));

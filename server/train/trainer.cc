@@ -142,7 +142,7 @@ class Trainer {
   torch::Tensor CorpusRow(int64_t sequence) const;
   torch::Tensor TokenLosses(const std::vector<torch::Tensor>& rows);
   StepRecord Step(int64_t step);
-  double Evaluate();
+  EvalRecord Evaluate(int64_t step);
   TrainerState StateAfter(int64_t step) const;
   absl::Status Save(int64_t step);
   bool Saves(int64_t step) const;
@@ -316,19 +316,37 @@ StepRecord Trainer::Step(int64_t step) {
   return record;
 }
 
-// The mean cross-entropy over the first max_eval_sequences held-out sequences, unweighted.
-double Trainer::Evaluate() {
+// The mean cross-entropy over the first max_eval_sequences held-out sequences, unweighted, overall
+// and by target position decile.
+EvalRecord Trainer::Evaluate(int64_t step) {
   torch::NoGradGuard no_grad;
   const auto& eval = data_.split.eval;
   const auto count = std::min<int64_t>(static_cast<int64_t>(eval.size()), options_.max_eval_sequences);
-  double sum = 0;
+  const int64_t length = options_.length;
+  auto by_position = torch::zeros({length}, torch::kFloat64);
   for (int64_t first = 0; first < count; first += options_.batch_size) {
     const int64_t last = std::min(count, first + options_.batch_size);
     std::vector<torch::Tensor> rows;
     for (int64_t k = first; k < last; ++k) rows.push_back(CorpusRow(eval[k]));
-    sum += TokenLosses(rows).to(torch::kFloat64).sum().item<double>();
+    by_position += TokenLosses(rows).to(torch::kCPU).to(torch::kFloat64).sum(0);
   }
-  return sum / static_cast<double>(count * options_.length);
+  const auto sums = by_position.contiguous();
+  const double* sum = sums.data_ptr<double>();
+  EvalRecord record;
+  record.step = step;
+  std::vector<double> decile_sum(10, 0.0);
+  std::vector<int64_t> decile_count(10, 0);
+  for (int64_t t = 1; t <= length; ++t) {
+    const int64_t d = 10 * (t - 1) / length;
+    decile_sum[d] += sum[t - 1];
+    decile_count[d] += count;
+    record.loss += sum[t - 1];
+  }
+  record.loss /= static_cast<double>(count * length);
+  for (int d = 0; d < 10; ++d) {
+    if (decile_count[d] > 0) record.by_decile.push_back(decile_sum[d] / static_cast<double>(decile_count[d]));
+  }
+  return record;
 }
 
 TrainerState Trainer::StateAfter(int64_t step) const {
@@ -356,7 +374,7 @@ bool Trainer::Saves(int64_t step) const {
 absl::Status Trainer::Save(int64_t step) {
   std::string eval_note;
   if (!data_.split.eval.empty()) {
-    result_.evals.push_back({step, Evaluate()});
+    result_.evals.push_back(Evaluate(step));
     eval_note = absl::StrCat(", eval loss ", result_.evals.back().loss);
   }
   // loss.json first: a run killed between the two resumes from the previous checkpoint, and

@@ -97,6 +97,10 @@ struct StepRecord {
 struct EvalRecord {
   int64_t step = 0;
   double loss = 0;  // Mean cross-entropy over the evaluated held-out sequences, nats/token.
+  // The same by the target's position decile: entry d averages the targets at positions t
+  // (1..L, predicting token t + 1) with floor(10 (t - 1) / L) = d (what a loss weighting costs
+  // where). Their mean weighted by the deciles' position counts is `loss`.
+  std::vector<double> by_decile;
 };
 
 struct TrainResult {

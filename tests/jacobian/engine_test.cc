@@ -507,9 +507,36 @@ TEST(LossGradient, EqualsFiniteDifferencesOfTheSummedCrossEntropy) {
     auto result = Measure(*model, options);
     ASSERT_TRUE(result.ok()) << result.status();
     EXPECT_EQ(result->vjp_count, 1);
-    EXPECT_EQ(result->reverse_pass, "autograd");
+    EXPECT_EQ(result->reverse_pass, "model");  // Its cotangents enter every position of the top layer.
     ExpectRelativelyClose(result->sq_norm[0].mean, LossGradientByFiniteDifferences(*model, tokens), 1e-6);
     for (double value : result->sq_norm[0].mean) EXPECT_GT(value, 0.0) << family;
+  }
+}
+
+// The loss gradient through the model's own pass (one row, entering every position of the top
+// layer through the final norm, the head's cotangent from autograd over the head alone) and
+// through autograd over the whole model: two routes, equal in float64 for every family row, with
+// activations kept and recomputed.
+TEST(LossGradient, TheModelsOwnPassEqualsAutogradForEveryFamilyRow) {
+  for (const std::string preset : {"gpt2-tiny", "qwen2-tiny", "llama-tiny", "mistral-tiny", "pythia-tiny", "qwen3-tiny",
+                                   "gemma-tiny", "gemma2-tiny", "gemma3-tiny", "phi3-tiny", "olmo2-tiny", "granite-tiny",
+                                   "smollm3-tiny"}) {
+    auto model = Build(*models::PresetConfig(preset));
+    for (auto checkpointing : {MeasureOptions::Checkpointing::kOff, MeasureOptions::Checkpointing::kOn}) {
+      SCOPED_TRACE(::testing::Message() << preset << " checkpointing " << static_cast<int>(checkpointing));
+      MeasureOptions options = GivenTokens({3, 1, 4, 1, 5, 9, 2, 6, 5});
+      options.length = 8;
+      options.output = Output::kLossGradient;
+      options.checkpointing = checkpointing;
+      options.reverse_pass = MeasureOptions::ReversePass::kAutograd;
+      auto autograd = Measure(*model, options);
+      options.reverse_pass = MeasureOptions::ReversePass::kModel;
+      auto own = Measure(*model, options);
+      ASSERT_TRUE(autograd.ok() && own.ok()) << autograd.status() << own.status();
+      EXPECT_EQ(autograd->reverse_pass, "autograd");
+      EXPECT_EQ(own->reverse_pass, "model");
+      ExpectRelativelyClose(own->sq_norm[0].mean, autograd->sq_norm[0].mean, 1e-10);
+    }
   }
 }
 
@@ -535,9 +562,6 @@ TEST(LossGradient, RefusesWhatItCannotMeasure) {
   MeasureOptions hutchinson = options;
   hutchinson.method = Method::kHutchinson;
   refused(hutchinson, "method");
-  MeasureOptions model_pass = options;
-  model_pass.reverse_pass = MeasureOptions::ReversePass::kModel;
-  refused(model_pass, "reverse_pass");
   MeasureOptions value_only = options;
   value_only.pathway = Pathway::kValueOnly;
   refused(value_only, "pathway");

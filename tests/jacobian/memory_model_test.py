@@ -15,7 +15,9 @@ test runs real measurements from L = 1,024 to 32,768 and holds the two within 25
   - exact norms in float64 (64 rows: the MLP's per-position Jacobians and calls of many rows) of
     the Llama and of a GPT-2-shaped model at L = 1k and 2k;
   - the loss gradient (autograd over dense attention, the loss head's logits) of the Llama at
-    1k-4k with a vocabulary of 8192, the GPT-2 in float64, and the Llama with layers recomputed.
+    1k-4k with a vocabulary of 8192, the GPT-2 in float64, and the Llama with layers recomputed;
+  - the loss gradient through the model's own pass (one row entering every position) of the
+    Llama at 4k and 32k, under 2 GiB at 32k.
 
 Usage: /usr/bin/python3 tests/jacobian/memory_model_test.py --measure-binary build/release/server/posbias-measure
 About two minutes on two cores; every run is bounded by a timeout.
@@ -35,6 +37,8 @@ MISTRAL = ("--arch", "mistral", "--layers", "2", "--width", "256", "--heads", "4
            "--mlp-width", "512", "--vocab", "128", "--max-positions", "32768", "--sliding-window", "256")
 LLAMA = ("--arch", "llama", "--layers", "2", "--width", "64", "--heads", "4", "--kv-heads", "2", "--head-dim", "64",
          "--mlp-width", "128", "--vocab", "128", "--max-positions", "4096")
+LLAMA_LONG = tuple("32768" if previous == "--max-positions" else flag
+                   for previous, flag in zip(("",) + LLAMA, LLAMA))
 GEMMA3 = ("--preset", "gemma3-tiny", "--width", "256", "--heads", "4", "--kv-heads", "1", "--head-dim", "64",
           "--mlp-width", "512", "--vocab", "128", "--max-positions", "8192", "--sliding-window", "256")
 OLMO2 = ("--preset", "olmo2-tiny", "--width", "256", "--heads", "4", "--kv-heads", "4", "--mlp-width", "512",
@@ -64,6 +68,8 @@ def memory_of(model, length, method):
 
 class MemoryModelTest(unittest.TestCase):
     def check(self, name, model, lengths, method):
+        """The memory reports, one per length, each within the bound."""
+        reports = []
         for length in lengths:
             with self.subTest(model=name, length=length):
                 memory = memory_of(model, length, method)
@@ -73,6 +79,8 @@ class MemoryModelTest(unittest.TestCase):
                 print(f"{name} L={length}: predicted {predicted / 2**20:.1f} MiB, "
                       f"measured {measured / 2**20:.1f} MiB, ratio {ratio:.2f}", file=sys.stderr)
                 self.assertLessEqual(abs(ratio - 1.0), BOUND, memory)
+                reports.append(memory)
+        return reports
 
     def test_a_windowed_model_from_1k_to_32k_positions(self):
         self.check("mistral-256", MISTRAL, [1024, 2048, 4096, 8192, 16384, 32768], HUTCHINSON)
@@ -91,9 +99,17 @@ class MemoryModelTest(unittest.TestCase):
     def test_the_loss_gradient_through_autograd(self):
         # Dense attention in autograd's graph (heads L^2 per layer), the loss head's logits at a
         # vocabulary of 8192, float64, and layers recomputed.
-        self.check("llama loss", large_vocabulary(LLAMA), [1024, 2048, 4096], (*LOSS, "--dtype", "float32"))
-        self.check("gpt2 loss float64", large_vocabulary(GPT2), [1024], (*LOSS, "--dtype", "float64"))
-        self.check("llama loss recomputed", LLAMA, [2048], (*LOSS, "--dtype", "float32", "--checkpointing", "on"))
+        autograd = (*LOSS, "--reverse-pass", "autograd")
+        self.check("llama loss", large_vocabulary(LLAMA), [1024, 2048, 4096], (*autograd, "--dtype", "float32"))
+        self.check("gpt2 loss float64", large_vocabulary(GPT2), [1024], (*autograd, "--dtype", "float64"))
+        self.check("llama loss recomputed", LLAMA, [2048], (*autograd, "--dtype", "float32", "--checkpointing", "on"))
+
+    def test_the_loss_gradient_through_the_models_pass_is_linear_in_the_length(self):
+        # One row entering every position: the kept activations, the head's chunked logits at a
+        # vocabulary of 8192, the cotangent [L, d]; L = 32,768 within 2 GiB (issue's bound).
+        reports = self.check("llama loss model pass", large_vocabulary(LLAMA_LONG), [4096, 32768],
+                             (*LOSS, "--dtype", "float32"))
+        self.assertLess(reports[-1]["measured_peak_bytes"], 2 * 2**30)
 
     def test_the_prediction_grows_linearly_in_the_length(self):
         short, long = (memory_of(MISTRAL, length, HUTCHINSON)["predicted_peak_bytes"] for length in (4096, 8192))

@@ -148,6 +148,13 @@ TEST(Trainer, LossFallsOnARepetitiveText) {
   EXPECT_NEAR(result->evals.front().loss, std::log(257.0), 0.3);  // Near-uniform at initialization.
   EXPECT_LT(result->evals.back().loss, result->unigram_entropy_nats - 1.0);  // It learned the words.
   EXPECT_LT(result->steps.back().loss, result->steps.front().loss - 2.0);
+  // The loss by position decile averages to the overall loss, weighted by the deciles' positions.
+  for (const auto& eval : result->evals) {
+    ASSERT_EQ(eval.by_decile.size(), 10u);
+    double weighted = 0;
+    for (int64_t t = 1; t <= options.length; ++t) weighted += eval.by_decile[10 * (t - 1) / options.length];
+    EXPECT_NEAR(weighted / static_cast<double>(options.length), eval.loss, 1e-9);
+  }
   EXPECT_EQ(result->steps.back().tokens, 200 * 4 * 32);
   for (const char* file : {"config.json", "model.safetensors", "tokenizer.json", "trainer_state.pt", "trainer_state.json"}) {
     EXPECT_TRUE(fs::is_regular_file(fs::path(options.out_dir) / "step0" / file)) << file;

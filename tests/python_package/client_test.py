@@ -526,6 +526,28 @@ class JobTest(ClientTestCase):
         middle = comparison.plot_middle()
         np.testing.assert_array_equal(middle.get_lines()[0].get_ydata(), comparison.bands["middle"]["mean"])
 
+    def test_a_recall_summary_becomes_arrays_by_depth(self):
+        from posbias.v1 import job_service_pb2
+        summary = job_service_pb2.RecallSummary(chance=0.25)
+        for depth, correct in ((0.0, 3), (1.0, 1)):
+            summary.depths.add(depth=depth, probes=4, correct=correct, accuracy=correct / 4, accuracy_low=0.1,
+                               accuracy_high=0.9, pair_context_share_mean=0.2 + depth)
+        sweep = posbias.RecallSweep.from_proto(summary)
+        np.testing.assert_array_equal(sweep.depth, [0.0, 1.0])
+        np.testing.assert_array_equal(sweep.correct, [3, 1])
+        np.testing.assert_array_equal(sweep.accuracy, [0.75, 0.25])
+        self.assertIsNone(sweep.share_accuracy)  # Unset in the message: no correlation, not r = 0.
+        summary.share_accuracy.r, summary.share_accuracy.cells = -0.5, 4
+        self.assertEqual(posbias.RecallSweep.from_proto(summary).share_accuracy[0], -0.5)
+        self.assertIsNone(self.result.recall)  # A job without recall probes has none.
+
+    def test_recall_probes_need_a_tokenizer_and_take_no_other_input(self):
+        error = self.assertError(lambda: self.client.submit_jacobian("tiny", 64, recall_depths=[0, 1]),
+                                 posbias.FailedPreconditionError, grpc.StatusCode.FAILED_PRECONDITION, "INVALID_ARGUMENT")
+        self.assertIn("has no tokenizer", str(error))
+        with self.assertRaisesRegex(ValueError, "recall"):
+            self.client.submit_jacobian("tiny", 64, recall_depths=[0, 1], tokens=[[1] * 64])
+
     def test_list_jobs_follows_every_page_and_matches_the_cli(self):
         for seed in range(3):
             self.client.submit_jacobian("tiny", 4, samples=1, seed=seed).wait(progress=False)

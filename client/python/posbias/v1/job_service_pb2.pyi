@@ -72,7 +72,7 @@ class CancelJobRequest(_message.Message):
     def __init__(self, id: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class ComparedModel(_message.Message):
-    __slots__ = ["boundary_spikes", "context", "first", "first_log_ratio", "last", "last_log_ratio", "leading", "middle", "middle_log_ratio", "model", "model_uid", "spearman", "sq_norm_mean", "sq_norm_stderr", "trailing", "weights_sha256"]
+    __slots__ = ["boundary_spikes", "context", "first", "first_log_ratio", "last", "last_log_ratio", "leading", "middle", "middle_log_ratio", "model", "model_uid", "recall", "spearman", "sq_norm_mean", "sq_norm_stderr", "trailing", "weights_sha256"]
     BOUNDARY_SPIKES_FIELD_NUMBER: _ClassVar[int]
     CONTEXT_FIELD_NUMBER: _ClassVar[int]
     FIRST_FIELD_NUMBER: _ClassVar[int]
@@ -84,6 +84,7 @@ class ComparedModel(_message.Message):
     MIDDLE_LOG_RATIO_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
     MODEL_UID_FIELD_NUMBER: _ClassVar[int]
+    RECALL_FIELD_NUMBER: _ClassVar[int]
     SPEARMAN_FIELD_NUMBER: _ClassVar[int]
     SQ_NORM_MEAN_FIELD_NUMBER: _ClassVar[int]
     SQ_NORM_STDERR_FIELD_NUMBER: _ClassVar[int]
@@ -100,12 +101,13 @@ class ComparedModel(_message.Message):
     middle_log_ratio: PairedLogRatio
     model: str
     model_uid: str
+    recall: RecallSummary
     spearman: float
     sq_norm_mean: _containers.RepeatedScalarFieldContainer[float]
     sq_norm_stderr: _containers.RepeatedScalarFieldContainer[float]
     trailing: ShareEstimate
     weights_sha256: str
-    def __init__(self, model: _Optional[str] = ..., model_uid: _Optional[str] = ..., weights_sha256: _Optional[str] = ..., sq_norm_mean: _Optional[_Iterable[float]] = ..., sq_norm_stderr: _Optional[_Iterable[float]] = ..., leading: _Optional[_Union[ShareEstimate, _Mapping]] = ..., middle: _Optional[_Union[ShareEstimate, _Mapping]] = ..., trailing: _Optional[_Union[ShareEstimate, _Mapping]] = ..., first: _Optional[_Union[ShareEstimate, _Mapping]] = ..., last: _Optional[_Union[ShareEstimate, _Mapping]] = ..., middle_log_ratio: _Optional[_Union[PairedLogRatio, _Mapping]] = ..., first_log_ratio: _Optional[_Union[PairedLogRatio, _Mapping]] = ..., last_log_ratio: _Optional[_Union[PairedLogRatio, _Mapping]] = ..., spearman: _Optional[float] = ..., boundary_spikes: _Optional[_Iterable[_Union[BoundarySpike, _Mapping]]] = ..., context: _Optional[_Union[ContextBands, _Mapping]] = ...) -> None: ...
+    def __init__(self, model: _Optional[str] = ..., model_uid: _Optional[str] = ..., weights_sha256: _Optional[str] = ..., sq_norm_mean: _Optional[_Iterable[float]] = ..., sq_norm_stderr: _Optional[_Iterable[float]] = ..., leading: _Optional[_Union[ShareEstimate, _Mapping]] = ..., middle: _Optional[_Union[ShareEstimate, _Mapping]] = ..., trailing: _Optional[_Union[ShareEstimate, _Mapping]] = ..., first: _Optional[_Union[ShareEstimate, _Mapping]] = ..., last: _Optional[_Union[ShareEstimate, _Mapping]] = ..., middle_log_ratio: _Optional[_Union[PairedLogRatio, _Mapping]] = ..., first_log_ratio: _Optional[_Union[PairedLogRatio, _Mapping]] = ..., last_log_ratio: _Optional[_Union[PairedLogRatio, _Mapping]] = ..., spearman: _Optional[float] = ..., boundary_spikes: _Optional[_Iterable[_Union[BoundarySpike, _Mapping]]] = ..., context: _Optional[_Union[ContextBands, _Mapping]] = ..., recall: _Optional[_Union[RecallSummary, _Mapping]] = ...) -> None: ...
 
 class ContextBands(_message.Message):
     __slots__ = ["first", "first_log_ratio", "last", "last_log_ratio", "leading", "middle", "middle_log_ratio", "spearman", "trailing"]
@@ -210,16 +212,18 @@ class GivenTokensInput(_message.Message):
     def __init__(self, sequences: _Optional[_Iterable[_Union[JobTokenSequence, _Mapping]]] = ..., sequence_count: _Optional[int] = ...) -> None: ...
 
 class JacobianInput(_message.Message):
-    __slots__ = ["gaussian_embeddings", "given_tokens", "random_tokens", "text"]
+    __slots__ = ["gaussian_embeddings", "given_tokens", "random_tokens", "recall", "text"]
     GAUSSIAN_EMBEDDINGS_FIELD_NUMBER: _ClassVar[int]
     GIVEN_TOKENS_FIELD_NUMBER: _ClassVar[int]
     RANDOM_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    RECALL_FIELD_NUMBER: _ClassVar[int]
     TEXT_FIELD_NUMBER: _ClassVar[int]
     gaussian_embeddings: GaussianEmbeddingsInput
     given_tokens: GivenTokensInput
     random_tokens: RandomTokensInput
+    recall: RecallInput
     text: TextInput
-    def __init__(self, random_tokens: _Optional[_Union[RandomTokensInput, _Mapping]] = ..., given_tokens: _Optional[_Union[GivenTokensInput, _Mapping]] = ..., gaussian_embeddings: _Optional[_Union[GaussianEmbeddingsInput, _Mapping]] = ..., text: _Optional[_Union[TextInput, _Mapping]] = ...) -> None: ...
+    def __init__(self, random_tokens: _Optional[_Union[RandomTokensInput, _Mapping]] = ..., given_tokens: _Optional[_Union[GivenTokensInput, _Mapping]] = ..., gaussian_embeddings: _Optional[_Union[GaussianEmbeddingsInput, _Mapping]] = ..., text: _Optional[_Union[TextInput, _Mapping]] = ..., recall: _Optional[_Union[RecallInput, _Mapping]] = ...) -> None: ...
 
 class JacobianNormProfile(_message.Message):
     __slots__ = ["layer", "stats", "theory"]
@@ -232,7 +236,7 @@ class JacobianNormProfile(_message.Message):
     def __init__(self, layer: _Optional[int] = ..., stats: _Optional[_Union[JacobianNormStats, _Mapping]] = ..., theory: _Optional[_Union[JobTheoryComparison, _Mapping]] = ...) -> None: ...
 
 class JacobianNormResult(_message.Message):
-    __slots__ = ["boundary_spikes", "branch_ratios", "comparison", "document_starts", "layer_profiles", "log_prob_mean", "log_prob_std", "method", "needle_sweep", "num_layers", "output", "pathways", "positions", "profile", "provenance", "raw_samples", "sample_tokens", "samples", "sequence_length", "target_position"]
+    __slots__ = ["boundary_spikes", "branch_ratios", "comparison", "document_starts", "layer_profiles", "log_prob_mean", "log_prob_std", "method", "needle_sweep", "num_layers", "output", "pathways", "positions", "profile", "provenance", "raw_samples", "recall", "recall_correlation", "sample_tokens", "samples", "sequence_length", "target_position"]
     BOUNDARY_SPIKES_FIELD_NUMBER: _ClassVar[int]
     BRANCH_RATIOS_FIELD_NUMBER: _ClassVar[int]
     COMPARISON_FIELD_NUMBER: _ClassVar[int]
@@ -249,6 +253,8 @@ class JacobianNormResult(_message.Message):
     PROFILE_FIELD_NUMBER: _ClassVar[int]
     PROVENANCE_FIELD_NUMBER: _ClassVar[int]
     RAW_SAMPLES_FIELD_NUMBER: _ClassVar[int]
+    RECALL_CORRELATION_FIELD_NUMBER: _ClassVar[int]
+    RECALL_FIELD_NUMBER: _ClassVar[int]
     SAMPLES_FIELD_NUMBER: _ClassVar[int]
     SAMPLE_TOKENS_FIELD_NUMBER: _ClassVar[int]
     SEQUENCE_LENGTH_FIELD_NUMBER: _ClassVar[int]
@@ -269,11 +275,13 @@ class JacobianNormResult(_message.Message):
     profile: JacobianNormProfile
     provenance: JobProvenance
     raw_samples: _containers.RepeatedCompositeFieldContainer[JobRawSample]
+    recall: RecallSummary
+    recall_correlation: RecallCorrelation
     sample_tokens: _containers.RepeatedCompositeFieldContainer[JobSampleTokens]
     samples: int
     sequence_length: int
     target_position: int
-    def __init__(self, sequence_length: _Optional[int] = ..., target_position: _Optional[int] = ..., samples: _Optional[int] = ..., output: _Optional[_Union[JacobianOutput, str]] = ..., method: _Optional[_Union[JacobianMethod, str]] = ..., num_layers: _Optional[int] = ..., positions: _Optional[_Iterable[int]] = ..., profile: _Optional[_Union[JacobianNormProfile, _Mapping]] = ..., layer_profiles: _Optional[_Iterable[_Union[JacobianNormProfile, _Mapping]]] = ..., branch_ratios: _Optional[_Iterable[_Union[JobLayerBranchRatio, _Mapping]]] = ..., log_prob_mean: _Optional[float] = ..., log_prob_std: _Optional[float] = ..., raw_samples: _Optional[_Iterable[_Union[JobRawSample, _Mapping]]] = ..., sample_tokens: _Optional[_Iterable[_Union[JobSampleTokens, _Mapping]]] = ..., provenance: _Optional[_Union[JobProvenance, _Mapping]] = ..., pathways: _Optional[_Union[JobPathwayComparison, _Mapping]] = ..., document_starts: _Optional[_Iterable[_Union[JobSampleMarks, _Mapping]]] = ..., boundary_spikes: _Optional[_Iterable[_Union[BoundarySpike, _Mapping]]] = ..., needle_sweep: _Optional[_Iterable[_Union[NeedleDepth, _Mapping]]] = ..., comparison: _Optional[_Iterable[_Union[ComparedModel, _Mapping]]] = ...) -> None: ...
+    def __init__(self, sequence_length: _Optional[int] = ..., target_position: _Optional[int] = ..., samples: _Optional[int] = ..., output: _Optional[_Union[JacobianOutput, str]] = ..., method: _Optional[_Union[JacobianMethod, str]] = ..., num_layers: _Optional[int] = ..., positions: _Optional[_Iterable[int]] = ..., profile: _Optional[_Union[JacobianNormProfile, _Mapping]] = ..., layer_profiles: _Optional[_Iterable[_Union[JacobianNormProfile, _Mapping]]] = ..., branch_ratios: _Optional[_Iterable[_Union[JobLayerBranchRatio, _Mapping]]] = ..., log_prob_mean: _Optional[float] = ..., log_prob_std: _Optional[float] = ..., raw_samples: _Optional[_Iterable[_Union[JobRawSample, _Mapping]]] = ..., sample_tokens: _Optional[_Iterable[_Union[JobSampleTokens, _Mapping]]] = ..., provenance: _Optional[_Union[JobProvenance, _Mapping]] = ..., pathways: _Optional[_Union[JobPathwayComparison, _Mapping]] = ..., document_starts: _Optional[_Iterable[_Union[JobSampleMarks, _Mapping]]] = ..., boundary_spikes: _Optional[_Iterable[_Union[BoundarySpike, _Mapping]]] = ..., needle_sweep: _Optional[_Iterable[_Union[NeedleDepth, _Mapping]]] = ..., comparison: _Optional[_Iterable[_Union[ComparedModel, _Mapping]]] = ..., recall: _Optional[_Union[RecallSummary, _Mapping]] = ..., recall_correlation: _Optional[_Union[RecallCorrelation, _Mapping]] = ...) -> None: ...
 
 class JacobianNormSpec(_message.Message):
     __slots__ = ["compare_pathways", "dtype", "fit_effective_depth", "init_seed", "input", "method", "model", "output", "pathway", "probe_distribution", "probe_seed", "probes", "reference", "return_raw_samples", "samples", "sequence_length", "target_position", "versus"]
@@ -702,6 +710,74 @@ class RandomTokensInput(_message.Message):
     SEED_FIELD_NUMBER: _ClassVar[int]
     seed: int
     def __init__(self, seed: _Optional[int] = ...) -> None: ...
+
+class RecallCorrelation(_message.Message):
+    __slots__ = ["cells", "high", "low", "r"]
+    CELLS_FIELD_NUMBER: _ClassVar[int]
+    HIGH_FIELD_NUMBER: _ClassVar[int]
+    LOW_FIELD_NUMBER: _ClassVar[int]
+    R_FIELD_NUMBER: _ClassVar[int]
+    cells: int
+    high: float
+    low: float
+    r: float
+    def __init__(self, r: _Optional[float] = ..., low: _Optional[float] = ..., high: _Optional[float] = ..., cells: _Optional[int] = ...) -> None: ...
+
+class RecallDepth(_message.Message):
+    __slots__ = ["accuracy", "accuracy_high", "accuracy_low", "correct", "depth", "log_prob_mean", "log_prob_std", "log_prob_stderr", "pair_context_share_mean", "pair_context_share_stderr", "pair_share_mean", "pair_share_stderr", "probes"]
+    ACCURACY_FIELD_NUMBER: _ClassVar[int]
+    ACCURACY_HIGH_FIELD_NUMBER: _ClassVar[int]
+    ACCURACY_LOW_FIELD_NUMBER: _ClassVar[int]
+    CORRECT_FIELD_NUMBER: _ClassVar[int]
+    DEPTH_FIELD_NUMBER: _ClassVar[int]
+    LOG_PROB_MEAN_FIELD_NUMBER: _ClassVar[int]
+    LOG_PROB_STDERR_FIELD_NUMBER: _ClassVar[int]
+    LOG_PROB_STD_FIELD_NUMBER: _ClassVar[int]
+    PAIR_CONTEXT_SHARE_MEAN_FIELD_NUMBER: _ClassVar[int]
+    PAIR_CONTEXT_SHARE_STDERR_FIELD_NUMBER: _ClassVar[int]
+    PAIR_SHARE_MEAN_FIELD_NUMBER: _ClassVar[int]
+    PAIR_SHARE_STDERR_FIELD_NUMBER: _ClassVar[int]
+    PROBES_FIELD_NUMBER: _ClassVar[int]
+    accuracy: float
+    accuracy_high: float
+    accuracy_low: float
+    correct: int
+    depth: float
+    log_prob_mean: float
+    log_prob_std: float
+    log_prob_stderr: float
+    pair_context_share_mean: float
+    pair_context_share_stderr: float
+    pair_share_mean: float
+    pair_share_stderr: float
+    probes: int
+    def __init__(self, depth: _Optional[float] = ..., probes: _Optional[int] = ..., correct: _Optional[int] = ..., accuracy: _Optional[float] = ..., accuracy_low: _Optional[float] = ..., accuracy_high: _Optional[float] = ..., log_prob_mean: _Optional[float] = ..., log_prob_std: _Optional[float] = ..., log_prob_stderr: _Optional[float] = ..., pair_share_mean: _Optional[float] = ..., pair_share_stderr: _Optional[float] = ..., pair_context_share_mean: _Optional[float] = ..., pair_context_share_stderr: _Optional[float] = ...) -> None: ...
+
+class RecallInput(_message.Message):
+    __slots__ = ["depths", "key_letters", "pairs", "probes_per_depth", "seed", "values"]
+    DEPTHS_FIELD_NUMBER: _ClassVar[int]
+    KEY_LETTERS_FIELD_NUMBER: _ClassVar[int]
+    PAIRS_FIELD_NUMBER: _ClassVar[int]
+    PROBES_PER_DEPTH_FIELD_NUMBER: _ClassVar[int]
+    SEED_FIELD_NUMBER: _ClassVar[int]
+    VALUES_FIELD_NUMBER: _ClassVar[int]
+    depths: _containers.RepeatedScalarFieldContainer[float]
+    key_letters: int
+    pairs: int
+    probes_per_depth: int
+    seed: int
+    values: str
+    def __init__(self, depths: _Optional[_Iterable[float]] = ..., probes_per_depth: _Optional[int] = ..., pairs: _Optional[int] = ..., key_letters: _Optional[int] = ..., values: _Optional[str] = ..., seed: _Optional[int] = ...) -> None: ...
+
+class RecallSummary(_message.Message):
+    __slots__ = ["chance", "depths", "share_accuracy"]
+    CHANCE_FIELD_NUMBER: _ClassVar[int]
+    DEPTHS_FIELD_NUMBER: _ClassVar[int]
+    SHARE_ACCURACY_FIELD_NUMBER: _ClassVar[int]
+    chance: float
+    depths: _containers.RepeatedCompositeFieldContainer[RecallDepth]
+    share_accuracy: RecallCorrelation
+    def __init__(self, chance: _Optional[float] = ..., depths: _Optional[_Iterable[_Union[RecallDepth, _Mapping]]] = ..., share_accuracy: _Optional[_Union[RecallCorrelation, _Mapping]] = ...) -> None: ...
 
 class ShareEstimate(_message.Message):
     __slots__ = ["mean", "std", "stderr"]

@@ -17,17 +17,21 @@
 #    ratios): random tokens (exact ||dh_L/de_j||^2, SAMPLES samples), Brown text joined by EOS, the
 #    training signal (loss_gradient) on that text, and recall by depth (PROBES probes at each of
 #    DEPTHS: accuracy beside the queried pair's Jacobian share). The rotary family is then measured
-#    at LONG_FACTORS x its training length (recall by depth, Hutchinson K = 8); the learned-position
-#    family's refusal there is recorded.
+#    at LONG_FACTORS x its training length (recall by depth, Hutchinson K = 8, step0 against the
+#    baseline, LONG_PROBES probes per depth); the learned-position family's refusal there is recorded.
 # 4. OUT_DIR/trained-*.json hold the results; scripts/lib/trained_tables.py prints the tables (mean
 #    over seeds, between-seed standard error, each seed's value, whether a sign holds) into
 #    OUT_DIR/trained.md and draws the plots. With the defaults (3 seeds, 3 cures, 800 steps) about
-#    50 minutes on 2 CPU cores; a progress line per stage on stderr.
+#    40 minutes on 2 CPU cores (training 18 minutes); a progress line per stage on stderr.
+#
+# Resumable: MODELS=DIR keeps the trained checkpoints there (default: a temporary folder), and a
+# second run with the same MODELS and OUT_DIR trains only what is missing and submits only the jobs
+# whose OUT_DIR/*.json is missing (REUSE=0 starts over).
 #
 # Options (environment): SEEDS="1 2 3", CURES="baseline inverse-rho oversample", FAMILIES="gpt2 llama",
 # STEPS=800, SAMPLES=16, PROBES=16, DEPTHS=0,0.25,0.5,0.75,1, RECALL_FRACTION=0.25, RECALL_PAIRS=8,
 # LONG_FACTORS="4 16",
-# SIGNAL=1 (0 leaves the training-signal jobs out), LENGTH=128.
+# SIGNAL=1 (0 leaves the training-signal jobs out), LENGTH=128, LONG_PROBES=4, MODELS, REUSE=1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR="${1:-build/release}"
@@ -47,8 +51,13 @@ RECALL_PAIRS="${RECALL_PAIRS:-8}"
 LONG_FACTORS="${LONG_FACTORS:-4 16}"
 SIGNAL="${SIGNAL:-1}"
 LENGTH="${LENGTH:-128}"
+LONG_PROBES="${LONG_PROBES:-4}"
+REUSE="${REUSE:-1}"
 mkdir -p "$OUT"
 WORK=$(mktemp -d)
+MODELS="${MODELS:-$WORK/models}"
+mkdir -p "$MODELS"
+MODELS=$(cd "$MODELS" && pwd)
 trap 'rm -rf "$WORK"' EXIT
 STAGE=0
 BEGAN=$(date +%s)
@@ -81,19 +90,26 @@ PYEOF
 # embeddings: nothing is learned per position); learned positions get 2 L and are refused beyond.
 MAX_FACTOR=1
 for f in $LONG_FACTORS; do [ "$f" -gt "$MAX_FACTOR" ] && MAX_FACTOR=$f; done
-rm -f "$OUT"/trained-*.json "$OUT"/trained-*.svg "$OUT"/trained-*.txt
+[ "$REUSE" = 1 ] || rm -f "$OUT"/trained-*.json "$OUT"/trained-*.svg "$OUT"/trained-*.txt
 for family in $FAMILIES; do
   for seed in $SEEDS; do
     for cure in $CURES; do
       extra=(--max-positions $((2 * LENGTH)))
       [ "$family" = llama ] && extra=(--kv-heads 2 --max-positions $((MAX_FACTOR * LENGTH)))
+      dir="$MODELS/$family-$cure-s$seed"
+      if [ "$REUSE" = 1 ] && [ -f "$dir/step$STEPS/model.safetensors" ] && [ -f "$dir/loss.json" ]; then
+        stage "train $family, seed $seed, $cure: kept from $dir"
+        cp "$dir/loss.json" "$OUT/trained-$family-$cure-s$seed-loss.json"
+        continue
+      fi
+      rm -rf "$dir"
       stage "train $family, seed $seed, $cure ($STEPS updates)"
       # shellcheck disable=SC2046
       "$TRAIN" --arch "$family" --layers 4 --width 128 --heads 4 --mlp-width 256 --length "$LENGTH" \
         --batch-size 8 --steps "$STEPS" --lr 2e-3 --warmup-steps $((STEPS < 400 ? STEPS / 8 : 50)) --save-steps "0,$STEPS" --seed "$seed" \
         --threads 2 --quiet --recall-fraction "$RECALL_FRACTION" --recall-pairs "$RECALL_PAIRS" "${extra[@]}" $(cure_flags "$cure") \
-        --data "$WORK/docs" --out "$WORK/models/$family-$cure-s$seed" > /dev/null
-      cp "$WORK/models/$family-$cure-s$seed/loss.json" "$OUT/trained-$family-$cure-s$seed-loss.json"
+        --data "$WORK/docs" --out "$dir" > /dev/null
+      cp "$dir/loss.json" "$OUT/trained-$family-$cure-s$seed-loss.json"
     done
   done
 done
@@ -101,7 +117,7 @@ done
 stage "start a server"
 LOG="$WORK/server.log"
 . scripts/lib/local_server.sh
-start_local_server "$LOG" --data-dir "$WORK/data" --model-root "$WORK/models"
+start_local_server "$LOG" --data-dir "$WORK/data" --model-root "$MODELS"
 trap 'kill -TERM $PID 2>/dev/null; wait $PID 2>/dev/null; rm -rf "$WORK"' EXIT
 
 # Brown text: 16 samples of four documents' openings (40 bytes each), joined by EOS.
@@ -118,8 +134,10 @@ first_cure=${CURES%% *}
 run() {  # run FILE MODEL VERSUS FLAGS...: one comparison job, its result kept as OUT/FILE.json
   local file=$1 model=$2 versus=$3 id
   shift 3
-  id=$(P jobs submit --model "$model" --versus "$versus" "$@" --wait --format json |
-       /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])')
+  if [ "$REUSE" = 1 ] && [ -s "$OUT/$file.json" ]; then return 0; fi
+  # The CLI's progress bar goes to a file; it is shown only when the job fails.
+  id=$(P jobs submit --model "$model" --versus "$versus" "$@" --wait --format json 2> "$WORK/submit.err" |
+       /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])') || { tr '\r' '\n' < "$WORK/submit.err" | tail -3 >&2; return 1; }
   P jobs result "$id" --format json > "$OUT/$file.json"
   P jobs result "$id" --plot "$OUT/$file.svg" > /dev/null 2>&1
 }
@@ -144,12 +162,13 @@ for family in $FAMILIES; do
       long=$((factor * LENGTH))
       stage "measure $family, seed $seed at L = $long ($factor x the training length)"
       if [ "$family" = llama ]; then
-        run "trained-$family-s$seed-recall-x$factor" "$model" "$versus" --length "$long" --recall "$DEPTHS" \
-          --recall-probes "$PROBES" --recall-pairs "$RECALL_PAIRS" --recall-seed 7 --method hutchinson --probes 8
+        run "trained-$family-s$seed-recall-x$factor" "$model" "$family-s$seed-$first_cure" --length "$long" \
+          --recall "$DEPTHS" --recall-probes "$LONG_PROBES" --recall-pairs "$RECALL_PAIRS" --recall-seed 7 \
+          --method hutchinson --probes 8
       else
         # Learned positions: the refusal is the result.
-        P jobs submit --model "$model" --versus "$versus" --length "$long" --recall "$DEPTHS" \
-          --recall-probes "$PROBES" --recall-pairs "$RECALL_PAIRS" > "$OUT/trained-$family-s$seed-recall-x$factor.txt" 2>&1 || true
+        P jobs submit --model "$model" --versus "$family-s$seed-$first_cure" --length "$long" --recall "$DEPTHS" \
+          --recall-probes "$LONG_PROBES" --recall-pairs "$RECALL_PAIRS" > "$OUT/trained-$family-s$seed-recall-x$factor.txt" 2>&1 || true
       fi
     done
   done

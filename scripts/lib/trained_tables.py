@@ -200,7 +200,9 @@ def recall_tables(study, family, kind, title, w):
     w("| checkpoint | " + " | ".join(f"depth {d:g}" for d in depths) + " | pair's context share |")
     w("|---|" + "---|" * (len(depths) + 1))
     table = {}
-    for name in study.models:
+    present = [name for name in study.models
+               if any(name in (study.by_model(family, seed, kind) or {}) for seed in study.seeds)]
+    for name in present:
         cells = []
         row = []
         for d in depths:

@@ -8,13 +8,15 @@
 2. `Smoke`: scripts/reproduce_trained.sh end to end at smoke size (two seeds, two cures, both
    families, 20 updates at L = 64, 2 samples and 2 probes per depth, 4 x the training length): it
    exits 0 and writes every table, every job's JSON, the plots, and the learned-position family's
-   refusal beyond its positions. Its numbers mean nothing at this size; the full study is the
-   script's defaults (docs/reproduce/trained.md).
+   refusal beyond its positions; run again on the same folders it trains and measures nothing
+   twice. Its numbers mean nothing at this size; the full study is the script's defaults
+   (docs/reproduce/trained.md).
 """
 
 import argparse
 import math
 import os
+import shutil
 import subprocess
 import sys
 import unittest
@@ -59,11 +61,15 @@ class AcrossSeeds(unittest.TestCase):
 class Smoke(unittest.TestCase):
     def test_the_study_runs_end_to_end_and_writes_its_tables(self):
         out = ARGS.out_dir
+        models = os.path.join(out, "models")
+        shutil.rmtree(out, ignore_errors=True)
         env = dict(os.environ, SEEDS="1 2", CURES="baseline oversample", FAMILIES="gpt2 llama", STEPS="20",
-                   SAMPLES="2", PROBES="2", DEPTHS="0,0.5,1", LONG_FACTORS="4", LENGTH="64", SIGNAL="1", RECALL_PAIRS="4")
-        run = subprocess.run(["bash", os.path.join(ROOT, "scripts", "reproduce_trained.sh"), ARGS.build_dir, out],
-                             env=env, capture_output=True, text=True, timeout=1200)
+                   SAMPLES="2", PROBES="2", DEPTHS="0,0.5,1", LONG_FACTORS="4", LENGTH="64", SIGNAL="1", RECALL_PAIRS="4",
+                   LONG_PROBES="2", MODELS=models)
+        script = os.path.join(ROOT, "scripts", "reproduce_trained.sh")
+        run = subprocess.run(["bash", script, ARGS.build_dir, out], env=env, capture_output=True, text=True, timeout=1200)
         self.assertEqual(run.returncode, 0, run.stdout[-4000:] + run.stderr[-4000:])
+        self.assertNotIn("running  samples", run.stderr)  # The CLI's progress bars stay out of the log.
         self.assertIn("] 1. the Brown corpus", run.stderr)  # A progress line per stage.
         self.assertIn("tables and plots", run.stderr)
         for family in ("gpt2", "llama"):
@@ -84,6 +90,14 @@ class Smoke(unittest.TestCase):
                         "llama: each cure against the baseline", "llama: recall by depth at 4 × the training length",
                         "gpt2 at 4 × the training length", "context: middle 80 %"):
             self.assertIn(heading, md)
+        # Run again on the same folders: nothing is trained or measured twice, the tables are the same.
+        again = subprocess.run(["bash", script, ARGS.build_dir, out], env=env, capture_output=True, text=True,
+                               timeout=1200)
+        self.assertEqual(again.returncode, 0, again.stderr[-4000:])
+        self.assertEqual(again.stderr.count("kept from"), 8)  # 2 families x 2 seeds x 2 cures.
+        self.assertNotIn("updates)", again.stderr)
+        with open(f"{out}/trained.md") as f:
+            self.assertEqual(f.read(), md)
 
 
 def main():

@@ -616,6 +616,17 @@ def t_submit(rng):
         spec.input.given_tokens.sequences.add(token_ids=[rng.randrange(128) for _ in range(8)])
     elif r < 0.5:
         spec.input.gaussian_embeddings.CopyFrom(j.GaussianEmbeddingsInput(seed=1, stddev=1.0))
+    elif r < 0.6:  # Recall probes: depths out of range or not numbers, counts at and past their bounds.
+        recall = spec.input.recall
+        recall.depths.extend(rng.choice([0.0, 0.5, 1.0, -0.1, 1.5, float("nan"), float("inf")])
+                             for _ in range(rng.choice([0, 1, 5, 65])))
+        recall.probes_per_depth = rng.choice([0, 1, 16, (1 << 32) - 1])
+        recall.pairs = rng.choice([0, 1, 8, 256, 257])
+        recall.key_letters = rng.choice([0, 1, 3, 16, 17])
+        recall.values = rng.choice(["", "ab", "a=b", "aa", "x" * 65, "\u00e9", " "])
+        recall.seed = rng.choice([0, 7, (1 << 64) - 1])
+        spec.sequence_length = rng.choice([8, 128])
+        spec.output = rng.choice([j.JACOBIAN_OUTPUT_FINAL_HIDDEN, j.JACOBIAN_OUTPUT_LOSS_GRADIENT])
     if rng.random() < 0.2:  # A comparison job: known, unknown, repeated and init models, and too many.
         pool = FUZZ_MODEL_NAMES + ["init", SENTINEL_MODEL, "", "../x", "fuzz-tiny"]
         spec.versus.extend(rng.choice(pool) for _ in range(rng.choice([1, 2, 3, 17])))

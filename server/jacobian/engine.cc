@@ -110,15 +110,12 @@ torch::Tensor LossHeadGradient(DecoderModel& model, const torch::Tensor& hidden,
   const int64_t length = hidden.size(0);
   const int64_t chunk = std::clamp<int64_t>(kLossHeadChunkElements / std::max<int64_t>(1, model.config().vocab_size), 1,
                                             length);
-  auto next = torch::tensor(std::vector<int64_t>(tokens.begin() + 1, tokens.begin() + 1 + length), torch::kLong)
-                  .to(hidden.device());
   auto out = torch::empty_like(hidden);
   for (int64_t i = 0; i < length; i += chunk) {
     const int64_t n = std::min(chunk, length - i);
     auto h = hidden.narrow(0, i, n).detach().unsqueeze(0).set_requires_grad(true);
-    auto log_probs = torch::log_softmax(model.Logits(h).to(NormDtype(hidden.scalar_type())), -1);  // [1, n, V].
-    auto picked = log_probs.gather(2, next.narrow(0, i, n).view({1, n, 1}));
-    out.narrow(0, i, n).copy_(torch::autograd::grad({-picked.sum()}, {h})[0][0]);
+    const std::vector<int64_t> ids(tokens.begin() + i, tokens.begin() + i + n + 1);  // x_{i+1}..x_{i+n+1}.
+    out.narrow(0, i, n).copy_(torch::autograd::grad({NextTokenLoss(model, h, ids).sum()}, {h})[0][0]);
   }
   return out;
 }

@@ -2,8 +2,10 @@
 # The long-context benchmark on the CPU: posbias-measure (the blocked reverse pass) against
 # bench/long_context_reference.py (straightforward PyTorch: attention per query block under
 # checkpointing, autograd VJPs) on the same weights and the same token ids, side by side in one
-# run, the same dtype and threads; then bench/attention_floor.py times the attention's matrix
-# products alone with the same kernels.
+# run, the same dtype and threads; and posbias against the FLOP floor: its pass's matrix-product
+# FLOPs (posbias-measure's `work`, server/jacobian/flop_count.h) over the machine's peak
+# matrix-product rate in that dtype (bench/gemm_peak.py, same run): efficiency = floor / the
+# measurement's own seconds.
 #
 #   bash bench/run_long_context.sh [BUILD_DIR] [THREADS]     (defaults: build/release, 2)
 #
@@ -61,10 +63,17 @@ timed() {  # output file, command...: runs it under /usr/bin/time; prints "secon
 }
 
 record() {  # case, side, method, dtype, length, seconds, peak_kib, json file
-  $PY -c "import json,sys; c,s,m,dt,L,sec,kib,f=sys.argv[1:]; d=json.load(open(f)); \
+  $PY -c "import json,sys; c,s,m,dt,L,sec,kib,f=sys.argv[1:]; d=json.load(open(f)); w=d.get('work') or {}; \
 print(json.dumps({'case':c,'side':s,'method':m,'dtype':dt,'length':int(L),'seconds':float(sec),'peak_mib':int(kib)/1024, \
-'sq_norm_mean':d['sq_norm_mean']}))" "$@" >> "$RESULTS"
+'sq_norm_mean':d['sq_norm_mean'],'flops_required':w.get('flops_required'), \
+'measurement_seconds':(d.get('measurement') or {}).get('seconds')}))" "$@" >> "$RESULTS"
 }
+
+for dtype in float32 float64; do
+  echo "== peak matrix-product rate ($dtype, $THREADS threads)" >&2
+  $PY bench/gemm_peak.py --threads "$THREADS" --dtype "$dtype" | \
+    $PY -c "import json,sys; d=json.load(sys.stdin); d['side']='peak'; print(json.dumps(d))" >> "$RESULTS"
+done
 
 for case in $CASES; do
   flags=$(flags_of "$case")
@@ -108,23 +117,6 @@ for case in $CASES; do
       fi
     done
   fi
-  for L in $LENGTHS; do
-    # Each layer's attention alone: (window, kv heads, head width) per layer.
-    case "$case" in
-      llama) layers="0:2:64 0:2:64" ;;
-      gpt2) layers="0:4:16 0:4:16" ;;
-      mistral) layers="512:2:16 512:2:16" ;;
-      gemma3) layers="512:1:64 0:1:64" ;;
-      olmo2) layers="0:2:16 0:2:16" ;;
-    esac
-    for layer in $layers; do
-      IFS=: read -r window kv hd <<< "$layer"
-      $PY bench/attention_floor.py --length "$L" --heads 4 --kv-heads "$kv" --head-dim "$hd" --layers 1 --rows 8 \
-        --window "$window" --threads "$THREADS"
-    done | $PY -c "import json,sys; rows=[json.loads(l) for l in sys.stdin]; d=rows[0]; \
-d['floor_seconds']=sum(r['floor_seconds'] for r in rows); d['case']=sys.argv[1]; d['side']='floor'; print(json.dumps(d))" \
-      "$case" >> "$RESULTS"
-  done
 done
 
 $PY - "$RESULTS" "$OUT/long-context.svg" <<'PYEOF'
@@ -132,15 +124,15 @@ import json, math, statistics, sys
 from collections import defaultdict
 rows = [json.loads(line) for line in open(sys.argv[1])]
 points = defaultdict(list)
-floors = {}
+peaks = {}
 for r in rows:
-    if r["side"] == "floor":
-        floors[(r["case"], r["length"])] = r["floor_seconds"]
+    if r["side"] == "peak":
+        peaks[r["dtype"]] = r["peak_gflops"]
     else:
         points[(r["case"], r["side"], r["method"], r["dtype"], r["length"])].append(r)
 def med(key, field):
     return statistics.median(p[field] for p in points[key]) if key in points else None
-print("| case | method | L | posbias s | posbias MiB | reference s | reference MiB | speed-up | attention floor s | posbias / floor | max rel. diff |")
+print("| case | method | L | posbias s | posbias MiB | reference s | reference MiB | speed-up | FLOP floor s | efficiency | max rel. diff |")
 print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 series = defaultdict(list)
 for key in sorted(k for k in points if k[1] == "posbias"):
@@ -148,14 +140,16 @@ for key in sorted(k for k in points if k[1] == "posbias"):
     ref = (case, "reference", method, dtype, L)
     s, m = med(key, "seconds"), med(key, "peak_mib")
     rs, rmib = med(ref, "seconds"), med(ref, "peak_mib")
-    floor = floors.get((case, L)) if method == "hutchinson" else None
+    flops = med(key, "flops_required")
+    floor = flops / (peaks[dtype] * 1e9) if flops and dtype in peaks else None
+    measured = med(key, "measurement_seconds")
     diff = "—"
     if ref in points and method in ("exact", "loss"):
         a, b = points[key][0]["sq_norm_mean"], points[ref][0]["sq_norm_mean"]
         diff = "%.1e" % max(abs(x - y) / abs(y) for x, y in zip(a, b) if y)
     fmt = lambda v, f: f % v if v is not None else "—"
     print(f"| {case} | {method} {dtype} | {L} | {s:.2f} | {m:.0f} | {fmt(rs, '%.2f')} | {fmt(rmib, '%.0f')} | "
-          f"{fmt(rs / s if rs else None, '%.2fx')} | {fmt(floor, '%.2f')} | {fmt(s / floor if floor else None, '%.2fx')} | {diff} |")
+          f"{fmt(rs / s if rs else None, '%.2fx')} | {fmt(floor, '%.2f')} | {fmt(100 * floor / measured if floor and measured else None, '%.0f %%')} | {diff} |")
     if method == "hutchinson":
         series[(case, "posbias")].append((L, s, m))
         if rs is not None:

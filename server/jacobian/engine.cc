@@ -749,6 +749,7 @@ struct MeasurePlan {
   int64_t passes_per_sample = 1;  // 2 for compare_pathways through the model's pass.
   int64_t first_sample = 0, end_sample = 0;
   MemoryPrediction memory;        // The batch plan's prediction of the peak (batch_plan.h).
+  std::optional<FlopCount> flops;  // One sample's FLOPs through the model's pass (flop_count.h).
 };
 
 MeasurePlan PlanMeasurement(DecoderModel& model, const MeasureOptions& options, const torch::Device& device) {
@@ -780,6 +781,15 @@ MeasurePlan PlanMeasurement(DecoderModel& model, const MeasureOptions& options, 
   plan.rows_per_call = batches.rows_per_call;
   plan.blocks = batches.blocks;
   plan.memory = PredictMemory(inputs, batches, ParameterCount(model));
+  if (plan.model_pass) {
+    FlopInputs what;
+    what.target = plan.target;
+    what.layer_sweep = options.output == Output::kLayerSweep;
+    what.log_prob = options.output == Output::kLogProb;
+    what.value_only = options.pathway == Pathway::kValueOnly;
+    what.compare_pathways = options.compare_pathways;
+    plan.flops = PredictFlops(inputs, batches, what);
+  }
   // Progress units: cotangent batches (autograd), or layers of one call (the model's pass).
   plan.chunks_per_sample =
       plan.model_pass ? ((rows_total + plan.rows_per_call - 1) / plan.rows_per_call) *
@@ -895,6 +905,11 @@ absl::StatusOr<MeasureResult> Measure(DecoderModel& model, const MeasureOptions&
     result.cotangent_batch = plan.batch;
     result.checkpointed = plan.checkpoint;
     result.predicted_memory = plan.memory;
+    if (plan.flops) {
+      const double measured = static_cast<double>(plan.end_sample - plan.first_sample);
+      result.predicted_flops = FlopCount{plan.flops->forward * measured, plan.flops->reverse * measured,
+                                         plan.flops->recompute * measured};
+    }
     result.reverse_pass = plan.model_pass ? "model" : "autograd";
     result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_time).count();
     result.device_name = device.str();

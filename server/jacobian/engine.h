@@ -25,6 +25,7 @@
 
 #include "absl/status/statusor.h"
 #include "server/jacobian/batch_plan.h"
+#include "server/jacobian/flop_count.h"
 #include "server/jobs/jacobian_spec.h"
 #include "server/models/model.h"
 
@@ -159,6 +160,9 @@ struct MeasureResult {
   bool checkpointed = false;         // Whether activation checkpointing was used.
   // The batch plan's prediction of the memory the measurement holds at its peak (batch_plan.h).
   MemoryPrediction predicted_memory;
+  // The matrix products' FLOPs of the samples measured (flop_count.h), through the model's own
+  // pass only (autograd's are not counted).
+  std::optional<FlopCount> predicted_flops;
   std::string reverse_pass;          // "model" or "autograd": the reverse pass that ran.
   double seconds = 0.0;
   std::string device_name;

@@ -214,6 +214,20 @@ int main(int argc, char** argv) {
                     {"predicted_transient_bytes", predicted.transient},
                     {"measured_peak_bytes", peak_known && peak > 0 && resident_before > 0
                                                 ? nlohmann::ordered_json(peak - resident_before) : nlohmann::ordered_json(nullptr)}};
+  // The matrix products' FLOPs the model's pass did (flop_count.h) and the rate achieved over the
+  // measurement's seconds: the forward and the rows' reverse are the work required, recomputation
+  // apart. Null through autograd (not counted).
+  if (const auto& flops = result->predicted_flops) {
+    const double seconds = result->seconds > 0 ? result->seconds : 0.0;
+    json["work"] = {{"flops_required", flops->required()},
+                    {"flops_forward", flops->forward},
+                    {"flops_reverse", flops->reverse},
+                    {"flops_recomputed", flops->recompute},
+                    {"achieved_gflops_per_second", seconds > 0 ? nlohmann::ordered_json(flops->required() / seconds / 1e9)
+                                                               : nlohmann::ordered_json(nullptr)}};
+  } else {
+    json["work"] = nullptr;
+  }
   std::cout << json.dump(2) << "\n";
   return 0;
 }

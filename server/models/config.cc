@@ -1022,12 +1022,14 @@ absl::StatusOr<ModelConfig> ReadTodaysConfig(const nlohmann::json& json, Family 
   if (a.nope_layers) {
     if (json.contains("no_rope_layers") && !json["no_rope_layers"].is_null()) {
       const auto& list = json["no_rope_layers"];
-      if (!list.is_array() || static_cast<int64_t>(list.size()) != config.num_layers) {
+      // Numbers only: a float outside int64_t read as an integer is undefined behaviour.
+      const bool numbers = list.is_array() && std::all_of(list.begin(), list.end(), [](const auto& item) { return item.is_number(); });
+      if (!numbers || static_cast<int64_t>(list.size()) != config.num_layers) {
         return ErrorWithReason(absl::StatusCode::kInvalidArgument, ErrorReason::kInvalidModelFile,
                                absl::StrCat("config.json no_rope_layers is not a list of ", config.num_layers,
                                             " entries (1 = rotary, 0 = none, one per layer)"));
       }
-      for (const auto& item : list) config.rope_layers.push_back(item.get<int64_t>() != 0);
+      for (const auto& item : list) config.rope_layers.push_back(item.get<double>() != 0.0);
     } else {
       const int64_t interval = IntegerMember(json, "no_rope_layer_interval", 4);
       for (int64_t l = 0; l < config.num_layers; ++l) config.rope_layers.push_back(interval <= 0 || (l + 1) % interval != 0);

@@ -9,8 +9,11 @@
 #
 #   bash bench/run_real_shapes.sh [BUILD_DIR] [THREADS]     (defaults: build/release, 2)
 #
-# Environment: CASES (default "gpt2-exact gpt2-1k qwen2-2k qwen3-2k llama-1k"), KEEP_WEIGHTS=1
-# keeps the exported safetensors (several GiB) in bench-results/.
+# Environment: CASES (default "gpt2-exact gpt2-1k qwen2-2k qwen3-2k llama-1k"), BASELINE_CASES (the
+# cases the PyTorch baseline runs for, default all of CASES: at L = 2048 it takes about 18 minutes
+# a case on two cores, so the whole run with every baseline takes about 75 minutes; the default
+# run's posbias side alone takes about 15), APPEND=1 adds to bench-results/real-shapes.jsonl
+# instead of starting it anew, KEEP_WEIGHTS=1 keeps the exported safetensors (several GiB).
 # Cases (presets' shapes, seeded Hugging Face init, one sample each, both sides cold):
 #   gpt2-exact  GPT-2 small (12 x 768, vocabulary 50,257), L = 128, exact (768 rows)
 #   gpt2-1k     GPT-2 small, L = 1024, Hutchinson K = 8
@@ -27,10 +30,11 @@ MEASURE="$BUILD_DIR/server/posbias-measure"
 PY=/usr/bin/python3
 OUT=bench-results
 CASES="${CASES:-gpt2-exact gpt2-1k qwen2-2k qwen3-2k llama-1k}"
+BASELINE_CASES="${BASELINE_CASES-$CASES}"
 mkdir -p "$OUT"
 [[ -x "$MEASURE" ]] || { echo "error: $MEASURE not built" >&2; exit 1; }
 RESULTS="$OUT/real-shapes.jsonl"
-: > "$RESULTS"
+[[ "${APPEND:-0}" == 1 ]] || : > "$RESULTS"
 
 case_of() {  # name -> "preset length method-flags"
   case "$1" in
@@ -55,26 +59,32 @@ for name in $CASES; do
     --seed 0 --input-seed 7 --export-weights "$base.safetensors" --export-config "$base.config.json" > "$base-cpp.json"
   $PY -c "import json,sys; json.dump(json.load(open(sys.argv[1]))['tokens'], open(sys.argv[2], 'w'))" \
     "$base-cpp.json" "$base.tokens.json"
-  echo "== $name: PyTorch baseline" >&2
-  probes=$(sed -n 's/.*--probes \([0-9]*\).*/\1/p' <<< "$mflags")
-  $PY bench/baseline_real_shapes.py --weights "$base.safetensors" --config "$base.config.json" --tokens "$base.tokens.json" \
-    --length "$length" --method "$(sed 's/--method \([a-z]*\).*/\1/' <<< "$mflags")" --probes "${probes:-8}" \
-    --input-seed 7 --threads "$THREADS" > "$base-python.json"
+  rm -f "$base-python.json"
+  if [[ " $BASELINE_CASES " == *" $name "* ]]; then
+    echo "== $name: PyTorch baseline" >&2
+    probes=$(sed -n 's/.*--probes \([0-9]*\).*/\1/p' <<< "$mflags")
+    $PY bench/baseline_real_shapes.py --weights "$base.safetensors" --config "$base.config.json" --tokens "$base.tokens.json" \
+      --length "$length" --method "$(sed 's/--method \([a-z]*\).*/\1/' <<< "$mflags")" --probes "${probes:-8}" \
+      --input-seed 7 --threads "$THREADS" > "$base-python.json"
+  fi
   [[ "${KEEP_WEIGHTS:-0}" == 1 ]] || rm -f "$base.safetensors"
   $PY - "$name" "$preset" "$length" "$base-cpp.json" "$base-python.json" "$OUT/real-shapes-peak.json" >> "$RESULTS" <<'PYEOF'
 import json, sys
 name, preset, length, cpp_path, py_path, peak_path = sys.argv[1:]
-cpp, py, peak = json.load(open(cpp_path)), json.load(open(py_path)), json.load(open(peak_path))
-a, b = cpp["sq_norm_mean"], py["sq_norm"]
-diff = max(abs(x - y) / abs(y) for x, y in zip(a, b) if y)
+import os
+cpp, peak = json.load(open(cpp_path)), json.load(open(peak_path))
+py = json.load(open(py_path)) if os.path.exists(py_path) else None  # The baseline did not run.
+diff = max(abs(x - y) / abs(y) for x, y in zip(cpp["sq_norm_mean"], py["sq_norm"]) if y) if py else None
 work = cpp["work"]
 print(json.dumps(dict(case=name, preset=preset, length=int(length), method=cpp["measurement"]["method"],
-                      rows=py["rows"], posbias_seconds=cpp["measurement"]["seconds"], baseline_seconds=py["seconds"],
+                      checkpointed=cpp["measurement"]["checkpointed"],
+                      rows=cpp["model"]["width"] if cpp["measurement"]["method"] == "exact" else cpp["measurement"]["probes"],
+                      posbias_seconds=cpp["measurement"]["seconds"], baseline_seconds=py["seconds"] if py else None,
                       posbias_peak_mib=cpp["memory"]["measured_peak_bytes"] / 2**20 if cpp["memory"]["measured_peak_bytes"] else None,
-                      baseline_peak_mib=py["peak_rss_mib"], flops_required=work["flops_required"],
+                      baseline_peak_mib=py["peak_rss_mib"] if py else None, flops_required=work["flops_required"],
                       flops_forward=work["flops_forward"], flops_reverse=work["flops_reverse"],
                       flops_recomputed=work["flops_recomputed"], peak_gflops=peak["peak_gflops"],
-                      baseline_how=py["how"], max_rel_diff=diff)))
+                      baseline_how=py["how"] if py else None, max_rel_diff=diff)))
 PYEOF
 done
 
@@ -83,18 +93,22 @@ import json, sys
 rows = [json.loads(line) for line in open(sys.argv[1])]
 print("| case | L | rows | GFLOP required | floor s | posbias s | efficiency | baseline s | baseline eff. | speed-up | max rel. diff |")
 print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+fmt = lambda v, f: f.format(v) if v is not None else "—"
 for r in rows:
     floor = r["flops_required"] / (r["peak_gflops"] * 1e9)
     r["floor"] = floor
-    print(f"| {r['case']} | {r['length']} | {r['rows']} | {r['flops_required'] / 1e9:,.0f} | {floor:.1f} | "
-          f"{r['posbias_seconds']:.1f} | {floor / r['posbias_seconds']:.0%} | {r['baseline_seconds']:.1f} | "
-          f"{floor / r['baseline_seconds']:.0%} | {r['baseline_seconds'] / r['posbias_seconds']:.2f}x | {r['max_rel_diff']:.1e} |")
+    b = r["baseline_seconds"]
+    print(f"| {r['case']} | {r['length']} | {fmt(r['rows'], '{}')} | {r['flops_required'] / 1e9:,.0f} | {floor:.1f} | "
+          f"{r['posbias_seconds']:.1f} | {floor / r['posbias_seconds']:.0%} | {fmt(b, '{:.1f}')} | "
+          f"{fmt(floor / b if b else None, '{:.0%}')} | {fmt(b / r['posbias_seconds'] if b else None, '{:.2f}x')} | "
+          f"{fmt(r['max_rel_diff'], '{:.1e}')} |")
 if rows:
     print(f"\npeak matrix-product rate: {rows[0]['peak_gflops']:.1f} GFLOP/s; baseline ran "
-          + ", ".join(f"{r['case']}: {r['baseline_how']['attention']} + {r['baseline_how']['vjp']}" for r in rows))
+          + ", ".join(f"{r['case']}: {r['baseline_how']['attention']} + {r['baseline_how']['vjp']}" for r in rows
+                      if r["baseline_how"]))
 # Bars: seconds of the floor, posbias and the baseline per case (linear scale, per-case groups).
 W, H, PAD, BAR = 900, 340, 60, 22
-top = max([max(r["posbias_seconds"], r["baseline_seconds"]) for r in rows] + [1e-9])
+top = max([max(r["posbias_seconds"], r["baseline_seconds"] or 0) for r in rows] + [1e-9])
 group = (W - 2 * PAD) / max(1, len(rows))
 parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H + 30}">',
          '<text x="20" y="20" font-size="14">seconds per sample, CPU float32 (one sample, same weights, ids and probes)</text>',
@@ -110,6 +124,8 @@ for i, r in enumerate(rows):
     x0 = PAD + i * group + (group - 3 * BAR) / 2
     for j, (key, color) in enumerate(colors):
         v = r[key]
+        if v is None:
+            continue
         parts.append(f'<rect x="{x0 + j * BAR:.1f}" y="{Y(v):.1f}" width="{BAR - 2}" height="{H - PAD - Y(v):.1f}" fill="{color}"/>')
     parts.append(f'<text x="{x0 - 6:.1f}" y="{H - PAD + 16}" font-size="11">{r["case"]} (L {r["length"]})</text>')
 x = 20

@@ -12,7 +12,7 @@
 #include "server/admission/labels.h"
 #include "server/admission/page_token.h"
 #include "server/host/memory.h"
-#include "server/jobs/boundary_spikes.h"
+#include "server/statistics/boundary_spikes.h"
 #include "server/jobs/jacobian_report.h"
 #include "server/api/job_convert.h"
 #include "server/api/result_pages.h"
@@ -116,7 +116,7 @@ absl::StatusOr<v1::GetJobResultResponse> HandleGetJobResult(JobRequests& service
     }
     // Computed with the report from each sample's profile; older reports: from the mean profile.
     const auto spikes = report->boundary_spikes ? *report->boundary_spikes
-                                                : jobs::BoundarySpikesOfMeans(job->spec.document_starts, report->sq_norm_mean);
+                                                : statistics::BoundarySpikesOfMeans(job->spec.document_starts, report->sq_norm_mean);
     for (const auto& measured : spikes) SpikeToProto(measured, result->add_boundary_spikes());
     for (const auto& measured : report->needle_sweep.value_or(std::vector<jobs::NeedleDepth>{})) {
       auto* depth = result->add_needle_sweep();

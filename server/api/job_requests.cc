@@ -11,7 +11,6 @@
 #include "server/admission/labels.h"
 #include "server/admission/page_token.h"
 #include "server/host/memory.h"
-#include "server/jobs/boundary_spikes.h"
 #include "server/jobs/jacobian_report.h"
 #include "server/api/job_convert.h"
 #include "server/api/result_pages.h"

@@ -18,7 +18,7 @@
 #include "server/registry/model_catalog.h"
 #include "server/api/caller.h"
 #include "server/api/job_service_handlers.h"
-#include "server/text/tokenizers.h"
+#include "server/text/model_tokenizers.h"
 
 namespace posbias::service {
 

@@ -13,7 +13,6 @@
 #include "server/admission/labels.h"
 #include "server/admission/page_token.h"
 #include "server/host/memory.h"
-#include "server/jobs/boundary_spikes.h"
 #include "server/jobs/jacobian_report.h"
 #include "server/models/config.h"
 #include "server/api/job_convert.h"

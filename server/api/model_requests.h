@@ -14,7 +14,7 @@
 #include "server/registry/model_catalog.h"
 #include "server/api/caller.h"
 #include "server/api/model_service_handlers.h"
-#include "server/text/tokenizers.h"
+#include "server/text/model_tokenizers.h"
 
 namespace posbias::service {
 

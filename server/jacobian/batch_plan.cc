@@ -140,7 +140,7 @@ MemoryPrediction PredictMemory(const BatchPlanInputs& in, const BatchPlan& plan,
   // The MLP's per-position Jacobians where they pay (models::MlpJacobiansPay): blocks of positions
   // whose forming matrices stay under 128 MiB (reverse_pass.cc), and the Jacobians themselves.
   const auto* architecture = models::ArchitectureOf(c.family);
-  const bool swiglu = architecture != nullptr && architecture->mlp == models::Architecture::Mlp::kSwiGlu;
+  const bool swiglu = architecture != nullptr && models::IsGated(architecture->mlp);  // SwiGLU or GeGLU.
   double jacobians = 0.0;
   if (models::MlpJacobiansPay(plan.rows_per_call, c.hidden_size, c.intermediate_size, swiglu)) {
     const double positions = std::clamp(std::floor((128.0 * (1 << 20)) / (m * d * e)), 1.0, length);

@@ -17,6 +17,7 @@
 #include "server/jacobian/allocator.h"
 #include "server/jacobian/batch_plan.h"
 #include "server/jacobian/probes.h"
+#include "server/jacobian/summaries.h"
 #include "server/limits/limits.h"
 #include "server/status/error.h"
 
@@ -416,20 +417,6 @@ class Runner {
   int64_t vjps_ = 0;
 };
 
-// Mean, standard deviation (n - 1) and standard error over samples, per position.
-PositionStats Stats(const std::vector<torch::Tensor>& per_sample) {
-  auto stacked = torch::stack(per_sample);  // [S, L] float64.
-  const int64_t n = stacked.size(0);
-  auto mean = stacked.mean(0);
-  auto std = n > 1 ? stacked.std(0, /*unbiased=*/true) : torch::zeros_like(mean);
-  auto se = std / std::sqrt(static_cast<double>(n));
-  auto to_vector = [](const torch::Tensor& t) {
-    auto c = t.contiguous();
-    return std::vector<double>(c.data_ptr<double>(), c.data_ptr<double>() + c.numel());
-  };
-  return {to_vector(mean), to_vector(std), to_vector(se)};
-}
-
 // Parameters need no gradients during a measurement; restored on scope exit.
 class FrozenParameters {
  public:
@@ -444,11 +431,6 @@ class FrozenParameters {
  private:
   std::vector<torch::Tensor> frozen_;
 };
-
-std::vector<double> ToVector(const torch::Tensor& t) {
-  auto c = t.to(torch::kDouble).contiguous();
-  return std::vector<double>(c.data_ptr<double>(), c.data_ptr<double>() + c.numel());
-}
 
 // One computed sample as a record: per-output squared norms (probe means for Hutchinson), the
 // variance of the probe mean, and the branch ratios of its forward pass.
@@ -468,273 +450,6 @@ SampleRecord Record(DecoderModel& model, const MeasureOptions& options, const Sa
   }
   return record;
 }
-
-}  // namespace
-
-PathwayShares SharesOfPathways(const torch::Tensor& full, const torch::Tensor& value, const torch::Tensor& score) {
-  // ||J_full||^2 = ||J_value||^2 + ||J_score||^2 + 2 <J_value, J_score>, per position.
-  const double nan = std::numeric_limits<double>::quiet_NaN();
-  const auto defined = full > 0;
-  PathwayShares shares;
-  shares.ratio = torch::where(defined, value / full, nan);
-  shares.score_share = torch::where(defined, score / full, nan);
-  auto interference = full - value - score;  // 2 <J_value, J_score>.
-  shares.interference_share = torch::where(defined, interference / full, nan);
-  const auto norms = (value * score).sqrt();
-  shares.cosine = torch::where(norms > 0, (0.5 * interference / norms).clamp(-1.0, 1.0), nan);
-  return shares;
-}
-
-namespace {
-
-// compare_pathways, per output: the value pathway's profile, and per position and sample the
-// shares of ||J_full||^2 (THEORY.md section 9): ratio = ||J_value||^2 / ||J_full||^2, score_share =
-// ||J_full - J_value||^2 / ||J_full||^2, interference_share = 2 <J_value, J_score> / ||J_full||^2
-// (ratio + score_share + interference_share = 1), and the cosine of J_value and J_score; each with
-// mean, std and standard error over samples, and the same shares of the totals over positions.
-void SummarizePathways(const std::vector<SampleRecord>& records, int64_t outputs, MeasureResult& result) {
-  auto scalar = [](const std::vector<torch::Tensor>& per_sample) {
-    const PositionStats stats = Stats(per_sample);
-    return ScalarStats{stats.mean[0], stats.std[0], stats.stderr_mean[0]};
-  };
-  for (int64_t o = 0; o < outputs; ++o) {
-    std::vector<torch::Tensor> value, ratio, score_share, interference_share, cosine, total, total_score, total_interference;
-    for (const auto& record : records) {
-      auto full = torch::tensor(record.sq_norm[o], torch::kDouble);
-      value.push_back(torch::tensor(record.value_sq_norm[o], torch::kDouble));
-      auto score = torch::tensor(record.score_sq_norm[o], torch::kDouble);
-      const PathwayShares shares = SharesOfPathways(full, value.back(), score);
-      ratio.push_back(shares.ratio);
-      score_share.push_back(shares.score_share);
-      interference_share.push_back(shares.interference_share);
-      cosine.push_back(shares.cosine);
-      const PathwayShares totals = SharesOfPathways(full.sum().view({1}), value.back().sum().view({1}), score.sum().view({1}));
-      total.push_back(totals.ratio);
-      total_score.push_back(totals.score_share);
-      total_interference.push_back(totals.interference_share);
-    }
-    result.value_sq_norm.push_back(Stats(value));
-    result.pathway_ratio.push_back(Stats(ratio));
-    result.pathway_score_share.push_back(Stats(score_share));
-    result.pathway_interference_share.push_back(Stats(interference_share));
-    result.pathway_cosine.push_back(Stats(cosine));
-    result.pathway_total_ratio.push_back(scalar(total));
-    result.pathway_total_score_share.push_back(scalar(total_score));
-    result.pathway_total_interference_share.push_back(scalar(total_interference));
-  }
-}
-
-// Statistics over all samples' records, per output.
-void Summarize(const std::vector<SampleRecord>& records, const MeasureOptions& options, int64_t outputs,
-               MeasureResult& result) {
-  const auto n = static_cast<double>(records.size());
-  for (int64_t o = 0; o < outputs; ++o) {
-    std::vector<torch::Tensor> sq, norms;
-    for (const auto& record : records) {
-      sq.push_back(torch::tensor(record.sq_norm[o], torch::kDouble));
-      norms.push_back(sq.back().sqrt());
-    }
-    result.sq_norm.push_back(Stats(sq));
-    result.norm.push_back(Stats(norms));
-    if (options.method == Method::kHutchinson) {
-      auto total = torch::zeros({options.length}, torch::kDouble);
-      for (const auto& record : records) total += torch::tensor(record.probe_var[o], torch::kDouble);
-      result.estimator_stderr.push_back(ToVector(total.sqrt() / n));
-    }
-    if (options.keep_samples) {
-      std::vector<std::vector<double>> raw;
-      for (const auto& record : records) raw.push_back(record.sq_norm[o]);
-      result.raw.push_back(std::move(raw));
-    }
-  }
-  for (const auto& record : records) result.sample_sq_norm.push_back(record.sq_norm.back());
-  if (options.score_next_token) {
-    for (const auto& record : records) result.next_token.push_back(record.next_token.value_or(jobs::NextTokenScore{}));
-  }
-  if (options.compare_pathways) SummarizePathways(records, outputs, result);
-  if (!records.empty() && !records.front().branch_ratio.empty()) {
-    result.branch_ratio.assign(records.front().branch_ratio.size(), 0.0);
-    for (const auto& record : records) {
-      for (size_t l = 0; l < result.branch_ratio.size() && l < record.branch_ratio.size(); ++l) {
-        result.branch_ratio[l] += record.branch_ratio[l] / n;
-      }
-    }
-  }
-}
-
-}  // namespace
-
-torch::Dtype TorchDtype(jobs::ComputeDtype dtype) {
-  switch (dtype) {
-    case jobs::ComputeDtype::kFloat32: return torch::kFloat32;
-    case jobs::ComputeDtype::kBfloat16: return torch::kBFloat16;
-    case jobs::ComputeDtype::kFloat16: return torch::kFloat16;
-    case jobs::ComputeDtype::kFloat64: return torch::kFloat64;
-  }
-  return torch::kFloat32;
-}
-
-std::string TorchDtypeName(torch::Dtype dtype) {
-  for (auto compute : {jobs::ComputeDtype::kFloat32, jobs::ComputeDtype::kBfloat16, jobs::ComputeDtype::kFloat16,
-                       jobs::ComputeDtype::kFloat64}) {
-    if (TorchDtype(compute) == dtype) return std::string(jobs::DtypeName(compute));
-  }
-  return "other";
-}
-
-namespace {
-
-// The given token ids: one sequence per sample, long enough for the output, every id in the
-// model's vocabulary.
-absl::Status CheckGivenTokens(const models::ModelConfig& config, const MeasureOptions& options) {
-  if (static_cast<int64_t>(options.tokens.size()) != options.samples) {
-    return InvalidArgumentError({ErrorReason::kInvalidArgument, "tokens", absl::StrCat(options.tokens.size(), " sequences"),
-                                 absl::StrCat("one sequence per sample (", options.samples, ")")});
-  }
-  const int64_t t = options.target == 0 ? options.length : options.target;
-  const bool scores_next = options.output == Output::kLogProb || options.score_next_token;
-  const size_t need = options.output == Output::kLossGradient ? options.length + 1
-                      : scores_next                          ? std::max(options.length, t + 1)
-                                                             : options.length;
-  for (size_t s = 0; s < options.tokens.size(); ++s) {
-    if (options.tokens[s].size() < need) {
-      return InvalidArgumentError({ErrorReason::kInvalidArgument, absl::StrCat("tokens[", s, "]"),
-                                   absl::StrCat(options.tokens[s].size(), " ids"), absl::StrCat("at least ", need, " ids")});
-    }
-    for (size_t j = 0; j < options.tokens[s].size(); ++j) {
-      if (options.tokens[s][j] < 0 || options.tokens[s][j] >= config.vocab_size) {
-        return InvalidArgumentError({ErrorReason::kInvalidArgument, absl::StrCat("tokens[", s, "][", j, "]"),
-                                     std::to_string(options.tokens[s][j]), absl::StrCat("0..", config.vocab_size - 1)});
-      }
-    }
-  }
-  return absl::OkStatus();
-}
-
-// The loss gradient scores every position's next token: token ids (drawn or given), no target
-// of its own, one exact VJP (the model's pass or autograd).
-absl::Status CheckLossGradient(const MeasureOptions& options) {
-  if (options.output != Output::kLossGradient) return absl::OkStatus();
-  if (options.input == InputKind::kGaussianEmbeddings) {
-    return InvalidArgumentError({ErrorReason::kInvalidArgument, "input", "gaussian",
-                                 "random or given token ids with the loss gradient (its loss scores each next token)"});
-  }
-  if (options.target != 0 && options.target != options.length) {
-    return InvalidArgumentError({ErrorReason::kInvalidPosition, "target", std::to_string(options.target),
-                                 "0 (= L) with the loss gradient (the loss sums over all L positions)"});
-  }
-  if (options.method != Method::kExact) {
-    return InvalidArgumentError({ErrorReason::kInvalidArgument, "method", "hutchinson",
-                                 "exact with the loss gradient (a scalar output: one VJP per sample)"});
-  }
-  if (options.compare_pathways || options.pathway != Pathway::kFull) {
-    return InvalidArgumentError({ErrorReason::kInvalidArgument, "pathway", "value_only or compare_pathways",
-                                 "the full pathway with the loss gradient"});
-  }
-  return absl::OkStatus();
-}
-
-// Scoring the next token needs a target position (not the loss gradient), and a resumed run's
-// records must hold their scores.
-absl::Status CheckNextTokenScore(const MeasureOptions& options) {
-  if (!options.score_next_token) return absl::OkStatus();
-  if (options.output == Output::kLossGradient) {
-    return InvalidArgumentError({ErrorReason::kInvalidArgument, "output", "loss_gradient",
-                                 "final_hidden, layer_sweep or log_prob when the next token is scored (the loss gradient "
-                                 "has no target position)"});
-  }
-  for (const auto& record : options.done_samples) {
-    if (!record.next_token) {
-      return InvalidArgumentError({ErrorReason::kInvalidArgument, "done_samples", "records without next_token",
-                                   "records of a measurement that scored the next token"});
-    }
-  }
-  return absl::OkStatus();
-}
-
-}  // namespace
-
-absl::Status CheckMeasureOptions(const DecoderModel& model, const MeasureOptions& options) {
-  const auto& config = model.config();
-  const int64_t max_length = std::max<int64_t>(config.max_positions, 1);
-  if (options.length < 1 || options.length > max_length) {
-    return InvalidArgumentError({ErrorReason::kInvalidLength, "length", std::to_string(options.length),
-                                 absl::StrCat("1..", max_length, " (the model's positions)")});
-  }
-  // The service's limits (limits.h) hold for posbias-measure too: one table, no second cap.
-  constexpr int64_t kMaxSamples = limits::Default<int64_t>(limits::Limit::kMaxSamples);
-  constexpr int64_t kMaxProbes = limits::Default<int64_t>(limits::Limit::kMaxProbes);
-  if (options.samples < 1 || options.samples > kMaxSamples) {
-    return InvalidArgumentError({ErrorReason::kInvalidArgument, "samples", std::to_string(options.samples),
-                                 limits::Range(limits::Limit::kMaxSamples, 1, kMaxSamples)});
-  }
-  if (options.target < 0 || options.target > options.length) {
-    return InvalidArgumentError({ErrorReason::kInvalidPosition, "target", std::to_string(options.target),
-                                 absl::StrCat("0 (= L) or 1..", options.length)});
-  }
-  if (options.method == Method::kHutchinson && (options.probes < 1 || options.probes > kMaxProbes)) {
-    return InvalidArgumentError({ErrorReason::kInvalidArgument, "probes", std::to_string(options.probes),
-                                 limits::Range(limits::Limit::kMaxProbes, 1, kMaxProbes)});
-  }
-  if (options.input == InputKind::kGivenTokens) {
-    if (auto status = CheckGivenTokens(config, options); !status.ok()) return status;
-  }
-  const int64_t end_sample = options.end_sample > 0 ? options.end_sample : options.samples;
-  if (options.first_sample < 0 || options.first_sample >= end_sample || end_sample > options.samples) {
-    return InvalidArgumentError({ErrorReason::kInvalidArgument, "sample range",
-                                 absl::StrCat("[", options.first_sample, ", ", end_sample, ")"),
-                                 absl::StrCat("0 <= first_sample < end_sample <= samples = ", options.samples)});
-  }
-  if (static_cast<int64_t>(options.done_samples.size()) > end_sample - options.first_sample) {
-    return InvalidArgumentError({ErrorReason::kInvalidArgument, "done_samples", std::to_string(options.done_samples.size()),
-                                 absl::StrCat("at most the ", end_sample - options.first_sample, " samples of the range")});
-  }
-  for (const auto& record : options.done_samples) {
-    for (const auto& values : record.sq_norm) {
-      if (static_cast<int64_t>(values.size()) != options.length) {
-        return InvalidArgumentError({ErrorReason::kInvalidArgument, "done_samples", absl::StrCat(values.size(), " positions"),
-                                     absl::StrCat(options.length, " positions per output (the checkpoint does not match)")});
-      }
-    }
-  }
-  if (options.dtype == torch::kFloat16 && options.device.rfind("cuda", 0) != 0) {
-    return InvalidArgumentError({ErrorReason::kInvalidArgument, "dtype", "float16",
-                                 "float32, bfloat16 or float64 on the CPU (LibTorch's CPU kernels lack "
-                                 "float16 layer norms and matrix products); float16 on cuda:N"});
-  }
-  if (options.reverse_pass == MeasureOptions::ReversePass::kModel && !HasOwnReversePass(model)) {
-    return InvalidArgumentError({ErrorReason::kInvalidArgument, "reverse_pass", "model",
-                                 absl::StrCat("auto or autograd (", models::FamilyName(model.config().family),
-                                              " models have no own reverse pass; the decoder families have)")});
-  }
-  if ((options.pathway == Pathway::kValueOnly || options.compare_pathways) &&
-      config.family == models::Family::kTorchScript) {
-    return InvalidArgumentError({ErrorReason::kInvalidArgument, options.compare_pathways ? "compare_pathways" : "pathway",
-                                 options.compare_pathways ? "true" : "value_only",
-                                 "full only (a TorchScript module's attention probabilities cannot be detached)"});
-  }
-  if (options.compare_pathways && options.pathway != Pathway::kFull) {
-    return InvalidArgumentError({ErrorReason::kInvalidArgument, "pathway", std::string(jobs::PathwayName(options.pathway)),
-                                 "full with compare_pathways (both pathways are measured; the profile is the full one)"});
-  }
-  if (options.compare_pathways) {
-    for (const auto& record : options.done_samples) {
-      if (record.value_sq_norm.size() != record.sq_norm.size() || record.score_sq_norm.size() != record.sq_norm.size()) {
-        return InvalidArgumentError({ErrorReason::kInvalidArgument, "done_samples",
-                                     "records without value_sq_norm and score_sq_norm",
-                                     "records of a compare_pathways measurement (both per output)"});
-      }
-    }
-  }
-  if (auto status = CheckLossGradient(options); !status.ok()) return status;
-  if (auto status = CheckNextTokenScore(options); !status.ok()) return status;
-  if (options.input != InputKind::kGaussianEmbeddings && !model.has_token_embedding()) {
-    return InvalidArgumentError({ErrorReason::kInvalidArgument, "input", "tokens", "gaussian (this model takes embeddings only)"});
-  }
-  return absl::OkStatus();
-}
-
-namespace {
 
 // How a measurement runs: the reverse pass, the cotangent batches, and the progress units.
 struct MeasurePlan {
@@ -877,8 +592,9 @@ absl::StatusOr<MeasureResult> Measure(DecoderModel& model, const MeasureOptions&
   // The loss gradient's autograd graph holds a dense [heads, L, L] per layer and frees it in pieces
   // of every size: retained, they would stay in the process beyond what the pass holds at any time
   // (and beyond its memory model).
-  const LargeBlocksMapped large_blocks(options.device == "cpu" && (options.length >= kMapLargeBlocksFromLength ||
-                                                                   options.output == Output::kLossGradient));
+  const LargeBlocksMapped large_blocks(options.device == "cpu" &&
+                                       (MapsLargeBlocks(options.length, model.config().hidden_size) ||
+                                        options.output == Output::kLossGradient));
   const auto start_time = std::chrono::steady_clock::now();
   try {
     const torch::Device device(options.device);

@@ -38,8 +38,7 @@ Shape ShapeOf(const models::ModelConfig& c) {
   s.kv_width = static_cast<double>(c.num_kv_heads) * s.head_dim;
   s.vocab = static_cast<double>(c.vocab_size);
   const auto* architecture = models::ArchitectureOf(c.family);
-  s.gated = architecture != nullptr && (architecture->mlp == models::Architecture::Mlp::kSwiGlu ||
-                                        architecture->mlp == models::Architecture::Mlp::kGeGluTanh);
+  s.gated = architecture != nullptr && models::IsGated(architecture->mlp);
   s.mlp_products = s.gated ? 3.0 : 2.0;
   s.has_mlp = !c.ablations.no_mlp;
   s.uniform = c.ablations.uniform_attention;

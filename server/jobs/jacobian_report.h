@@ -171,7 +171,7 @@ struct RecallSummary {
   std::optional<RecallCorrelation> share_accuracy;
 };
 
-// Comparison jobs: one model against the reference (jobs/jacobian_comparison.h says how).
+// Comparison jobs: one model against the reference (statistics/jacobian_comparison.h says how).
 struct ShareEstimate {
   double mean = 0, std = 0, stderr = 0;
 };

@@ -15,7 +15,7 @@
 #include <torch/types.h>
 
 #include "absl/status/statusor.h"
-#include "server/files/beneath.h"
+#include "server/files/open_beneath.h"
 #include "server/models/config.h"
 #include "server/models/schedule.h"
 
@@ -140,7 +140,7 @@ class DecoderModel {
 absl::StatusOr<std::unique_ptr<DecoderModel>> BuildModel(const ModelConfig& config, uint64_t seed);
 
 // A TorchScript module with forward(inputs_embeds [B, L, d]) -> hidden [B, L, d], its file read
-// beneath `scope` (files/beneath.h; anywhere by default).
+// beneath `scope` (files/open_beneath.h; anywhere by default).
 absl::StatusOr<std::unique_ptr<DecoderModel>> LoadTorchScriptModel(const std::string& path,
                                                                    int64_t hidden_size,
                                                                    const files::Scope& scope = {});

@@ -17,7 +17,7 @@ namespace posbias::models {
 // accepted without the "transformer." prefix (checkpoints of GPT2Model). Errors are
 // INVALID_MODEL_FILE naming the tensor.
 absl::Status LoadWeights(DecoderModel& model, const safetensors::Checkpoint& checkpoint);
-// Every file of the checkpoint is opened beneath `scope` (files/beneath.h; anywhere by default).
+// Every file of the checkpoint is opened beneath `scope` (files/open_beneath.h; anywhere by default).
 absl::Status LoadWeightsFromPath(DecoderModel& model, const std::string& path, const files::Scope& scope = {});
 
 // Writes every parameter (Hugging Face names, the given dtype: F32, F16 or BF16) to one file,

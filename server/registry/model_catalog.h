@@ -20,7 +20,7 @@
 
 #include "absl/status/statusor.h"
 #include "nlohmann/json.hpp"
-#include "server/files/beneath.h"
+#include "server/files/open_beneath.h"
 #include "server/registry/model_entry.h"
 #include "server/registry/model_index.h"
 #include "server/registry/model_loader.h"
@@ -108,7 +108,7 @@ class ModelCatalog {
   // are lab-b's to write, so whoever registers them, they are opened with lab-b's scope); "" for
   // a path naming a file directly in the root (the whole root is the scope).
   std::string WallFolder(const std::string& relative, const std::string& tenant) const;
-  // Where the files of an entry with `source` owned by `tenant` may be opened (files/beneath.h):
+  // Where the files of an entry with `source` owned by `tenant` may be opened (files/open_beneath.h):
   // the wall folder of its path (WallFolder), the data directory's uploads for an upload.
   // FAILED_PRECONDITION when that folder does not exist.
   absl::StatusOr<files::Scope> ScopeFor(const ModelSource& source, const std::string& tenant) const;

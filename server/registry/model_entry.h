@@ -13,7 +13,7 @@
 #include <string>
 #include <string_view>
 
-#include "server/files/beneath.h"
+#include "server/files/open_beneath.h"
 #include "absl/status/statusor.h"
 #include "server/models/config.h"
 
@@ -69,7 +69,7 @@ struct ModelEntry {
   // The checkpoint directory's tokenizer files (tokenizer.json, or vocab.json + merges.txt)
   // live here; "" = the model has no tokenizer (presets, uploads, TorchScript, bare files).
   std::string tokenizer_dir;
-  // Where the tokenizer files may be opened (files/beneath.h): the tenant's folder of the model
+  // Where the tokenizer files may be opened (files/open_beneath.h): the tenant's folder of the model
   // root, the whole root for a public model. Not persisted: derived from the tenant.
   files::Scope tokenizer_scope;
   // Another replica's registration still loading, as read from the shared index: its owner (a

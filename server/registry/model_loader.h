@@ -9,7 +9,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "server/files/beneath.h"
+#include "server/files/open_beneath.h"
 #include "server/models/config.h"
 #include "server/registry/model_entry.h"
 
@@ -21,7 +21,7 @@ struct LoadRequest {
   models::ModelConfig config;  // Resolved (presets, overrides, config.json); kTorchScript: width only.
   uint64_t seed = 0;           // Of the initialization (weights, if any, replace it).
   std::string weights_path;    // Absolute: checkpoint file or directory, upload, TorchScript file; "" = seeded init.
-  files::Scope scope;          // Where the weights' files may be opened (files/beneath.h).
+  files::Scope scope;          // Where the weights' files may be opened (files/open_beneath.h).
 };
 
 // What a load found out about the model.

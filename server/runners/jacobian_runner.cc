@@ -11,10 +11,10 @@
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
 #include "server/jacobian/engine.h"
-#include "server/jobs/boundary_spikes.h"
-#include "server/jobs/jacobian_comparison.h"
-#include "server/jobs/needle_sweep.h"
-#include "server/jobs/recall_sweep.h"
+#include "server/statistics/boundary_spikes.h"
+#include "server/statistics/jacobian_comparison.h"
+#include "server/statistics/needle_sweep.h"
+#include "server/statistics/recall_sweep.h"
 #include "server/measure/theory_report.h"
 #include "server/models/model.h"
 #include "server/status/error.h"
@@ -190,11 +190,11 @@ jobs::JacobianReport BaseReport(const jobs::JobRecord& job, models::DecoderModel
   job_report.model.source = std::string(registry::SourceKindName(bound.source.kind));
   job_report.model.uid = bound.uid;
   if (!job.spec.document_starts.empty()) {  // Text inputs: each start's spike, over the samples starting there.
-    job_report.boundary_spikes = jobs::BoundarySpikes(job.spec.document_starts, result.sample_sq_norm);
+    job_report.boundary_spikes = statistics::BoundarySpikes(job.spec.document_starts, result.sample_sq_norm);
   }
-  if (job.spec.needle_sweep) job_report.needle_sweep = jobs::NeedleSweepShares(*job.spec.needle_sweep, result.sample_sq_norm);
+  if (job.spec.needle_sweep) job_report.needle_sweep = statistics::NeedleSweepShares(*job.spec.needle_sweep, result.sample_sq_norm);
   if (job.spec.recall) {
-    job_report.recall = jobs::RecallSweepStatistics(*job.spec.recall, UpToTarget(result), result.next_token);
+    job_report.recall = statistics::RecallSweepStatistics(*job.spec.recall, UpToTarget(result), result.next_token);
   }
   // GetJobResult reports the effective-depth fits when asked, or when the depth is unknown.
   job_report.theory.fit_effective_depth =
@@ -204,25 +204,25 @@ jobs::JacobianReport BaseReport(const jobs::JobRecord& job, models::DecoderModel
 }
 
 // A comparison job's report part: every model against the first, with the text inputs' spikes.
-absl::Status AddComparison(const jobs::JobRecord& job, const std::vector<jobs::MeasuredModel>& measured,
+absl::Status AddComparison(const jobs::JobRecord& job, const std::vector<statistics::MeasuredModel>& measured,
                            jobs::JacobianReport& report) {
-  jobs::ComparisonOptions comparison_options;
+  statistics::ComparisonOptions comparison_options;
   comparison_options.seed = job.spec.seed;
   comparison_options.reference = static_cast<size_t>(job.spec.reference);
-  auto compared = jobs::CompareModels(measured, comparison_options);
+  auto compared = statistics::CompareModels(measured, comparison_options);
   if (!compared.ok()) return compared.status();
   if (!job.spec.document_starts.empty()) {
     for (size_t m = 0; m < compared->size(); ++m) {
-      (*compared)[m].boundary_spikes = jobs::BoundarySpikes(job.spec.document_starts, measured[m].samples);
+      (*compared)[m].boundary_spikes = statistics::BoundarySpikes(job.spec.document_starts, measured[m].samples);
     }
   }
   if (job.spec.recall) {  // Each model's recall table, and the correlation over all their cells.
     std::vector<const jobs::RecallSummary*> summaries;
     for (size_t m = 0; m < compared->size(); ++m) {
-      (*compared)[m].recall = jobs::RecallSweepStatistics(*job.spec.recall, measured[m].samples, measured[m].next_token);
+      (*compared)[m].recall = statistics::RecallSweepStatistics(*job.spec.recall, measured[m].samples, measured[m].next_token);
       summaries.push_back(&*(*compared)[m].recall);
     }
-    report.recall_correlation = jobs::PooledRecallCorrelation(summaries);
+    report.recall_correlation = statistics::PooledRecallCorrelation(summaries);
   }
   report.comparison = *std::move(compared);
   return absl::OkStatus();
@@ -393,7 +393,7 @@ std::vector<std::vector<int64_t>> ReferenceIds(const jobs::JobRecord& job, const
 
 // Comparison jobs: the index-th model of `versus` over its stage's range of the reference's
 // samples, resumed from `done`.
-absl::StatusOr<jobs::MeasuredModel> MeasureVersus(registry::ModelCatalog* catalog, registry::ModelCache* cache,
+absl::StatusOr<statistics::MeasuredModel> MeasureVersus(registry::ModelCatalog* catalog, registry::ModelCache* cache,
                                                   const jobs::JobRecord& job, const models::ModelConfig& first,
                                                   const std::vector<std::vector<int64_t>>& reference_ids, size_t index,
                                                   std::vector<jacobian::SampleRecord>& done, const Stage& stage,
@@ -424,7 +424,7 @@ absl::StatusOr<jobs::MeasuredModel> MeasureVersus(registry::ModelCatalog* catalo
   auto result = MeasureOne(loaded, options, stage);
   if (!result.ok()) return result.status();
   vjps += result->vjp_count;
-  return jobs::MeasuredModel{stage.name, loaded.bound.uid, loaded.bound.weights_sha256, UpToTarget(*result),
+  return statistics::MeasuredModel{stage.name, loaded.bound.uid, loaded.bound.weights_sha256, UpToTarget(*result),
                              result->next_token};
 }
 
@@ -464,7 +464,7 @@ absl::StatusOr<std::string> JacobianRunner::Run(const jobs::JobRecord& job,
   };
   std::optional<jobs::JacobianReport> job_report;  // A whole job's (a part's result is its records).
   int64_t vjps = 0;
-  std::vector<jobs::MeasuredModel> measured;
+  std::vector<statistics::MeasuredModel> measured;
   if (!ranges[0].empty()) {
     SetRange(options, job, ranges[0]);
     auto own = MeasureOne(*first, options, stage(0, job.spec.model, &checkpoint["samples"]));

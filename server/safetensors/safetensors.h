@@ -38,7 +38,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "server/files/beneath.h"
+#include "server/files/open_beneath.h"
 
 namespace posbias::safetensors {
 
@@ -91,7 +91,7 @@ absl::StatusOr<Header> ParseFile(const std::byte* bytes, uint64_t size,
 // the file shrinks later, Read says so (INVALID_MODEL_FILE) instead of reading past its end.
 class TensorFile {
  public:
-  // Opens `path` beneath `scope` (files/beneath.h; the default scope is anywhere). Messages
+  // Opens `path` beneath `scope` (files/open_beneath.h; the default scope is anywhere). Messages
   // name the file as ShownPath does.
   static absl::StatusOr<TensorFile> Open(const std::string& path, const files::Scope& scope = {});
 
@@ -124,7 +124,7 @@ class TensorFile {
 class Checkpoint {
  public:
   // Every file (the checkpoint, its index and each shard) is opened beneath `scope`
-  // (files/beneath.h): a shard or index that links out of it is PATH_NOT_ALLOWED.
+  // (files/open_beneath.h): a shard or index that links out of it is PATH_NOT_ALLOWED.
   static absl::StatusOr<Checkpoint> Open(const std::string& path, const files::Scope& scope = {});
 
   std::vector<std::string> TensorNames() const;  // Sorted.

@@ -2,7 +2,7 @@
 // (recall/recall_task.h), tokenized with the model's tokenizer, depth-major: probe i asks at depth
 // depths[i / probes_per_depth] and is drawn from recall::ProbeSeed(seed, i). The job then runs on
 // the ids like given tokens (L + 1 each: the answer follows position L), and the result answers
-// per depth (jobs/recall_sweep.h).
+// per depth (statistics/recall_sweep.h).
 #pragma once
 
 #include <cstdint>

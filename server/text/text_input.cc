@@ -7,7 +7,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "server/jobs/boundary_spikes.h"
+#include "server/statistics/boundary_spikes.h"
 #include "server/status/error.h"
 
 namespace posbias::text {
@@ -121,14 +121,14 @@ absl::Status FixedBoundaries(const tokenizer::Tokenizer& tokenizer, const v1::Te
   std::vector<int64_t> starts = {1};
   for (int i = 0; i < input.boundaries_size(); ++i) {
     const int64_t b = input.boundaries(i);
-    // A boundary's spike ratio compares it with two neighbours on each side (jobs/boundary_spikes.h), so
+    // A boundary's spike ratio compares it with two neighbours on each side (statistics/boundary_spikes.h), so
     // it lies in 3..L-2: nearer an end the ratio's no-spike value is not 1 (the profile's own
     // U-shape there), and it would read as a spike that is not one.
-    if (b <= starts.back() || b < 1 + jobs::kSpikeNeighbours || b > length - jobs::kSpikeNeighbours) {
+    if (b <= starts.back() || b < 1 + statistics::kSpikeNeighbours || b > length - statistics::kSpikeNeighbours) {
       return Invalid(absl::StrCat("input.text.boundaries[", i, "]"), std::to_string(b),
-                     absl::StrCat("strictly increasing positions in ", 1 + jobs::kSpikeNeighbours, "..L-",
-                                  jobs::kSpikeNeighbours, " = ", length - jobs::kSpikeNeighbours, " (each boundary has ",
-                                  jobs::kSpikeNeighbours, " neighbours on each side for its spike ratio)"));
+                     absl::StrCat("strictly increasing positions in ", 1 + statistics::kSpikeNeighbours, "..L-",
+                                  statistics::kSpikeNeighbours, " = ", length - statistics::kSpikeNeighbours, " (each boundary has ",
+                                  statistics::kSpikeNeighbours, " neighbours on each side for its spike ratio)"));
     }
     starts.push_back(b);
   }

@@ -7,7 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "server/status/error.h"
 #include "server/tokenizer/bpe.h"
-#include "server/tokenizer/decoder.h"
+#include "server/tokenizer/detokenizer.h"
 #include "server/tokenizer/mapped_text.h"
 #include "server/tokenizer/normalizer.h"
 #include "server/tokenizer/split_pattern.h"

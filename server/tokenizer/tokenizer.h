@@ -43,7 +43,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "server/files/beneath.h"
+#include "server/files/open_beneath.h"
 
 namespace posbias::tokenizer {
 
@@ -70,7 +70,7 @@ struct EncodeOptions {
 struct LoadOptions {
   size_t max_file_bytes = size_t{64} << 20;  // tokenizer.json, vocab.json, merges.txt each.
   int max_json_depth = 64;                   // Nesting of the JSON files.
-  // Where FromDirectory may open files (files/beneath.h): a tenant's folder of the model root on
+  // Where FromDirectory may open files (files/open_beneath.h): a tenant's folder of the model root on
   // the server; anywhere by default.
   files::Scope scope = {};
 };

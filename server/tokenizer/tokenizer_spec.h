@@ -11,7 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "server/tokenizer/bpe.h"
-#include "server/tokenizer/decoder.h"
+#include "server/tokenizer/detokenizer.h"
 #include "server/tokenizer/normalizer.h"
 #include "server/tokenizer/tokenizer.h"
 

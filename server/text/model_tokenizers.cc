@@ -1,4 +1,4 @@
-#include "server/text/tokenizers.h"
+#include "server/text/model_tokenizers.h"
 
 #include <vector>
 

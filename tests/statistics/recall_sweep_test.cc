@@ -1,7 +1,7 @@
 // Recall by depth: the binomial and correlation intervals against Debian's scipy (golden values,
-// tests/jobs/golden/generate_clopper_pearson.py), and each depth's statistics computed by hand;
+// tests/statistics/golden/generate_clopper_pearson.py), and each depth's statistics computed by hand;
 // the recall layout survives the job spec and the report survives its JSON.
-#include "server/jobs/recall_sweep.h"
+#include "server/statistics/recall_sweep.h"
 
 #include <cmath>
 #include <fstream>
@@ -10,8 +10,15 @@
 
 #include "gtest/gtest.h"
 
-namespace posbias::jobs {
+namespace posbias::statistics {
 namespace {
+
+using jobs::JacobianReport;
+using jobs::ReportToJson;
+using jobs::ReportFromJson;
+using jobs::SpecFromJson;
+using jobs::SpecToJson;
+using jobs::JacobianJobSpec;
 
 std::vector<double> Numbers(const std::string& text) {
   std::vector<double> values;
@@ -26,7 +33,7 @@ struct GoldenRow {
 };
 
 std::vector<GoldenRow> Golden() {
-  std::ifstream in(std::string(POSBIAS_JOBS_GOLDEN_DIR) + "/clopper_pearson.csv");
+  std::ifstream in(std::string(POSBIAS_STATISTICS_GOLDEN_DIR) + "/clopper_pearson.csv");
   std::vector<GoldenRow> rows;
   std::string line;
   std::getline(in, line);  // Header.
@@ -168,4 +175,4 @@ TEST(RecallStatistics, TheRecallLayoutSurvivesTheJobSpecAndTheTableSurvivesTheRe
 }
 
 }  // namespace
-}  // namespace posbias::jobs
+}  // namespace posbias::statistics

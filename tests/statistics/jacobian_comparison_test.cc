@@ -1,13 +1,13 @@
 // Paired comparisons of profiles (THEORY.md section 11) on profiles whose statistics are known in
 // closed form: shares of hand-built bands, log ratios of scaled middles, and bootstrap intervals
 // that shrink to the mean when every sample agrees.
-#include "server/jobs/jacobian_comparison.h"
+#include "server/statistics/jacobian_comparison.h"
 
 #include <cmath>
 
 #include "gtest/gtest.h"
 
-namespace posbias::jobs {
+namespace posbias::statistics {
 namespace {
 
 // L = 20: bands of 2, 16 and 2 positions. Edge values `edge`, middle values `middle`.
@@ -148,4 +148,4 @@ TEST(BootstrapMean, IsReproducibleAndCoversTheMean) {
 }
 
 }  // namespace
-}  // namespace posbias::jobs
+}  // namespace posbias::statistics

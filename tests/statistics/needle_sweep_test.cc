@@ -1,13 +1,17 @@
 // Needle sweeps: per depth, the needle span's share of the total against the same positions of
 // the filler alone, over fillers, computed by hand; and the sweep's layout survives the job spec.
-#include "server/jobs/needle_sweep.h"
+#include "server/statistics/needle_sweep.h"
 
 #include <cmath>
 
 #include "gtest/gtest.h"
 
-namespace posbias::jobs {
+namespace posbias::statistics {
 namespace {
+
+using jobs::SpecFromJson;
+using jobs::SpecToJson;
+using jobs::JacobianJobSpec;
 
 JacobianJobSpec::NeedleSweep TwoDepthsTwoFillers() {
   JacobianJobSpec::NeedleSweep sweep;
@@ -70,4 +74,4 @@ TEST(NeedleSweep, TheLayoutSurvivesTheJobSpecJson) {
 }
 
 }  // namespace
-}  // namespace posbias::jobs
+}  // namespace posbias::statistics

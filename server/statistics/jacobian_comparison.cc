@@ -1,4 +1,4 @@
-#include "server/jobs/jacobian_comparison.h"
+#include "server/statistics/jacobian_comparison.h"
 
 #include <algorithm>
 #include <cmath>
@@ -9,7 +9,7 @@
 #include "server/density/comparison.h"
 #include "server/status/error.h"
 
-namespace posbias::jobs {
+namespace posbias::statistics {
 
 int64_t EdgeBandPositions(int64_t length) { return std::max<int64_t>(1, length / 10); }
 
@@ -215,4 +215,4 @@ absl::StatusOr<std::vector<ComparedModel>> CompareModels(const std::vector<Measu
   return compared;
 }
 
-}  // namespace posbias::jobs
+}  // namespace posbias::statistics

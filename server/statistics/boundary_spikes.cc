@@ -1,4 +1,4 @@
-#include "server/jobs/boundary_spikes.h"
+#include "server/statistics/boundary_spikes.h"
 
 #include <algorithm>
 #include <cmath>
@@ -7,9 +7,9 @@
 #include <optional>
 #include <set>
 
-#include "server/jobs/sample_moments.h"
+#include "server/statistics/sample_moments.h"
 
-namespace posbias::jobs {
+namespace posbias::statistics {
 namespace {
 
 // r(b) of profile x (0-based), when b has all its neighbours and a positive denominator.
@@ -81,4 +81,4 @@ std::vector<BoundarySpike> BoundarySpikesOfMeans(const std::vector<std::vector<i
   return spikes;
 }
 
-}  // namespace posbias::jobs
+}  // namespace posbias::statistics

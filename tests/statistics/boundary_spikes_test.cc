@@ -1,14 +1,18 @@
 // Boundary spike ratios: grouped by the samples that start a document at a position, the ratio of
 // their mean profile beside the mean and standard error of their own ratios, computed by hand.
-#include "server/jobs/boundary_spikes.h"
+#include "server/statistics/boundary_spikes.h"
 
 #include <cmath>
 
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 
-namespace posbias::jobs {
+namespace posbias::statistics {
 namespace {
+
+using jobs::JacobianReport;
+using jobs::ReportToJson;
+using jobs::ReportFromJson;
 
 TEST(BoundarySpikes, EachStartIsOwnGroupWithPerSampleStatistics) {
   // L = 8. Sample 0 starts documents at 1 and 4, sample 1 at 1, 4 and 6, sample 2 at 1 and 6.
@@ -78,4 +82,4 @@ TEST(BoundarySpikes, RoundTripThroughTheReportJson) {
 }
 
 }  // namespace
-}  // namespace posbias::jobs
+}  // namespace posbias::statistics

@@ -20,9 +20,16 @@
 
 #include "absl/status/statusor.h"
 #include "server/jobs/jacobian_report.h"
-#include "server/jobs/sample_moments.h"
+#include "server/statistics/sample_moments.h"
 
-namespace posbias::jobs {
+namespace posbias::statistics {
+
+// The job contract's report types these statistics fill in (jobs/jacobian_report.h).
+using jobs::BandStatistics;
+using jobs::ComparedModel;
+using jobs::NextTokenScore;
+using jobs::PairedLogRatio;
+using jobs::ShareEstimate;
 
 // Positions in the leading (and in the trailing) band of a profile of `length` positions.
 int64_t EdgeBandPositions(int64_t length);
@@ -83,4 +90,4 @@ absl::StatusOr<std::vector<ComparedModel>> CompareModels(const std::vector<Measu
 // The mean and percentile bootstrap interval of `values` (resampled with replacement).
 PairedEstimate BootstrapMean(const std::vector<double>& values, const ComparisonOptions& options);
 
-}  // namespace posbias::jobs
+}  // namespace posbias::statistics

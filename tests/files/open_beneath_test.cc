@@ -1,7 +1,7 @@
-// Opening files beneath a scope (server/files/beneath.h): links that stay inside work, links
+// Opening files beneath a scope (server/files/open_beneath.h): links that stay inside work, links
 // that lead out are refused in the same words whether or not their target exists, and messages
 // never show the server's paths.
-#include "server/files/beneath.h"
+#include "server/files/open_beneath.h"
 
 #include <sys/stat.h>
 #include <unistd.h>

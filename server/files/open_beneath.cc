@@ -1,4 +1,4 @@
-#include "server/files/beneath.h"
+#include "server/files/open_beneath.h"
 
 #include <fcntl.h>
 #include <linux/openat2.h>

@@ -6,7 +6,7 @@
 #include <cmath>
 #include <vector>
 
-namespace posbias::jobs {
+namespace posbias::statistics {
 
 struct SampleMoments {
   double mean = 0, std = 0, standard_error = 0;
@@ -25,4 +25,4 @@ inline SampleMoments MomentsOf(const std::vector<double>& values) {
   return m;
 }
 
-}  // namespace posbias::jobs
+}  // namespace posbias::statistics

@@ -14,7 +14,10 @@
 
 #include "server/jobs/jacobian_report.h"
 
-namespace posbias::jobs {
+namespace posbias::statistics {
+
+// The job contract's report types these statistics fill in (jobs/jacobian_report.h).
+using jobs::BoundarySpike;
 
 // Neighbours on each side a boundary's spike ratio compares it with.
 inline constexpr int64_t kSpikeNeighbours = 2;
@@ -33,4 +36,4 @@ std::vector<BoundarySpike> BoundarySpikes(const std::vector<std::vector<int64_t>
 std::vector<BoundarySpike> BoundarySpikesOfMeans(const std::vector<std::vector<int64_t>>& document_starts,
                                                  const std::vector<double>& m);
 
-}  // namespace posbias::jobs
+}  // namespace posbias::statistics

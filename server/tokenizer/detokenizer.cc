@@ -1,4 +1,4 @@
-#include "server/tokenizer/decoder.h"
+#include "server/tokenizer/detokenizer.h"
 
 #include <string_view>
 #include <utility>

@@ -13,9 +13,13 @@
 #include "server/jobs/jacobian_report.h"
 #include "server/jobs/jacobian_spec.h"
 
-namespace posbias::jobs {
+namespace posbias::statistics {
+
+// The job contract's report types these statistics fill in (jobs/jacobian_report.h).
+using jobs::JacobianJobSpec;
+using jobs::NeedleDepth;
 
 std::vector<NeedleDepth> NeedleSweepShares(const JacobianJobSpec::NeedleSweep& sweep,
                                            const std::vector<std::vector<double>>& sample_sq_norm);
 
-}  // namespace posbias::jobs
+}  // namespace posbias::statistics

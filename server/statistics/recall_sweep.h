@@ -22,7 +22,14 @@
 #include "server/jobs/jacobian_report.h"
 #include "server/jobs/jacobian_spec.h"
 
-namespace posbias::jobs {
+namespace posbias::statistics {
+
+// The job contract's report types these statistics fill in (jobs/jacobian_report.h).
+using jobs::JacobianJobSpec;
+using jobs::NextTokenScore;
+using jobs::RecallCorrelation;
+using jobs::RecallDepth;
+using jobs::RecallSummary;
 
 struct BinomialInterval {
   double low = 0, high = 1;
@@ -46,4 +53,4 @@ RecallSummary RecallSweepStatistics(const JacobianJobSpec::RecallSweep& sweep,
 // The correlation over every model's cells (a comparison job's models x depths).
 std::optional<RecallCorrelation> PooledRecallCorrelation(const std::vector<const RecallSummary*>& summaries);
 
-}  // namespace posbias::jobs
+}  // namespace posbias::statistics

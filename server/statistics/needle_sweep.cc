@@ -1,11 +1,11 @@
-#include "server/jobs/needle_sweep.h"
+#include "server/statistics/needle_sweep.h"
 
 #include <map>
 #include <optional>
 
-#include "server/jobs/sample_moments.h"
+#include "server/statistics/sample_moments.h"
 
-namespace posbias::jobs {
+namespace posbias::statistics {
 namespace {
 
 // The share of positions begin..begin+count-1 (1-based) in x; none when x sums to 0.
@@ -58,4 +58,4 @@ std::vector<NeedleDepth> NeedleSweepShares(const JacobianJobSpec::NeedleSweep& s
   return depths;
 }
 
-}  // namespace posbias::jobs
+}  // namespace posbias::statistics

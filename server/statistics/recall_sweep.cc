@@ -1,4 +1,4 @@
-#include "server/jobs/recall_sweep.h"
+#include "server/statistics/recall_sweep.h"
 
 #include <algorithm>
 #include <cmath>
@@ -6,9 +6,9 @@
 #include <boost/math/distributions/beta.hpp>
 #include <boost/math/distributions/normal.hpp>
 
-#include "server/jobs/sample_moments.h"
+#include "server/statistics/sample_moments.h"
 
-namespace posbias::jobs {
+namespace posbias::statistics {
 namespace {
 
 // The share of positions [begin, begin + count) (1-based) in x_1..x_last; none when they sum to 0.
@@ -122,4 +122,4 @@ std::optional<RecallCorrelation> PooledRecallCorrelation(const std::vector<const
   return PearsonCorrelation(shares, accuracies);
 }
 
-}  // namespace posbias::jobs
+}  // namespace posbias::statistics

@@ -2,10 +2,10 @@
 """Golden 95 % Clopper-Pearson intervals and Fisher-z correlation intervals, from Debian's scipy.
 
 Usage (from the repository root):
-  /usr/bin/python3 tests/jobs/golden/generate_clopper_pearson.py           writes clopper_pearson.csv
-  /usr/bin/python3 tests/jobs/golden/generate_clopper_pearson.py --check   exits 1 when the file differs
+  /usr/bin/python3 tests/statistics/golden/generate_clopper_pearson.py           writes clopper_pearson.csv
+  /usr/bin/python3 tests/statistics/golden/generate_clopper_pearson.py --check   exits 1 when the file differs
 
-An independent route from server/jobs/recall_sweep.cc (Boost.Math's Beta quantiles):
+An independent route from server/statistics/recall_sweep.cc (Boost.Math's Beta quantiles):
 scipy.stats.binomtest(k, n).proportion_ci(0.95, method="exact"), and for Pearson's r of the
 listed pairs scipy.stats.pearsonr(x, y).confidence_interval(0.95) (Fisher's z, as the server).
 """

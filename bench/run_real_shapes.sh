@@ -11,7 +11,7 @@
 #
 # Environment: CASES (default "gpt2-exact gpt2-1k qwen2-2k qwen3-2k llama-1k"), BASELINE_CASES (the
 # cases the PyTorch baseline runs for, default all of CASES: at L = 2048 it takes about 18 minutes
-# a case on two cores, so the whole run with every baseline takes about 75 minutes; the default
+# a case on two cores, so the whole run with every baseline takes an estimated 75 minutes; the default
 # run's posbias side alone takes about 15), APPEND=1 adds to bench-results/real-shapes.jsonl
 # instead of starting it anew, KEEP_WEIGHTS=1 keeps the exported safetensors (several GiB).
 # Cases (presets' shapes, seeded Hugging Face init, one sample each, both sides cold):

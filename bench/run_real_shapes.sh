@@ -10,9 +10,9 @@
 #   bash bench/run_real_shapes.sh [BUILD_DIR] [THREADS]     (defaults: build/release, 2)
 #
 # Environment: CASES (default "gpt2-exact gpt2-1k qwen2-2k qwen3-2k llama-1k"), BASELINE_CASES (the
-# cases the PyTorch baseline runs for, default all of CASES: at L = 2048 it takes about 18 minutes
-# a case on two cores, so the whole run with every baseline takes an estimated 75 minutes; the default
-# run's posbias side alone takes about 15), APPEND=1 adds to bench-results/real-shapes.jsonl
+# cases the PyTorch baseline runs for, default all of CASES: at L = 2048 it takes 17-23 minutes a
+# case on two cores, so the whole run with every baseline takes about 75 minutes (the three larger
+# cases with theirs: 62); the posbias side alone takes about 12), APPEND=1 adds to bench-results/real-shapes.jsonl
 # instead of starting it anew, KEEP_WEIGHTS=1 keeps the exported safetensors (several GiB).
 # Cases (presets' shapes, seeded Hugging Face init, one sample each, both sides cold):
 #   gpt2-exact  GPT-2 small (12 x 768, vocabulary 50,257), L = 128, exact (768 rows)
@@ -103,7 +103,11 @@ for r in rows:
           f"{fmt(floor / b if b else None, '{:.0%}')} | {fmt(b / r['posbias_seconds'] if b else None, '{:.2f}x')} | "
           f"{fmt(r['max_rel_diff'], '{:.1e}')} |")
 if rows:
-    print(f"\npeak matrix-product rate: {rows[0]['peak_gflops']:.1f} GFLOP/s; baseline ran "
+    peaks = {}  # Rows appended by runs apart (APPEND=1) each carry their own run's peak.
+    for r in rows:
+        peaks.setdefault(round(r["peak_gflops"], 1), []).append(r["case"])
+    print("\npeak matrix-product rate: " + "; ".join(f"{peak:.1f} GFLOP/s ({', '.join(cases)})" for peak, cases in peaks.items())
+          + "; baseline ran "
           + ", ".join(f"{r['case']}: {r['baseline_how']['attention']} + {r['baseline_how']['vjp']}" for r in rows
                       if r["baseline_how"]))
 # Bars: seconds of the floor, posbias and the baseline per case (linear scale, per-case groups).

@@ -11,7 +11,7 @@
 #include "server/logging/logging.h"
 #include "server/metrics/metrics.h"
 #include "server/runners/runtime.h"
-#include "server/app/server.h"
+#include "server/app/replica.h"
 #include "spdlog/spdlog.h"
 
 #ifndef POSBIAS_VERSION
@@ -21,7 +21,7 @@
 namespace {
 
 struct Flags {
-  posbias::service::Server::Options server;
+  posbias::app::Replica::Options server;
   std::string role = "both";
   int lease_seconds = 30;
   std::string metrics_listen = "127.0.0.1:9464";
@@ -154,7 +154,7 @@ bool SplitHostPort(const std::string& address, std::string* host, int* port) {
 
 void LogBanner(const Flags& flags, int grpc_port, int metrics_port) {
   const auto& limits = flags.server.density_limits;
-  spdlog::info("posbias-server {} (gRPC {}, protobuf {})", POSBIAS_VERSION, posbias::service::GrpcVersion(),
+  spdlog::info("posbias-server {} (gRPC {}, protobuf {})", POSBIAS_VERSION, posbias::rpc::GrpcVersion(),
                google::protobuf::internal::VersionString(GOOGLE_PROTOBUF_VERSION));
   spdlog::info("config: listen={} metrics_listen={} log_level={} log_format={} drain_seconds={} "
                "rpc_threads={} max_message_bytes={} max_points={} max_discrete_length={} "
@@ -201,7 +201,7 @@ int main(int argc, char** argv) {
   flags.server.cache_budget_bytes = flags.model_cache_mb << 20;
   flags.server.min_free_disk_bytes = flags.min_free_disk_mib << 20;
   flags.server.reflection = !flags.no_reflection;
-  flags.server.tier = *posbias::service::ParseTier(flags.role);  // Checked by IsMember above.
+  flags.server.role = *posbias::app::ParseReplicaRole(flags.role);  // Checked by IsMember above.
   flags.server.lease_ms = int64_t{flags.lease_seconds} * 1000;
   posbias::runners::PrepareProcessForMeasurements();  // Measure returns it when it ends.
   if (auto status = posbias::logging::ConfigureLogging(flags.log_level, flags.log_format); !status.ok()) {
@@ -222,14 +222,14 @@ int main(int argc, char** argv) {
   sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
-  posbias::metrics::Metrics metrics({POSBIAS_VERSION, posbias::service::GrpcVersion(),
+  posbias::metrics::Metrics metrics({POSBIAS_VERSION, posbias::rpc::GrpcVersion(),
                                      google::protobuf::internal::VersionString(GOOGLE_PROTOBUF_VERSION)});
   posbias::metrics::MetricsHttpServer metrics_server(&metrics, metrics_host, metrics_port);
   if (auto status = metrics_server.Start(); !status.ok()) {
     spdlog::error("{}", std::string(status.message()));
     return 1;
   }
-  posbias::service::Server server(flags.server, &metrics);
+  posbias::app::Replica server(flags.server, &metrics);
   if (auto status = server.Start(); !status.ok()) {
     spdlog::error("{}", std::string(status.message()));
     return 1;

@@ -5,7 +5,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "server/admission/labels.h"
+#include "server/naming/client_names.h"
 #include "server/jacobian/batch_plan.h"
 #include "server/models/config.h"
 #include "server/status/error.h"
@@ -128,8 +128,8 @@ absl::Status CheckScheduling(jobs::JobRecord& job, const JobLimits& limits) {
                                  absl::StrCat(FormatValue(job.time_limit_seconds), " s"),
                                  limits::Range(limits::Limit::kMaxJobTimeLimit, 1, limits.max_time_limit_seconds)});
   }
-  if (auto status = CheckLabels(job.labels); !status.ok()) return status;
-  return CheckRequestId(job.request_id);
+  if (auto status = naming::CheckLabels(job.labels); !status.ok()) return status;
+  return naming::CheckRequestId(job.request_id);
 }
 
 // Values kept per sample and position: the squared norms of every output (and the probe variances

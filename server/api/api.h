@@ -1,6 +1,6 @@
-// The api room's door: everything the gRPC transport (server/grpc/) and the server's composition
+// The api room's door: everything the gRPC transport (server/rpc/) and the server's composition
 // (server/app/) use of the request logic. The handlers of the unary RPCs are declared by the
-// generated server/api/<service>_handlers.h, which the *_requests.h headers include.
+// generated server/api/v1_handlers.h, which the *_requests.h headers include.
 #pragma once
 
 #include "server/api/api_methods.h"       // The RPCs' policies, read from the proto's options.

@@ -1,13 +1,10 @@
 #include "server/api/api_methods.h"
 
 #include "absl/strings/str_cat.h"
-#include "posbias/v1/density_service.pb.h"
-#include "posbias/v1/job_service.pb.h"
-#include "posbias/v1/model_service.pb.h"
 #include "posbias/v1/options.pb.h"
 #include "server/status/error.h"
 
-namespace posbias::service {
+namespace posbias::api {
 namespace {
 
 absl::StatusOr<auth::Role> RoleFromProto(v1::AccessRole role) {
@@ -57,16 +54,9 @@ std::string_view ApiMethods::MethodFor(const google::protobuf::Descriptor* reque
   return it == by_request_.end() ? std::string_view() : std::string_view(it->second);
 }
 
-std::vector<const google::protobuf::ServiceDescriptor*> V1Services() {
-  // Through a message of each file, so the generated descriptors are linked in and registered.
-  return {v1::EvaluateContinuumRequest::descriptor()->file()->FindServiceByName("DensityService"),
-          v1::GetModelRequest::descriptor()->file()->FindServiceByName("ModelService"),
-          v1::GetJobRequest::descriptor()->file()->FindServiceByName("JobService")};
-}
-
 const absl::StatusOr<ApiMethods>& V1Methods() {
   static const auto* methods = new absl::StatusOr<ApiMethods>(ApiMethods::FromServices(V1Services()));
   return *methods;
 }
 
-}  // namespace posbias::service
+}  // namespace posbias::api

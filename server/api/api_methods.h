@@ -16,9 +16,10 @@
 #include <google/protobuf/descriptor.h>
 
 #include "absl/status/statusor.h"
+#include "server/api/v1_handlers.h"
 #include "server/auth/method_rules.h"
 
-namespace posbias::service {
+namespace posbias::api {
 
 class ApiMethods {
  public:
@@ -37,9 +38,7 @@ class ApiMethods {
   std::vector<std::string> names_;
 };
 
-// The three v1 services (DensityService, ModelService, JobService).
-std::vector<const google::protobuf::ServiceDescriptor*> V1Services();
-// ApiMethods of V1Services(), built on first use; the status of that build.
+// ApiMethods of V1Services() (server/api/v1_handlers.h, generated from the proto), built on first use; the status of that build.
 const absl::StatusOr<ApiMethods>& V1Methods();
 
-}  // namespace posbias::service
+}  // namespace posbias::api

@@ -3,7 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "server/status/error.h"
 
-namespace posbias::service {
+namespace posbias::api {
 
 absl::Status HiddenJob(const std::string& id) {
   return ErrorWithReason(absl::StatusCode::kNotFound, ErrorReason::kJobNotFound, absl::StrCat("job ", id, " does not exist"));
@@ -14,4 +14,4 @@ absl::Status HiddenModel(const std::string& name) {
                          absl::StrCat("no model named ", name));
 }
 
-}  // namespace posbias::service
+}  // namespace posbias::api

@@ -10,7 +10,7 @@
 #include "server/auth/authenticator.h"
 #include "server/auth/visibility.h"
 
-namespace posbias::service {
+namespace posbias::api {
 
 struct Caller {
   auth::Principal principal = auth::AnonymousAdmin();
@@ -33,4 +33,4 @@ struct Caller {
 absl::Status HiddenJob(const std::string& id);
 absl::Status HiddenModel(const std::string& name);
 
-}  // namespace posbias::service
+}  // namespace posbias::api

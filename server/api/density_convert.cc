@@ -5,7 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "server/status/error.h"
 
-namespace posbias::service {
+namespace posbias::api {
 
 namespace {
 
@@ -154,4 +154,4 @@ void ModelFitToProto(const density::ModelFit& fit, v1::ModelFit* out) {
   out->mutable_profile()->Add(fit.profile.begin(), fit.profile.end());
 }
 
-}  // namespace posbias::service
+}  // namespace posbias::api

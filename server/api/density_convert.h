@@ -10,7 +10,7 @@
 #include "server/density/routing.h"
 #include "server/density/summary.h"
 
-namespace posbias::service {
+namespace posbias::api {
 
 absl::StatusOr<density::Routing> RoutingFromProto(const v1::RoutingModel& model);
 
@@ -30,4 +30,4 @@ absl::StatusOr<density::FitOptions> FitOptionsFromProto(const v1::FitProfileRequ
 void FitMetricsToProto(const density::ComparisonMetrics& metrics, v1::FitMetrics* out);
 void ModelFitToProto(const density::ModelFit& fit, v1::ModelFit* out);
 
-}  // namespace posbias::service
+}  // namespace posbias::api

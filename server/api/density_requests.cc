@@ -12,7 +12,7 @@
 #include "server/api/density_convert.h"
 #include "server/status/error.h"
 
-namespace posbias::service {
+namespace posbias::api {
 namespace {
 
 struct ContinuumWanted {
@@ -326,4 +326,4 @@ absl::StatusOr<v1::FitProfileResponse> HandleFitProfile(DensityRequests&, Caller
   return response;
 }
 
-}  // namespace posbias::service
+}  // namespace posbias::api

@@ -1,6 +1,6 @@
 // The density RPCs as plain functions of (state, caller, request) -> response: validate a request
 // against the server's limits, compute with the density room. No gRPC types, so tests call them
-// directly; the generated wiring (density_service_wiring.h) serves them.
+// directly; the generated wiring (server/rpc/v1_wiring.h) serves them.
 #pragma once
 
 #include <cstdint>
@@ -11,9 +11,9 @@
 #include "server/limits/limits.h"
 #include "server/metrics/metrics.h"
 #include "server/api/caller.h"
-#include "server/api/density_service_handlers.h"
+#include "server/api/v1_handlers.h"
 
-namespace posbias::service {
+namespace posbias::api {
 
 // Request limits (server flags). Units: points, positions, and layer-positions for work.
 struct DensityLimits {
@@ -24,7 +24,7 @@ struct DensityLimits {
 };
 
 // The service's state: what its handlers (Handle<Method> for each unary RPC of DensityService,
-// declared in density_service_handlers.h, generated from the proto; defined in
+// declared in v1_handlers.h, generated from the proto; defined in
 // density_requests.cc) read. EvaluateDiscrete polls Caller::Gone during long
 // computations and stops with CANCELLED.
 struct DensityRequests {
@@ -32,4 +32,4 @@ struct DensityRequests {
   metrics::Metrics* metrics = nullptr;  // Counts the points evaluated; may be nullptr.
 };
 
-}  // namespace posbias::service
+}  // namespace posbias::api

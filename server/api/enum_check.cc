@@ -9,7 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "server/status/error.h"
 
-namespace posbias::service {
+namespace posbias::api {
 namespace {
 
 using google::protobuf::FieldDescriptor;
@@ -63,4 +63,4 @@ absl::Status Walk(const Message& message, const std::string& prefix, int depth) 
 
 absl::Status CheckEnumValues(const Message& message) { return Walk(message, "", 0); }
 
-}  // namespace posbias::service
+}  // namespace posbias::api

@@ -7,7 +7,7 @@
 
 #include "absl/status/status.h"
 
-namespace posbias::service {
+namespace posbias::api {
 
 // INVALID_ARGUMENT with reason INVALID_ENUM_VALUE for the first enum field that holds an undefined
 // number: the detail's field is the path ("spec.device", "states[2]"), its value the number and
@@ -15,4 +15,4 @@ namespace posbias::service {
 // handler decides what it means).
 absl::Status CheckEnumValues(const google::protobuf::Message& message);
 
-}  // namespace posbias::service
+}  // namespace posbias::api

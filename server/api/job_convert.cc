@@ -10,12 +10,13 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "server/admission/page_token.h"
+#include "absl/strings/str_join.h"
+#include "server/paging/page_token.h"
 #include "server/limits/limits.h"
 #include "server/api/density_convert.h"
 #include "server/status/error.h"
 
-namespace posbias::service {
+namespace posbias::api {
 namespace {
 
 using google::protobuf::util::TimeUtil;
@@ -129,6 +130,19 @@ void WriteInput(const jobs::JacobianJobSpec& spec, v1::JacobianInput* input) {
   }
 }
 
+// The model the others are paired against: `model` (index 0) or the entry of `versus` named as it
+// is named there (index i + 1).
+absl::StatusOr<int64_t> ReferenceIndex(const v1::JacobianNormSpec& spec) {
+  if (spec.reference().empty() || spec.reference() == spec.model() || spec.versus().empty()) return 0;
+  std::vector<std::string> allowed = {spec.model()};
+  for (int i = 0; i < spec.versus_size(); ++i) {
+    if (spec.versus(i) == spec.reference()) return i + 1;
+    allowed.push_back(spec.versus(i));
+  }
+  return InvalidArgumentError({ErrorReason::kInvalidArgument, "spec.jacobian_norm.reference", spec.reference(),
+                               absl::StrCat("the job's model or an entry of versus: ", absl::StrJoin(allowed, ", "))});
+}
+
 }  // namespace
 
 absl::StatusOr<jobs::JobRecord> RecordFromRequest(const v1::SubmitJobRequest& request, uint64_t drawn_seed) {
@@ -161,7 +175,24 @@ absl::StatusOr<jobs::JobRecord> RecordFromRequest(const v1::SubmitJobRequest& re
                                  "only with pathway FULL (the comparison measures both)"});
   }
   spec.seed = drawn_seed;
-  spec.init_seed = in.init_seed();  // The versus models are resolved at submission (job_submission.cc).
+  spec.init_seed = in.init_seed();
+  // The models compared with `model`, by the names the request gives: submission binds each to
+  // its registration as it binds `model` (job_submission.cc).
+  if (static_cast<size_t>(in.versus_size()) > jobs::kMaxVersusModels) {
+    return InvalidArgumentError({ErrorReason::kInvalidArgument, "spec.jacobian_norm.versus",
+                                 absl::StrCat(in.versus_size(), " models"), absl::StrCat("at most ", jobs::kMaxVersusModels)});
+  }
+  for (const std::string& name : in.versus()) {
+    jobs::JacobianJobSpec::VersusModel versus;
+    versus.model = name;
+    versus.init = name == jobs::kVersusInit;
+    spec.versus.push_back(std::move(versus));
+  }
+  if (auto reference = ReferenceIndex(in); reference.ok()) {
+    spec.reference = *reference;
+  } else {
+    return reference.status();
+  }
   ReadInput(in.input(), spec);
   spec.device = DeviceFromProto(request.spec().device());
   job.worker_kind = std::string(jobs::DeviceName(spec.device));
@@ -295,4 +326,4 @@ void RecallToProto(const jobs::RecallSummary& summary, v1::RecallSummary* out) {
   if (summary.share_accuracy) CorrelationToProto(*summary.share_accuracy, out->mutable_share_accuracy());
 }
 
-}  // namespace posbias::service
+}  // namespace posbias::api

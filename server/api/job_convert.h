@@ -10,12 +10,15 @@
 #include "server/jobs/jacobian_report.h"
 #include "server/jobs/job.h"
 
-namespace posbias::service {
+namespace posbias::api {
 
-// The request as a job record to admit: the spec with its defaults (16 samples, 64 probes, the
-// given tokens' count as samples), `drawn_seed` unless the input names a seed, priority, time
-// limit, labels, request_id, and the queue partition its device preference implies.
-// EMPTY_REQUEST without a Jacobian-norm spec.
+// The whole request as a job record to admit, in one step: the spec with its defaults (16
+// samples, 64 probes, the given tokens' count as samples), `drawn_seed` unless the input names a
+// seed, the compared models (`versus`) and the reference by the names the request gives,
+// priority, time limit, labels, request_id, and the queue partition its device preference
+// implies. Submission then binds the names to registrations (job_submission.cc). EMPTY_REQUEST
+// without a Jacobian-norm spec; INVALID_ARGUMENT for more than kMaxVersusModels compared models or
+// a reference that names none of the job's models.
 absl::StatusOr<jobs::JobRecord> RecordFromRequest(const v1::SubmitJobRequest& request, uint64_t drawn_seed);
 
 // Whether the request names the input's seed (else the server draws one).
@@ -44,4 +47,4 @@ std::string PrincipalRequestKey(const std::string& tenant, const std::string& pr
 // The client's request_id of a stored key.
 std::string ClientRequestId(const std::string& stored_key);
 
-}  // namespace posbias::service
+}  // namespace posbias::api

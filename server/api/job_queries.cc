@@ -9,8 +9,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "server/admission/labels.h"
-#include "server/admission/page_token.h"
+#include "server/naming/client_names.h"
+#include "server/paging/page_token.h"
 #include "server/host/memory.h"
 #include "server/statistics/boundary_spikes.h"
 #include "server/jobs/jacobian_report.h"
@@ -20,7 +20,7 @@
 #include "server/text/text_input.h"
 #include "server/status/error.h"
 
-namespace posbias::service {
+namespace posbias::api {
 namespace {
 
 // What selects ListJobs' jobs (page_size excluded), the binding of its page tokens.
@@ -74,18 +74,18 @@ absl::StatusOr<v1::ListJobsResponse> HandleListJobs(JobRequests& service, Caller
     if (std::find(filter.states.begin(), filter.states.end(), value) == filter.states.end()) filter.states.push_back(value);
   }
   filter.model = request.model();
-  auto terms = admission::ParseLabelSelector(request.label_selector());
+  auto terms = naming::ParseLabelSelector(request.label_selector());
   if (!terms.ok()) return terms.status();
   filter.labels = *std::move(terms);
   filter.page_size = static_cast<int32_t>(request.page_size());
   const std::string selection = absl::StrCat(ListJobsSelection(request), "|", filter.tenant.value_or("*"));
-  auto cursor = admission::RedeemPageToken(request.page_token(), "ListJobs", selection);
+  auto cursor = paging::RedeemPageToken(request.page_token(), "ListJobs", selection);
   if (!cursor.ok()) return cursor.status();
   filter.page_token = *std::move(cursor);
   auto page = service.store->List(filter);
   if (!page.ok()) return page.status();
   for (const auto& job : page->jobs) JobToProto(job, response->add_jobs());
-  response->set_next_page_token(admission::IssuePageToken("ListJobs", selection, page->next_page_token));
+  response->set_next_page_token(paging::IssuePageToken("ListJobs", selection, page->next_page_token));
   return out;
 }
 
@@ -156,4 +156,4 @@ absl::StatusOr<v1::Quota> HandleGetQuota(JobRequests& service, Caller& caller, c
   return quota;
 }
 
-}  // namespace posbias::service
+}  // namespace posbias::api

@@ -8,8 +8,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "server/admission/labels.h"
-#include "server/admission/page_token.h"
+#include "server/naming/client_names.h"
+#include "server/paging/page_token.h"
 #include "server/host/memory.h"
 #include "server/jobs/jacobian_report.h"
 #include "server/api/job_convert.h"
@@ -18,7 +18,7 @@
 #include "server/text/text_input.h"
 #include "server/status/error.h"
 
-namespace posbias::service {
+namespace posbias::api {
 
 absl::StatusOr<jobs::JobRecord> VisibleJob(JobRequests& service, const Caller& caller, const std::string& id) {
   auto job = service.store->Get(id);
@@ -70,4 +70,4 @@ absl::StatusOr<v1::DeleteJobResponse> HandleDeleteJob(JobRequests& service, Call
   return v1::DeleteJobResponse();
 }
 
-}  // namespace posbias::service
+}  // namespace posbias::api

@@ -1,7 +1,7 @@
 // The job service's RPCs as plain functions of (state, caller, request) -> response: submission
 // with its text layouts and admission, reads and lists within the caller's tenant, cancel, delete,
 // result pages. No gRPC types, so tests call them directly; the generated wiring
-// (job_service_wiring.h) serves them, and WatchJob's stream asks VisibleJob before it opens.
+// (server/rpc/v1_wiring.h) serves them, and WatchJob's stream asks VisibleJob before it opens.
 #pragma once
 
 #include <atomic>
@@ -17,13 +17,13 @@
 #include "server/metrics/metrics.h"
 #include "server/registry/model_catalog.h"
 #include "server/api/caller.h"
-#include "server/api/job_service_handlers.h"
+#include "server/api/v1_handlers.h"
 #include "server/text/model_tokenizers.h"
 
-namespace posbias::service {
+namespace posbias::api {
 
 // The service's state: what its handlers read. The handlers, Handle<Method> for each unary RPC of
-// JobService, are declared in job_service_handlers.h (generated from the proto, which lists them)
+// JobService, are declared in v1_handlers.h (generated from the proto, which lists them)
 // and defined by group: job_submission.cc (the submission), job_queries.cc (the reads) and
 // job_requests.cc (the changes, and what the three share).
 // HandleSubmitJob, HandleCancelJob and HandleDeleteJob set caller.resource (the audit line) to
@@ -80,4 +80,4 @@ class JobWatchState {
   jobs::JobState last_state_ = jobs::JobState::kQueued;
 };
 
-}  // namespace posbias::service
+}  // namespace posbias::api

@@ -9,9 +9,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
-#include "server/admission/labels.h"
-#include "server/admission/page_token.h"
+#include "server/naming/client_names.h"
+#include "server/paging/page_token.h"
 #include "server/host/memory.h"
 #include "server/jobs/jacobian_report.h"
 #include "server/models/config.h"
@@ -22,7 +21,7 @@
 #include "server/text/text_input.h"
 #include "server/status/error.h"
 
-namespace posbias::service {
+namespace posbias::api {
 namespace {
 
 uint64_t DrawSeed() { return std::random_device{}() * uint64_t{0x100000000} + std::random_device{}(); }
@@ -93,42 +92,28 @@ absl::Status CheckSharedInputs(JobRequests& service, const v1::SubmitJobRequest&
   return absl::OkStatus();
 }
 
-// The model the others are paired against: `model` (index 0) or the entry of `versus` named as it
-// is named there (index i + 1).
-absl::Status ResolveReference(const v1::SubmitJobRequest& request, jobs::JobRecord& record) {
-  const auto& spec = request.spec().jacobian_norm();
-  if (spec.reference().empty() || spec.reference() == spec.model() || spec.versus().empty()) return absl::OkStatus();
-  std::vector<std::string> allowed = {spec.model()};
-  for (int i = 0; i < spec.versus_size(); ++i) {
-    if (spec.versus(i) == spec.reference()) {
-      record.spec.reference = i + 1;
-      return absl::OkStatus();
-    }
-    allowed.push_back(spec.versus(i));
-  }
-  return InvalidArgumentError({ErrorReason::kInvalidArgument, "spec.jacobian_norm.reference", spec.reference(),
-                               absl::StrCat("the job's model or an entry of versus: ", absl::StrJoin(allowed, ", "))});
+// Binds `model`, the registration the request's model named, to the job: the name its tenant
+// knows it by, its uid and its weights' digest.
+void BindModel(const registry::ModelEntry& model, jobs::JobRecord& record) {
+  record.spec.model = NameInJob(model, record.tenant);
+  record.spec.model_uid = model.uid;
+  record.spec.model_weights_sha256 = model.weights_sha256;
 }
 
-// Comparison jobs: each model of `versus` found as the caller sees it (another tenant's is
-// NOT_FOUND), in the job's tenant, able to share the inputs, and admitted like the first model.
-absl::Status ResolveVersus(JobRequests& service, Caller& caller, const v1::SubmitJobRequest& request,
-                           const registry::ModelEntry& first, double host_bytes, jobs::JobRecord& record) {
-  const auto& names = request.spec().jacobian_norm().versus();
-  if (static_cast<size_t>(names.size()) > jobs::kMaxVersusModels) {
-    return InvalidArgumentError({ErrorReason::kInvalidArgument, "spec.jacobian_norm.versus", absl::StrCat(names.size(), " models"),
-                                 absl::StrCat("at most ", jobs::kMaxVersusModels)});
-  }
+// Comparison jobs: binds each model of `versus` (converted from the request by name) as the
+// caller sees it (another tenant's is NOT_FOUND), in the job's tenant, able to share the inputs,
+// and admitted like the first model.
+absl::Status BindVersus(JobRequests& service, Caller& caller, const v1::SubmitJobRequest& request,
+                        const registry::ModelEntry& first, double host_bytes, jobs::JobRecord& record) {
   std::set<std::string> compared = {first.tokenizer_dir};  // Tokenizers whose layout of the text matches.
-  for (int i = 0; i < names.size(); ++i) {
-    const std::string& name = names[i];
-    jobs::JacobianJobSpec::VersusModel versus;
+  for (size_t i = 0; i < record.spec.versus.size(); ++i) {
+    jobs::JacobianJobSpec::VersusModel& versus = record.spec.versus[i];
+    const std::string name = versus.model;  // As the request named it.
     registry::ModelEntry entry = first;
-    if (name == jobs::kVersusInit) {
+    if (versus.init) {
       if (first.config.family == models::Family::kTorchScript) {
         return Incompatible(i, "init", absl::StrCat("a registered model (", first.name, " has no initialization recipe to build)"));
       }
-      versus.model = name, versus.init = true;
       entry.name = name;
       // Unset, for a checkpoint: the seed its trainer recorded (posbias-train's trainer_state.json;
       // 0 otherwise), so `init` is that model's own step 0; the job's spec says which seed it took.
@@ -148,16 +133,14 @@ absl::Status ResolveVersus(JobRequests& service, Caller& caller, const v1::Submi
       versus.uid = found->uid;
       versus.weights_sha256 = found->weights_sha256;
     }
-    if (auto status = CheckSharedInputs(service, request, record, first, entry, static_cast<size_t>(i), compared);
-        !status.ok()) {
+    if (auto status = CheckSharedInputs(service, request, record, first, entry, i, compared); !status.ok()) {
       return status;
     }
     if (auto status = admission::AdmitJob(record, entry, service.limits, host_bytes); !status.ok()) {
-      return AboutVersus(status, static_cast<size_t>(i), name, first.name);
+      return AboutVersus(status, i, name, first.name);
     }
-    record.spec.versus.push_back(std::move(versus));
   }
-  return ResolveReference(request, record);
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -177,9 +160,7 @@ absl::StatusOr<v1::Job> HandleSubmitJob(JobRequests& service, Caller& caller, co
   if (!model->tenant.empty()) record->tenant = model->tenant;
   // The job names the model as its tenant sees it (an admin's job on a tenant's model: by path),
   // and is bound to this registration, not to the name.
-  record->spec.model = NameInJob(*model, record->tenant);
-  record->spec.model_uid = model->uid;
-  record->spec.model_weights_sha256 = model->weights_sha256;
+  BindModel(*model, *record);
   if (IsLaidOut(request)) {
     if (service.tokenizers == nullptr) {
       return ErrorWithReason(absl::StatusCode::kUnimplemented, ErrorReason::kNotImplemented, "text and recall inputs are off");
@@ -200,9 +181,9 @@ absl::StatusOr<v1::Job> HandleSubmitJob(JobRequests& service, Caller& caller, co
       !admitted.ok()) {
     return admitted;
   }
-  if (auto resolved = ResolveVersus(service, caller, request, *model, static_cast<double>(host.total_bytes), *record);
-      !resolved.ok()) {
-    return resolved;
+  if (auto bound = BindVersus(service, caller, request, *model, static_cast<double>(host.total_bytes), *record);
+      !bound.ok()) {
+    return bound;
   }
   record->request_id = PrincipalRequestKey(caller.tenant(), caller.principal.name, record->request_id);  // Checked above.
   // Nothing happens after the caller has gone (its deadline passed, or it cancelled): no job it
@@ -230,4 +211,4 @@ absl::StatusOr<v1::Job> HandleSubmitJob(JobRequests& service, Caller& caller, co
   return job;
 }
 
-}  // namespace posbias::service
+}  // namespace posbias::api

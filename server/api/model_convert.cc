@@ -5,11 +5,11 @@
 #include <google/protobuf/util/time_util.h>
 
 #include "absl/strings/str_cat.h"
-#include "server/admission/labels.h"
+#include "server/naming/client_names.h"
 #include "server/models/architecture.h"
 #include "server/status/error.h"
 
-namespace posbias::service {
+namespace posbias::api {
 namespace {
 
 models::ConfigOverrides OverridesFromProto(const v1::ModelArchitectureOverrides& o) {
@@ -60,8 +60,8 @@ absl::StatusOr<ModelRegistration> RegistrationFromRequest(const v1::RegisterMode
   }
   source.ablations = AblationsFromProto(request.ablations());
   registration.labels = {request.labels().begin(), request.labels().end()};
-  if (auto status = admission::CheckLabels(registration.labels); !status.ok()) return status;
-  if (auto status = admission::CheckRequestId(request.request_id()); !status.ok()) return status;
+  if (auto status = naming::CheckLabels(registration.labels); !status.ok()) return status;
+  if (auto status = naming::CheckRequestId(request.request_id()); !status.ok()) return status;
   registration.name = request.name();
   registration.request_id = request.request_id();
   return registration;
@@ -74,8 +74,8 @@ absl::StatusOr<UploadRegistration> UploadFromMetadata(const v1::UploadModelMetad
   upload.request_id = metadata.request_id();
   upload.config_json = metadata.config_json();
   upload.ablations = AblationsFromProto(metadata.ablations());
-  for (const auto& status : {registry::CheckModelName(upload.name), admission::CheckLabels(upload.labels),
-                             admission::CheckRequestId(upload.request_id)}) {
+  for (const auto& status : {registry::CheckModelName(upload.name), naming::CheckLabels(upload.labels),
+                             naming::CheckRequestId(upload.request_id)}) {
     if (!status.ok()) return status;
   }
   if (metadata.format() == v1::MODEL_FILE_FORMAT_TORCHSCRIPT) {
@@ -235,4 +235,4 @@ void ModelToProto(const registry::ModelEntry& entry, int64_t active_jobs, v1::Mo
   out->set_has_tokenizer(!entry.tokenizer_dir.empty());
 }
 
-}  // namespace posbias::service
+}  // namespace posbias::api

@@ -10,7 +10,7 @@
 #include "posbias/v1/model_service.pb.h"
 #include "server/registry/model_entry.h"
 
-namespace posbias::service {
+namespace posbias::api {
 
 struct ModelRegistration {
   std::string name;  // Checked by the catalog (registry::CheckModelName).
@@ -20,7 +20,7 @@ struct ModelRegistration {
 };
 
 // INVALID_ARGUMENT when no source is set, or for labels or a request_id that break the rules of
-// admission/labels.h; the name, the source's path and its architecture are the catalog's to check.
+// naming/client_names.h; the name, the source's path and its architecture are the catalog's to check.
 absl::StatusOr<ModelRegistration> RegistrationFromRequest(const v1::RegisterModelRequest& request);
 
 // UploadModel's first message as what the catalog registers once the bytes have arrived. Checked
@@ -45,4 +45,4 @@ void ConfigToProto(const models::ModelConfig& config, v1::ModelConfig* out);
 // Registry entry -> public Model message.
 void ModelToProto(const registry::ModelEntry& entry, int64_t active_jobs, v1::Model* out);
 
-}  // namespace posbias::service
+}  // namespace posbias::api

@@ -5,13 +5,13 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "server/admission/labels.h"
-#include "server/admission/page_token.h"
+#include "server/naming/client_names.h"
+#include "server/paging/page_token.h"
 #include "server/api/model_convert.h"
 #include "server/api/model_visibility.h"
 #include "server/status/error.h"
 
-namespace posbias::service {
+namespace posbias::api {
 namespace {
 
 // Active jobs on a model as the caller may count them: its tenant's, or everyone's for an admin.
@@ -45,16 +45,16 @@ absl::StatusOr<v1::Model> HandleGetModel(ModelRequests& service, Caller& caller,
 
 absl::StatusOr<v1::ListModelsResponse> HandleListModels(ModelRequests& service, Caller& caller, const v1::ListModelsRequest& request) {
   const uint32_t page_size = request.page_size() == 0 ? 50 : std::min<uint32_t>(request.page_size(), 1000);
-  auto terms = admission::ParseLabelSelector(request.label_selector());
+  auto terms = naming::ParseLabelSelector(request.label_selector());
   if (!terms.ok()) return terms.status();
   const std::string selection = absl::StrCat(request.family(), "|", request.label_selector(), "|",
                                              caller.principal.admin() ? "*" : caller.tenant());
-  auto after = admission::RedeemPageToken(request.page_token(), "ListModels", selection);
+  auto after = paging::RedeemPageToken(request.page_token(), "ListModels", selection);
   if (!after.ok()) return after.status();
   std::vector<registry::ModelEntry> matching;
   for (const auto& entry : service.catalog->List()) {  // Sorted by path ("name", "tenant/name").
     if (request.family() != v1::MODEL_FAMILY_UNSPECIFIED && FamilyToProto(entry.config.family) != request.family()) continue;
-    if (!admission::MatchesLabels(entry.labels, *terms)) continue;
+    if (!naming::MatchesLabels(entry.labels, *terms)) continue;
     if (!SeesModel(caller, entry)) continue;
     if (!after->empty() && registry::ModelPath(entry) <= *after) continue;
     matching.push_back(entry);
@@ -67,7 +67,7 @@ absl::StatusOr<v1::ListModelsResponse> HandleListModels(ModelRequests& service, 
   }
   if (matching.size() > page_size) {
     response.set_next_page_token(
-        admission::IssuePageToken("ListModels", selection, registry::ModelPath(matching[page_size - 1])));
+        paging::IssuePageToken("ListModels", selection, registry::ModelPath(matching[page_size - 1])));
   }
   return response;
 }
@@ -121,4 +121,4 @@ absl::StatusOr<v1::TokenizeResponse> HandleTokenize(ModelRequests& service, Call
   return response;
 }
 
-}  // namespace posbias::service
+}  // namespace posbias::api

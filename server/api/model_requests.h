@@ -1,6 +1,6 @@
 // The model service's unary RPCs as plain functions of (state, caller, request) -> response:
 // register, get and list within what the caller sees, delete, the presets and Tokenize. No gRPC
-// types, so tests call them directly; the generated wiring (model_service_wiring.h) serves them,
+// types, so tests call them directly; the generated wiring (server/rpc/v1_wiring.h) serves them,
 // and the two streams (upload, export) are model_transfers.h's reactors.
 #pragma once
 
@@ -13,13 +13,13 @@
 #include "posbias/v1/model_service.pb.h"
 #include "server/registry/model_catalog.h"
 #include "server/api/caller.h"
-#include "server/api/model_service_handlers.h"
+#include "server/api/v1_handlers.h"
 #include "server/text/model_tokenizers.h"
 
-namespace posbias::service {
+namespace posbias::api {
 
 // The service's state: what its handlers read. The handlers, Handle<Method> for each unary RPC of
-// ModelService, are declared in model_service_handlers.h (generated from the proto) and defined in
+// ModelService, are declared in v1_handlers.h (generated from the proto) and defined in
 // model_requests.cc. HandleRegisterModel and HandleDeleteModel set caller.resource (the audit
 // line) to the model's name.
 struct ModelRequests {
@@ -41,4 +41,4 @@ struct ModelRequests {
   text::Tokenizers tokenizers;  // Of registered models (shared with the job service's text inputs).
 };
 
-}  // namespace posbias::service
+}  // namespace posbias::api

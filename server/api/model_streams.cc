@@ -11,7 +11,7 @@
 #include "server/api/model_visibility.h"
 #include "server/status/error.h"
 
-namespace posbias::service {
+namespace posbias::api {
 namespace {
 
 // The free disk is checked again after every this many bytes: other writers share the disk.
@@ -79,7 +79,7 @@ absl::Status CheckDiskRoom(const std::string& directory, uint64_t bytes, int64_t
 }
 
 absl::Status UploadSession::CheckDiskRoom(uint64_t bytes) const {
-  return service::CheckDiskRoom(catalog_->uploads_dir(), bytes, limits_.min_free_disk_bytes, "nothing was registered");
+  return api::CheckDiskRoom(catalog_->uploads_dir(), bytes, limits_.min_free_disk_bytes, "nothing was registered");
 }
 
 absl::Status UploadSession::AddChunk(const std::string& chunk) {
@@ -177,4 +177,4 @@ std::optional<v1::ExportModelResponse> ExportSession::NextChunk() {
   return message;
 }
 
-}  // namespace posbias::service
+}  // namespace posbias::api

@@ -29,7 +29,7 @@
 #include "server/api/caller.h"
 #include "server/api/model_convert.h"
 
-namespace posbias::service {
+namespace posbias::api {
 
 struct UploadLimits {
   // Largest upload, enforced while it streams.
@@ -114,4 +114,4 @@ class ExportSession {
   std::string buffer_;
 };
 
-}  // namespace posbias::service
+}  // namespace posbias::api

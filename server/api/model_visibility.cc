@@ -1,6 +1,6 @@
 #include "server/api/model_visibility.h"
 
-namespace posbias::service {
+namespace posbias::api {
 
 std::string ModelTenantOf(const Caller& caller) { return auth::RegistrationTenant(caller.principal); }
 
@@ -15,4 +15,4 @@ absl::StatusOr<registry::ModelEntry> FindVisibleModel(registry::ModelCatalog& ca
   return entry;
 }
 
-}  // namespace posbias::service
+}  // namespace posbias::api

@@ -13,7 +13,7 @@
 #include "server/registry/model_catalog.h"
 #include "server/api/caller.h"
 
-namespace posbias::service {
+namespace posbias::api {
 
 std::string ModelTenantOf(const Caller& caller);
 bool SeesModel(const Caller& caller, const registry::ModelEntry& entry);
@@ -22,4 +22,4 @@ bool SeesModel(const Caller& caller, const registry::ModelEntry& entry);
 absl::StatusOr<registry::ModelEntry> FindVisibleModel(registry::ModelCatalog& catalog, const Caller& caller,
                                                       const std::string& name);
 
-}  // namespace posbias::service
+}  // namespace posbias::api

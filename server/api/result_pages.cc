@@ -7,13 +7,13 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "server/admission/page_token.h"
+#include "server/paging/page_token.h"
 #include "server/api/job_convert.h"
 #include "server/api/density_convert.h"
 #include "server/limits/limits.h"
 #include "server/status/error.h"
 
-namespace posbias::service {
+namespace posbias::api {
 namespace {
 
 v1::ProfileModel ModelToProto(jobs::TheoryModel model) {
@@ -307,7 +307,7 @@ absl::Status FillPage(const v1::GetJobResultRequest& request, const jobs::Jacobi
   if (report.comparison) FillComparison(*report.comparison, positions, result);
   FillSamples(request, report, positions, result);
   if (page.stop() < page.selected) {
-    response->set_next_page_token(admission::IssuePageToken("GetJobResult", page.token_binding, std::to_string(page.stop())));
+    response->set_next_page_token(paging::IssuePageToken("GetJobResult", page.token_binding, std::to_string(page.stop())));
   }
   return absl::OkStatus();
 }
@@ -330,7 +330,7 @@ absl::Status FillResultPage(const v1::GetJobResultRequest& request, const jobs::
       absl::StrCat(request.id(), "|", first, "..", last, "/", stride, "|", request.omit_theory(), request.omit_layer_profiles(),
                    request.include_raw_samples(), request.include_token_ids(), "|", request.first_sample(), "+",
                    request.sample_count());
-  auto cursor = admission::RedeemPageToken(request.page_token(), "GetJobResult", selection);
+  auto cursor = paging::RedeemPageToken(request.page_token(), "GetJobResult", selection);
   if (!cursor.ok()) return cursor.status();
   uint64_t index = 0;  // Index of the first selected position of this page.
   if (!cursor->empty() && !absl::SimpleAtoi(*cursor, &index)) {
@@ -361,4 +361,4 @@ absl::Status FillResultPage(const v1::GetJobResultRequest& request, const jobs::
   }
 }
 
-}  // namespace posbias::service
+}  // namespace posbias::api

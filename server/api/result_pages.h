@@ -8,7 +8,7 @@
 #include "posbias/v1/job_service.pb.h"
 #include "server/jobs/jacobian_report.h"
 
-namespace posbias::service {
+namespace posbias::api {
 
 // Fills one page of a finished job's result: positions first..last (1-based) every `stride`,
 // `page_size` of them per page (default 1024, at most 16384), with the theory comparison, layer
@@ -20,4 +20,4 @@ namespace posbias::service {
 absl::Status FillResultPage(const v1::GetJobResultRequest& request, const jobs::JacobianReport& report,
                             v1::GetJobResultResponse* response, size_t reserved_bytes = 0);
 
-}  // namespace posbias::service
+}  // namespace posbias::api

@@ -1,4 +1,4 @@
-#include "server/app/server.h"
+#include "server/app/replica.h"
 
 #include <unistd.h>
 
@@ -9,11 +9,11 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "server/admission/page_token.h"
+#include "server/paging/page_token.h"
 #include "server/status/error.h"
 #include "spdlog/spdlog.h"
 
-namespace posbias::service {
+namespace posbias::app {
 
 // The jobs bound to `model`'s registration (jobs::ModelBinding: by uid, or by name and namespace
 // for jobs stored before uids), selected by the store.
@@ -39,18 +39,18 @@ std::vector<std::string> CancelJobsOf(jobs::JobStore& store, const registry::Mod
   return cancelled;
 }
 
-absl::StatusOr<Tier> ParseTier(const std::string& name) {
-  if (name == "api") return Tier::kApi;
-  if (name == "worker") return Tier::kWorker;
-  if (name == "both") return Tier::kBoth;
+absl::StatusOr<ReplicaRole> ParseReplicaRole(const std::string& name) {
+  if (name == "api") return ReplicaRole::kApi;
+  if (name == "worker") return ReplicaRole::kWorker;
+  if (name == "both") return ReplicaRole::kBoth;
   return absl::InvalidArgumentError(absl::StrCat("role '", name, "' is not one of: api, worker, both"));
 }
 
-std::string TierName(Tier tier) {
-  switch (tier) {
-    case Tier::kApi: return "api";
-    case Tier::kWorker: return "worker";
-    case Tier::kBoth: return "both";
+std::string ReplicaRoleName(ReplicaRole role) {
+  switch (role) {
+    case ReplicaRole::kApi: return "api";
+    case ReplicaRole::kWorker: return "worker";
+    case ReplicaRole::kBoth: return "both";
   }
   return "both";
 }
@@ -63,28 +63,28 @@ std::string DefaultWorkerName() {
 }
 }  // namespace
 
-Server::Server(Options options, metrics::Metrics* metrics)
+Replica::Replica(Options options, metrics::Metrics* metrics)
     : options_(std::move(options)), metrics_(metrics), density_requests_{options_.density_limits, metrics_} {}
 
-Server::~Server() {
+Replica::~Replica() {
   if (rpc_ && !shut_down_) Shutdown(std::chrono::milliseconds(0));
 }
 
-absl::Status Server::OpenStore() {
+absl::Status Replica::OpenStore() {
   std::error_code error;
   std::filesystem::create_directories(options_.data_dir, error);
   // Page tokens are signed with the data directory's key, so replicas sharing it accept each
   // other's tokens.
-  auto key = admission::LoadOrCreatePageTokenKey((std::filesystem::path(options_.data_dir) / "page_token.key").string());
+  auto key = paging::LoadOrCreatePageTokenKey((std::filesystem::path(options_.data_dir) / "page_token.key").string());
   if (!key.ok()) return key.status();
-  admission::SetPageTokenKey(*std::move(key));
+  paging::SetPageTokenKey(*std::move(key));
   auto store = jobs::OpenJobStore(options_.job_store, (std::filesystem::path(options_.data_dir) / "jobs.sqlite").string(),
                                   options_.lease_ms, options_.part_samples, options_.max_lost_attempts);
   if (!store.ok()) return store.status();
   store_ = std::move(*store);
-  if (store_->lease_ms() == 0 && options_.tier != Tier::kBoth) {
+  if (store_->lease_ms() == 0 && options_.role != ReplicaRole::kBoth) {
     return absl::InvalidArgumentError(
-        absl::StrCat("role ", TierName(options_.tier), " needs a shared job store (--job-store postgresql://...): "
+        absl::StrCat("role ", ReplicaRoleName(options_.role), " needs a shared job store (--job-store postgresql://...): "
                      "the embedded SQLite store serves one process, which must be role both"));
   }
   auto recovered = store_->RecoverAfterRestart();
@@ -92,7 +92,7 @@ absl::Status Server::OpenStore() {
   return absl::OkStatus();
 }
 
-void Server::StartWorkers(bool runs_jobs) {
+void Replica::StartWorkers(bool runs_jobs) {
   jobs::WorkerPool::Options pool_options;
   // With a shared store a worker's name says which process holds a job ("host-pid/cpu-0").
   const std::string prefix = store_->lease_ms() > 0 ? absl::StrCat(options_.worker_name, "/") : "";
@@ -150,7 +150,7 @@ absl::Status CheckPemFile(const std::string& flag, const std::string& path) {
 
 }  // namespace
 
-absl::Status Server::PrepareSecurity() {
+absl::Status Replica::PrepareSecurity() {
   const auto& security = options_.security;
   const bool tls = !security.tls_cert_file.empty() || !security.tls_key_file.empty();
   if (tls && (security.tls_cert_file.empty() || security.tls_key_file.empty())) {
@@ -190,7 +190,7 @@ absl::Status Server::PrepareSecurity() {
   return absl::OkStatus();
 }
 
-void Server::ReloadCredentials() {
+void Replica::ReloadCredentials() {
   if (!authenticator_) return;
   if (auto status = authenticator_->Reload(); !status.ok()) {
     spdlog::error("tokens file not reloaded (the principals loaded before stay): {}", std::string(status.message()));
@@ -200,12 +200,12 @@ void Server::ReloadCredentials() {
   RecheckOpenStreams();
 }
 
-void Server::RecheckOpenStreams() {
+void Replica::RecheckOpenStreams() {
   // Every open stream under the principals loaded now: revoked or demoted ones end at once.
   if (rpc_) rpc_->Recheck();
 }
 
-void Server::ReloadIfChanged() {
+void Replica::ReloadIfChanged() {
   const size_t before = authenticator_->principal_count();
   if (auto status = authenticator_->ReloadIfChanged(); status.code() == absl::StatusCode::kNotFound) {
     spdlog::error("{}", std::string(status.message()));
@@ -219,39 +219,39 @@ void Server::ReloadIfChanged() {
   RecheckOpenStreams();  // Cheap (a look-up per open stream), so after every poll, changed or not.
 }
 
-absl::Status Server::StartRpcServer(bool serves_api) {
-  const auto& methods = V1Methods();  // Every RPC's policy, from its proto option.
+absl::Status Replica::StartRpcServer(bool serves_api) {
+  const auto& methods = api::V1Methods();  // Every RPC's policy, from its proto option.
   if (!methods.ok()) {
     return absl::InternalError(absl::StrCat("the API's method policies are incomplete: ", methods.status().message()));
   }
-  RpcServer::Options rpc;
-  rpc.listen_address = options_.listen_address;
-  rpc.max_message_bytes = options_.max_message_bytes;
-  rpc.max_rpc_threads = options_.max_rpc_threads;
-  rpc.max_waiting_calls = options_.max_waiting_calls;
-  rpc.max_watch_streams = options_.max_watch_streams;
-  rpc.max_upload_bytes = options_.max_upload_bytes;
-  rpc.min_free_disk_bytes = options_.min_free_disk_bytes;
-  rpc.upload_idle_seconds = options_.upload_idle_seconds;
-  rpc.export_idle_seconds = options_.export_idle_seconds;
-  rpc.max_exports_per_principal = options_.max_exports_per_principal;
-  rpc.tenant_share = options_.tenant_share;
-  rpc.reflection = options_.reflection;
-  rpc.tls_cert_file = options_.security.tls_cert_file;
-  rpc.tls_key_file = options_.security.tls_key_file;
-  rpc.tls_client_ca_file = options_.security.tls_client_ca_file;
-  rpc.reload_interval_seconds = options_.security.reload_interval_seconds;
-  rpc_ = std::make_unique<RpcServer>(std::move(rpc), metrics_);
-  RpcServer::Api api{serves_api, &density_requests_, model_requests_.get(), job_requests_.get(), catalog_.get(),
-                     store_.get()};
-  return rpc_->Start(api, authenticator_.get(), &*methods);
+  rpc::RpcServer::Options options;
+  options.listen_address = options_.listen_address;
+  options.max_message_bytes = options_.max_message_bytes;
+  options.max_rpc_threads = options_.max_rpc_threads;
+  options.max_waiting_calls = options_.max_waiting_calls;
+  options.max_watch_streams = options_.max_watch_streams;
+  options.max_upload_bytes = options_.max_upload_bytes;
+  options.min_free_disk_bytes = options_.min_free_disk_bytes;
+  options.upload_idle_seconds = options_.upload_idle_seconds;
+  options.export_idle_seconds = options_.export_idle_seconds;
+  options.max_exports_per_principal = options_.max_exports_per_principal;
+  options.tenant_share = options_.tenant_share;
+  options.reflection = options_.reflection;
+  options.tls_cert_file = options_.security.tls_cert_file;
+  options.tls_key_file = options_.security.tls_key_file;
+  options.tls_client_ca_file = options_.security.tls_client_ca_file;
+  options.reload_interval_seconds = options_.security.reload_interval_seconds;
+  rpc_ = std::make_unique<rpc::RpcServer>(std::move(options), metrics_);
+  rpc::RpcServer::Api served{serves_api, &density_requests_, model_requests_.get(), job_requests_.get(), catalog_.get(),
+                              store_.get()};
+  return rpc_->Start(served, authenticator_.get(), &*methods);
 }
 
-absl::Status Server::Start() {
+absl::Status Replica::Start() {
   if (auto status = OpenStore(); !status.ok()) return status;
   if (options_.worker_name.empty()) options_.worker_name = DefaultWorkerName();
-  const bool runs_jobs = options_.tier != Tier::kApi;
-  const bool serves_api = options_.tier != Tier::kWorker;
+  const bool runs_jobs = options_.role != ReplicaRole::kApi;
+  const bool serves_api = options_.role != ReplicaRole::kWorker;
   jobs::Housekeeper::Options housekeeping;
   housekeeping.retention_hours = options_.retention_hours;
   housekeeping.on_reaped = [](int64_t reaped) { spdlog::warn("re-queued {} jobs whose worker lost its lease", reaped); };
@@ -282,15 +282,15 @@ absl::Status Server::Start() {
   // host) job is accepted and waits until a worker with a CUDA device claims it.
   options_.job_limits.cuda_available = runners::CudaDeviceCount() > 0 || store_->lease_ms() > 0;
   options_.job_limits.tenant_share = options_.tenant_share;
-  ModelRequests::Jobs model_jobs;
+  api::ModelRequests::Jobs model_jobs;
   model_jobs.active = [this](const registry::ModelEntry& model, const std::optional<std::string>& tenant) {
     return store_->Count(
         JobsOf(model, {jobs::JobState::kQueued, jobs::JobState::kRunning, jobs::JobState::kCancelling}, tenant));
   };
   model_jobs.cancel = [this](const registry::ModelEntry& model) { return CancelJobsOf(*store_, model); };
-  model_requests_ = std::make_unique<ModelRequests>(catalog_.get(), std::move(model_jobs));
+  model_requests_ = std::make_unique<api::ModelRequests>(catalog_.get(), std::move(model_jobs));
   // Text inputs are laid out with the registered models' tokenizers.
-  job_requests_ = std::make_unique<JobRequests>(store_.get(), catalog_.get(), pool_.get(), options_.job_limits,
+  job_requests_ = std::make_unique<api::JobRequests>(store_.get(), catalog_.get(), pool_.get(), options_.job_limits,
                                                 metrics_, &model_requests_->tokenizers);
   // The security options are checked (and the tokens file read) before anything listens.
   if (auto status = PrepareSecurity(); !status.ok()) return status;
@@ -307,7 +307,7 @@ absl::Status Server::Start() {
   return absl::OkStatus();
 }
 
-void Server::Shutdown(std::chrono::milliseconds drain) {
+void Replica::Shutdown(std::chrono::milliseconds drain) {
   if (!rpc_ || shut_down_) return;
   shut_down_ = true;
   reload_.Stop();
@@ -318,8 +318,8 @@ void Server::Shutdown(std::chrono::milliseconds drain) {
   pool_->Stop();              // Running jobs stop at their next chunk and go back to the queue.
 }
 
-void Server::Wait() {
+void Replica::Wait() {
   if (rpc_) rpc_->Wait();
 }
 
-}  // namespace posbias::service
+}  // namespace posbias::app

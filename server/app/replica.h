@@ -1,4 +1,7 @@
-// The posbias gRPC server: the v1 services, gRPC health (overall and per service) and reflection.
+// A posbias replica: one server process's rooms composed from its options (the job store, the
+// model catalog and cache, the workers, the housekeeper, the api room's request state, the RPC
+// server of rpc/rpc_server.h that serves the v1 services, health and reflection), the security
+// flags' policy and the tokens file's reload.
 //
 // Lifecycle: constructed -> Start() (listening; health SERVING) -> Shutdown(drain) (health
 // NOT_SERVING, no new calls, in-flight calls get until the drain deadline, then are cancelled) ->
@@ -11,7 +14,7 @@
 
 #include "absl/status/status.h"
 #include "server/admission/job_admission.h"
-#include "server/host/periodic.h"
+#include "server/threads/periodic_task.h"
 #include "server/jobs/housekeeper.h"
 #include "server/jobs/job_store.h"
 #include "server/jobs/worker_pool.h"
@@ -21,25 +24,26 @@
 #include "server/runners/runtime.h"
 #include "server/auth/authenticator.h"
 #include "server/api/api.h"
-#include "server/grpc/rpc_server.h"
+#include "server/rpc/rpc_server.h"
 
-namespace posbias::service {
+namespace posbias::app {
 
-// What a replica does: its tier (the flag is --role; auth::Role is a principal's permission). kBoth: the embedded default (API and workers in one process). With a
-// shared job store (PostgreSQL) the tiers scale apart: kApi serves the v1 services and runs no
-// jobs; kWorker runs jobs and serves only gRPC health (and reflection) for its probes.
-enum class Tier { kApi, kWorker, kBoth };
-absl::StatusOr<Tier> ParseTier(const std::string& name);
-std::string TierName(Tier tier);
+// What a replica does, its role in a deployment (the flag --role; not auth::Role, a principal's
+// permission). kBoth: the embedded default (API and workers in one process). With a shared job
+// store (PostgreSQL) the roles scale apart: kApi serves the v1 services and runs no jobs; kWorker
+// runs jobs and serves only gRPC health (and reflection) for its probes.
+enum class ReplicaRole { kApi, kWorker, kBoth };
+absl::StatusOr<ReplicaRole> ParseReplicaRole(const std::string& name);
+std::string ReplicaRoleName(ReplicaRole role);
 
 // DeleteModel with force: cancels the queued jobs and stops the running ones bound to `model`
 // (every tenant's); the ids, in the store's order.
 std::vector<std::string> CancelJobsOf(jobs::JobStore& store, const registry::ModelEntry& model);
 
-class Server {
+class Replica {
  public:
   struct Options {
-    Tier tier = Tier::kBoth;  // --role
+    ReplicaRole role = ReplicaRole::kBoth;  // --role
     // "" = SQLite at <data_dir>/jobs.sqlite; "sqlite:PATH"; or a PostgreSQL URI (shared store).
     std::string job_store;
     int64_t lease_ms = 30'000;         // Shared store: how long a claim holds a job unrenewed.
@@ -47,7 +51,7 @@ class Server {
     int max_lost_attempts = limits::Default<int>(limits::Limit::kMaxLostAttempts);  // Then ATTEMPTS_EXHAUSTED.
     std::string worker_name;           // Prefix of this process's worker names ("" = host-pid).
     std::string listen_address = "127.0.0.1:50051";  // host:port; port 0 picks a free port.
-    DensityLimits density_limits;
+    api::DensityLimits density_limits;
     // The limits' defaults come from the limits table (limits/limits.h), as the flags do.
     int max_message_bytes = limits::Default<int>(limits::Limit::kMaxMessageBytes);  // Request or response.
     int max_rpc_threads = limits::Default<int>(limits::Limit::kRpcThreads);  // The call executor's threads.
@@ -85,8 +89,8 @@ class Server {
     bool reflection = true;  // gRPC server reflection (the API's schema, no data).
   };
 
-  Server(Options options, metrics::Metrics* metrics);
-  ~Server();
+  Replica(Options options, metrics::Metrics* metrics);
+  ~Replica();
 
   // Opens the store (recovering jobs of a previous run) and the registry, starts the workers and
   // the RPC server.
@@ -103,12 +107,12 @@ class Server {
   Options options_;
   metrics::Metrics* metrics_;
   // Each service's handlers' state (the api room); the gRPC side is rpc_.
-  DensityRequests density_requests_;
+  api::DensityRequests density_requests_;
   // Opens the job store and checks it fits the role.
   absl::Status OpenStore();
   // The workers and their metrics (role api: none run).
   void StartWorkers(bool runs_jobs);
-  // Starts the gRPC side (grpc/rpc_server.h) on the api's states.
+  // Starts the gRPC side (rpc/rpc_server.h) on the api's states.
   absl::Status StartRpcServer(bool serves_api);
   // Checks the security options (TLS files, what may listen off loopback) and opens the
   // authenticator.
@@ -121,12 +125,12 @@ class Server {
   std::unique_ptr<registry::ModelCatalog> catalog_;
   std::unique_ptr<jobs::WorkerPool> pool_;
   std::unique_ptr<jobs::Housekeeper> housekeeper_;
-  std::unique_ptr<ModelRequests> model_requests_;
-  std::unique_ptr<JobRequests> job_requests_;
+  std::unique_ptr<api::ModelRequests> model_requests_;
+  std::unique_ptr<api::JobRequests> job_requests_;
   std::unique_ptr<auth::Authenticator> authenticator_;
-  std::unique_ptr<RpcServer> rpc_;
-  host::PeriodicTask reload_;  // ReloadIfChanged every reload_interval_seconds.
+  std::unique_ptr<rpc::RpcServer> rpc_;
+  threads::PeriodicTask reload_;  // ReloadIfChanged every reload_interval_seconds.
   bool shut_down_ = false;
 };
 
-}  // namespace posbias::service
+}  // namespace posbias::app

@@ -1,4 +1,4 @@
-#include "server/host/random.h"
+#include "server/ids/random_id.h"
 
 #include <sys/random.h>
 
@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <vector>
 
-namespace posbias::host {
+namespace posbias::ids {
 
 std::string RandomHex(size_t bytes) {
   static constexpr char kDigits[] = "0123456789abcdef";
@@ -29,4 +29,4 @@ std::string RandomHex(size_t bytes) {
   return hex;
 }
 
-}  // namespace posbias::host
+}  // namespace posbias::ids

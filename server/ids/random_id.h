@@ -5,10 +5,10 @@
 #include <cstddef>
 #include <string>
 
-namespace posbias::host {
+namespace posbias::ids {
 
 // `bytes` random bytes as 2 * bytes lowercase hex digits. Blocks only until the kernel's pool is
 // seeded at boot; a kernel without getrandom aborts the process rather than mint guessable ids.
 std::string RandomHex(size_t bytes);
 
-}  // namespace posbias::host
+}  // namespace posbias::ids

@@ -126,7 +126,7 @@ std::vector<Sample> DrawSamples(DecoderModel& model, const MeasureOptions& optio
   const auto& config = model.config();
   std::vector<Sample> samples(options.samples);
   if (options.input == InputKind::kRandomTokens) {
-    auto ids = DrawTokenIds(config.vocab_size, options);
+    auto ids = DrawTokenIds(options.draw_vocab_size > 0 ? options.draw_vocab_size : config.vocab_size, options);
     for (int64_t s = 0; s < options.samples; ++s) samples[s].tokens = std::move(ids[s]);
     return samples;
   }

@@ -73,6 +73,9 @@ struct MeasureOptions {
   // kGivenTokens: S lists of at least L ids (L + 1 for kLogProb when t = L: id t + 1 is scored).
   std::vector<std::vector<int64_t>> tokens;
   uint64_t seed = 0;             // Token ids, Gaussian embeddings and probes.
+  // kRandomTokens: ids are drawn below this (0 = the model's vocabulary size). A comparison job's
+  // other models draw from its first model's vocabulary, so every model sees the same ids.
+  int64_t draw_vocab_size = 0;
   double embedding_std = 1.0;    // Standard deviation of Gaussian input embeddings.
   std::string device = "cpu";    // "cpu" or "cuda:N".
   torch::Dtype dtype = torch::kFloat32;  // Forward/backward dtype; norms accumulate in float32.
@@ -175,8 +178,7 @@ absl::Status CheckMeasureOptions(const models::DecoderModel& model, const Measur
 absl::StatusOr<MeasureResult> Measure(models::DecoderModel& model, const MeasureOptions& options);
 
 // The token ids Measure draws for kRandomTokens inputs (options.length + 1 per sample, all
-// options.samples of them, from options.seed), for a model of `vocab_size` ids: what a comparison
-// job's other models are measured on, computed without measuring the first model.
+// options.samples of them, from options.seed), below `vocab_size`.
 std::vector<std::vector<int64_t>> DrawTokenIds(int64_t vocab_size, const MeasureOptions& options);
 
 // The decomposition of ||J_full||^2 per position from ||J_full||^2, ||J_value||^2 and the score

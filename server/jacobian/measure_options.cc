@@ -101,6 +101,18 @@ absl::Status CheckNextTokenScore(const MeasureOptions& options) {
   return absl::OkStatus();
 }
 
+// The inputs: given ids as CheckGivenTokens says; drawn ids from within the model's vocabulary.
+absl::Status CheckInputs(const models::ModelConfig& config, const MeasureOptions& options) {
+  if (options.input == InputKind::kGivenTokens) {
+    if (auto status = CheckGivenTokens(config, options); !status.ok()) return status;
+  }
+  if (options.draw_vocab_size < 0 || options.draw_vocab_size > config.vocab_size) {
+    return InvalidArgumentError({ErrorReason::kInvalidArgument, "draw_vocab_size", std::to_string(options.draw_vocab_size),
+                                 absl::StrCat("0 (the model's vocabulary) or 1..", config.vocab_size)});
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status CheckMeasureOptions(const DecoderModel& model, const MeasureOptions& options) {
@@ -125,9 +137,7 @@ absl::Status CheckMeasureOptions(const DecoderModel& model, const MeasureOptions
     return InvalidArgumentError({ErrorReason::kInvalidArgument, "probes", std::to_string(options.probes),
                                  limits::Range(limits::Limit::kMaxProbes, 1, kMaxProbes)});
   }
-  if (options.input == InputKind::kGivenTokens) {
-    if (auto status = CheckGivenTokens(config, options); !status.ok()) return status;
-  }
+  if (auto status = CheckInputs(config, options); !status.ok()) return status;
   const int64_t end_sample = options.end_sample > 0 ? options.end_sample : options.samples;
   if (options.first_sample < 0 || options.first_sample >= end_sample || end_sample > options.samples) {
     return InvalidArgumentError({ErrorReason::kInvalidArgument, "sample range",

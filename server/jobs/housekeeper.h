@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <functional>
 
-#include "server/host/periodic.h"
+#include "server/threads/periodic_task.h"
 #include "server/jobs/job_store.h"
 
 namespace posbias::jobs {
@@ -44,7 +44,7 @@ class Housekeeper {
   Options options_;
   Clock clock_;
   int64_t next_purge_ms_ = 0;  // Unix ms; 0 = at the first round.
-  host::PeriodicTask task_;
+  threads::PeriodicTask task_;
 };
 
 }  // namespace posbias::jobs

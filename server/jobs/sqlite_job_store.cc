@@ -183,8 +183,10 @@ class Transaction {
 
 using internal::Migration;
 
-// Append only: a released migration never changes. `cancel_requested` remembers a cancel across a
-// CANCELLING -> QUEUED re-queue (the job becomes CANCELLED at recovery and is never claimed).
+// Append only: a released migration never changes (numbered as the shared store numbers its
+// own; RenumberOldFile moves files of the earlier numbering over). `cancel_requested` remembers a
+// cancel across a CANCELLING -> QUEUED re-queue (the job becomes CANCELLED at recovery and is
+// never claimed).
 constexpr Migration kMigrations[] = {
     {1, R"sql(
 CREATE TABLE jobs (
@@ -224,16 +226,21 @@ CREATE TABLE results (
   result_json TEXT NOT NULL
 );
 )sql"},
-    // Attempts lost to crashes, kills and expired leases (not to drains): the poison-job cap.
+    // Parts (the shared store's migration 2): a file serves one replica, whose jobs are never
+    // split, so there is nothing to add; the number is kept so both stores number alike.
     {2, R"sql(
+SELECT 1;
+)sql"},
+    // Attempts lost to crashes, kills and expired leases (not to drains): the poison-job cap.
+    {3, R"sql(
 ALTER TABLE jobs ADD COLUMN lost_attempts INTEGER NOT NULL DEFAULT 0;
 )sql"},
     // Run time over all attempts: the time limit counts it, not the current attempt's alone.
-    {3, R"sql(
+    {4, R"sql(
 ALTER TABLE jobs ADD COLUMN run_ms INTEGER NOT NULL DEFAULT 0;
 )sql"},
     // Tenancy: the owning tenant and principal, and the principal's running-jobs quota.
-    {4, R"sql(
+    {5, R"sql(
 ALTER TABLE jobs ADD COLUMN tenant TEXT NOT NULL DEFAULT '';
 ALTER TABLE jobs ADD COLUMN owner TEXT NOT NULL DEFAULT '';
 ALTER TABLE jobs ADD COLUMN max_running INTEGER NOT NULL DEFAULT 0;
@@ -241,18 +248,40 @@ CREATE INDEX jobs_owner ON jobs (owner, state);
 )sql"},
     // The model registration a job is bound to (ListFilter::bound_to), read back from the specs of
     // the jobs stored before it.
-    {5, R"sql(
+    {6, R"sql(
 ALTER TABLE jobs ADD COLUMN model_uid TEXT NOT NULL DEFAULT '';
 UPDATE jobs SET model_uid = COALESCE(json_extract(spec_json, '$.model_uid'), '');
 CREATE INDEX jobs_model_uid ON jobs (model_uid, state);
 )sql"},
     // Claims take the tenants in turn (internal::kTenantTurn): per tenant, its running jobs and
     // its latest start.
-    {6, R"sql(
+    {7, R"sql(
 CREATE INDEX jobs_tenant_state ON jobs (tenant, state);
 CREATE INDEX jobs_tenant_started ON jobs (tenant, started_ms);
 )sql"},
 };
+
+// The highest migration recorded in the file (0: none).
+absl::StatusOr<int64_t> RecordedVersion(sqlite3* db) {
+  Statement current(db, "SELECT COALESCE(MAX(version), 0) FROM schema_migrations");
+  absl::StatusOr<bool> row = current.Step();
+  if (!row.ok()) return row.status();
+  return current.Int(0);
+}
+
+// Files written before both stores numbered their migrations alike recorded versions 1..6, where
+// 2..6 are today's 3..7 (the shared store's migration 2, parts, had no SQLite counterpart). Such a
+// file (recorded 2..6: every release since has recorded 7 or more in the same transaction that
+// began the numbering) is renumbered: its versions from 2 move up by one, and 2 is recorded as
+// done. Nothing is re-applied; each migration keeps its meaning.
+absl::Status RenumberOldFile(sqlite3* db, int64_t recorded, int64_t now_ms) {
+  if (recorded < 2 || recorded > 6) return absl::OkStatus();
+  for (int64_t version = recorded; version >= 2; --version) {  // Downwards: versions are a key.
+    POSBIAS_JOBS_RETURN_IF_ERROR(
+        Statement(db, "UPDATE schema_migrations SET version = ? WHERE version = ?").BindAll(version + 1, version).Run());
+  }
+  return Statement(db, "INSERT INTO schema_migrations (version, applied_ms) VALUES (2, ?)").BindAll(now_ms).Run();
+}
 
 absl::Status Migrate(sqlite3* db, int64_t now_ms) {
   Transaction transaction(db);
@@ -260,10 +289,12 @@ absl::Status Migrate(sqlite3* db, int64_t now_ms) {
   POSBIAS_JOBS_RETURN_IF_ERROR(Exec(db,
       "CREATE TABLE IF NOT EXISTS schema_migrations ("
       "version INTEGER PRIMARY KEY NOT NULL, applied_ms INTEGER NOT NULL)"));
-  Statement current(db, "SELECT COALESCE(MAX(version), 0) FROM schema_migrations");
-  absl::StatusOr<bool> row = current.Step();
-  if (!row.ok()) return row.status();
-  const int64_t version = current.Int(0);
+  absl::StatusOr<int64_t> recorded = RecordedVersion(db);
+  if (!recorded.ok()) return recorded.status();
+  POSBIAS_JOBS_RETURN_IF_ERROR(RenumberOldFile(db, *recorded, now_ms));
+  recorded = RecordedVersion(db);
+  if (!recorded.ok()) return recorded.status();
+  const int64_t version = *recorded;
   const int64_t latest = kMigrations[std::size(kMigrations) - 1].version;
   if (absl::Status newer = internal::CheckSchemaVersion(version, latest); !newer.ok()) return newer;
   for (const Migration& migration : kMigrations) {

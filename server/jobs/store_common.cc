@@ -2,7 +2,7 @@
 
 
 #include "absl/strings/str_cat.h"
-#include "server/host/random.h"
+#include "server/ids/random_id.h"
 #include "nlohmann/json.hpp"
 #include "server/status/error.h"
 
@@ -124,7 +124,7 @@ absl::StatusOr<std::pair<int64_t, std::string>> DecodePageToken(const std::strin
   return std::make_pair(negative ? -created_ms : created_ms, plain.substr(slash + 1));
 }
 
-std::string RandomJobId() { return "j-" + host::RandomHex(kJobIdRandomBits / 8); }
+std::string RandomJobId() { return "j-" + ids::RandomHex(kJobIdRandomBits / 8); }
 
 absl::StatusOr<JobRecord> RecordFromFields(const std::string& id, const std::string& spec_json,
                                            const std::string& labels_json, const std::string& state_name) {

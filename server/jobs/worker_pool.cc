@@ -94,7 +94,7 @@ class WorkerPool::Heartbeat {
   }
 
  private:
-  host::PeriodicTask renew_;  // Stopped and joined when the heartbeat is destroyed.
+  threads::PeriodicTask renew_;  // Stopped and joined when the heartbeat is destroyed.
 };
 
 void WorkerPool::Loop(const WorkerSpec& spec) {

@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "server/host/periodic.h"
+#include "server/threads/periodic_task.h"
 #include "server/jobs/job_store.h"
 
 namespace posbias::jobs {
@@ -94,7 +94,7 @@ class WorkerPool {
   std::vector<std::thread> threads_;
   std::mutex backlog_mutex_;
   std::vector<PendingWrite> backlog_;  // Guarded by backlog_mutex_.
-  host::PeriodicTask backlog_retry_;
+  threads::PeriodicTask backlog_retry_;
 
  public:
   int64_t backlog_size();  // Final writes waiting for the store (for metrics and tests).

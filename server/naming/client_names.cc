@@ -1,4 +1,4 @@
-#include "server/admission/labels.h"
+#include "server/naming/client_names.h"
 
 #include <algorithm>
 #include <string_view>
@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "server/status/error.h"
 
-namespace posbias::admission {
+namespace posbias::naming {
 namespace {
 
 bool IsLower(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); }
@@ -82,4 +82,4 @@ bool MatchesLabels(const std::map<std::string, std::string>& labels, const std::
   });
 }
 
-}  // namespace posbias::admission
+}  // namespace posbias::naming

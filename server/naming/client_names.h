@@ -8,7 +8,7 @@
 #include "absl/status/statusor.h"
 #include "server/limits/limits.h"
 
-namespace posbias::admission {
+namespace posbias::naming {
 
 inline constexpr size_t kMaxLabels = limits::Default<size_t>(limits::Limit::kMaxLabels);
 
@@ -26,4 +26,4 @@ absl::StatusOr<std::map<std::string, std::string>> ParseLabelSelector(const std:
 // Whether `labels` has every key=value of `terms`.
 bool MatchesLabels(const std::map<std::string, std::string>& labels, const std::map<std::string, std::string>& terms);
 
-}  // namespace posbias::admission
+}  // namespace posbias::naming

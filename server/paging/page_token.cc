@@ -1,4 +1,4 @@
-#include "server/admission/page_token.h"
+#include "server/paging/page_token.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -12,11 +12,11 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
-#include "server/host/random.h"
+#include "server/ids/random_id.h"
 #include "server/registry/sha256.h"
 #include "server/status/error.h"
 
-namespace posbias::admission {
+namespace posbias::paging {
 namespace {
 
 constexpr std::string_view kVersion = "p2";
@@ -25,7 +25,7 @@ constexpr size_t kMaxTokenChars = 4096;
 
 std::mutex key_mutex;
 std::string& Key() {
-  static std::string key = host::RandomHex(32);
+  static std::string key = ids::RandomHex(32);
   return key;
 }
 
@@ -61,7 +61,7 @@ absl::StatusOr<std::string> LoadOrCreatePageTokenKey(const std::string& path) {
     return ErrorWithReason(absl::StatusCode::kFailedPrecondition, ErrorReason::kPathNotFound,
                            absl::StrCat("the page-token key ", path, " ", why));
   };
-  const std::string fresh = host::RandomHex(32);
+  const std::string fresh = ids::RandomHex(32);
   if (const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600); fd >= 0) {
     const bool written = ::write(fd, fresh.data(), fresh.size()) == static_cast<ssize_t>(fresh.size()) && ::fsync(fd) == 0;
     ::close(fd);
@@ -106,4 +106,4 @@ absl::StatusOr<std::string> RedeemPageToken(std::string_view token, std::string_
   return cursor;
 }
 
-}  // namespace posbias::admission
+}  // namespace posbias::paging

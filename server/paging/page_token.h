@@ -16,7 +16,7 @@
 
 #include "absl/status/statusor.h"
 
-namespace posbias::admission {
+namespace posbias::paging {
 
 // The key tokens are signed with, from now on (before the server serves; a process that never
 // sets one signs with a random key of its own, so its tokens die with it).
@@ -35,4 +35,4 @@ std::string IssuePageToken(std::string_view listing, std::string_view filter, st
 absl::StatusOr<std::string> RedeemPageToken(std::string_view token, std::string_view listing,
                                             std::string_view filter);
 
-}  // namespace posbias::admission
+}  // namespace posbias::paging

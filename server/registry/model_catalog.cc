@@ -22,7 +22,7 @@
 #include "nlohmann/json.hpp"
 #include "server/host/disk.h"
 #include "server/host/memory.h"
-#include "server/host/random.h"
+#include "server/ids/random_id.h"
 #include "server/registry/sha256.h"
 #include "server/status/error.h"
 
@@ -204,7 +204,7 @@ absl::StatusOr<SourceKind> ParseSourceKind(std::string_view name) {
       {ErrorReason::kInvalidArgument, "source.kind", std::string(name), "preset, checkpoint, torchscript or upload"});
 }
 
-std::string NewModelUid() { return host::RandomHex(16); }  // 128 bits.
+std::string NewModelUid() { return ids::RandomHex(16); }  // 128 bits.
 
 absl::Status CheckUploadConfig(const std::string& config_json, const models::Ablations& ablations) {
   auto config = models::ConfigFromHuggingFaceJson(config_json);

@@ -1,4 +1,4 @@
-#include "server/grpc/call_auth.h"
+#include "server/rpc/call_auth.h"
 
 #include <utility>
 #include <vector>
@@ -10,7 +10,7 @@
 #include "server/api/api.h"
 #include "server/status/error.h"
 
-namespace posbias::service {
+namespace posbias::rpc {
 namespace {
 
 // The verified client certificate's CN and its SANs by type (gRPC's peer_dns, peer_uri and
@@ -34,9 +34,9 @@ auth::CertificateNames CertificateNamesOf(const grpc::ServerContextBase& context
 
 }  // namespace
 
-absl::StatusOr<Caller> CallAuth::Admit(grpc::ServerContextBase* context,
+absl::StatusOr<api::Caller> CallAuth::Admit(grpc::ServerContextBase* context,
                                        const google::protobuf::Descriptor* request_type) const {
-  Caller caller;
+  api::Caller caller;
   const std::string_view method = methods_->MethodFor(request_type);
   caller.method = std::string(method);
   const auth::MethodRule* rule = methods_->rules().Find(method);
@@ -68,7 +68,7 @@ absl::StatusOr<Caller> CallAuth::Admit(grpc::ServerContextBase* context,
   return caller;
 }
 
-absl::Status CallAuth::Recheck(const Caller& caller) const {
+absl::Status CallAuth::Recheck(const api::Caller& caller) const {
   if (authenticator_ == nullptr || !authenticator_->required()) return absl::OkStatus();
   auto now = authenticator_->Recheck(caller.principal);
   if (!now.ok()) return now.status();
@@ -87,11 +87,11 @@ absl::Status CallAuth::Recheck(const Caller& caller) const {
   return absl::OkStatus();
 }
 
-absl::StatusOr<Caller> CallAuth::AdmitRequest(grpc::ServerContextBase* context,
+absl::StatusOr<api::Caller> CallAuth::AdmitRequest(grpc::ServerContextBase* context,
                                               const google::protobuf::Message& request) const {
   auto caller = Admit(context, request.GetDescriptor());
   if (!caller.ok()) return caller;
-  if (auto enums = CheckEnumValues(request); !enums.ok()) return enums;
+  if (auto enums = api::CheckEnumValues(request); !enums.ok()) return enums;
   return caller;
 }
 
@@ -137,7 +137,7 @@ void CallAuth::NoteRefusal(const char* kind, std::string_view method, const absl
                absl::StatusCodeToString(status.code()), AuditQuoted(std::string(status.message())), suppressed);
 }
 
-void CallAuth::Audit(const Caller& caller, const absl::Status& outcome) {
+void CallAuth::Audit(const api::Caller& caller, const absl::Status& outcome) {
   if (!caller.audited) return;
   // Principal and tenant names are validated ([a-z0-9._-]) and the method comes from the
   // descriptors; the resource is the client's string, so it is quoted and escaped.
@@ -146,4 +146,4 @@ void CallAuth::Audit(const Caller& caller, const absl::Status& outcome) {
                AuditQuoted(caller.resource), outcome.ok() ? "OK" : absl::StatusCodeToString(outcome.code()));
 }
 
-}  // namespace posbias::service
+}  // namespace posbias::rpc

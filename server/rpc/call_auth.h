@@ -25,14 +25,14 @@
 #include "server/metrics/metrics.h"
 #include "server/api/api.h"
 
-namespace posbias::service {
+namespace posbias::rpc {
 
 class CallAuth {
  public:
   // Both outlive this. `authenticator` nullptr = authentication off (every caller the anonymous
   // admin); `methods` is the API's table (V1Methods()).
   // `metrics` (may be nullptr) counts refusals.
-  CallAuth(const auth::Authenticator* authenticator, const ApiMethods* methods, metrics::Metrics* metrics = nullptr)
+  CallAuth(const auth::Authenticator* authenticator, const api::ApiMethods* methods, metrics::Metrics* metrics = nullptr)
       : authenticator_(authenticator), methods_(methods), metrics_(metrics) {}
 
   // The full name of the RPC whose request type this is ("" for none).
@@ -40,15 +40,15 @@ class CallAuth {
     return methods_->MethodFor(request_type);
   }
   // Authenticates the call to the RPC of `request_type` and checks its role.
-  absl::StatusOr<Caller> Admit(grpc::ServerContextBase* context, const google::protobuf::Descriptor* request_type) const;
+  absl::StatusOr<api::Caller> Admit(grpc::ServerContextBase* context, const google::protobuf::Descriptor* request_type) const;
   // Admit, then the request's enum values (api/enum_check.h).
-  absl::StatusOr<Caller> AdmitRequest(grpc::ServerContextBase* context, const google::protobuf::Message& request) const;
+  absl::StatusOr<api::Caller> AdmitRequest(grpc::ServerContextBase* context, const google::protobuf::Message& request) const;
   // Whether a call admitted earlier (an open stream) may go on under the tokens file loaded now:
   // UNAUTHENTICATED when its principal was revoked, PERMISSION_DENIED (ROLE_REQUIRED) when it
   // lost the method's role or moved to another tenant. OK without authentication.
-  absl::Status Recheck(const Caller& caller) const;
+  absl::Status Recheck(const api::Caller& caller) const;
   // One line for an audited call (principal, tenant, method, resource, outcome); nothing otherwise.
-  static void Audit(const Caller& caller, const absl::Status& outcome);
+  static void Audit(const api::Caller& caller, const absl::Status& outcome);
 
  private:
   // A refused call: counted, and logged at most once per second per kind (with how many were
@@ -56,7 +56,7 @@ class CallAuth {
   void NoteRefusal(const char* kind, std::string_view method, const absl::Status& status) const;
 
   const auth::Authenticator* authenticator_;
-  const ApiMethods* methods_;
+  const api::ApiMethods* methods_;
   metrics::Metrics* metrics_;
   struct RefusalLog {
     std::chrono::steady_clock::time_point last{};
@@ -72,4 +72,4 @@ class CallAuth {
 inline constexpr size_t kMaxAuditValueBytes = 256;
 std::string AuditQuoted(std::string_view value);
 
-}  // namespace posbias::service
+}  // namespace posbias::rpc

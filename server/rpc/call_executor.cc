@@ -1,9 +1,9 @@
-#include "server/grpc/call_executor.h"
+#include "server/rpc/call_executor.h"
 
 #include <algorithm>
 #include <utility>
 
-namespace posbias::service {
+namespace posbias::rpc {
 
 CallExecutor::CallExecutor(Options options)
     : options_(options),
@@ -72,4 +72,4 @@ void CallExecutor::Loop() {
   }
 }
 
-}  // namespace posbias::service
+}  // namespace posbias::rpc

@@ -23,7 +23,7 @@
 
 #include "server/limits/limits.h"
 
-namespace posbias::service {
+namespace posbias::rpc {
 
 class CallExecutor {
  public:
@@ -69,4 +69,4 @@ class CallExecutor {
   std::vector<std::thread> threads_;
 };
 
-}  // namespace posbias::service
+}  // namespace posbias::rpc

@@ -1,4 +1,4 @@
-#include "server/grpc/job_watches.h"
+#include "server/rpc/job_watches.h"
 
 #include <algorithm>
 #include <chrono>
@@ -8,12 +8,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "server/limits/limits.h"
-#include "server/grpc/call_auth.h"
+#include "server/rpc/call_auth.h"
 #include "server/api/api.h"
-#include "server/grpc/rpc_scope.h"
+#include "server/rpc/rpc_scope.h"
 #include "server/status/error.h"
 
-namespace posbias::service {
+namespace posbias::rpc {
 namespace {
 
 absl::Status ShuttingDown() {
@@ -27,14 +27,14 @@ class JobWatches::Watch final : public grpc::ServerWriteReactor<v1::WatchJobResp
                                 public std::enable_shared_from_this<Watch> {
  public:
   Watch(JobWatches* hub, grpc::CallbackServerContext* context, std::string id, metrics::Metrics* metrics,
-        std::string method, std::optional<Caller> watcher)
+        std::string method, std::optional<api::Caller> watcher)
       : hub_(hub), context_(context),
         state_(watcher ? std::optional<auth::Principal>(watcher->principal) : std::nullopt, std::move(id)),
         watcher_(std::move(watcher)), scope_(metrics, std::move(method)) {}
 
   const std::string& id() const { return state_.id(); }
   // Who watches; unset for a watch refused at the door.
-  const std::optional<Caller>& watcher() const { return watcher_; }
+  const std::optional<api::Caller>& watcher() const { return watcher_; }
   bool finished() {
     std::lock_guard lock(mutex_);
     return finished_;
@@ -53,7 +53,7 @@ class JobWatches::Watch final : public grpc::ServerWriteReactor<v1::WatchJobResp
   void Offer(const absl::StatusOr<jobs::JobRecord>& job) {
     std::unique_lock lock(mutex_);
     if (!admitted_ || finished_ || writing_) return;
-    JobWatchState::Step step = state_.Look(job);
+    api::JobWatchState::Step step = state_.Look(job);
     if (!step.message) {
       if (!step.end) return;
       finished_ = true;
@@ -107,8 +107,8 @@ class JobWatches::Watch final : public grpc::ServerWriteReactor<v1::WatchJobResp
  private:
   JobWatches* hub_;
   grpc::CallbackServerContext* context_;
-  JobWatchState state_;  // Guarded by mutex_.
-  const std::optional<Caller> watcher_;
+  api::JobWatchState state_;  // Guarded by mutex_.
+  const std::optional<api::Caller> watcher_;
   RpcScope scope_;
   std::mutex mutex_;
   bool writing_ = false, finished_ = false, admitted_ = false;
@@ -124,7 +124,7 @@ JobWatches::~JobWatches() { Stop(); }
 grpc::ServerWriteReactor<v1::WatchJobResponse>* JobWatches::Open(grpc::CallbackServerContext* context,
                                                                  const std::string& id, std::string method,
                                                                  const absl::Status& refusal,
-                                                                 std::optional<Caller> watcher) {
+                                                                 std::optional<api::Caller> watcher) {
   auto watch = std::make_shared<Watch>(this, context, id, metrics_, std::move(method), std::move(watcher));
   const bool stopping = poller_.stopping();
   // Every stream, a refused one too, is kept until its OnDone.
@@ -177,7 +177,7 @@ void JobWatches::PollOnce() {
   }
 }
 
-void JobWatches::Start(const CallAuth* auth, JobRequests* requests) {
+void JobWatches::Start(const CallAuth* auth, api::JobRequests* requests) {
   auth_ = auth;
   requests_ = requests;
   poller_.Start({std::chrono::milliseconds(options_.poll_ms), /*run_first=*/true}, [this] { PollOnce(); });
@@ -188,11 +188,11 @@ grpc::ServerWriteReactor<v1::WatchJobResponse>* JobWatches::WatchJob(grpc::Callb
   auto caller = auth_->AdmitRequest(context, *request);
   absl::Status refusal = caller.status();
   if (caller.ok()) {
-    if (auto job = VisibleJob(*requests_, *caller, request->id()); !job.ok()) refusal = job.status();
+    if (auto job = api::VisibleJob(*requests_, *caller, request->id()); !job.ok()) refusal = job.status();
   }
   // A refused watch holds no principal: it sees nothing, even for the moment before it ends.
   return Open(context, request->id(), std::string(auth_->MethodFor(request->GetDescriptor())), refusal,
-              refusal.ok() ? std::optional<Caller>(*std::move(caller)) : std::nullopt);
+              refusal.ok() ? std::optional<api::Caller>(*std::move(caller)) : std::nullopt);
 }
 
 void JobWatches::Recheck() {
@@ -208,4 +208,4 @@ void JobWatches::Stop() {
   for (const auto& watch : open_.Snapshot()) watch->End(ShuttingDown());
 }
 
-}  // namespace posbias::service
+}  // namespace posbias::rpc

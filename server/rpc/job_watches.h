@@ -25,13 +25,13 @@
 #include "server/auth/visibility.h"
 #include "server/jobs/job_store.h"
 #include "server/limits/limits.h"
-#include "server/host/periodic.h"
+#include "server/threads/periodic_task.h"
 #include "server/metrics/metrics.h"
-#include "server/grpc/call_auth.h"
+#include "server/rpc/call_auth.h"
 #include "server/api/api.h"
-#include "server/grpc/open_streams.h"
+#include "server/rpc/open_streams.h"
 
-namespace posbias::service {
+namespace posbias::rpc {
 
 class JobWatches {
  public:
@@ -56,10 +56,10 @@ class JobWatches {
   // job gets.
   grpc::ServerWriteReactor<v1::WatchJobResponse>* Open(grpc::CallbackServerContext* context, const std::string& id,
                                                        std::string method, const absl::Status& refusal,
-                                                       std::optional<Caller> watcher);
+                                                       std::optional<api::Caller> watcher);
   // `auth` admits the calls, `requests` answers whether the caller sees the job; both outlive
   // this. Starts the poller.
-  void Start(const CallAuth* auth, JobRequests* requests);
+  void Start(const CallAuth* auth, api::JobRequests* requests);
   // Ends every open stream with UNAVAILABLE / SHUTTING_DOWN and refuses new ones; joins the poller.
   void Stop();
   // After the tokens file was reloaded: ends every open watch whose principal was revoked
@@ -75,9 +75,9 @@ class JobWatches {
   metrics::Metrics* metrics_;
   Options options_;
   const CallAuth* auth_ = nullptr;
-  JobRequests* requests_ = nullptr;
+  api::JobRequests* requests_ = nullptr;
   OpenStreams<Watch> open_;
-  host::PeriodicTask poller_;  // PollOnce every poll_ms, and at once when a watch opens.
+  threads::PeriodicTask poller_;  // PollOnce every poll_ms, and at once when a watch opens.
 };
 
-}  // namespace posbias::service
+}  // namespace posbias::rpc

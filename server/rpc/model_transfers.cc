@@ -1,4 +1,4 @@
-#include "server/grpc/model_transfers.h"
+#include "server/rpc/model_transfers.h"
 
 #include <atomic>
 #include <optional>
@@ -7,11 +7,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "server/limits/limits.h"
-#include "server/grpc/rpc_scope.h"
-#include "server/grpc/unary_call.h"
+#include "server/rpc/rpc_scope.h"
+#include "server/rpc/unary_call.h"
 #include "server/status/error.h"
 
-namespace posbias::service {
+namespace posbias::rpc {
 
 // ---- UploadModel ------------------------------------------------------------------------------
 
@@ -25,7 +25,7 @@ class ModelTransfers::UploadReactor final : public grpc::ServerReadReactor<v1::U
         scope_(hub->metrics_, std::string(hub->auth_->MethodFor(v1::UploadModelRequest::descriptor()))),
         session_(hub->catalog_, hub->options_.limits) {}
 
-  void Begin(Caller caller) {
+  void Begin(api::Caller caller) {
     {
       std::lock_guard lock(mutex_);
       caller_ = std::move(caller);
@@ -61,7 +61,7 @@ class ModelTransfers::UploadReactor final : public grpc::ServerReadReactor<v1::U
   // Ends the upload when its caller may no longer upload (CallAuth::Recheck, after the tokens
   // file was reloaded); one already being registered finishes (its file was accepted).
   void Recheck(const CallAuth& auth) {
-    std::optional<Caller> caller;
+    std::optional<api::Caller> caller;
     {
       std::lock_guard lock(mutex_);
       if (finished_ || registering_ || !caller_) return;
@@ -131,12 +131,12 @@ class ModelTransfers::UploadReactor final : public grpc::ServerReadReactor<v1::U
   grpc::CallbackServerContext* context_;
   v1::Model* response_;
   RpcScope scope_;
-  std::optional<Caller> caller_;  // Unset until admitted: a stream refused at the door holds no principal.
+  std::optional<api::Caller> caller_;  // Unset until admitted: a stream refused at the door holds no principal.
   std::mutex mutex_;  // Guards the flags, the caller and the session.
   bool finished_ = false, registering_ = false;
   std::chrono::steady_clock::time_point last_activity_ = std::chrono::steady_clock::now();
   v1::UploadModelRequest message_;
-  UploadSession session_;
+  api::UploadSession session_;
 };
 
 // ---- ExportModel ------------------------------------------------------------------------------
@@ -151,7 +151,7 @@ class ModelTransfers::ExportReactor final : public grpc::ServerWriteReactor<v1::
         scope_(hub->metrics_, std::string(hub->auth_->MethodFor(v1::ExportModelRequest::descriptor()))),
         session_(hub->catalog_, hub->options_.limits.min_free_disk_bytes) {}
 
-  void Begin(Caller caller) {
+  void Begin(api::Caller caller) {
     {
       std::lock_guard lock(caller_mutex_);
       caller_ = std::move(caller);
@@ -179,7 +179,7 @@ class ModelTransfers::ExportReactor final : public grpc::ServerWriteReactor<v1::
 
   // Ends the export when its caller may no longer read the weights (CallAuth::Recheck).
   void Recheck(const CallAuth& auth) {
-    std::optional<Caller> caller;
+    std::optional<api::Caller> caller;
     {
       std::lock_guard lock(caller_mutex_);
       caller = caller_;
@@ -253,11 +253,11 @@ class ModelTransfers::ExportReactor final : public grpc::ServerWriteReactor<v1::
   v1::ExportModelRequest request_;
   RpcScope scope_;
   std::mutex caller_mutex_;
-  std::optional<Caller> caller_;  // Unset until admitted: a refused call holds no principal.
+  std::optional<api::Caller> caller_;  // Unset until admitted: a refused call holds no principal.
   std::optional<absl::Status> revoked_;
   std::atomic<bool> cancelled_{false}, ended_{false}, writing_{false};
   std::atomic<std::chrono::steady_clock::rep> write_started_{0};  // When the write in flight began.
-  ExportSession session_;
+  api::ExportSession session_;
   v1::ExportModelResponse message_;  // Alive while its write is in flight.
 };
 
@@ -339,4 +339,4 @@ void ModelTransfers::Recheck() {
   for (const auto& reactor : exports_.Snapshot()) reactor->Recheck(*auth_);
 }
 
-}  // namespace posbias::service
+}  // namespace posbias::rpc

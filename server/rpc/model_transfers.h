@@ -22,20 +22,20 @@
 
 #include "posbias/v1/model_service.pb.h"
 #include "server/limits/limits.h"
-#include "server/host/periodic.h"
+#include "server/threads/periodic_task.h"
 #include "server/metrics/metrics.h"
 #include "server/registry/model_catalog.h"
-#include "server/grpc/call_auth.h"
-#include "server/grpc/call_executor.h"
+#include "server/rpc/call_auth.h"
+#include "server/rpc/call_executor.h"
 #include "server/api/api.h"
-#include "server/grpc/open_streams.h"
+#include "server/rpc/open_streams.h"
 
-namespace posbias::service {
+namespace posbias::rpc {
 
 class ModelTransfers {
  public:
   struct Options {
-    UploadLimits limits;  // Size and free disk (model_streams.h).
+    api::UploadLimits limits;  // Size and free disk (model_streams.h).
     // Between messages.
     std::chrono::milliseconds upload_idle_timeout{
         std::chrono::seconds(limits::Default<int64_t>(limits::Limit::kUploadIdleSeconds))};
@@ -76,7 +76,7 @@ class ModelTransfers {
   OpenStreams<UploadReactor> uploads_;
   OpenStreams<ExportReactor> exports_;
   std::mutex exports_admission_;  // One export admitted at a time: the per-principal count is exact.
-  host::PeriodicTask watchdog_;  // Ends idle uploads and exports, once a second.
+  threads::PeriodicTask watchdog_;  // Ends idle uploads and exports, once a second.
 };
 
-}  // namespace posbias::service
+}  // namespace posbias::rpc

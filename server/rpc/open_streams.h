@@ -8,7 +8,7 @@
 #include <mutex>
 #include <vector>
 
-namespace posbias::service {
+namespace posbias::rpc {
 
 template <typename Stream>
 class OpenStreams {
@@ -45,4 +45,4 @@ class OpenStreams {
   std::map<Stream*, std::shared_ptr<Stream>> open_;
 };
 
-}  // namespace posbias::service
+}  // namespace posbias::rpc

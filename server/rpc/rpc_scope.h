@@ -8,9 +8,9 @@
 #include <grpcpp/grpcpp.h>
 
 #include "server/metrics/metrics.h"
-#include "server/grpc/status_mapping.h"
+#include "server/rpc/status_mapping.h"
 
-namespace posbias::service {
+namespace posbias::rpc {
 
 class RpcScope {
  public:
@@ -45,4 +45,4 @@ class RpcScope {
   std::chrono::steady_clock::time_point start_;
 };
 
-}  // namespace posbias::service
+}  // namespace posbias::rpc

@@ -1,4 +1,4 @@
-#include "server/grpc/rpc_server.h"
+#include "server/rpc/rpc_server.h"
 
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
@@ -10,15 +10,13 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "server/grpc/call_auth.h"
-#include "server/grpc/call_executor.h"
-#include "server/grpc/density_service_wiring.h"
-#include "server/grpc/job_service_wiring.h"
-#include "server/grpc/job_watches.h"
-#include "server/grpc/model_service_wiring.h"
-#include "server/grpc/model_transfers.h"
+#include "server/rpc/call_auth.h"
+#include "server/rpc/call_executor.h"
+#include "server/rpc/v1_wiring.h"
+#include "server/rpc/job_watches.h"
+#include "server/rpc/model_transfers.h"
 
-namespace posbias::service {
+namespace posbias::rpc {
 namespace {
 
 // The transport's credentials: plaintext, TLS, or mTLS, from files a provider re-reads when they
@@ -53,9 +51,7 @@ struct RpcServer::Impl {
   std::unique_ptr<CallAuth> call_auth;
   std::unique_ptr<ModelTransfers> transfers;
   std::unique_ptr<JobWatches> watches;
-  std::unique_ptr<DensityServiceWiring> density_service;
-  std::unique_ptr<ModelServiceWiring<ModelTransfers>> model_service;
-  std::unique_ptr<JobServiceWiring<JobWatches>> job_service;
+  std::unique_ptr<V1Wiring<ModelTransfers, JobWatches>> services;
   std::unique_ptr<grpc::Server> server;
 
   // The listening options: message sizes, keepalive, one socket per address, the thread quota.
@@ -82,7 +78,7 @@ RpcServer::RpcServer(Options options, metrics::Metrics* metrics) : impl_(std::ma
 
 RpcServer::~RpcServer() = default;
 
-absl::Status RpcServer::Start(const Api& api, const auth::Authenticator* authenticator, const ApiMethods* methods) {
+absl::Status RpcServer::Start(const Api& api, const auth::Authenticator* authenticator, const api::ApiMethods* methods) {
   Impl& s = *impl_;
   s.executor = std::make_unique<CallExecutor>(
       CallExecutor::Options{s.options.max_rpc_threads, s.options.max_waiting_calls, s.options.tenant_share});
@@ -109,14 +105,11 @@ absl::Status RpcServer::Start(const Api& api, const auth::Authenticator* authent
     watches.max_streams = s.options.max_watch_streams;
     watches.tenant_share = s.options.tenant_share;
     s.watches = std::make_unique<JobWatches>(api.store, s.metrics, watches);
-    s.density_service = std::make_unique<DensityServiceWiring>(api.density, &s.call_runtime);
-    s.model_service = std::make_unique<ModelServiceWiring<ModelTransfers>>(api.models, s.transfers.get(), &s.call_runtime);
-    s.job_service = std::make_unique<JobServiceWiring<JobWatches>>(api.jobs, s.watches.get(), &s.call_runtime);
+    s.services = std::make_unique<V1Wiring<ModelTransfers, JobWatches>>(api.density, api.models, s.transfers.get(),
+                                                                         api.jobs, s.watches.get(), &s.call_runtime);
     s.transfers->Start(s.executor.get(), s.call_auth.get());
     s.watches->Start(s.call_auth.get(), api.jobs);
-    builder.RegisterService(s.density_service.get());
-    builder.RegisterService(s.model_service.get());
-    builder.RegisterService(s.job_service.get());
+    s.services->RegisterWith(builder);
   }
   s.server = builder.BuildAndStart();
   if (!s.server || s.port == 0) {
@@ -126,9 +119,7 @@ absl::Status RpcServer::Start(const Api& api, const auth::Authenticator* authent
   auto* health = s.server->GetHealthCheckService();
   health->SetServingStatus("", true);
   if (api.serves) {
-    for (const char* service : {kDensityServiceName, kModelServiceName, kJobServiceName}) {
-      health->SetServingStatus(service, true);
-    }
+    for (const char* service : kV1ServiceNames) health->SetServingStatus(service, true);
   }
   return absl::OkStatus();
 }
@@ -159,4 +150,4 @@ void RpcServer::Wait() {
   if (impl_->server) impl_->server->Wait();
 }
 
-}  // namespace posbias::service
+}  // namespace posbias::rpc

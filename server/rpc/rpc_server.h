@@ -20,12 +20,7 @@
 #include "server/metrics/metrics.h"
 #include "server/registry/model_catalog.h"
 
-namespace posbias::service {
-
-// Full names of the services, as health checks and reflection know them.
-inline constexpr char kDensityServiceName[] = "posbias.v1.DensityService";
-inline constexpr char kModelServiceName[] = "posbias.v1.ModelService";
-inline constexpr char kJobServiceName[] = "posbias.v1.JobService";
+namespace posbias::rpc {
 
 // gRPC's version, for the start-up line and the build-info metric.
 std::string GrpcVersion();
@@ -54,9 +49,9 @@ class RpcServer {
   // a worker replica).
   struct Api {
     bool serves = true;
-    DensityRequests* density = nullptr;
-    ModelRequests* models = nullptr;
-    JobRequests* jobs = nullptr;
+    api::DensityRequests* density = nullptr;
+    api::ModelRequests* models = nullptr;
+    api::JobRequests* jobs = nullptr;
     registry::ModelCatalog* catalog = nullptr;
     jobs::JobStore* store = nullptr;
   };
@@ -67,7 +62,7 @@ class RpcServer {
   RpcServer& operator=(const RpcServer&) = delete;
 
   // Listens: every call is admitted by `authenticator` under the methods' policies (api_methods.h).
-  absl::Status Start(const Api& api, const auth::Authenticator* authenticator, const ApiMethods* methods);
+  absl::Status Start(const Api& api, const auth::Authenticator* authenticator, const api::ApiMethods* methods);
   int port() const;
   // After a reload of the principals: open streams whose principal was revoked or demoted end.
   void Recheck();
@@ -84,4 +79,4 @@ class RpcServer {
   std::unique_ptr<Impl> impl_;
 };
 
-}  // namespace posbias::service
+}  // namespace posbias::rpc

@@ -1,11 +1,11 @@
-#include "server/grpc/status_mapping.h"
+#include "server/rpc/status_mapping.h"
 
 #include <string>
 
 #include "posbias/v1/common.pb.h"
 #include "server/status/error.h"
 
-namespace posbias::service {
+namespace posbias::rpc {
 namespace {
 
 posbias::v1::ErrorReason ReasonFromName(const std::string& name, absl::StatusCode code) {
@@ -65,4 +65,4 @@ const char* StatusCodeName(grpc::StatusCode code) {
   }
 }
 
-}  // namespace posbias::service
+}  // namespace posbias::rpc

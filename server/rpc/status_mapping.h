@@ -9,7 +9,7 @@
 
 #include "absl/status/status.h"
 
-namespace posbias::service {
+namespace posbias::rpc {
 
 inline constexpr size_t kMaxErrorMessageBytes = 1024;
 
@@ -18,4 +18,4 @@ grpc::Status ToGrpcStatus(const absl::Status& status, grpc::ServerContextBase* c
 // The canonical name of a gRPC status code, e.g. "INVALID_ARGUMENT" (used as a metric label).
 const char* StatusCodeName(grpc::StatusCode code);
 
-}  // namespace posbias::service
+}  // namespace posbias::rpc

@@ -16,12 +16,12 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "server/limits/limits.h"
-#include "server/grpc/call_auth.h"
-#include "server/grpc/call_executor.h"
-#include "server/grpc/rpc_scope.h"
+#include "server/rpc/call_auth.h"
+#include "server/rpc/call_executor.h"
+#include "server/rpc/rpc_scope.h"
 #include "server/status/error.h"
 
-namespace posbias::service {
+namespace posbias::rpc {
 
 // What every call needs besides its handler: where its work runs, its metrics, its door. The
 // server fills it before it starts.
@@ -44,7 +44,7 @@ inline absl::Status ServerBusy(const CallExecutor& executor) {
 // `(caller) -> absl::Status`: its answer is moved into `response`.
 template <typename Request, typename Response, typename Handle>
 auto AnswerInto(const Request* request, Response* response, Handle handle) {
-  return [request, response, handle = std::move(handle)](Caller& caller) {
+  return [request, response, handle = std::move(handle)](api::Caller& caller) {
     auto answer = handle(caller, *request);
     if (answer.ok()) *response = *std::move(answer);
     return answer.status();
@@ -76,7 +76,7 @@ grpc::ServerUnaryReactor* RunUnary(grpc::CallbackServerContext* context, CallExe
 }
 
 // RunUnary for a gRPC-free handler `handle(caller, request) -> absl::StatusOr<Response>` (the
-// Handle* functions of the *_handlers.h headers): its answer is moved into `response`.
+// Handle* functions of server/api/v1_handlers.h): its answer is moved into `response`.
 template <typename Request, typename Response, typename Handle>
 grpc::ServerUnaryReactor* AnswerUnary(grpc::CallbackServerContext* context, const CallRuntime& runtime,
                                       const Request* request, Response* response, Handle handle) {
@@ -110,4 +110,4 @@ grpc::ServerUnaryReactor* AnswerUnaryInline(grpc::CallbackServerContext* context
                         AnswerInto(request, response, std::move(handle)));
 }
 
-}  // namespace posbias::service
+}  // namespace posbias::rpc

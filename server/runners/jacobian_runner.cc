@@ -381,21 +381,10 @@ absl::StatusOr<jacobian::MeasureResult> MeasureOne(Loaded& loaded, jacobian::Mea
   return result;
 }
 
-// The token ids every model of a comparison job is measured on: the first model's (drawn from
-// its vocabulary and the seed, or given; none for Gaussian embeddings). Drawn here rather than
-// taken from the first model's measurement, so that a part holding only other models' samples
-// has them too.
-std::vector<std::vector<int64_t>> ReferenceIds(const jobs::JobRecord& job, const models::ModelConfig& first) {
-  if (job.spec.input == jobs::JacobianInput::kGivenTokens) return job.spec.tokens;
-  if (job.spec.input != jobs::JacobianInput::kRandomTokens) return {};
-  return jacobian::DrawTokenIds(first.vocab_size, OptionsFor(job.spec, "cpu"));
-}
-
 // Comparison jobs: the index-th model of `versus` over its stage's range of the reference's
 // samples, resumed from `done`.
 absl::StatusOr<statistics::MeasuredModel> MeasureVersus(registry::ModelCatalog* catalog, registry::ModelCache* cache,
-                                                  const jobs::JobRecord& job, const models::ModelConfig& first,
-                                                  const std::vector<std::vector<int64_t>>& reference_ids, size_t index,
+                                                  const jobs::JobRecord& job, const models::ModelConfig& first, size_t index,
                                                   std::vector<jacobian::SampleRecord>& done, const Stage& stage,
                                                   int64_t& vjps) {
   const auto& versus = job.spec.versus[index];
@@ -413,12 +402,10 @@ absl::StatusOr<statistics::MeasuredModel> MeasureVersus(registry::ModelCatalog* 
     loaded = *std::move(bound);
   }
   jacobian::MeasureOptions options = OptionsFor(job.spec, job.device.empty() ? "cpu" : job.device);
-  // The same inputs: the reference's token ids (drawn from its vocabulary, or given); Gaussian
-  // embeddings and probes are drawn from the same seed.
-  if (!reference_ids.empty()) {
-    options.input = jobs::JacobianInput::kGivenTokens;
-    options.tokens = reference_ids;
-  }
+  // The same inputs as the first model's: its random ids (the same seed, drawn from its
+  // vocabulary; a part holding only this model's samples draws them too), the given ids, or the
+  // Gaussian embeddings and probes of the same seed.
+  if (job.spec.input == jobs::JacobianInput::kRandomTokens) options.draw_vocab_size = first.vocab_size;
   SetRange(options, job, stage.range);
   options.done_samples = std::move(done);
   auto result = MeasureOne(loaded, options, stage);
@@ -479,12 +466,11 @@ absl::StatusOr<std::string> JacobianRunner::Run(const jobs::JobRecord& job,
     }
   }
   const models::ModelConfig first_config = first->model->config();
-  const auto reference_ids = job.spec.versus.empty() ? std::vector<std::vector<int64_t>>{} : ReferenceIds(job, first_config);
   first->model.reset();  // One model at a time: the next one may need its room.
   for (size_t i = 0; i < job.spec.versus.size(); ++i) {
     if (ranges[i + 1].empty()) continue;
     const std::string name = job.spec.versus[i].init ? std::string(jobs::kVersusInit) : job.spec.versus[i].model;
-    auto other = MeasureVersus(catalog_, cache_, job, first_config, reference_ids, i, versus_done[i],
+    auto other = MeasureVersus(catalog_, cache_, job, first_config, i, versus_done[i],
                                stage(i + 1, name, &checkpoint["versus"][i]), vjps);
     if (!other.ok()) return other.status();
     measured.push_back(*std::move(other));

@@ -9,11 +9,12 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <functional>
 #include <mutex>
 #include <thread>
 
-namespace posbias::host {
+namespace posbias::threads {
 
 class PeriodicTask {
  public:
@@ -27,20 +28,24 @@ class PeriodicTask {
   PeriodicTask& operator=(const PeriodicTask&) = delete;
   ~PeriodicTask() { Stop(); }
 
-  // Starts the thread (once): `task` runs every options.interval until Stop.
+  // Starts the thread (once; not after Stop): `task` runs every options.interval until Stop.
   void Start(const Options& options, std::function<void()> task);
   // Ends the current wait early: the task runs now (no-op when stopped).
   void Wake();
   // Ends the thread after the run in progress, if any, and joins it.
   void Stop();
   bool stopping() const;
+  // How many waits between runs the thread has begun: tests wait on it to know the task is
+  // waiting (it has run what it will run before the wait).
+  int64_t waits_begun() const;
 
  private:
   mutable std::mutex mutex_;
   std::condition_variable wake_;
   bool stopping_ = false;
   bool woken_ = false;
+  int64_t waits_begun_ = 0;
   std::thread thread_;
 };
 
-}  // namespace posbias::host
+}  // namespace posbias::threads

@@ -7,7 +7,6 @@
 #include <cmath>
 #include <limits>
 
-#include "server/admission/labels.h"
 #include "server/status/error.h"
 
 namespace posbias::admission {
@@ -172,18 +171,6 @@ TEST(AdmitJob, RefusesMalformedLabelsAndRequestIds) {
   job.labels = {};
   job.request_id = std::string(129, 'r');
   EXPECT_EQ(ErrorFieldOf(Admit(job)), "request_id");
-}
-
-TEST(LabelSelector, EveryTermMustMatch) {
-  auto terms = ParseLabelSelector("team=a,sweep=b");
-  ASSERT_TRUE(terms.ok()) << terms.status();
-  EXPECT_TRUE(MatchesLabels({{"team", "a"}, {"sweep", "b"}, {"x", "y"}}, *terms));
-  EXPECT_FALSE(MatchesLabels({{"team", "a"}}, *terms));
-  EXPECT_TRUE(ParseLabelSelector("")->empty());
-  EXPECT_TRUE(ParseLabelSelector("team=")->count("team"));
-  for (const char* bad : {"team", "team=a,", ",team=a", "team=a, sweep=b", "team=a,team=b", "Team=a"}) {
-    EXPECT_EQ(ParseLabelSelector(bad).status().code(), absl::StatusCode::kInvalidArgument) << bad;
-  }
 }
 
 }  // namespace

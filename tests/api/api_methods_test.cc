@@ -19,7 +19,7 @@
 #include "server/api/enum_check.h"
 #include "server/status/error.h"
 
-namespace posbias::service {
+namespace posbias::api {
 namespace {
 
 using google::protobuf::Descriptor;
@@ -214,4 +214,4 @@ TEST(EnumValues, TheIssuesExamplesAreRefusedNamingTheirFields) {
 }
 
 }  // namespace
-}  // namespace posbias::service
+}  // namespace posbias::api

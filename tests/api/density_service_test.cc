@@ -1,11 +1,11 @@
-// The density RPC handlers (declared in the generated density_service_handlers.h) called
+// The density RPC handlers (declared in the generated v1_handlers.h) called
 // directly, with no transport: limits and request conversions.
 #include "server/api/density_requests.h"
 
 #include "gtest/gtest.h"
 #include "server/status/error.h"
 
-namespace posbias::service {
+namespace posbias::api {
 namespace {
 
 // A handler's answer to a caller who stays (or, with `gone`, has left), under `limits`.
@@ -121,4 +121,4 @@ TEST(HandleFitProfile, RejectsAnUnknownModelValue) {
 }
 
 }  // namespace
-}  // namespace posbias::service
+}  // namespace posbias::api

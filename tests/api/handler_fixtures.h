@@ -9,7 +9,7 @@
 #include "gtest/gtest.h"
 #include "server/api/caller.h"
 
-namespace posbias::service {
+namespace posbias::api {
 
 inline Caller CallerOf(const std::string& tenant, auth::Role role = auth::Role::kOperator) {
   Caller caller;
@@ -29,4 +29,4 @@ inline std::filesystem::path FreshTestDirectory(const std::string& suite) {
   return base;
 }
 
-}  // namespace posbias::service
+}  // namespace posbias::api

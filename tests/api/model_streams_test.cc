@@ -13,7 +13,7 @@
 #include "server/status/error.h"
 #include "tests/api/handler_fixtures.h"
 
-namespace posbias::service {
+namespace posbias::api {
 namespace {
 namespace fs = std::filesystem;
 
@@ -175,4 +175,4 @@ TEST_F(ModelStreamsTest, AnExportWhoseClientLeftStopsCancelled) {
 }
 
 }  // namespace
-}  // namespace posbias::service
+}  // namespace posbias::api

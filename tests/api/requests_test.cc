@@ -1,5 +1,5 @@
 // The job and model services' handlers as plain functions (declared in the generated
-// job_service_handlers.h and model_service_handlers.h), called directly: a real SQLite store and catalog, callers of two
+// v1_handlers.h), called directly: a real SQLite store and catalog, callers of two
 // tenants and an admin, no gRPC.
 #include <filesystem>
 #include <string>
@@ -14,7 +14,7 @@
 #include "server/status/error.h"
 #include "tests/api/handler_fixtures.h"
 
-namespace posbias::service {
+namespace posbias::api {
 namespace {
 namespace fs = std::filesystem;
 
@@ -267,4 +267,4 @@ TEST_F(RequestsTest, PresetsStateTheirSizeAndAModelWithoutATokenizerCannotTokeni
 }
 
 }  // namespace
-}  // namespace posbias::service
+}  // namespace posbias::api

@@ -10,7 +10,7 @@
 #include "server/api/result_pages.h"
 #include "server/status/error.h"
 
-namespace posbias::service {
+namespace posbias::api {
 namespace {
 
 // A finished job with `samples` raw samples kept at each of `length` positions.
@@ -70,4 +70,4 @@ TEST(ResultPages, OnePositionLargerThanTheLimitIsRefusedNamingWhatToNarrow) {
 }
 
 }  // namespace
-}  // namespace posbias::service
+}  // namespace posbias::api

@@ -1,6 +1,6 @@
 // In-process service tests: a real posbias server on a loopback port, called through the real
 // client library; metrics scraped over HTTP.
-#include "server/app/server.h"
+#include "server/app/replica.h"
 
 #include <httplib.h>
 
@@ -13,20 +13,20 @@
 #include "posbias/client.h"
 #include "server/metrics/metrics.h"
 
-namespace posbias::service {
+namespace posbias::app {
 namespace {
 
-class ServerTest : public ::testing::Test {
+class ReplicaTest : public ::testing::Test {
  protected:
   void SetUp() override {
     metrics_ = std::make_unique<metrics::Metrics>(metrics::BuildInfo{"test", "grpc", "protobuf"});
-    Server::Options options;
+    Replica::Options options;
     options.listen_address = "127.0.0.1:0";
     options.density_limits.max_points = 1000;
     data_dir_ = std::filesystem::temp_directory_path() / ("posbias_server_test_" + std::to_string(::getpid()));
     std::filesystem::remove_all(data_dir_);
     options.data_dir = data_dir_.string();
-    server_ = std::make_unique<Server>(options, metrics_.get());
+    server_ = std::make_unique<Replica>(options, metrics_.get());
     ASSERT_TRUE(server_->Start().ok());
     client_ = std::make_unique<Client>(
         ClientOptions{.target = "127.0.0.1:" + std::to_string(server_->port())});
@@ -48,19 +48,19 @@ class ServerTest : public ::testing::Test {
 
   std::filesystem::path data_dir_;
   std::unique_ptr<metrics::Metrics> metrics_;
-  std::unique_ptr<Server> server_;
+  std::unique_ptr<Replica> server_;
   std::unique_ptr<Client> client_;
 };
 
-TEST_F(ServerTest, ReportsServingOverallAndForTheDensityService) {
+TEST_F(ReplicaTest, ReportsServingOverallAndForTheDensityService) {
   EXPECT_EQ(*client_->Check(""), ServingStatus::kServing);
-  EXPECT_EQ(*client_->Check(kDensityServiceName), ServingStatus::kServing);
-  EXPECT_EQ(*client_->Check(kJobServiceName), ServingStatus::kServing);
-  EXPECT_EQ(*client_->Check(kModelServiceName), ServingStatus::kServing);
+  EXPECT_EQ(*client_->Check("posbias.v1.DensityService"), ServingStatus::kServing);
+  EXPECT_EQ(*client_->Check("posbias.v1.JobService"), ServingStatus::kServing);
+  EXPECT_EQ(*client_->Check("posbias.v1.ModelService"), ServingStatus::kServing);
   EXPECT_EQ(client_->Check("no.such.Service").status().code(), absl::StatusCode::kNotFound);
 }
 
-TEST_F(ServerTest, EvaluatesTheContinuumAtGivenPoints) {
+TEST_F(ReplicaTest, EvaluatesTheContinuumAtGivenPoints) {
   auto response = client_->EvaluateContinuum(ContinuumRequest(24, 0.5, {0.5, 1.0}));
   ASSERT_TRUE(response.ok()) << response.status();
   ASSERT_EQ(response->density_size(), 2);
@@ -71,7 +71,7 @@ TEST_F(ServerTest, EvaluatesTheContinuumAtGivenPoints) {
   EXPECT_EQ(response->ccdf(1), 0.0);
 }
 
-TEST_F(ServerTest, EvaluatesOnALogGridEndingExactlyAtItsBounds) {
+TEST_F(ReplicaTest, EvaluatesOnALogGridEndingExactlyAtItsBounds) {
   v1::EvaluateContinuumRequest request;
   request.mutable_model()->set_depth(12);
   request.mutable_model()->set_alpha(0.25);
@@ -89,7 +89,7 @@ TEST_F(ServerTest, EvaluatesOnALogGridEndingExactlyAtItsBounds) {
   EXPECT_EQ(response->cdf_size(), 0);  // Only the requested quantity.
 }
 
-TEST_F(ServerTest, RejectsABadDepthWithItsReasonAndField) {
+TEST_F(ReplicaTest, RejectsABadDepthWithItsReasonAndField) {
   auto response = client_->EvaluateContinuum(ContinuumRequest(0, 0.5, {0.5}));
   EXPECT_EQ(response.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(ErrorReason(response.status()), "INVALID_DEPTH");
@@ -97,7 +97,7 @@ TEST_F(ServerTest, RejectsABadDepthWithItsReasonAndField) {
   EXPECT_NE(response.status().message().find("1..100000"), std::string::npos);
 }
 
-TEST_F(ServerTest, RejectsAlphaOutsideTheUnitIntervalAndNan) {
+TEST_F(ReplicaTest, RejectsAlphaOutsideTheUnitIntervalAndNan) {
   for (double alpha : {-0.1, 1.5, std::nan("")}) {
     auto response = client_->EvaluateContinuum(ContinuumRequest(3, alpha, {0.5}));
     EXPECT_EQ(response.status().code(), absl::StatusCode::kInvalidArgument);
@@ -105,7 +105,7 @@ TEST_F(ServerTest, RejectsAlphaOutsideTheUnitIntervalAndNan) {
   }
 }
 
-TEST_F(ServerTest, RejectsPointsOutsideTheOpenClosedUnitIntervalNamingTheIndex) {
+TEST_F(ReplicaTest, RejectsPointsOutsideTheOpenClosedUnitIntervalNamingTheIndex) {
   auto response = client_->EvaluateContinuum(ContinuumRequest(3, 0.5, {0.5, 0.0}));
   EXPECT_EQ(ErrorReason(response.status()), "INVALID_POINT");
   EXPECT_EQ(ErrorField(response.status()), "point_list.x[1]");
@@ -113,7 +113,7 @@ TEST_F(ServerTest, RejectsPointsOutsideTheOpenClosedUnitIntervalNamingTheIndex) 
   EXPECT_EQ(ErrorReason(response.status()), "EMPTY_REQUEST");
 }
 
-TEST_F(ServerTest, RefusesMorePointsThanTheLimitAsResourceExhausted) {
+TEST_F(ReplicaTest, RefusesMorePointsThanTheLimitAsResourceExhausted) {
   v1::EvaluateContinuumRequest request = ContinuumRequest(3, 0.5, {});
   for (int i = 0; i < 1001; ++i) request.mutable_point_list()->add_x(0.5);
   auto response = client_->EvaluateContinuum(request);
@@ -121,7 +121,7 @@ TEST_F(ServerTest, RefusesMorePointsThanTheLimitAsResourceExhausted) {
   EXPECT_EQ(ErrorReason(response.status()), "REQUEST_TOO_LARGE");
 }
 
-TEST_F(ServerTest, ReturnsTheDiscreteProfileAtAStrideWithSummaries) {
+TEST_F(ReplicaTest, ReturnsTheDiscreteProfileAtAStrideWithSummaries) {
   v1::EvaluateDiscreteRequest request;
   request.mutable_model()->set_depth(24);
   request.mutable_model()->set_alpha(0.5);
@@ -138,7 +138,7 @@ TEST_F(ServerTest, ReturnsTheDiscreteProfileAtAStrideWithSummaries) {
   EXPECT_EQ(response->coherent_summary().quantiles_size(), 3);
 }
 
-TEST_F(ServerTest, SummarizesTenMillionPositionsWhenOnlySummariesAreAsked) {
+TEST_F(ReplicaTest, SummarizesTenMillionPositionsWhenOnlySummariesAreAsked) {
   v1::EvaluateDiscreteRequest request;
   request.mutable_model()->set_depth(2);
   request.mutable_model()->set_alpha(0.5);
@@ -151,7 +151,7 @@ TEST_F(ServerTest, SummarizesTenMillionPositionsWhenOnlySummariesAreAsked) {
   EXPECT_NEAR(response->coherent_summary().total(), 1.0, 1e-9);
 }
 
-TEST_F(ServerTest, RefusesTooManyReturnedPositionsAndPositionsOutOfRange) {
+TEST_F(ReplicaTest, RefusesTooManyReturnedPositionsAndPositionsOutOfRange) {
   v1::EvaluateDiscreteRequest request;
   request.mutable_model()->set_depth(2);
   request.mutable_model()->set_alpha(0.5);
@@ -167,7 +167,7 @@ TEST_F(ServerTest, RefusesTooManyReturnedPositionsAndPositionsOutOfRange) {
   EXPECT_EQ(ErrorReason(client_->EvaluateDiscrete(request).status()), "INVALID_LENGTH");
 }
 
-TEST_F(ServerTest, SummarizesTheContinuumAndAMeasuredProfile) {
+TEST_F(ReplicaTest, SummarizesTheContinuumAndAMeasuredProfile) {
   v1::SummarizeProfileRequest request;
   request.mutable_theory()->mutable_model()->set_depth(24);
   request.mutable_theory()->mutable_model()->set_alpha(0.5);
@@ -185,7 +185,7 @@ TEST_F(ServerTest, SummarizesTheContinuumAndAMeasuredProfile) {
   EXPECT_DOUBLE_EQ(response->summary().last_token_jump(), 2.0);
 }
 
-TEST_F(ServerTest, FitsAlphaToAnExactCoherentProfile) {
+TEST_F(ReplicaTest, FitsAlphaToAnExactCoherentProfile) {
   v1::EvaluateDiscreteRequest discrete;
   discrete.mutable_model()->set_depth(12);
   discrete.mutable_model()->set_alpha(0.3);
@@ -205,7 +205,7 @@ TEST_F(ServerTest, FitsAlphaToAnExactCoherentProfile) {
   EXPECT_LT(response->fits(0).metrics().rmse_log(), 1e-6);
 }
 
-TEST_F(ServerTest, RejectsAMeasuredProfileWithNanNamingTheIndex) {
+TEST_F(ReplicaTest, RejectsAMeasuredProfileWithNanNamingTheIndex) {
   v1::FitProfileRequest request;
   for (double value : {1.0, 2.0, std::nan(""), 3.0}) request.mutable_measured()->add_values(value);
   auto response = client_->FitProfile(request);
@@ -236,7 +236,7 @@ std::string RunTinyJob(Client& client, uint32_t samples, bool fit_effective_dept
   return job->id();
 }
 
-TEST_F(ServerTest, ResultsCompareTheMeasuredProfileWithFittedAndMeasuredAlphaTheory) {
+TEST_F(ReplicaTest, ResultsCompareTheMeasuredProfileWithFittedAndMeasuredAlphaTheory) {
   v1::GetJobResultRequest request;
   request.set_id(RunTinyJob(*client_, 4));
   auto result = client_->GetJobResult(request);
@@ -286,7 +286,7 @@ TEST_F(ServerTest, ResultsCompareTheMeasuredProfileWithFittedAndMeasuredAlphaThe
   EXPECT_EQ(lean->jacobian_norm().profile().theory().fits_size(), 2);
 }
 
-TEST_F(ServerTest, FitsTheEffectiveDepthWhenTheSpecAsksForIt) {
+TEST_F(ReplicaTest, FitsTheEffectiveDepthWhenTheSpecAsksForIt) {
   v1::GetJobResultRequest request;
   request.set_id(RunTinyJob(*client_, 3, /*fit_effective_depth=*/true));
   auto result = client_->GetJobResult(request);
@@ -318,7 +318,7 @@ TEST_F(ServerTest, FitsTheEffectiveDepthWhenTheSpecAsksForIt) {
   }
 }
 
-TEST_F(ServerTest, OneSampleHasNoSamplingSpreadOfLambda) {
+TEST_F(ReplicaTest, OneSampleHasNoSamplingSpreadOfLambda) {
   v1::GetJobResultRequest request;
   request.set_id(RunTinyJob(*client_, 1));
   auto result = client_->GetJobResult(request);
@@ -329,7 +329,7 @@ TEST_F(ServerTest, OneSampleHasNoSamplingSpreadOfLambda) {
   }
 }
 
-TEST_F(ServerTest, RegistersAModelAndMeasuresItThroughTheQueue) {
+TEST_F(ReplicaTest, RegistersAModelAndMeasuresItThroughTheQueue) {
   v1::RegisterModelRequest model;
   model.set_name("tiny");
   model.mutable_preset()->set_preset("gpt2-tiny");
@@ -423,7 +423,7 @@ TEST_F(ServerTest, RegistersAModelAndMeasuresItThroughTheQueue) {
 
 // compare_pathways through the API: the value pathway next to the full one on every page
 // position; under uniform attention the score pathway has nothing to carry, so the ratio is 1.
-TEST_F(ServerTest, AComparedJobReportsTheValuePathwaysShareOfTheJacobian) {
+TEST_F(ReplicaTest, AComparedJobReportsTheValuePathwaysShareOfTheJacobian) {
   auto run = [&](const std::string& model) -> v1::GetJobResultResponse {
     v1::SubmitJobRequest submit;
     auto* spec = submit.mutable_spec()->mutable_jacobian_norm();
@@ -476,7 +476,7 @@ TEST_F(ServerTest, AComparedJobReportsTheValuePathwaysShareOfTheJacobian) {
 
 // Found by reading the code: "team=a,sweep=b" was taken as one label "team" with the value
 // "a,sweep=b", so a selector of two terms matched nothing.
-TEST_F(ServerTest, EvaluatesTheDiscreteRowWithASlidingWindowAndRefusesItsContinuum) {
+TEST_F(ReplicaTest, EvaluatesTheDiscreteRowWithASlidingWindowAndRefusesItsContinuum) {
   v1::EvaluateDiscreteRequest request;
   request.mutable_model()->set_depth(3);
   request.mutable_model()->set_alpha(0.5);
@@ -513,7 +513,7 @@ TEST_F(ServerTest, EvaluatesTheDiscreteRowWithASlidingWindowAndRefusesItsContinu
   EXPECT_NE(refused.status().message().find("no continuum limit"), std::string::npos) << refused.status();
 }
 
-TEST_F(ServerTest, RefusesEnumNumbersTheProtoDoesNotDefineInsteadOfReadingThemAsDefaults) {
+TEST_F(ReplicaTest, RefusesEnumNumbersTheProtoDoesNotDefineInsteadOfReadingThemAsDefaults) {
   v1::RegisterModelRequest model;
   model.set_name("tiny");
   model.mutable_preset()->set_preset("gpt2-tiny");
@@ -538,7 +538,7 @@ TEST_F(ServerTest, RefusesEnumNumbersTheProtoDoesNotDefineInsteadOfReadingThemAs
   EXPECT_EQ(messages, 0);  // Nothing of the file was streamed.
 }
 
-TEST_F(ServerTest, ListsJobsMatchingEveryTermOfALabelSelector) {
+TEST_F(ReplicaTest, ListsJobsMatchingEveryTermOfALabelSelector) {
   v1::SubmitJobRequest submit;
   auto* spec = submit.mutable_spec()->mutable_jacobian_norm();
   spec->set_model("cesaro");
@@ -579,7 +579,7 @@ TEST_F(ServerTest, ListsJobsMatchingEveryTermOfALabelSelector) {
   EXPECT_EQ(ErrorField(refused.status()), "labels");
 }
 
-TEST_F(ServerTest, ExportsRequestCountsLatenciesAndMemoryOverHttp) {
+TEST_F(ReplicaTest, ExportsRequestCountsLatenciesAndMemoryOverHttp) {
   metrics::MetricsHttpServer http(metrics_.get(), "127.0.0.1", 0);
   ASSERT_TRUE(http.Start().ok());
   ASSERT_TRUE(client_->EvaluateContinuum(ContinuumRequest(3, 0.5, {0.5})).ok());
@@ -598,7 +598,7 @@ TEST_F(ServerTest, ExportsRequestCountsLatenciesAndMemoryOverHttp) {
   http.Stop();
 }
 
-TEST_F(ServerTest, DrainsAnInFlightCallBeforeShuttingDown) {
+TEST_F(ReplicaTest, DrainsAnInFlightCallBeforeShuttingDown) {
   v1::EvaluateDiscreteRequest request;
   request.mutable_model()->set_depth(24);
   request.mutable_model()->set_alpha(0.5);
@@ -613,23 +613,23 @@ TEST_F(ServerTest, DrainsAnInFlightCallBeforeShuttingDown) {
 }
 
 }  // namespace
-}  // namespace posbias::service
+}  // namespace posbias::app
 
-namespace posbias::service {
+namespace posbias::app {
 namespace {
 
 // A server whose jobs wait: no CPU worker (and no GPU), so a submitted job stays QUEUED.
-class NoWorkerServerTest : public ::testing::Test {
+class NoWorkerReplicaTest : public ::testing::Test {
  protected:
   void SetUp() override {
     metrics_ = std::make_unique<metrics::Metrics>(metrics::BuildInfo{"test", "grpc", "protobuf"});
-    Server::Options options;
+    Replica::Options options;
     options.listen_address = "127.0.0.1:0";
     options.cpu_worker = false;
     data_dir_ = std::filesystem::temp_directory_path() / ("posbias_noworker_test_" + std::to_string(::getpid()));
     std::filesystem::remove_all(data_dir_);
     options.data_dir = data_dir_.string();
-    server_ = std::make_unique<Server>(options, metrics_.get());
+    server_ = std::make_unique<Replica>(options, metrics_.get());
     ASSERT_TRUE(server_->Start().ok());
     client_ = std::make_unique<Client>(ClientOptions{.target = "127.0.0.1:" + std::to_string(server_->port())});
   }
@@ -658,11 +658,11 @@ class NoWorkerServerTest : public ::testing::Test {
 
   std::filesystem::path data_dir_;
   std::unique_ptr<metrics::Metrics> metrics_;
-  std::unique_ptr<Server> server_;
+  std::unique_ptr<Replica> server_;
   std::unique_ptr<Client> client_;
 };
 
-TEST_F(NoWorkerServerTest, AJobIsBoundToTheModelsUidAndAForcedDeletionCancelsAndListsIt) {
+TEST_F(NoWorkerReplicaTest, AJobIsBoundToTheModelsUidAndAForcedDeletionCancelsAndListsIt) {
   auto first = Register("shared-m", 1);
   ASSERT_TRUE(first.ok()) << first.status();
   EXPECT_EQ(first->uid().size(), 32u);
@@ -697,7 +697,7 @@ TEST_F(NoWorkerServerTest, AJobIsBoundToTheModelsUidAndAForcedDeletionCancelsAnd
   EXPECT_EQ(next->model_uid(), second->uid());
 }
 
-TEST_F(NoWorkerServerTest, AModelAQueuedComparisonJobMeasuresAfterItsFirstIsInUseToo) {
+TEST_F(NoWorkerReplicaTest, AModelAQueuedComparisonJobMeasuresAfterItsFirstIsInUseToo) {
   ASSERT_TRUE(Register("first-m", 1).ok());
   ASSERT_TRUE(Register("other-m", 2).ok());
   auto job = Submit("first-m", {"init", "other-m"});
@@ -717,4 +717,4 @@ TEST_F(NoWorkerServerTest, AModelAQueuedComparisonJobMeasuresAfterItsFirstIsInUs
 }
 
 }  // namespace
-}  // namespace posbias::service
+}  // namespace posbias::app

@@ -2,7 +2,7 @@
 // threads, called by many clients at once through the real client library. Open WatchJob streams
 // hold no thread, bursts queue instead of being refused, a full queue or stream cap is refused with
 // SERVER_BUSY, CancelJob gets through, and an upload that goes quiet is ended.
-#include "server/app/server.h"
+#include "server/app/replica.h"
 
 #include <atomic>
 #include <chrono>
@@ -17,16 +17,17 @@
 #include "posbias/v1/model_service.grpc.pb.h"
 #include "server/metrics/metrics.h"
 #include "server/models/config.h"
+#include "tests/support/eventually.h"
 
-namespace posbias::service {
+namespace posbias::app {
 namespace {
 
 using namespace std::chrono_literals;
 
-class SharedServerTest : public ::testing::Test {
+class SharedReplicaTest : public ::testing::Test {
  protected:
   // A server whose jobs stay QUEUED (no CPU worker): watches stay open as long as a test wants.
-  void StartServer(Server::Options options) {
+  void StartServer(Replica::Options options) {
     options.listen_address = "127.0.0.1:0";
     options.cpu_worker = false;
     data_dir_ = std::filesystem::temp_directory_path() /
@@ -35,7 +36,7 @@ class SharedServerTest : public ::testing::Test {
     std::filesystem::remove_all(data_dir_);
     options.data_dir = data_dir_.string();
     metrics_ = std::make_unique<metrics::Metrics>(metrics::BuildInfo{"test", "grpc", "protobuf"});
-    server_ = std::make_unique<Server>(options, metrics_.get());
+    server_ = std::make_unique<Replica>(options, metrics_.get());
     ASSERT_TRUE(server_->Start().ok());
     client_ = std::make_unique<Client>(ClientOptions{.target = Target()});
   }
@@ -72,9 +73,8 @@ class SharedServerTest : public ::testing::Test {
         if (status.ok()) ++watches_ok_;
       });
     }
-    const auto deadline = std::chrono::steady_clock::now() + 20s;
-    while (first_messages_ < count && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(10ms);
-    ASSERT_GE(first_messages_.load(), count) << "every watch gets the job as it is";
+    ASSERT_TRUE(test_support::Eventually([&] { return first_messages_ >= count; }, 20s))
+        << "every watch gets the job as it is (" << first_messages_ << " of " << count << " within 20 s)";
   }
   void JoinWatches() {
     for (auto& thread : watchers_) thread.join();
@@ -83,15 +83,15 @@ class SharedServerTest : public ::testing::Test {
 
   std::filesystem::path data_dir_;
   std::unique_ptr<metrics::Metrics> metrics_;
-  std::unique_ptr<Server> server_;
+  std::unique_ptr<Replica> server_;
   std::unique_ptr<Client> client_;
   std::vector<std::thread> watchers_;
   std::atomic<int> first_messages_{0}, watches_ok_{0};
   std::atomic<int> last_state_{0};
 };
 
-TEST_F(SharedServerTest, ManyOpenWatchStreamsLeaveEveryOtherCallAnswered) {
-  Server::Options options;
+TEST_F(SharedReplicaTest, ManyOpenWatchStreamsLeaveEveryOtherCallAnswered) {
+  Replica::Options options;
   options.max_rpc_threads = 2;  // Fewer threads than open streams by far.
   StartServer(options);
   const std::string id = QueuedJob();
@@ -114,8 +114,8 @@ TEST_F(SharedServerTest, ManyOpenWatchStreamsLeaveEveryOtherCallAnswered) {
   EXPECT_EQ(last_state_.load(), v1::JOB_STATE_CANCELLED);
 }
 
-TEST_F(SharedServerTest, AWatchBeyondTheCapIsRefusedAsServerBusy) {
-  Server::Options options;
+TEST_F(SharedReplicaTest, AWatchBeyondTheCapIsRefusedAsServerBusy) {
+  Replica::Options options;
   options.max_watch_streams = 3;
   options.tenant_share = 1.0;  // One tenant: the server-wide cap is what is tried here, not a share.
   StartServer(options);
@@ -159,8 +159,8 @@ std::pair<int, int> Burst(const std::string& target, int threads, int calls_each
   return {ok.load(), busy.load()};
 }
 
-TEST_F(SharedServerTest, ABurstOfCallsQueuesInsteadOfBeingRefused) {
-  Server::Options options;
+TEST_F(SharedReplicaTest, ABurstOfCallsQueuesInsteadOfBeingRefused) {
+  Replica::Options options;
   options.max_rpc_threads = 2;
   StartServer(options);
   const auto [ok, busy] = Burst(Target(), 48, 5, 20'000);
@@ -168,8 +168,8 @@ TEST_F(SharedServerTest, ABurstOfCallsQueuesInsteadOfBeingRefused) {
   EXPECT_EQ(busy, 0);
 }
 
-TEST_F(SharedServerTest, AFullQueueRefusesWithServerBusyAndTheRestAreAnswered) {
-  Server::Options options;
+TEST_F(SharedReplicaTest, AFullQueueRefusesWithServerBusyAndTheRestAreAnswered) {
+  Replica::Options options;
   options.max_rpc_threads = 1;
   options.max_waiting_calls = 1;
   StartServer(options);
@@ -178,8 +178,8 @@ TEST_F(SharedServerTest, AFullQueueRefusesWithServerBusyAndTheRestAreAnswered) {
   EXPECT_EQ(ok + busy, 32) << "every other call is answered";
 }
 
-TEST_F(SharedServerTest, AnUploadThatGoesQuietIsEndedAndLeavesNoFile) {
-  Server::Options options;
+TEST_F(SharedReplicaTest, AnUploadThatGoesQuietIsEndedAndLeavesNoFile) {
+  Replica::Options options;
   options.upload_idle_seconds = 1;
   StartServer(options);
   auto stub = v1::ModelService::NewStub(client_->channel());
@@ -195,8 +195,11 @@ TEST_F(SharedServerTest, AnUploadThatGoesQuietIsEndedAndLeavesNoFile) {
   v1::UploadModelRequest chunk;
   chunk.set_chunk(std::string(100, 'x'));
   ASSERT_TRUE(writer->Write(chunk));
-  std::this_thread::sleep_for(2500ms);  // Longer than the idle timeout: the server ends the call.
+  // The client sends nothing more: Finish waits for the status the server sends when the idle
+  // timeout ends the call (the context's 20 s deadline would say DEADLINE_EXCEEDED without it).
+  const auto silent_from = std::chrono::steady_clock::now();
   const grpc::Status status = writer->Finish();
+  EXPECT_LT(std::chrono::steady_clock::now() - silent_from, 15s) << "the server, not the client's deadline, ended it";
   EXPECT_EQ(status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED) << status.error_message();
   EXPECT_NE(status.error_message().find("sent nothing"), std::string::npos) << status.error_message();
   for (const auto& file : std::filesystem::directory_iterator(data_dir_ / "uploads")) {
@@ -224,7 +227,7 @@ grpc::Status UploadMetadataOnly(Client& client, const v1::UploadModelRequest& me
   return writer->Finish();
 }
 
-TEST_F(SharedServerTest, AnUploadWithABadConfigIsRefusedBeforeItsWeightsAreSent) {
+TEST_F(SharedReplicaTest, AnUploadWithABadConfigIsRefusedBeforeItsWeightsAreSent) {
   StartServer({});
   const grpc::Status not_json = UploadMetadataOnly(*client_, UploadMetadata("{not json"));
   EXPECT_EQ(not_json.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << not_json.error_message();
@@ -238,7 +241,7 @@ TEST_F(SharedServerTest, AnUploadWithABadConfigIsRefusedBeforeItsWeightsAreSent)
   EXPECT_NE(family.error_message().find("mamba"), std::string::npos) << family.error_message();
 }
 
-TEST_F(SharedServerTest, AnUploadOfATorchScriptModuleSaysToRegisterItFromTheModelRoot) {
+TEST_F(SharedReplicaTest, AnUploadOfATorchScriptModuleSaysToRegisterItFromTheModelRoot) {
   StartServer({});
   auto metadata = UploadMetadata("");
   metadata.mutable_metadata()->set_format(v1::MODEL_FILE_FORMAT_TORCHSCRIPT);
@@ -247,7 +250,7 @@ TEST_F(SharedServerTest, AnUploadOfATorchScriptModuleSaysToRegisterItFromTheMode
   EXPECT_NE(status.error_message().find("RegisterModel"), std::string::npos) << status.error_message();
 }
 
-TEST_F(SharedServerTest, AnUploadKeepsItsAblations) {
+TEST_F(SharedReplicaTest, AnUploadKeepsItsAblations) {
   StartServer({});
   // A real gpt2-tiny checkpoint: exported from the built-in preset, uploaded again with an ablation.
   auto stub = v1::ModelService::NewStub(client_->channel());
@@ -285,4 +288,4 @@ TEST_F(SharedServerTest, AnUploadKeepsItsAblations) {
 }
 
 }  // namespace
-}  // namespace posbias::service
+}  // namespace posbias::app

@@ -110,11 +110,11 @@ def load(source_dir):
 def self_test(files, rules):
     """The checker must catch a wrong arrow, a torch leak and an unruled file."""
     planted = dict(files)
-    planted["density/planted.cc"] = '#include "server/app/server.h"\n'
+    planted["density/planted.cc"] = '#include "server/app/replica.h"\n'
     planted["jobs/planted.h"] = '#include "server/models/model.h"\n'
     planted["newroom/planted.cc"] = "int x;\n"
     problems = check(planted, rules)
-    expected = ["density/planted.cc:1: includes server/app/server.h",
+    expected = ["density/planted.cc:1: includes server/app/replica.h",
                 "jobs/planted.h: torch-free", "newroom/planted.cc: no rule"]
     missing = [e for e in expected if not any(e in p for p in problems)]
     if missing:

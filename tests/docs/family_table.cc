@@ -1,5 +1,5 @@
 // Prints docs/reference/families.md: the decoder families as the one decoder reads them (the rows
-// of server/models/architecture.h) and every preset's shape (server/models/config.cc), so the
+// of server/models/architecture.h) and every preset's shape (server/models/presets.cc), so the
 // docs' family table is made from the rows, never kept by hand. The test docs.families compares
 // the committed page with what this prints (tests/docs/check_generated.py); `--write PAGE` rewrites it.
 #include <fstream>
@@ -74,7 +74,7 @@ std::string Page() {
   std::ostringstream out;
   out << "# Model families\n\n"
          "Generated from the family rows (`server/models/architecture.h`, the table in\n"
-         "`server/models/config.cc`) by the `docs_family_table` tool; the test `docs.families` fails when\n"
+         "`server/models/family_table.cc`) by the `docs_family_table` tool; the test `docs.families` fails when\n"
          "this page differs from what the rows say. A family is one row of facts the one decoder and the\n"
          "one reverse pass read.\n\n"
          "| family (`model_type`) | norm | norms sit | q/k norm | attention | MLP | positions | grouped-query | "

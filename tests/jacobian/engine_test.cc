@@ -11,6 +11,7 @@
 #include "gtest/gtest.h"
 #include "server/density/discrete.h"
 #include "server/models/model.h"
+#include "server/status/error.h"
 
 namespace posbias::jacobian {
 namespace {
@@ -90,6 +91,25 @@ TEST(DrawTokenIds, AreTheIdsAMeasurementOnRandomTokensDrawsForEverySample) {
   EXPECT_EQ(drawn[0].size(), 7u) << "L + 1 ids: the last is the next token";
   options.seed = 12;
   EXPECT_NE(DrawTokenIds(model->config().vocab_size, options), drawn) << "another seed, other ids";
+}
+
+TEST(DrawTokenIds, AMeasurementDrawingFromASmallerVocabularySeesTheIdsDrawnBelowIt) {
+  auto model = Build(Tiny("gpt2"));
+  MeasureOptions options;
+  options.length = 6;
+  options.samples = 2;
+  options.seed = 11;
+  options.method = Method::kHutchinson;
+  options.probes = 2;
+  options.draw_vocab_size = 17;  // A comparison's first model's vocabulary, smaller than this one's.
+  auto result = Measure(*model, options);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->tokens, DrawTokenIds(17, options));
+  for (const auto& sample : result->tokens) {
+    for (int64_t id : sample) EXPECT_LT(id, 17);
+  }
+  options.draw_vocab_size = model->config().vocab_size + 1;
+  EXPECT_EQ(ErrorFieldOf(Measure(*model, options).status()), "draw_vocab_size") << "ids the model does not have";
 }
 
 class ExactEngine : public ::testing::TestWithParam<std::string> {};

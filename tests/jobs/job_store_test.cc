@@ -1159,8 +1159,8 @@ TEST_F(SqliteJobStore, MigrationsRunOnceAndTwoOpenStoresShareTheFile) {
   first.reset();
   second.reset();
   ASSERT_OK_AND_ASSIGN(first, OpenSqliteJobStore(Path()));
-  EXPECT_EQ(Query("SELECT COUNT(*) FROM schema_migrations"), "6");  // Each of the six migrations once.
-  EXPECT_EQ(Query("SELECT MAX(version) FROM schema_migrations"), "6");
+  EXPECT_EQ(Query("SELECT COUNT(*) FROM schema_migrations"), "7");  // Each of the seven migrations once.
+  EXPECT_EQ(Query("SELECT MAX(version) FROM schema_migrations"), "7");  // Numbered as the shared store's.
   EXPECT_EQ(Query("PRAGMA journal_mode"), "wal");
   EXPECT_EQ(Query("SELECT request_id IS NULL FROM jobs"), "1");
 }
@@ -1172,9 +1172,12 @@ TEST_F(SqliteJobStore, TheJobsStoredBeforeModelUidsHadAColumnGetTheirsFromTheirS
   job.spec.model_uid = "u-1";
   ASSERT_OK_AND_ASSIGN(JobStore::Created created, store->Create(job, 0));
   store.reset();
-  // The file as the fourth schema left it: no model_uid column, the uid only in the spec.
+  // The file as the release before model uids left it: no model_uid column, the uid only in the
+  // spec, and its migrations numbered as then (1..4, where 2..4 are today's 3..5).
   Execute("DROP INDEX jobs_tenant_state; DROP INDEX jobs_tenant_started; DROP INDEX jobs_model_uid; "
-          "ALTER TABLE jobs DROP COLUMN model_uid; DELETE FROM schema_migrations WHERE version >= 5");
+          "ALTER TABLE jobs DROP COLUMN model_uid; DELETE FROM schema_migrations WHERE version >= 6 OR version = 2; "
+          "UPDATE schema_migrations SET version = 2 WHERE version = 3; UPDATE schema_migrations SET version = 3 WHERE version = 4; "
+          "UPDATE schema_migrations SET version = 4 WHERE version = 5");
   EXPECT_EQ(Query("SELECT COUNT(*) FROM pragma_table_info('jobs') WHERE name = 'model_uid'"), "0");
   ASSERT_OK_AND_ASSIGN(store, OpenSqliteJobStore(Path()));
   EXPECT_EQ(Query("SELECT model_uid FROM jobs"), "u-1");
@@ -1182,6 +1185,29 @@ TEST_F(SqliteJobStore, TheJobsStoredBeforeModelUidsHadAColumnGetTheirsFromTheirS
   filter.bound_to = ModelBinding{"m", "m", "u-1", ""};
   ASSERT_OK_AND_ASSIGN(int64_t count, store->Count(filter));
   EXPECT_EQ(count, 1);
+}
+
+TEST_F(SqliteJobStore, AFileOfTheEarlierNumberingIsRenumberedAndNothingIsAppliedTwice) {
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<JobStore> store, OpenSqliteJobStore(Path()));
+  JobRecord job;
+  job.spec.model = "m";
+  ASSERT_OK_AND_ASSIGN(JobStore::Created created, store->Create(job, 0));
+  store.reset();
+  // The file as the release before the shared numbering left it: versions 1..6, where 2..6 are
+  // today's 3..7 (the tenant-turn indexes were its 6).
+  Execute("DELETE FROM schema_migrations WHERE version = 2; "
+          "UPDATE schema_migrations SET version = 2 WHERE version = 3; UPDATE schema_migrations SET version = 3 WHERE version = 4; "
+          "UPDATE schema_migrations SET version = 4 WHERE version = 5; UPDATE schema_migrations SET version = 5 WHERE version = 6; "
+          "UPDATE schema_migrations SET version = 6 WHERE version = 7");
+  EXPECT_EQ(Query("SELECT MAX(version) FROM schema_migrations"), "6");
+  // Re-applying any of them would fail (a column or an index that exists already).
+  ASSERT_OK_AND_ASSIGN(store, OpenSqliteJobStore(Path()));
+  EXPECT_EQ(Query("SELECT COUNT(*) FROM schema_migrations"), "7");
+  EXPECT_EQ(Query("SELECT MAX(version) FROM schema_migrations"), "7");
+  ASSERT_OK(store->Get(created.job.id).status());
+  store.reset();
+  ASSERT_OK_AND_ASSIGN(store, OpenSqliteJobStore(Path()));  // Renumbered once: opened again as is.
+  EXPECT_EQ(Query("SELECT COUNT(*) FROM schema_migrations"), "7");
 }
 
 TEST_F(SqliteJobStore, AnInMemoryStoreWorks) {

@@ -21,6 +21,7 @@
 #include "server/jobs/job_store.h"
 #include "server/status/error.h"
 #include "tests/jobs/postgres_test_db.h"
+#include "tests/support/eventually.h"
 
 namespace posbias::jobs {
 namespace {
@@ -38,10 +39,11 @@ class PostgresJobStore : public ::testing::Test {
   }
   void TearDown() override { testing::DropSchema(base_uri_, schema_); }
 
-  // A store on this test's schema: one "replica" sharing the database with the others.
-  std::unique_ptr<JobStore> Replica(int64_t part_samples = 0) {
+  // A store on this test's schema: one "replica" sharing the database with the others; its
+  // connections name themselves `application` to the server when one is given.
+  std::unique_ptr<JobStore> Replica(int64_t part_samples = 0, const std::string& application = "") {
     PostgresStoreOptions options;
-    options.uri = uri_;
+    options.uri = application.empty() ? uri_ : absl::StrCat(uri_, "&application_name=", application);
     options.lease_ms = kLeaseMs;
     options.part_samples = part_samples;
     options.clock = [now = now_] { return now->load(); };
@@ -197,7 +199,7 @@ TEST_F(PostgresJobStore, TheSameRequestIdOnTwoReplicasCreatesOneJob) {
 }
 
 TEST_F(PostgresJobStore, ASubmissionOnOneReplicaWakesTheListenerOfAnother) {
-  auto worker_replica = Replica();
+  auto worker_replica = Replica(0, /*application=*/schema_);
   auto api_replica = Replica();
   std::mutex mutex;
   std::condition_variable woken;
@@ -207,7 +209,11 @@ TEST_F(PostgresJobStore, ASubmissionOnOneReplicaWakesTheListenerOfAnother) {
     ++wakes;
     woken.notify_all();
   });
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // The listener connects.
+  // The listener has connected once its session (named for this test) has sent its LISTEN.
+  ASSERT_TRUE(test_support::Eventually([&] {
+    return testing::QueryValue(uri_, absl::StrCat("SELECT COUNT(*) FROM pg_stat_activity WHERE application_name = '",
+                                                  schema_, "' AND query LIKE 'LISTEN%'")) != "0";
+  })) << "the listener did not connect within 10 s";
   ASSERT_TRUE(api_replica->Create(MakeJob(), 0).ok());
   std::unique_lock lock(mutex);
   EXPECT_TRUE(woken.wait_for(lock, std::chrono::seconds(10), [&] { return wakes > 0; }))

@@ -7,9 +7,11 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -18,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "server/jobs/job_store.h"
 #include "server/status/error.h"
+#include "tests/support/eventually.h"
 
 namespace posbias::jobs {
 namespace {
@@ -90,13 +93,24 @@ class FaultyStore final : public JobStore {
   std::unique_ptr<JobStore> real_;
 };
 
-// Reports progress `steps` times, `step` apart, then returns "done" (or stops when told to).
+// Reports progress `steps` times, each after one step of work (by default a pause of `step`),
+// then returns "done" (or stops when told to); `returned` says it has returned.
 class SteppingRunner final : public JobRunner {
  public:
   SteppingRunner(int steps, std::chrono::milliseconds step) : steps_(steps), step_(step) {}
+  // Each step's work is `work` instead of a pause.
+  SteppingRunner(int steps, std::function<void()> work) : steps_(steps), work_(std::move(work)) {}
   absl::StatusOr<std::string> Run(const JobRecord&, const std::function<bool(const ProgressUpdate&)>& report) override {
+    struct MarkReturned {
+      std::atomic<bool>& returned;
+      ~MarkReturned() { returned = true; }
+    } mark{returned};
     for (int i = 1; i <= steps_; ++i) {
-      std::this_thread::sleep_for(step_);
+      if (work_) {
+        work_();
+      } else {
+        std::this_thread::sleep_for(step_);
+      }
       ProgressUpdate update;
       update.progress = static_cast<double>(i) / steps_;
       update.samples_done = i;
@@ -105,9 +119,12 @@ class SteppingRunner final : public JobRunner {
     return std::string(R"({"done":true})");
   }
 
+  std::atomic<bool> returned{false};
+
  private:
   int steps_;
-  std::chrono::milliseconds step_;
+  std::chrono::milliseconds step_{0};
+  std::function<void()> work_;
 };
 
 class WorkerPoolTest : public ::testing::Test {
@@ -144,6 +161,13 @@ class WorkerPoolTest : public ::testing::Test {
   // millisecond are claimed in id order, which is random, so a test of several jobs waits for all.
   void RunUntilAllSettled(JobRunner& runner, const std::vector<std::string>& ids,
                           std::chrono::milliseconds timeout = 10s) {
+    RunUntil(runner, [&] {
+      return std::all_of(ids.begin(), ids.end(), [&](const std::string& id) { return IsTerminal(store_->Get(id)->state); });
+    }, timeout);
+  }
+
+  // Runs a pool until `done` holds (or `timeout`).
+  void RunUntil(JobRunner& runner, const std::function<bool()>& done, std::chrono::milliseconds timeout = 10s) {
     WorkerPool::Options options;
     options.workers = {{"cpu-0", "cpu", "cpu"}};
     options.idle_poll_ms = 20;
@@ -151,13 +175,7 @@ class WorkerPoolTest : public ::testing::Test {
     options.backlog_retry_ms = 20;
     WorkerPool pool(store_.get(), &runner, options);
     pool.Start();
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
-    while (std::chrono::steady_clock::now() < deadline) {
-      bool all_terminal = true;
-      for (const std::string& id : ids) all_terminal = all_terminal && IsTerminal(store_->Get(id)->state);
-      if (all_terminal) break;
-      std::this_thread::sleep_for(10ms);
-    }
+    EXPECT_TRUE(test_support::Eventually(done, timeout)) << "not within " << timeout.count() << " ms";
     pool.Stop();
   }
 
@@ -232,11 +250,8 @@ TEST_F(WorkerPoolTest, AResultTheStoreRefusesIsKeptAndWrittenWhenTheDiskHasRoomA
   options.backlog_retry_ms = 20;
   WorkerPool pool(store_.get(), &runner, options);
   pool.Start();
-  const auto deadline = std::chrono::steady_clock::now() + 10s;
-  while (std::chrono::steady_clock::now() < deadline &&
-         !(IsTerminal(store_->Get(first)->state) && IsTerminal(store_->Get(second)->state))) {
-    std::this_thread::sleep_for(10ms);
-  }
+  EXPECT_TRUE(test_support::Eventually(
+      [&] { return IsTerminal(store_->Get(first)->state) && IsTerminal(store_->Get(second)->state); }));
   pool.Stop();
   EXPECT_EQ(store_->Get(first)->state, JobState::kSucceeded);
   EXPECT_EQ(store_->Get(second)->state, JobState::kSucceeded) << "the worker went on meanwhile";
@@ -273,11 +288,12 @@ TEST_F(WorkerPoolTest, TheTimeLimitCountsTheRunTimeOfEarlierAttempts) {
 
 TEST_F(WorkerPoolTest, HeartbeatsRenewTheLeaseWhileAJobRuns) {
   store_->lease = 150;  // A renewal every 50 ms.
-  SteppingRunner runner(4, 100ms);
+  // The job's one step of work lasts until the lease was renewed four times (or 10 s).
+  SteppingRunner runner(1, [&] { (void)test_support::Eventually([&] { return store_->renewals >= 4; }); });
   const std::string id = Submit();
   const JobRecord job = RunUntilSettled(runner, id);
   EXPECT_EQ(job.state, JobState::kSucceeded);
-  EXPECT_GE(store_->renewals.load(), 4) << "about 8 renewals in 400 ms";
+  EXPECT_GE(store_->renewals.load(), 4) << "renewals while the job ran";
 }
 
 TEST_F(WorkerPoolTest, AWorkerWhoseLeaseWasTakenStopsAndWritesNothing) {
@@ -285,7 +301,8 @@ TEST_F(WorkerPoolTest, AWorkerWhoseLeaseWasTakenStopsAndWritesNothing) {
   store_->refuse_renewals = true;  // A newer attempt owns the job.
   SteppingRunner runner(20, 50ms);
   const std::string id = Submit();
-  const JobRecord job = RunUntilSettled(runner, id, 2s);
+  RunUntil(runner, [&] { return runner.returned.load(); });
+  const JobRecord job = *store_->Get(id);
   EXPECT_EQ(job.state, JobState::kRunning) << "no result, no end state from the stale attempt";
   EXPECT_FALSE(store_->GetResult(id).ok());
   EXPECT_LT(job.samples_done, 20) << "the runner was stopped early";

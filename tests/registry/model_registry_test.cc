@@ -23,6 +23,7 @@
 #include "nlohmann/json.hpp"
 #include "server/models/weights.h"
 #include "server/status/error.h"
+#include "tests/support/eventually.h"
 
 namespace posbias::registry {
 namespace {
@@ -45,8 +46,9 @@ struct Registry {
   auto ResolveUnderRoot(const std::string& path, const std::string& tenant = "") const {
     return catalog->ResolveUnderRoot(path, tenant);
   }
-  auto Acquire(const std::string& name, jobs::ComputeDtype dtype = jobs::ComputeDtype::kFloat32) {
-    return cache.Acquire(*catalog, name, dtype);
+  auto Acquire(const std::string& name, jobs::ComputeDtype dtype = jobs::ComputeDtype::kFloat32,
+               const Cancelled& stop = nullptr) {
+    return cache.Acquire(*catalog, name, dtype, stop);
   }
   int64_t loads() const { return cache.loads(); }
 
@@ -576,11 +578,12 @@ TEST_F(RegistryTest, AJobsBuildWaitsUntilTheModelsOthersHoldLeaveRoomInTheBudget
   auto held = registry->Acquire("a");  // A job measures a: it cannot be evicted.
   ASSERT_TRUE(held.ok());
   std::atomic<bool> done{false};
+  std::atomic<int> asked{0};  // The build asks whether to stop only while it waits for room.
   std::thread other_job([&] {
-    EXPECT_TRUE(registry->Acquire("b").ok());
+    EXPECT_TRUE(registry->Acquire("b", jobs::ComputeDtype::kFloat32, [&] { return ++asked < 0; }).ok());
     done = true;
   });
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  EXPECT_TRUE(test_support::Eventually([&] { return asked > 0; })) << "b's build waits for room";
   EXPECT_FALSE(done) << "a and b together do not fit: b waits";
   EXPECT_LE(registry->cache.used_bytes(), TinyBytes() * 3 / 2);
   held->reset();  // The first job ends.
@@ -602,13 +605,10 @@ TEST_F(RegistryTest, AnExportWaitsForRoomAtMostTheCallWaitAndStopsWhenItsClientG
   EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(300));
   EXPECT_EQ(full.code(), absl::StatusCode::kResourceExhausted) << full;
   EXPECT_NE(std::string(full.message()).find("try again"), std::string::npos) << full;
-  std::atomic<bool> gone{false};
-  std::thread client([&] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    gone = true;
-  });
-  EXPECT_EQ(registry.Export("gpt2-tiny", file, [&] { return gone.load(); }).code(), absl::StatusCode::kCancelled);
-  client.join();
+  // The client goes away while the export waits: asked again after the first wait, it is gone.
+  std::atomic<int> asked{0};
+  EXPECT_EQ(registry.Export("gpt2-tiny", file, [&] { return ++asked > 1; }).code(), absl::StatusCode::kCancelled);
+  EXPECT_GE(asked.load(), 2);
   EXPECT_EQ(registry.loads(), loads) << "neither export built anything";
   EXPECT_FALSE(fs::exists(file));
   held->reset();

@@ -1,11 +1,11 @@
 // An audit line's client strings cannot end the line or pose as another field.
-#include "server/grpc/call_auth.h"
+#include "server/rpc/call_auth.h"
 
 #include <string>
 
 #include "gtest/gtest.h"
 
-namespace posbias::service {
+namespace posbias::rpc {
 namespace {
 
 TEST(AuditQuoted, APlainIdIsQuotedAsItIs) { EXPECT_EQ(AuditQuoted("3f2a9c"), "\"3f2a9c\""); }
@@ -30,4 +30,4 @@ TEST(AuditQuoted, ControlAndNonAsciiBytesAreHexAndLongValuesAreCut) {
 }
 
 }  // namespace
-}  // namespace posbias::service
+}  // namespace posbias::rpc

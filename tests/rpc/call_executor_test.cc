@@ -1,7 +1,7 @@
-// The call executor (server/grpc/call_executor.h): a bounded queue, and fair between tenants: one
+// The call executor (server/rpc/call_executor.h): a bounded queue, and fair between tenants: one
 // tenant's slow calls hold at most its share of the threads, and another tenant's call runs in
 // its turn, not behind the flood.
-#include "server/grpc/call_executor.h"
+#include "server/rpc/call_executor.h"
 
 #include <atomic>
 #include <chrono>
@@ -12,7 +12,7 @@
 
 #include "gtest/gtest.h"
 
-namespace posbias::service {
+namespace posbias::rpc {
 namespace {
 using namespace std::chrono_literals;
 
@@ -106,4 +106,4 @@ TEST(CallExecutor, AFullQueueRefusesAtOnce) {
 }
 
 }  // namespace
-}  // namespace posbias::service
+}  // namespace posbias::rpc

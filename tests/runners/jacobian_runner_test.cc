@@ -19,6 +19,7 @@
 #include "server/models/config.h"
 #include "server/registry/model_cache.h"
 #include "server/registry/model_catalog.h"
+#include "tests/support/eventually.h"
 
 namespace posbias::runners {
 namespace {
@@ -93,19 +94,11 @@ TEST_F(JacobianRunnerTest, AWaitForRoomInTheCacheEndsWhenTheWorkerSaysStop) {
   Open(TinyBytes() * 3 / 2);
   auto held = cache_->Acquire(*catalog_, "a");
   ASSERT_TRUE(held.ok());
-  std::atomic<bool> stop{false};
   std::atomic<int> asked{0};
-  std::thread canceller([&] {
-    std::this_thread::sleep_for(300ms);
-    stop = true;
-  });
   const auto start = std::chrono::steady_clock::now();
-  auto result = runner_->Run(Job("b"), [&](const jobs::ProgressUpdate&) {
-    ++asked;
-    return !stop.load();
-  });
+  // The worker says stop the second time it is asked, after the build has waited once.
+  auto result = runner_->Run(Job("b"), [&](const jobs::ProgressUpdate&) { return ++asked < 2; });
   const auto waited = std::chrono::steady_clock::now() - start;
-  canceller.join();
   EXPECT_EQ(result.status().code(), absl::StatusCode::kCancelled) << result.status();
   EXPECT_LT(waited, 5s);
   EXPECT_GE(asked.load(), 1);
@@ -116,13 +109,9 @@ TEST_F(JacobianRunnerTest, AWaitForRoomInTheCacheEndsWhenTheWorkerSaysStop) {
 TEST_F(JacobianRunnerTest, AWaitForAnotherJobsModelEndsWhenTheWorkerSaysStop) {
   Open(TinyBytes() * 4);
   std::unique_lock other_job(cache_->InstanceLock("a", jobs::ComputeDtype::kFloat32));
-  std::atomic<bool> stop{false};
-  std::thread canceller([&] {
-    std::this_thread::sleep_for(300ms);
-    stop = true;
-  });
-  auto result = runner_->Run(Job("a"), [&](const jobs::ProgressUpdate&) { return !stop.load(); });
-  canceller.join();
+  std::atomic<int> asked{0};
+  // The worker says stop the second time it is asked, after the run has waited once for the lock.
+  auto result = runner_->Run(Job("a"), [&](const jobs::ProgressUpdate&) { return ++asked < 2; });
   EXPECT_EQ(result.status().code(), absl::StatusCode::kCancelled) << result.status();
   EXPECT_TRUE(other_job.owns_lock());
 }
@@ -135,13 +124,16 @@ TEST_F(JacobianRunnerTest, AComparisonWaitingForItsSecondModelHoldsNoOtherRoom) 
   ASSERT_TRUE(held.ok());
   jobs::JobRecord job = Job("b");
   job.spec.versus = {{"a", false, "", ""}};
-  std::atomic<bool> started{false};
+  std::atomic<int> asked{0};  // While it waits for room, the run asks the worker whether to go on.
   absl::StatusOr<std::string> result;
   std::thread run([&] {
-    result = runner_->Run(job, [&](const jobs::ProgressUpdate&) { return true; });
+    result = runner_->Run(job, [&](const jobs::ProgressUpdate&) {
+      ++asked;
+      return true;
+    });
   });
   // b cannot be built while a is held (1.5 models of room): the whole run waits; let a go.
-  std::this_thread::sleep_for(200ms);
+  EXPECT_TRUE(test_support::Eventually([&] { return asked > 0; })) << "the run waits for room";
   held->reset();
   run.join();
   ASSERT_TRUE(result.ok()) << result.status();

@@ -1,6 +1,6 @@
 // The periodic task every poller of the server runs on: it runs on time, at once when woken, and
 // stops promptly however long its interval.
-#include "server/host/periodic.h"
+#include "server/threads/periodic_task.h"
 
 #include <gtest/gtest.h>
 
@@ -8,32 +8,23 @@
 #include <chrono>
 #include <thread>
 
-namespace posbias::host {
+#include "tests/support/eventually.h"
+
+namespace posbias::threads {
 namespace {
 
 using std::chrono::milliseconds;
 using Clock = std::chrono::steady_clock;
 
-// Waits up to 10 s for `done`; true when it came.
-template <typename Predicate>
-bool Eventually(Predicate done) {
-  const auto deadline = Clock::now() + std::chrono::seconds(10);
-  while (!done()) {
-    if (Clock::now() > deadline) return false;
-    std::this_thread::sleep_for(milliseconds(1));
-  }
-  return true;
-}
-
 TEST(PeriodicTask, RunsEveryIntervalUntilStopped) {
   std::atomic<int> runs{0};
   PeriodicTask task;
   task.Start({milliseconds(5)}, [&] { ++runs; });
-  EXPECT_TRUE(Eventually([&] { return runs >= 3; }));
-  task.Stop();
+  EXPECT_TRUE(test_support::Eventually([&] { return runs >= 3; }));
+  task.Stop();  // Joins the task's thread: nothing can run after it returns.
   const int after_stop = runs;
-  std::this_thread::sleep_for(milliseconds(30));
-  EXPECT_EQ(runs, after_stop) << "no run after Stop returned";
+  task.Wake();
+  EXPECT_EQ(runs, after_stop) << "no run after Stop returned, woken or not";
   EXPECT_TRUE(task.stopping());
 }
 
@@ -41,12 +32,12 @@ TEST(PeriodicTask, WaitsOneIntervalBeforeTheFirstRunUnlessAskedToRunFirst) {
   std::atomic<int> runs{0};
   PeriodicTask waits;
   waits.Start({std::chrono::hours(1)}, [&] { ++runs; });
-  std::this_thread::sleep_for(milliseconds(20));
-  EXPECT_EQ(runs, 0);
+  EXPECT_TRUE(test_support::Eventually([&] { return waits.waits_begun() == 1; }));
+  EXPECT_EQ(runs, 0) << "its first wait began with no run before it";
   waits.Stop();
   PeriodicTask first;
   first.Start({std::chrono::hours(1), /*run_first=*/true}, [&] { ++runs; });
-  EXPECT_TRUE(Eventually([&] { return runs == 1; }));
+  EXPECT_TRUE(test_support::Eventually([&] { return runs == 1; }));
 }
 
 TEST(PeriodicTask, AWakeRunsTheTaskNowAndStopDoesNotWaitForTheInterval) {
@@ -54,7 +45,7 @@ TEST(PeriodicTask, AWakeRunsTheTaskNowAndStopDoesNotWaitForTheInterval) {
   PeriodicTask task;
   task.Start({std::chrono::hours(1)}, [&] { ++runs; });
   task.Wake();
-  EXPECT_TRUE(Eventually([&] { return runs == 1; }));
+  EXPECT_TRUE(test_support::Eventually([&] { return runs == 1; }));
   const auto before = Clock::now();
   task.Stop();
   EXPECT_LT(Clock::now() - before, std::chrono::seconds(5)) << "Stop ends an hour's wait at once";
@@ -65,14 +56,12 @@ TEST(PeriodicTask, AWakeDuringARunIsNotLost) {
   std::atomic<bool> release{false};
   PeriodicTask task;
   task.Start({std::chrono::hours(1), /*run_first=*/true}, [&] {
-    if (++runs == 1) {
-      while (!release) std::this_thread::sleep_for(milliseconds(1));
-    }
+    if (++runs == 1) (void)test_support::Eventually([&] { return release.load(); });
   });
-  EXPECT_TRUE(Eventually([&] { return runs == 1; }));
+  EXPECT_TRUE(test_support::Eventually([&] { return runs == 1; }));
   task.Wake();  // While the first run is still going.
   release = true;
-  EXPECT_TRUE(Eventually([&] { return runs == 2; }));
+  EXPECT_TRUE(test_support::Eventually([&] { return runs == 2; }));
 }
 
 TEST(PeriodicTask, StopWithoutStartAndTwiceIsFine) {
@@ -82,9 +71,10 @@ TEST(PeriodicTask, StopWithoutStartAndTwiceIsFine) {
   EXPECT_TRUE(never_started.stopping());
   std::atomic<int> runs{0};
   never_started.Start({milliseconds(1), /*run_first=*/true}, [&] { ++runs; });
-  std::this_thread::sleep_for(milliseconds(20));
+  never_started.Stop();  // Joins whatever Start began.
   EXPECT_EQ(runs, 0) << "a stopped task stays stopped";
+  EXPECT_EQ(never_started.waits_begun(), 0) << "not even a wait";
 }
 
 }  // namespace
-}  // namespace posbias::host
+}  // namespace posbias::threads

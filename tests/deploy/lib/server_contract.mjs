@@ -74,8 +74,8 @@ export function serverMetrics() {
       }
     }
   }
-  // gRPC status code names (server/grpc/status_mapping.cc) label the RPC counter.
-  const codes = new Set([...read('server/grpc/status_mapping.cc').matchAll(/return "([A-Z_]+)"/g)].map((m) => m[1]));
+  // gRPC status code names (server/rpc/status_mapping.cc) label the RPC counter.
+  const codes = new Set([...read('server/rpc/status_mapping.cc').matchAll(/return "([A-Z_]+)"/g)].map((m) => m[1]));
   if (metrics.posbias_rpc_requests_total && codes.size > 0) metrics.posbias_rpc_requests_total.values.code = codes;
   if (Object.keys(metrics).length < 10) {
     throw new Error(`found only ${Object.keys(metrics).length} metrics in server/metrics/metrics.cc: has its style changed?`);

@@ -29,8 +29,8 @@ namespace v1 = posbias::v1;
 using posbias::fuzz::Require;
 using posbias::fuzz::RequireCleanRefusal;
 
-posbias::service::DensityLimits FuzzLimits() {
-  posbias::service::DensityLimits limits;
+posbias::api::DensityLimits FuzzLimits() {
+  posbias::api::DensityLimits limits;
   limits.max_points = 4096;
   limits.max_discrete_length = 1 << 16;
   limits.max_discrete_work = 1 << 20;
@@ -46,8 +46,8 @@ uint64_t Depth(const v1::RoutingModel& model) {
 // A handler's answer under the fuzz limits, to a caller who stays.
 template <typename Handle, typename Request>
 auto Answer(Handle handle, const Request& request) {
-  posbias::service::DensityRequests service{FuzzLimits(), nullptr};
-  posbias::service::Caller caller;
+  posbias::api::DensityRequests service{FuzzLimits(), nullptr};
+  posbias::api::Caller caller;
   return handle(service, caller, request);
 }
 
@@ -56,7 +56,7 @@ void Continuum(const std::string& bytes) {
   if (!request.ParseFromString(bytes)) return;
   const uint64_t points = request.has_grid() ? request.grid().count() : request.point_list().x_size();
   if (std::min<uint64_t>(points, 4096) * Depth(request.model()) > (uint64_t{1} << 22)) return;
-  const auto answer = Answer(posbias::service::HandleEvaluateContinuum, request);
+  const auto answer = Answer(posbias::api::HandleEvaluateContinuum, request);
   if (!answer.ok()) return RequireCleanRefusal(answer.status(), "EvaluateContinuum");
   const v1::EvaluateContinuumResponse& response = *answer;
   const int n = response.x_size();
@@ -69,7 +69,7 @@ void Continuum(const std::string& bytes) {
 void Discrete(const std::string& bytes) {
   v1::EvaluateDiscreteRequest request;
   if (!request.ParseFromString(bytes)) return;
-  const auto answer = Answer(posbias::service::HandleEvaluateDiscrete, request);
+  const auto answer = Answer(posbias::api::HandleEvaluateDiscrete, request);
   if (!answer.ok()) return RequireCleanRefusal(answer.status(), "EvaluateDiscrete");
   const v1::EvaluateDiscreteResponse& response = *answer;
   const int n = response.position_size();
@@ -85,7 +85,7 @@ void Discrete(const std::string& bytes) {
 void Summarize(const std::string& bytes) {
   v1::SummarizeProfileRequest request;
   if (!request.ParseFromString(bytes)) return;
-  const auto answer = Answer(posbias::service::HandleSummarizeProfile, request);
+  const auto answer = Answer(posbias::api::HandleSummarizeProfile, request);
   if (!answer.ok()) return RequireCleanRefusal(answer.status(), "SummarizeProfile");
   const v1::SummarizeProfileResponse& response = *answer;
   Require(response.has_summary(), "SummarizeProfile: no summary in an accepted response");
@@ -99,7 +99,7 @@ void Fit(const std::string& bytes) {
                              : request.depth().has_range() ? request.depth().range().max()
                                                            : 24;
   if (max_depth * static_cast<uint64_t>(request.measured().values_size()) > (uint64_t{1} << 16)) return;
-  const auto answer = Answer(posbias::service::HandleFitProfile, request);
+  const auto answer = Answer(posbias::api::HandleFitProfile, request);
   if (!answer.ok()) return RequireCleanRefusal(answer.status(), "FitProfile");
   const v1::FitProfileResponse& response = *answer;
   Require(response.fits_size() >= 1, "FitProfile: no fit in an accepted response");

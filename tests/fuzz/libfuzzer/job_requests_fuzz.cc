@@ -4,10 +4,10 @@
 // Input: byte 0 chooses the RPC (value mod 3: SubmitJob, ListJobs, GetJobResult) and, for
 // SubmitJob, the registered model (bits 2-4: gpt2-tiny, qwen2-tiny, cesaro, a TorchScript model,
 // a FAILED model) and whether the server has a CUDA worker (bit 5); the rest is the serialized
-// request. SubmitJob: service::RecordFromRequest, then admission::AdmitJob against that model
+// request. SubmitJob: api::RecordFromRequest, then admission::AdmitJob against that model
 // (labels, request ids, lengths, samples, probes, token ids against the vocabulary, time limits,
-// devices, raw values, memory). ListJobs: admission::ParseLabelSelector and MatchesLabels.
-// GetJobResult: service::FillResultPage over a small finished job's report.
+// devices, raw values, memory). ListJobs: naming::ParseLabelSelector and MatchesLabels.
+// GetJobResult: api::FillResultPage over a small finished job's report.
 //
 // Promises checked: every request is admitted or cleanly refused (fuzz_check.h); an admitted
 // job's spec survives the store's JSON form unchanged and matches itself as a retry with the same
@@ -20,7 +20,7 @@
 
 #include "posbias/v1/job_service.pb.h"
 #include "server/admission/job_admission.h"
-#include "server/admission/labels.h"
+#include "server/naming/client_names.h"
 #include "server/jobs/jacobian_report.h"
 #include "server/jobs/jacobian_spec.h"
 #include "server/models/config.h"
@@ -73,7 +73,7 @@ const std::vector<ModelEntry>& Models() {
 void Submit(const std::string& bytes, uint8_t choice) {
   v1::SubmitJobRequest request;
   if (!request.ParseFromString(bytes)) return;
-  auto record = posbias::service::RecordFromRequest(request, /*drawn_seed=*/12345);
+  auto record = posbias::api::RecordFromRequest(request, /*drawn_seed=*/12345);
   if (!record.ok()) return RequireCleanRefusal(record.status(), "RecordFromRequest");
   const ModelEntry& model = Models()[(choice >> 2) % Models().size()];
   posbias::admission::JobLimits limits;
@@ -88,23 +88,23 @@ void Submit(const std::string& bytes, uint8_t choice) {
   const auto back = posbias::jobs::SpecFromJson(json);
   Require(back.ok(), "SpecFromJson refuses an admitted spec", back.status().ToString());
   Require(posbias::jobs::SpecToJson(*back) == json, "the admitted spec changes through its JSON form", json.dump());
-  Require(posbias::service::RequestMatchesJob(*record, posbias::service::RequestNamesSeed(request), *record),
+  Require(posbias::api::RequestMatchesJob(*record, posbias::api::RequestNamesSeed(request), *record),
           "an admitted job does not match its own retry");
   v1::Job job;
-  posbias::service::JobToProto(*record, &job);
+  posbias::api::JobToProto(*record, &job);
 }
 
 void List(const std::string& bytes) {
   v1::ListJobsRequest request;
   if (!request.ParseFromString(bytes)) return;
-  const auto terms = posbias::admission::ParseLabelSelector(request.label_selector());
+  const auto terms = posbias::naming::ParseLabelSelector(request.label_selector());
   if (!terms.ok()) return RequireCleanRefusal(terms.status(), "ParseLabelSelector");
   // A job labelled exactly as the selector asks matches it.
-  Require(posbias::admission::MatchesLabels(*terms, *terms), "a selector does not match its own labels");
-  if (posbias::admission::CheckLabels(*terms).ok()) {
+  Require(posbias::naming::MatchesLabels(*terms, *terms), "a selector does not match its own labels");
+  if (posbias::naming::CheckLabels(*terms).ok()) {
     std::string selector;
     for (const auto& [key, value] : *terms) selector += (selector.empty() ? "" : ",") + key + "=" + value;
-    const auto again = posbias::admission::ParseLabelSelector(selector);
+    const auto again = posbias::naming::ParseLabelSelector(selector);
     Require(again.ok() && *again == *terms, "a selector of valid labels does not read back", selector);
   }
 }
@@ -143,7 +143,7 @@ void Result(const std::string& bytes) {
   v1::GetJobResultRequest request;
   if (!request.ParseFromString(bytes)) return;
   v1::GetJobResultResponse response;
-  const absl::Status status = posbias::service::FillResultPage(request, Report(), &response);
+  const absl::Status status = posbias::api::FillResultPage(request, Report(), &response);
   if (!status.ok()) return RequireCleanRefusal(status, "FillResultPage");
   for (uint32_t position : response.jacobian_norm().positions()) {
     Require(position >= 1 && position <= 8, "FillResultPage: a position outside 1..T");

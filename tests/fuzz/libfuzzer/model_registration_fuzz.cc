@@ -3,7 +3,7 @@
 //
 // Input: byte 0 bit 0 chooses the RPC (RegisterModel, or UploadModel's first message), bit 1
 // whether the server allows TorchScript; the rest is the serialized request. RegisterModel:
-// service::RegistrationFromRequest, then ModelCatalog::Register (names, labels, request ids,
+// api::RegistrationFromRequest, then ModelCatalog::Register (names, labels, request ids,
 // presets and overrides through ValidateConfig, checkpoint and TorchScript paths under the model
 // root, symlinks leading out, config.json beside a checkpoint, the memory check). UploadModel: the
 // metadata checks the upload stream runs on its first message (name, labels, request_id), then
@@ -140,7 +140,7 @@ void RequireNothingLeft(ModelCatalog& catalog, const std::string& name, const ab
 void Register(ModelCatalog& catalog, const std::string& bytes) {
   v1::RegisterModelRequest request;
   if (!request.ParseFromString(bytes)) return;
-  auto registration = posbias::service::RegistrationFromRequest(request);
+  auto registration = posbias::api::RegistrationFromRequest(request);
   if (!registration.ok()) return RequireCleanRefusal(registration.status(), "RegistrationFromRequest");
   const bool existed = catalog.Get(registration->name).ok();
   auto entry = catalog.Register(registration->name, registration->source, registration->labels,
@@ -160,7 +160,7 @@ void Upload(ModelCatalog& catalog, const std::string& bytes) {
   if (!request.ParseFromString(bytes) || !request.has_metadata()) return;
   const v1::UploadModelMetadata& metadata = request.metadata();
   // The checks the upload stream makes on its first message (grpc/model_transfers.cc).
-  auto upload = posbias::service::UploadFromMetadata(metadata);
+  auto upload = posbias::api::UploadFromMetadata(metadata);
   if (!upload.ok()) return RequireCleanRefusal(upload.status(), "UploadFromMetadata");
   const bool existed = catalog.Get(metadata.name()).ok();
   const std::string staged = catalog.uploads_dir() + "/.staging-" + metadata.name() + "-fuzz";

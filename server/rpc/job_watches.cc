@@ -39,20 +39,30 @@ class JobWatches::Watch final : public grpc::ServerWriteReactor<v1::WatchJobResp
     std::lock_guard lock(mutex_);
     return finished_;
   }
-  // The stream passed every check in Open: from now on the poller writes to it. Until then (and
-  // for a refused stream, always) only Open finishes it, on the thread that runs the RPC method:
-  // found by the wire fuzzer, a refused watch the poller looked at first ended from the poller's
-  // thread before the method had returned, and lost its trailers (no posbias-error-reason).
-  void Admit() {
-    std::lock_guard lock(mutex_);
+  // The stream passed every check in Open: its first look at `job` (as the caller's check read
+  // it) happens here, on the thread that runs the RPC method, and from then on the poller writes
+  // to it. Until then (and for a refused stream, always) only Open finishes it: found by the wire
+  // fuzzer, a watch the poller ended before the method had returned (a refused one; then one
+  // whose job was deleted between the check and the poller's first look) lost its trailers (no
+  // posbias-error-reason). The first message's write holds the poller off until the method has
+  // returned (a write completes only on a bound reactor).
+  void AdmitWith(const absl::StatusOr<jobs::JobRecord>& job) {
+    std::unique_lock lock(mutex_);
     admitted_ = true;
+    OfferLocked(lock, job);
   }
 
   // The job as the poller read it: what JobWatchState (job_requests.h, the watch's logic) decides
   // is written, and the stream ends when it says so (after the write in flight).
   void Offer(const absl::StatusOr<jobs::JobRecord>& job) {
     std::unique_lock lock(mutex_);
-    if (!admitted_ || finished_ || writing_) return;
+    if (!admitted_) return;
+    OfferLocked(lock, job);
+  }
+
+  // Offer's work, under `lock` (released before the write or the end starts).
+  void OfferLocked(std::unique_lock<std::mutex>& lock, const absl::StatusOr<jobs::JobRecord>& job) {
+    if (finished_ || writing_) return;
     api::JobWatchState::Step step = state_.Look(job);
     if (!step.message) {
       if (!step.end) return;
@@ -123,15 +133,15 @@ JobWatches::~JobWatches() { Stop(); }
 
 grpc::ServerWriteReactor<v1::WatchJobResponse>* JobWatches::Open(grpc::CallbackServerContext* context,
                                                                  const std::string& id, std::string method,
-                                                                 const absl::Status& refusal,
+                                                                 const absl::StatusOr<jobs::JobRecord>& job,
                                                                  std::optional<api::Caller> watcher) {
   auto watch = std::make_shared<Watch>(this, context, id, metrics_, std::move(method), std::move(watcher));
   const bool stopping = poller_.stopping();
   // Every stream, a refused one too, is kept until its OnDone.
   const auto before = static_cast<int64_t>(open_.Add(watch));
   std::optional<absl::Status> refused;
-  if (!refusal.ok()) {
-    refused = refusal;
+  if (!job.ok()) {
+    refused = job.status();
   } else if (stopping) {
     refused = ShuttingDown();
   } else if (before >= options_.max_streams) {
@@ -159,8 +169,7 @@ grpc::ServerWriteReactor<v1::WatchJobResponse>* JobWatches::Open(grpc::CallbackS
   if (refused) {
     watch->End(*refused);
   } else {
-    watch->Admit();
-    poller_.Wake();  // The first message goes out at once.
+    watch->AdmitWith(job);  // The first message goes out at once.
   }
   return watch.get();
 }
@@ -186,13 +195,12 @@ void JobWatches::Start(const CallAuth* auth, api::JobRequests* requests) {
 grpc::ServerWriteReactor<v1::WatchJobResponse>* JobWatches::WatchJob(grpc::CallbackServerContext* context,
                                                                      const v1::WatchJobRequest* request) {
   auto caller = auth_->AdmitRequest(context, *request);
-  absl::Status refusal = caller.status();
-  if (caller.ok()) {
-    if (auto job = api::VisibleJob(*requests_, *caller, request->id()); !job.ok()) refusal = job.status();
-  }
+  const absl::StatusOr<jobs::JobRecord> job =
+      caller.ok() ? api::VisibleJob(*requests_, *caller, request->id()) : absl::StatusOr<jobs::JobRecord>(caller.status());
   // A refused watch holds no principal: it sees nothing, even for the moment before it ends.
-  return Open(context, request->id(), std::string(auth_->MethodFor(request->GetDescriptor())), refusal,
-              refusal.ok() ? std::optional<api::Caller>(*std::move(caller)) : std::nullopt);
+  const bool admitted = job.ok();
+  return Open(context, request->id(), std::string(auth_->MethodFor(request->GetDescriptor())), job,
+              admitted ? std::optional<api::Caller>(*std::move(caller)) : std::nullopt);
 }
 
 void JobWatches::Recheck() {

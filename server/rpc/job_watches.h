@@ -49,13 +49,14 @@ class JobWatches {
   // succeeds, and any failure of the lookup refuses it.
   grpc::ServerWriteReactor<v1::WatchJobResponse>* WatchJob(grpc::CallbackServerContext* context,
                                                            const v1::WatchJobRequest* request);
-  // The reactor of a new stream of the job's states; one that ends at once with `refusal` when that is not OK (the
-  // caller may not watch, or the job is not the caller's). `method` labels the call's metrics.
+  // The reactor of a new stream of the job's states, starting from `job` as the caller's check
+  // read it; one that ends at once when `job` is an error (the caller may not watch, or the job
+  // is not the caller's). `method` labels the call's metrics.
   // `watcher`: who watches; the poller checks at every look that it sees the job
   // (auth/visibility.h), and a job it does not see ends the stream with the NOT_FOUND a missing
   // job gets.
   grpc::ServerWriteReactor<v1::WatchJobResponse>* Open(grpc::CallbackServerContext* context, const std::string& id,
-                                                       std::string method, const absl::Status& refusal,
+                                                       std::string method, const absl::StatusOr<jobs::JobRecord>& job,
                                                        std::optional<api::Caller> watcher);
   // `auth` admits the calls, `requests` answers whether the caller sees the job; both outlive
   // this. Starts the poller.

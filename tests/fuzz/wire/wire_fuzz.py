@@ -826,7 +826,8 @@ class Recorder:
             request_text = request_text()
         entry = {"case": case, "rpc": rpc.path, "kind": kind, "why": why, "request": request_text,
                  "code": outcome.code.name if outcome else None, "details": outcome.details[:2000] if outcome else None,
-                 "trailers": {k: (v if isinstance(v, str) else v.hex()) for k, v in outcome.trailers.items()} if outcome else None}
+                 "trailers": {k: (v if isinstance(v, str) else v.hex()) for k, v in outcome.trailers.items()} if outcome else None,
+                 "messages": outcome.messages if outcome else None, "cancelled": outcome.cancelled if outcome else None}
         with self.lock:
             self.violations.append(entry)
             if self.printed < 25:
@@ -836,9 +837,9 @@ class Recorder:
 
 def print_violation(entry):
     sys.stderr.write("\n=== VIOLATION (case %s, rerun with --seed %s --case %s) ===\nrpc: %s (%s)\nwhy: %s\nanswer: %s %r\n"
-                     "trailers: %s\nrequest:\n%s\n" % (entry["case"], ARGS.seed, entry["case"], entry["rpc"], entry["kind"],
-                                                      entry["why"], entry["code"], entry["details"], entry["trailers"],
-                                                      entry["request"]))
+                     "trailers: %s\nmessages before it: %s (this script cancelled: %s)\nrequest:\n%s\n"
+                     % (entry["case"], ARGS.seed, entry["case"], entry["rpc"], entry["kind"], entry["why"], entry["code"],
+                        entry["details"], entry["trailers"], entry["messages"], entry["cancelled"], entry["request"]))
     sys.stderr.flush()
 
 
@@ -1139,8 +1140,10 @@ class Fuzzer:
                     cancelled = True
                     stream.cancel()
                     break
-            outcome = Outcome(stream.code() or grpc.StatusCode.OK, stream.details(), stream.trailing_metadata() if
-                              not cancelled else (), raw=raw, cancelled=cancelled, short=short, messages=count)
+            # The server's own trailers even after this script cancelled: when its status came first
+            # (a stream it ended as the cancel went out), the code is its answer and is judged with them.
+            outcome = Outcome(stream.code() or grpc.StatusCode.OK, stream.details(), stream.trailing_metadata() or (),
+                              raw=raw, cancelled=cancelled, short=short, messages=count)
         except grpc.RpcError as error:
             outcome = outcome_of_error(error, raw=raw, cancelled=cancelled, short=short, messages=count)
         judge(index, rpc, kind, lambda: describe_request(request, raw), outcome, rpc.request_cls, self.rec)

@@ -39,13 +39,13 @@ class JobWatches::Watch final : public grpc::ServerWriteReactor<v1::WatchJobResp
     std::lock_guard lock(mutex_);
     return finished_;
   }
-  // The stream passed every check in Open: its first look at `job` (as the caller's check read
-  // it) happens here, on the thread that runs the RPC method, and from then on the poller writes
-  // to it. Until then (and for a refused stream, always) only Open finishes it: found by the wire
-  // fuzzer, a watch the poller ended before the method had returned (a refused one; then one
-  // whose job was deleted between the check and the poller's first look) lost its trailers (no
-  // posbias-error-reason). The first message's write holds the poller off until the method has
-  // returned (a write completes only on a bound reactor).
+  // The stream passed every check in Open: its first look at `job` (the record the caller's
+  // check read, so no second read of the store) happens here, on the thread that runs the RPC
+  // method, and from then on the poller writes to it. Until then (and for a refused stream,
+  // always) only Open finishes it: found by the wire fuzzer, a refused watch the poller looked at
+  // first ended from the poller's thread before the method had returned, and lost its trailers
+  // (no posbias-error-reason). The first message's write holds the poller off until the method
+  // has returned (a write completes only on a bound reactor).
   void AdmitWith(const absl::StatusOr<jobs::JobRecord>& job) {
     std::unique_lock lock(mutex_);
     admitted_ = true;

@@ -11,10 +11,13 @@
 #
 # Environment: LENGTHS (default "1024 2048 4096 8192 16384 32768"), REFERENCE_MAX_L (the longest
 # length the reference runs, default 16384: beyond it one case takes tens of minutes), EXACT_LENGTHS
-# (exact norms in float64 on both sides, default "1024 2048"), REPEATS (runs per point, median;
+# (exact norms in float64 on both sides, default "1024 2048"; empty for none), REPEATS (runs per point, median;
 # default 1), CASES (default "llama gpt2 mistral gemma3 olmo2"), LOSS_LENGTHS (the training signal,
 # --output loss, on the llama: default "1024 4096 32768"; its reference columns are posbias' own
-# autograd route up to LOSS_AUTOGRAD_MAX_L, default 4096).
+# autograd route up to LOSS_AUTOGRAD_MAX_L, default 4096), EARLIER_MEASURE (another build's
+# posbias-measure, e.g. an earlier commit's: run right after posbias at every point with the same
+# flags, so a change is judged by the ratio of one run, not by seconds across runs; EARLIER_LABEL
+# names it in the table).
 #
 # Models (2 layers, width 64, seeded Hugging Face init): a llama (4 heads of 64 dimensions, Llama
 # 3.2's head_dim, 2 kv heads, MLP 128), a
@@ -35,13 +38,16 @@ PY=/usr/bin/python3
 OUT=bench-results
 LENGTHS="${LENGTHS:-1024 2048 4096 8192 16384 32768}"
 REFERENCE_MAX_L="${REFERENCE_MAX_L:-16384}"
-EXACT_LENGTHS="${EXACT_LENGTHS:-1024 2048}"
+EXACT_LENGTHS="${EXACT_LENGTHS-1024 2048}"
 REPEATS="${REPEATS:-1}"
 CASES="${CASES:-llama gpt2 mistral gemma3 olmo2}"
-LOSS_LENGTHS="${LOSS_LENGTHS:-1024 4096 32768}"
+LOSS_LENGTHS="${LOSS_LENGTHS-1024 4096 32768}"
 LOSS_AUTOGRAD_MAX_L="${LOSS_AUTOGRAD_MAX_L:-4096}"
+EARLIER_MEASURE="${EARLIER_MEASURE:-}"
+EARLIER_LABEL="${EARLIER_LABEL:-earlier build}"
 mkdir -p "$OUT"
 [[ -x "$MEASURE" ]] || { echo "error: $MEASURE not built" >&2; exit 1; }
+[[ -z "$EARLIER_MEASURE" || -x "$EARLIER_MEASURE" ]] || { echo "error: EARLIER_MEASURE=$EARLIER_MEASURE is not an executable" >&2; exit 1; }
 RESULTS="$OUT/long-context.jsonl"
 : > "$RESULTS"
 
@@ -83,10 +89,20 @@ for case in $CASES; do
     local L="$1" method="$2" dtype="$3" mflags="$4" r
     for ((r = 0; r < REPEATS; ++r)); do
       local base="$OUT/long-$case-$method-$dtype-$L"
-      echo "== $case $method $dtype L=$L: posbias" >&2
-      read -r sec kib < <(timed "$base-cpp.json" $MEASURE $flags --length "$L" --samples 1 $mflags --dtype "$dtype" \
-        --threads "$THREADS" --seed 0 --input-seed 7)
-      record "$case" posbias "$method" "$dtype" "$L" "$sec" "$kib" "$base-cpp.json"
+      # The earlier build runs first on odd repeats, so neither side always has the first turn.
+      local sides=(posbias)
+      if [[ -n "$EARLIER_MEASURE" ]]; then
+        if ((r % 2)); then sides=(earlier posbias); else sides=(posbias earlier); fi
+      fi
+      local side
+      for side in "${sides[@]}"; do
+        local binary="$MEASURE" file="$base-cpp.json" label=posbias
+        [[ "$side" == earlier ]] && binary="$EARLIER_MEASURE" file="$base-earlier.json" label="$EARLIER_LABEL"
+        echo "== $case $method $dtype L=$L: $label" >&2
+        read -r sec kib < <(timed "$file" $binary $flags --length "$L" --samples 1 $mflags --dtype "$dtype" \
+          --threads "$THREADS" --seed 0 --input-seed 7)
+        record "$case" "$side" "$method" "$dtype" "$L" "$sec" "$kib" "$file"
+      done
       $PY -c "import json,sys; json.dump(json.load(open(sys.argv[1]))['tokens'], open(sys.argv[2], 'w'))" \
         "$base-cpp.json" "$base.tokens.json"
       if (( L <= REFERENCE_MAX_L )); then
@@ -109,6 +125,12 @@ for case in $CASES; do
       read -r sec kib < <(timed "$base-cpp.json" $MEASURE $flags --length "$L" --samples 1 --output loss --method exact \
         --dtype float32 --threads "$THREADS" --seed 0 --input-seed 7)
       record "$case" posbias loss float32 "$L" "$sec" "$kib" "$base-cpp.json"
+      if [[ -n "$EARLIER_MEASURE" ]]; then
+        echo "== $case loss float32 L=$L: $EARLIER_LABEL" >&2
+        read -r sec kib < <(timed "$base-earlier.json" $EARLIER_MEASURE $flags --length "$L" --samples 1 --output loss \
+          --method exact --dtype float32 --threads "$THREADS" --seed 0 --input-seed 7)
+        record "$case" earlier loss float32 "$L" "$sec" "$kib" "$base-earlier.json"
+      fi
       if (( L <= LOSS_AUTOGRAD_MAX_L )); then
         echo "== $case loss float32 L=$L: autograd" >&2
         read -r sec kib < <(timed "$base-ref.json" $MEASURE $flags --length "$L" --samples 1 --output loss --method exact \
@@ -119,8 +141,8 @@ for case in $CASES; do
   fi
 done
 
-$PY - "$RESULTS" "$OUT/long-context.svg" <<'PYEOF'
-import json, math, statistics, sys
+EARLIER_LABEL="$EARLIER_LABEL" $PY - "$RESULTS" "$OUT/long-context.svg" <<'PYEOF'
+import json, math, os, statistics, sys
 from collections import defaultdict
 rows = [json.loads(line) for line in open(sys.argv[1])]
 points = defaultdict(list)
@@ -154,6 +176,24 @@ for key in sorted(k for k in points if k[1] == "posbias"):
         series[(case, "posbias")].append((L, s, m))
         if rs is not None:
             series[(case, "reference")].append((L, rs, rmib))
+# Against another build of posbias-measure, run beside it at every point (EARLIER_MEASURE):
+# seconds and peak RSS side by side; ratio > 1 means this build is faster.
+earlier = sorted(k for k in points if k[1] == "earlier")
+if earlier:
+    label = os.environ.get("EARLIER_LABEL", "earlier build")
+    print()
+    print(f"| case | method | L | posbias s | {label} s | {label} / posbias | posbias MiB | {label} MiB | max rel. diff |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
+    for key in earlier:
+        case, _, method, dtype, L = key
+        now = (case, "posbias", method, dtype, L)
+        if now not in points:
+            continue
+        s, es = med(now, "seconds"), med(key, "seconds")
+        a, b = points[now][0]["sq_norm_mean"], points[key][0]["sq_norm_mean"]
+        diff = max((abs(x - y) / abs(y) for x, y in zip(a, b) if y), default=0.0)
+        print(f"| {case} | {method} {dtype} | {L} | {s:.2f} | {es:.2f} | {es / s:.2f}x | "
+              f"{med(now, 'peak_mib'):.0f} | {med(key, 'peak_mib'):.0f} | {diff:.1e} |")
 # SVG: seconds (left) and MiB (right), log-log against L.
 W, H, PAD = 900, 380, 60
 def axis_labels(x0, w, y_label):

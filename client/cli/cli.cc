@@ -2,7 +2,10 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <iostream>
 #include <vector>
+
+#include <unistd.h>
 
 #include "client/cli/density_commands.h"
 #include "client/cli/job_commands.h"
@@ -137,7 +140,8 @@ int RunCli(int argc, const char* const* argv, std::ostream& out, std::ostream& e
   }
   Format format = Format::kTable;
   ParseFormat(options.format, &format);
-  return run(CliContext{client, format, options.plot, out, err, options.server});
+  const bool err_is_terminal = &err == &std::cerr && isatty(STDERR_FILENO) == 1;
+  return run(CliContext{client, format, options.plot, out, err, options.server, err_is_terminal});
 }
 
 }  // namespace posbias::cli

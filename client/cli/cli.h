@@ -36,6 +36,9 @@ struct CliContext {
   std::ostream& out;
   std::ostream& err;
   std::string server;  // --server, for hints.
+  // Whether `err` is a terminal: progress is redrawn in place there ("\r"), and written as one
+  // line per change elsewhere (a log file, a CI console, a pipe).
+  bool err_is_terminal = false;
 
   // Prints "error: <CODE> [<REASON>] <message>" for a failed call (and, for a server out of
   // reach, a line saying how to start or name one); returns kExitServerError.

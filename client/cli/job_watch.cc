@@ -12,6 +12,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/ascii.h"
@@ -28,18 +29,36 @@
 namespace posbias::cli {
 namespace {
 
-// A progress line on stderr: "[#####.....]  42.0 %  samples 3/8  ETA 12 s".
-void DrawProgress(std::ostream& err, const v1::Job& job) {
+// A progress line on stderr: "[#####.....]  42.0 %  running  samples 3/8  ETA 12 s". On a
+// terminal it is redrawn in place; elsewhere a line is written only when the state or the samples
+// done change (a log gets one line per step, not one per update).
+class ProgressLine {
+ public:
+  explicit ProgressLine(bool redraw) : redraw_(redraw) {}
+  void Draw(std::ostream& err, const v1::Job& job);
+  void End(std::ostream& err) const {
+    if (redraw_) err << "\n";
+  }
+
+ private:
+  bool redraw_;
+  std::optional<std::pair<int, int64_t>> last_;  // (state, samples done) of the last line written.
+};
+
+void ProgressLine::Draw(std::ostream& err, const v1::Job& job) {
+  const std::pair<int, int64_t> now{job.state(), job.progress().samples_done()};
+  if (!redraw_ && last_ == now) return;
+  last_ = now;
   const double fraction = std::clamp(job.progress().fraction(), 0.0, 1.0);
   const int filled = static_cast<int>(std::round(fraction * 30));
-  err << "\r[" << std::string(filled, '#') << std::string(30 - filled, '.') << "] " << std::fixed
+  err << (redraw_ ? "\r[" : "[") << std::string(filled, '#') << std::string(30 - filled, '.') << "] " << std::fixed
       << std::setprecision(1) << 100 * fraction << " %  "
       << LowerEnum(v1::JobState_Name(job.state()), "JOB_STATE_") << "  samples "
       << job.progress().samples_done() << "/" << job.progress().samples_total();
   if (job.progress().has_estimated_seconds_remaining()) {
     err << "  ETA " << static_cast<int64_t>(job.progress().estimated_seconds_remaining()) << " s";
   }
-  err << "    " << std::flush;
+  err << (redraw_ ? "    " : "\n") << std::flush;
 }
 
 }  // namespace
@@ -90,6 +109,7 @@ int PrintJob(const CliContext& context, const absl::StatusOr<v1::Job>& job) {
 // Follows a job until it ends; returns the last state seen.
 absl::StatusOr<v1::Job> Watch(const CliContext& context, const std::string& id) {
   v1::Job last;
+  ProgressLine progress(context.err_is_terminal);
   v1::WatchJobRequest request;
   request.set_id(id);
   CallSettings settings;
@@ -98,11 +118,11 @@ absl::StatusOr<v1::Job> Watch(const CliContext& context, const std::string& id) 
       request,
       [&](const v1::WatchJobResponse& message) {
         last = message.job();
-        DrawProgress(context.err, last);
+        progress.Draw(context.err, last);
         return true;
       },
       settings);
-  context.err << "\n";
+  progress.End(context.err);
   if (!status.ok()) return status;
   return last;
 }

@@ -296,6 +296,17 @@ class FirstSessionOutputTest(CliTestCase):
         self.assertExit(result, 2)
         self.assertIn("--probes", result.stderr)
 
+    def test_waiting_on_a_pipe_writes_one_progress_line_per_step_without_carriage_returns(self):
+        submitted = run_cli("jobs", "submit", "--model", "gpt2-tiny", "-L", "8", "-S", "3", "--wait",
+                            "--format", "json")
+        self.assertExit(submitted, 0)
+        self.assertEqual(json.loads(submitted.stdout)["state"], "succeeded", submitted.stdout)
+        self.assertNotIn("\r", submitted.stderr)
+        lines = [line for line in submitted.stderr.splitlines() if line.startswith("[")]
+        self.assertTrue(lines, submitted.stderr)
+        self.assertEqual(len(lines), len(set(lines)), "a line repeats:\n" + submitted.stderr)
+        self.assertRegex(lines[-1], r"^\[#{30}\] 100\.0 %  succeeded  samples 3/3$")
+
     def test_a_comparison_reads_against_the_reference_the_user_names(self):
         submitted = run_cli("jobs", "submit", "--model", "gpt2-tiny", "--versus", "init", "--init-seed", "7",
                             "--reference", "init", "-L", "8", "-S", "2", "--wait", "--format", "json")

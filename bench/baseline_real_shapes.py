@@ -16,7 +16,11 @@ Families: gpt2, qwen2, llama (rope_scaling llama3 included) and qwen3 (q/k norms
 
     /usr/bin/python3 bench/baseline_real_shapes.py --weights W.safetensors --config config.json \
         --tokens tokens.json --length 1024 --method hutchinson --probes 8 --input-seed 7 \
-        [--threads 2] [--checkpoint on|off] [--chunk 64]
+        [--threads 2] [--checkpoint on|off] [--chunk 64] [--device cpu] [--dtype float32]
+
+On a CUDA device (the GPU kit: bench/run_real_shapes.sh with DEVICE=cuda:0) the weights, ids and
+rows live there and the clock is read after a synchronization; peak memory is then the device's
+(torch.cuda.max_memory_allocated) beside the process's RSS.
 
 Prints one JSON object: seconds (forward and every row's VJP for the one sample, after the model
 is loaded), sq_norm (per position, 1-based j at index j-1), how it ran, and the peak RSS.
@@ -72,7 +76,7 @@ def pick_attention(dtype):
     """The best causal attention that agrees with the eager formula here: (name, function)."""
     def eager(q, k, v):
         scores = (q @ k.transpose(-1, -2)) / math.sqrt(q.shape[-1])
-        mask = torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool).triu(1)
+        mask = torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool, device=q.device).triu(1)
         return torch.softmax(scores.masked_fill(mask, float("-inf")).float(), -1).to(q.dtype) @ v
 
     candidates = []
@@ -118,7 +122,8 @@ class Model:
     def rotary(self, length, dtype):
         angles = torch.outer(torch.arange(length, dtype=torch.float64), self.inv)
         angles = torch.cat((angles, angles), -1)
-        return angles.cos().to(dtype), angles.sin().to(dtype)
+        device = self.w("model.embed_tokens.weight").device
+        return angles.cos().to(device, dtype), angles.sin().to(device, dtype)
 
     def heads_of(self, x, n):
         return x.view(1, x.shape[1], n, self.hd).transpose(1, 2)
@@ -201,7 +206,7 @@ def cotangent_rows(args, d, length):
 def squared_norms(model, e, cot, args, how):
     """Sum (exact) or mean (Hutchinson) over rows of ||row^T J_j||^2 -> [L]: one forward, its graph
     kept for every chunk of rows but the last."""
-    total = torch.zeros(e.shape[0], dtype=torch.float64)
+    total = torch.zeros(e.shape[0], dtype=torch.float64, device=e.device)
     hidden = model.hidden(e, args.checkpoint == "on")
     n = cot.shape[0]
     for s in range(0, n, args.chunk):
@@ -235,27 +240,39 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--checkpoint", choices=("on", "off"), default="on")
     ap.add_argument("--chunk", type=int, default=64, help="rows per batched VJP")
+    ap.add_argument("--device", default="cpu", help="cpu or cuda[:N]")
+    ap.add_argument("--dtype", choices=("float32", "float64", "bfloat16", "float16"), default="float32")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
+    device, dtype = torch.device(args.device), getattr(torch, args.dtype)
     cfg = json.load(open(args.config))
     state, _ = rm.load_safetensors(args.weights)
-    state = {k: v.float() for k, v in state.items()}
+    state = {k: v.to(device, dtype) for k, v in state.items()}
     name, attention = pick_attention(torch.float32)
     model = Model(state, cfg, attention)
-    ids = torch.tensor(json.load(open(args.tokens))[0][: args.length])
+    ids = torch.tensor(json.load(open(args.tokens))[0][: args.length], device=device)
+    rows_of = lambda a, length: cotangent_rows(a, model.d, length).to(device, dtype)  # noqa: E731
     how = {"attention": name, "vjp": "vmap", "checkpoint": args.checkpoint == "on"}
     # Whether vmap runs this backward, found on 4 positions and 2 rows before the clock starts.
     probe_args = argparse.Namespace(**{**vars(args), "chunk": 2})
     tiny = model.embed(ids[:4]).detach().requires_grad_(True)
-    squared_norms(model, tiny, cotangent_rows(probe_args, model.d, 4)[:2], probe_args, how)
+    squared_norms(model, tiny, rows_of(probe_args, 4)[:2], probe_args, how)
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    sync()
     start = time.perf_counter()
     e = model.embed(ids).detach().requires_grad_(True)
-    sq = squared_norms(model, e, cotangent_rows(args, model.d, args.length), args, how)
+    sq = squared_norms(model, e, rows_of(args, args.length), args, how)
+    sync()
     seconds = time.perf_counter() - start
     print(json.dumps(dict(seconds=seconds, length=args.length, method=args.method,
                           rows=model.d if args.method == "exact" else args.probes, threads=args.threads,
-                          torch=torch.__version__, how=how, sq_norm=sq.tolist(),
-                          peak_rss_mib=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)))
+                          device=args.device, dtype=args.dtype, torch=torch.__version__, how=how,
+                          sq_norm=sq.cpu().tolist(),
+                          peak_rss_mib=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                          peak_device_mib=(torch.cuda.max_memory_allocated(device) / 2**20
+                                           if device.type == "cuda" else None))))
 
 
 if __name__ == "__main__":

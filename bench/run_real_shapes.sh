@@ -14,13 +14,17 @@
 # takes under 30 minutes on two cores, about 27: at L = 2048 the baseline takes 17-23 minutes a case,
 # and with every baseline the run takes about 75; BASELINE_CASES="$CASES" runs them all),
 # APPEND=1 adds to bench-results/real-shapes.jsonl
-# instead of starting it anew, KEEP_WEIGHTS=1 keeps the exported safetensors (several GiB).
+# instead of starting it anew, KEEP_WEIGHTS=1 keeps the exported safetensors (several GiB),
+# OUT (the results' folder, default bench-results), DEVICE (default cpu; cuda:0 on the GPU kit's
+# machine: both sides and the peak rate run there), DTYPE (default float32; bfloat16 on a GPU),
+# MEMORY_BUDGET_MB (posbias-measure's --memory-budget-mb; its default when unset).
 # Cases (presets' shapes, seeded Hugging Face init, one sample each, both sides cold):
 #   gpt2-exact  GPT-2 small (12 x 768, vocabulary 50,257), L = 128, exact (768 rows)
 #   gpt2-1k     GPT-2 small, L = 1024, Hutchinson K = 8
 #   qwen2-2k    Qwen2-0.5B (24 x 896, 14 heads, 2 kv heads, MLP 4864), L = 2048, K = 8
 #   qwen3-2k    Qwen3-0.6B (28 x 1024, 16 heads of 128, 8 kv heads, q/k norms), L = 2048, K = 8
 #   llama-1k    Llama-3.2-1B (16 x 2048, 32 heads of 64, 8 kv heads, MLP 8192), L = 1024, K = 8
+#   qwen2-tiny  the qwen2-tiny preset, L = 64, K = 8 (the GPU kit's dry run on the CPU)
 # Seconds are each side's own clock around the measurement (after the model is built or loaded).
 # Writes bench-results/real-shapes.jsonl, prints a table, writes bench-results/real-shapes.svg.
 set -euo pipefail
@@ -28,8 +32,12 @@ cd "$(dirname "$0")/.."
 BUILD_DIR="${1:-build/release}"
 THREADS="${2:-2}"
 MEASURE="$BUILD_DIR/server/posbias-measure"
-PY=/usr/bin/python3
-OUT=bench-results
+PY="${PY:-/usr/bin/python3}"
+OUT="${OUT:-bench-results}"
+DEVICE="${DEVICE:-cpu}"
+DTYPE="${DTYPE:-float32}"
+BUDGET=()
+[[ -z "${MEMORY_BUDGET_MB:-}" ]] || BUDGET=(--memory-budget-mb "$MEMORY_BUDGET_MB")
 CASES="${CASES:-gpt2-exact gpt2-1k qwen2-2k qwen3-2k llama-1k}"
 BASELINE_CASES="${BASELINE_CASES-gpt2-exact gpt2-1k llama-1k}"
 mkdir -p "$OUT"
@@ -44,12 +52,13 @@ case_of() {  # name -> "preset length method-flags"
     qwen2-2k) echo "qwen2-0.5b 2048 --method hutchinson --probes 8" ;;
     qwen3-2k) echo "qwen3-0.6b 2048 --method hutchinson --probes 8" ;;
     llama-1k) echo "llama3.2-1b 1024 --method hutchinson --probes 8" ;;
+    qwen2-tiny) echo "qwen2-tiny 64 --method hutchinson --probes 8" ;;
     *) echo "unknown case $1" >&2; exit 2 ;;
   esac
 }
 
-echo "== peak matrix-product rate (float32, $THREADS threads)" >&2
-$PY bench/gemm_peak.py --threads "$THREADS" --dtype float32 > "$OUT/real-shapes-peak.json"
+echo "== peak matrix-product rate ($DTYPE, $THREADS threads, $DEVICE)" >&2
+$PY bench/gemm_peak.py --threads "$THREADS" --dtype "$DTYPE" --device "$DEVICE" > "$OUT/real-shapes-peak.json"
 
 for name in $CASES; do
   read -r preset length mflags <<< "$(case_of "$name")"
@@ -57,7 +66,7 @@ for name in $CASES; do
   echo "== $name: posbias ($preset, L = $length, $mflags)" >&2
   # One run exports the weights both sides use, then measures.
   $MEASURE --preset "$preset" --max-positions "$length" --length "$length" --samples 1 $mflags --threads "$THREADS" \
-    --seed 0 --input-seed 7 --export-weights "$base.safetensors" --export-config "$base.config.json" > "$base-cpp.json"
+    --device "$DEVICE" --dtype "$DTYPE" "${BUDGET[@]}" --seed 0 --input-seed 7 --export-weights "$base.safetensors" --export-config "$base.config.json" > "$base-cpp.json"
   $PY -c "import json,sys; json.dump(json.load(open(sys.argv[1]))['tokens'], open(sys.argv[2], 'w'))" \
     "$base-cpp.json" "$base.tokens.json"
   rm -f "$base-python.json"
@@ -66,7 +75,7 @@ for name in $CASES; do
     probes=$(sed -n 's/.*--probes \([0-9]*\).*/\1/p' <<< "$mflags")
     $PY bench/baseline_real_shapes.py --weights "$base.safetensors" --config "$base.config.json" --tokens "$base.tokens.json" \
       --length "$length" --method "$(sed 's/--method \([a-z]*\).*/\1/' <<< "$mflags")" --probes "${probes:-8}" \
-      --input-seed 7 --threads "$THREADS" > "$base-python.json"
+      --input-seed 7 --threads "$THREADS" --device "$DEVICE" --dtype "$DTYPE" > "$base-python.json"
   fi
   [[ "${KEEP_WEIGHTS:-0}" == 1 ]] || rm -f "$base.safetensors"
   $PY - "$name" "$preset" "$length" "$base-cpp.json" "$base-python.json" "$OUT/real-shapes-peak.json" >> "$RESULTS" <<'PYEOF'
@@ -78,6 +87,7 @@ py = json.load(open(py_path)) if os.path.exists(py_path) else None  # The baseli
 diff = max(abs(x - y) / abs(y) for x, y in zip(cpp["sq_norm_mean"], py["sq_norm"]) if y) if py else None
 work = cpp["work"]
 print(json.dumps(dict(case=name, preset=preset, length=int(length), method=cpp["measurement"]["method"],
+                      device=cpp["measurement"]["device"], dtype=cpp["measurement"]["dtype"],
                       checkpointed=cpp["measurement"]["checkpointed"],
                       rows=cpp["model"]["width"] if cpp["measurement"]["method"] == "exact" else cpp["measurement"]["probes"],
                       posbias_seconds=cpp["measurement"]["seconds"], baseline_seconds=py["seconds"] if py else None,
@@ -112,11 +122,12 @@ if rows:
           + ", ".join(f"{r['case']}: {r['baseline_how']['attention']} + {r['baseline_how']['vjp']}" for r in rows
                       if r["baseline_how"]))
 # Bars: seconds of the floor, posbias and the baseline per case (linear scale, per-case groups).
+where = ", ".join(sorted({f"{r.get('device', 'cpu')} {r.get('dtype', 'float32')}" for r in rows})) or "cpu float32"
 W, H, PAD, BAR = 900, 340, 60, 22
 top = max([max(r["posbias_seconds"], r["baseline_seconds"] or 0) for r in rows] + [1e-9])
 group = (W - 2 * PAD) / max(1, len(rows))
 parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H + 30}">',
-         '<text x="20" y="20" font-size="14">seconds per sample, CPU float32 (one sample, same weights, ids and probes)</text>',
+         f'<text x="20" y="20" font-size="14">seconds per sample, {where} (one sample, same weights, ids and probes)</text>',
          f'<line x1="{PAD}" y1="{H - PAD}" x2="{W - PAD}" y2="{H - PAD}" stroke="black"/>',
          f'<line x1="{PAD}" y1="{PAD}" x2="{PAD}" y2="{H - PAD}" stroke="black"/>',
          f'<text transform="translate(16,{H / 2 + 40}) rotate(-90)" font-size="11">seconds per sample</text>']

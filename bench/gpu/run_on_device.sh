@@ -4,16 +4,16 @@
 #  2. builds posbias-measure and torch_tests alone (-DPOSBIAS_ENGINE_ONLY=ON) against the
 #     machine's LibTorch (the torch of $PYTHON, default python3),
 #  3. runs torch_tests, the *_CUDA tests included,
-#  4. measures qwen2-0.5b at L = 2048 (Hutchinson K = 64, bfloat16 and float32) on cuda:0, runs
-#     the PyTorch baseline on the same weights and token ids, and writes time per sample, the
-#     ratio, and achieved FLOP/s against the device's peak (bench/gpu/summarize.py);
+#  4. runs the real-shapes benchmark (bench/run_real_shapes.sh: gpt2 small at L = 1024, the
+#     Qwen2-0.5B shape at L = 2048, the Llama-3.2-1B shape at L = 1024; Hutchinson K = 8) on
+#     cuda:0 in bfloat16 and float32: posbias against the PyTorch baseline on the same device,
+#     weights, ids and probes, and both against the FLOP floor over the device's measured peak;
 #  5. measures the long-context benchmark's llama at L = 8k and 32k on cuda:0 (the blocked
 #     passes on CUDA; each bounded to 150 s), kept in summary.json's long_context.
-# It writes seven files to $OUT (default bench-results/gpu; a device run brings back at most 8):
-# run.log (steps, nvidia-smi, configure and build output), torch_tests.log, the reports
-# measure-hutchinson-{bfloat16,float32}.json, the PyTorch baseline's (bench/baseline_jacobian.py
-# on the same device, weights and token ids) baseline-hutchinson-{bfloat16,float32}.json, and
-# summary.json.
+# It writes five files to $OUT (default bench-results/gpu): run.log (steps, nvidia-smi,
+# configure and build output, the benchmark's tables), torch_tests.log, the real-shapes rows
+# real-shapes-{bfloat16,float32}.jsonl (one line per case: seconds of both sides, the FLOPs, the
+# peak, the profiles' difference), and summary.json.
 #
 #   OUT=... bash bench/gpu/run_on_device.sh          on the GPU machine (about 10 minutes)
 #   POSBIAS_GPU_DRY_RUN=1 bash bench/gpu/run_on_device.sh
@@ -57,27 +57,21 @@ grep -E "^\[  (PASSED|FAILED) |tests ran|_CUDA" "$OUT/torch_tests.log" | tail -2
 
 MEASURE="$BUILD/server/posbias-measure"
 if [[ "$DRY_RUN" == 1 ]]; then
-  MODEL=(--preset qwen2-tiny) LENGTH=64 DEVICE=cpu DTYPES=(float32) BUDGET=2048
+  REAL_CASES="qwen2-tiny" DEVICE=cpu DTYPES=(float32) BUDGET=2048
 else
-  MODEL=(--preset qwen2-0.5b) LENGTH=2048 DEVICE=cuda:0 DTYPES=(bfloat16 float32) BUDGET=100000
+  REAL_CASES="gpt2-1k qwen2-2k llama-1k" DEVICE=cuda:0 DTYPES=(bfloat16 float32) BUDGET=100000
 fi
 WORK="$(mktemp -d)"
-log "weights: ${MODEL[*]} exported for the PyTorch baseline"
-"$MEASURE" "${MODEL[@]}" --length 2 --samples 1 --method hutchinson --probes 1 --seed 0 \
-  --export-weights "$WORK/model.safetensors" --export-config "$WORK/config.json" > /dev/null 2>> "$LOG"
+# Real shapes on the device: the CPU benchmark's own script (bench/run_real_shapes.sh), its cases
+# with the PyTorch baseline beside each on the same device, weights, ids and probes, and the FLOP
+# floor over the device's peak matrix-product rate in that dtype (bench/gemm_peak.py on $DEVICE).
 for dtype in "${DTYPES[@]}"; do
-  log "measure: ${MODEL[*]} L = $LENGTH, Hutchinson K = 64, $dtype on $DEVICE"
-  "$MEASURE" "${MODEL[@]}" --length "$LENGTH" --samples 3 --method hutchinson --probes 64 --seed 0 \
-    --device "$DEVICE" --dtype "$dtype" --memory-budget-mb "$BUDGET" > "$OUT/measure-hutchinson-$dtype.json" \
-    2>> "$LOG" || { tail -5 "$LOG" >&2; continue; }
-  # The same token ids through the PyTorch baseline (bench/baseline_jacobian.py) on the same device.
-  "$PYTHON" -c "import json, sys; json.dump(json.load(open(sys.argv[1]))['tokens'], open(sys.argv[2], 'w'))" \
-    "$OUT/measure-hutchinson-$dtype.json" "$WORK/tokens.json"
-  log "baseline: the same on $DEVICE"
-  "$PYTHON" bench/baseline_jacobian.py --weights "$WORK/model.safetensors" --config "$WORK/config.json" \
-    --length "$LENGTH" --method hutchinson --probes 64 --tokens "$WORK/tokens.json" --warmup 1 \
-    --device "$DEVICE" --dtype "$dtype" --threads "$(nproc)" > "$OUT/baseline-hutchinson-$dtype.json" 2>> "$LOG" \
-    || { tail -5 "$LOG" >&2; }
+  log "real shapes: $REAL_CASES, Hutchinson K = 8, $dtype on $DEVICE"
+  OUT="$WORK/real-$dtype" DEVICE="$DEVICE" DTYPE="$dtype" MEMORY_BUDGET_MB="$BUDGET" CASES="$REAL_CASES" \
+    BASELINE_CASES="$REAL_CASES" PY="$PYTHON" timeout 240 bash bench/run_real_shapes.sh "$BUILD" "$(nproc)" \
+    > "$WORK/real-$dtype.table" 2>> "$LOG" || { tail -5 "$LOG" >&2; }
+  cat "$WORK/real-$dtype.table" >&2 || true
+  cp "$WORK/real-$dtype/real-shapes.jsonl" "$OUT/real-shapes-$dtype.jsonl" 2> /dev/null || true
 done
 # Long contexts on the device: the long-context benchmark's llama (bench/run_long_context.sh: 2
 # layers, width 64, 4 heads of 64, 2 kv heads) through the same blocked passes, Hutchinson K = 8

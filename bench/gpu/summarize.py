@@ -1,13 +1,12 @@
 #!/usr/bin/env python3
-"""Time per sample and achieved FLOP/s of the measurements in a bench/gpu/run_on_device.sh folder.
+"""The summary of a bench/gpu/run_on_device.sh folder: real shapes against the FLOP floor, and
+the long-context runs.
 
-FLOPs are counted as autograd would compute the measurement (the convention of the CPU
-benchmark's baseline): one forward pass, then per cotangent row one reverse pass whose input-
-gradient products equal the forward pass's (linear maps) plus twice its attention products
-(full L x L score matrices, causal masking not subtracted). The model's own reverse pass does
-fewer (top layer on the target row, MLP Jacobians for exact norms), so the rate is an effective
-one. Peaks (H200 SXM, dense): float32 67 TFLOP/s (no TF32: LibTorch's default), bfloat16 989
-TFLOP/s.
+The real-shapes rows (real-shapes-<dtype>.jsonl, written by bench/run_real_shapes.sh on the
+device) carry each case's seconds on both sides, the FLOPs posbias' pass requires
+(server/jacobian/flop_count.h) and the device's peak matrix-product rate in that dtype
+(bench/gemm_peak.py, measured in the same run): floor = FLOPs / peak, efficiency = floor /
+seconds, speed-up = baseline seconds / posbias seconds.
 
     python3 bench/gpu/summarize.py OUT_DIR [LONG_DIR]
 
@@ -20,43 +19,19 @@ import json
 import os
 import sys
 
-PEAK = {"float32": 67e12, "bfloat16": 989e12, "float16": 989e12}
 
-
-def measurement_flops(model, m):
-    d, layers, length = model["width"], model["layers"], m["length"]
-    heads, kv_heads, mlp = model["heads"], model.get("kv_heads", model["heads"]), model["mlp_width"]
-    hd = d // heads
-    linear = d * heads * hd + 2 * d * kv_heads * hd + heads * hd * d
-    linear += (3 if model["family"] == "qwen2" else 2) * d * mlp
-    forward = 2 * layers * (length * linear + 2 * heads * length * length * hd)
-    reverse = 2 * layers * (length * linear + 4 * heads * length * length * hd)
-    rows = m["probes"] if m["method"] == "hutchinson" else d
-    return forward + rows * reverse
-
-
-def row_of(path):
-    """One summary row of a posbias-measure report or a baseline_jacobian.py result."""
-    report = json.load(open(path))
-    if "implementation" in report:  # The PyTorch baseline.
-        b = report["model"]
-        model = {"family": b["arch"], "layers": b["layers"], "width": b["width"], "heads": b["heads"],
-                 "kv_heads": b["kv_heads"], "mlp_width": b["mlp_width"]}
-        m = {"length": report["length"], "method": report["method"], "probes": report["probes"] or 0}
-        per_sample, device, dtype, side = report["seconds_per_sample"], report.get("device", "cpu"), report["dtype"], "pytorch"
-    else:
-        model, m = report["model"], report["measurement"]
-        per_sample, device, dtype, side = m["seconds"] / m["samples"], m["device"], m["dtype"], "posbias"
-    flops = measurement_flops(model, m)
-    row = {"file": os.path.basename(path), "side": side, "device": device, "dtype": dtype, "length": m["length"],
-           "method": m["method"], "probes": m["probes"], "seconds_per_sample": round(per_sample, 3),
-           "tflop_per_sample": round(flops / 1e12, 2), "tflop_per_s": round(flops / per_sample / 1e12, 2)}
-    if side == "posbias":
-        row.update(reverse_pass=m.get("reverse_pass"), cotangent_batch=m["cotangent_batch"],
-                   checkpointed=m["checkpointed"])
-    if device.startswith("cuda") and dtype in PEAK:
-        row["fraction_of_peak"] = round(flops / per_sample / PEAK[dtype], 3)
-    return row
+def real_shape_row(row):
+    """One case of the real-shapes benchmark, with its floor, efficiencies and speed-up."""
+    floor = row["flops_required"] / (row["peak_gflops"] * 1e9)
+    posbias, baseline = row["posbias_seconds"], row.get("baseline_seconds")
+    return {"case": row["case"], "device": row.get("device"), "dtype": row.get("dtype"), "length": row["length"],
+            "rows": row["rows"], "tflop_required": round(row["flops_required"] / 1e12, 3),
+            "peak_tflop_per_s": round(row["peak_gflops"] / 1e3, 1), "floor_seconds": round(floor, 4),
+            "posbias_seconds": round(posbias, 4), "posbias_efficiency": round(floor / posbias, 3),
+            "baseline_seconds": round(baseline, 4) if baseline else None,
+            "baseline_efficiency": round(floor / baseline, 3) if baseline else None,
+            "speedup_over_pytorch": round(baseline / posbias, 2) if baseline else None,
+            "max_rel_diff": row.get("max_rel_diff"), "baseline_how": row.get("baseline_how")}
 
 
 def long_context_row(path):
@@ -75,20 +50,13 @@ def long_context_row(path):
 
 def main():
     out = sys.argv[1]
-    rows = []
-    for path in sorted(glob.glob(os.path.join(out, "measure-*.json")) + glob.glob(os.path.join(out, "baseline-*.json"))):
+    real = []
+    for path in sorted(glob.glob(os.path.join(out, "real-shapes-*.jsonl"))):
         try:
-            rows.append(row_of(path))
-        except (OSError, ValueError, KeyError, TypeError) as error:
-            rows.append({"file": os.path.basename(path), "error": str(error)})
-    # posbias' speed-up over the baseline per dtype, where both ran.
-    per_dtype = {}
-    for row in rows:
-        if "seconds_per_sample" in row:
-            per_dtype.setdefault(row["dtype"], {})[row["side"]] = row["seconds_per_sample"]
-    ratios = {dtype: round(sides["pytorch"] / sides["posbias"], 2)
-              for dtype, sides in per_dtype.items() if "pytorch" in sides and sides.get("posbias")}
-    summary = {"rows": rows, "speedup_over_pytorch": ratios}
+            real += [real_shape_row(json.loads(line)) for line in open(path) if line.strip()]
+        except (OSError, ValueError, KeyError, TypeError, ZeroDivisionError) as error:
+            real.append({"file": os.path.basename(path), "error": str(error)})
+    summary = {"real_shapes": real}
     if len(sys.argv) > 2:
         summary["long_context"] = [long_context_row(path) for path in
                                    sorted(glob.glob(os.path.join(sys.argv[2], "long-*.json")),

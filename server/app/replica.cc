@@ -15,29 +15,15 @@
 
 namespace posbias::app {
 
-// The jobs bound to `model`'s registration (jobs::ModelBinding: by uid, or by name and namespace
-// for jobs stored before uids), selected by the store.
-jobs::ListFilter JobsOf(const registry::ModelEntry& model, const std::vector<jobs::JobState>& states,
-                        const std::optional<std::string>& tenant) {
-  jobs::ListFilter filter;
-  filter.bound_to = jobs::ModelBinding{model.name, registry::ModelPath(model), model.uid, model.tenant};
-  filter.states = states;
-  filter.tenant = tenant;
-  return filter;
+namespace {
+
+// The store's name for `model`'s registration: its jobs are those bound to it (by uid, or by name
+// and namespace for jobs stored before uids; job_store.h, ListFilter::bound_to).
+jobs::ModelBinding BindingOf(const registry::ModelEntry& model) {
+  return jobs::ModelBinding{model.name, registry::ModelPath(model), model.uid, model.tenant};
 }
 
-std::vector<std::string> CancelJobsOf(jobs::JobStore& store, const registry::ModelEntry& model) {
-  std::vector<std::string> cancelled;
-  std::vector<jobs::JobRecord> active;
-  // A page the store cannot read ends the search with what was found.
-  (void)jobs::ForEachJob(store, JobsOf(model, {jobs::JobState::kQueued, jobs::JobState::kRunning}, std::nullopt),
-                         [&](jobs::JobRecord& job) { active.push_back(std::move(job)); });
-  for (const auto& job : active) {
-    const auto next = job.state == jobs::JobState::kQueued ? jobs::JobState::kCancelled : jobs::JobState::kCancelling;
-    if (store.Transition(job.id, next, {}).ok()) cancelled.push_back(job.id);
-  }
-  return cancelled;
-}
+}  // namespace
 
 absl::StatusOr<ReplicaRole> ParseReplicaRole(const std::string& name) {
   if (name == "api") return ReplicaRole::kApi;
@@ -284,10 +270,13 @@ absl::Status Replica::Start() {
   options_.job_limits.tenant_share = options_.tenant_share;
   api::ModelRequests::Jobs model_jobs;
   model_jobs.active = [this](const registry::ModelEntry& model, const std::optional<std::string>& tenant) {
-    return store_->Count(
-        JobsOf(model, {jobs::JobState::kQueued, jobs::JobState::kRunning, jobs::JobState::kCancelling}, tenant));
+    jobs::ListFilter filter;
+    filter.bound_to = BindingOf(model);
+    filter.states = {jobs::JobState::kQueued, jobs::JobState::kRunning, jobs::JobState::kCancelling};
+    filter.tenant = tenant;
+    return store_->Count(filter);
   };
-  model_jobs.cancel = [this](const registry::ModelEntry& model) { return CancelJobsOf(*store_, model); };
+  model_jobs.cancel = [this](const registry::ModelEntry& model) { return jobs::CancelJobsBoundTo(*store_, BindingOf(model)); };
   model_requests_ = std::make_unique<api::ModelRequests>(catalog_.get(), std::move(model_jobs));
   // Text inputs are laid out with the registered models' tokenizers.
   job_requests_ = std::make_unique<api::JobRequests>(store_.get(), catalog_.get(), pool_.get(), options_.job_limits,

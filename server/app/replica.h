@@ -36,10 +36,6 @@ enum class ReplicaRole { kApi, kWorker, kBoth };
 absl::StatusOr<ReplicaRole> ParseReplicaRole(const std::string& name);
 std::string ReplicaRoleName(ReplicaRole role);
 
-// DeleteModel with force: cancels the queued jobs and stops the running ones bound to `model`
-// (every tenant's); the ids, in the store's order.
-std::vector<std::string> CancelJobsOf(jobs::JobStore& store, const registry::ModelEntry& model);
-
 class Replica {
  public:
   struct Options {

@@ -183,6 +183,12 @@ absl::StatusOr<std::unique_ptr<JobStore>> OpenPostgresJobStore(PostgresStoreOpti
 // were visited).
 absl::Status ForEachJob(JobStore& store, ListFilter filter, const std::function<void(JobRecord&)>& visit);
 
+// DeleteModel with force: every tenant's jobs bound to `model` end or are asked to stop: a queued
+// one is CANCELLED, a running one CANCELLING (its worker stops it). Returns the ids the store
+// moved, newest first; a job that ended between the listing and its transition keeps its end. A
+// page the store cannot read ends the search with what was found.
+std::vector<std::string> CancelJobsBoundTo(JobStore& store, const ModelBinding& model);
+
 // Chooses the store from a connection string: "" → SQLite at `default_sqlite_path`;
 // "sqlite:PATH" or "sqlite://PATH" → SQLite at PATH; "postgresql://…" or "postgres://…" →
 // PostgreSQL. INVALID_ARGUMENT for anything else.

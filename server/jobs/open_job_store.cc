@@ -41,4 +41,18 @@ absl::Status ForEachJob(JobStore& store, ListFilter filter, const std::function<
   return absl::OkStatus();
 }
 
+std::vector<std::string> CancelJobsBoundTo(JobStore& store, const ModelBinding& model) {
+  ListFilter filter;
+  filter.bound_to = model;
+  filter.states = {JobState::kQueued, JobState::kRunning};
+  std::vector<JobRecord> active;
+  (void)ForEachJob(store, std::move(filter), [&](JobRecord& job) { active.push_back(std::move(job)); });
+  std::vector<std::string> cancelled;
+  for (const auto& job : active) {
+    const auto next = job.state == JobState::kQueued ? JobState::kCancelled : JobState::kCancelling;
+    if (store.Transition(job.id, next, {}).ok()) cancelled.push_back(job.id);
+  }
+  return cancelled;
+}
+
 }  // namespace posbias::jobs

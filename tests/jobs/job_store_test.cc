@@ -1003,6 +1003,42 @@ TEST_P(JobStoreContract, AModelsJobsAreThoseThatRecordedItsUidOrOlderOnesWhoseNa
   EXPECT_EQ(count, 2);
 }
 
+TEST_P(JobStoreContract, CancellingAModelsJobsEndsTheQueuedAsksTheRunningToStopAndLeavesTheRestAlone) {
+  const auto job = [&](std::string model, std::string uid, std::string tenant, std::string device) {
+    JobRecord record = MakeJob(std::move(model), 0, std::move(device));
+    record.spec.model_uid = std::move(uid);
+    record.tenant = std::move(tenant);
+    return Add(std::move(record));
+  };
+  const JobRecord queued = job("m", "u-1", "lab-a", "a");
+  const JobRecord running_id = job("m", "u-1", "lab-a", "b");
+  const JobRecord running = ClaimOnly("b");
+  ASSERT_EQ(running.id, running_id.id);
+  const JobRecord by_admin = job("lab-a/m", "u-1", "", "c");       // Another tenant's, same model.
+  const JobRecord finished = job("m", "u-1", "lab-a", "d");
+  ASSERT_TRUE(store().Transition(finished.id, JobState::kCancelled, {}).ok());
+  const JobRecord other_model = job("m", "u-9", "lab-b", "e");     // lab-b's own "m".
+  const JobRecord earlier_registration = job("m", "u-0", "lab-a", "f");
+
+  const std::vector<std::string> cancelled = CancelJobsBoundTo(store(), ModelBinding{"m", "lab-a/m", "u-1", "lab-a"});
+
+  EXPECT_EQ(std::set<std::string>(cancelled.begin(), cancelled.end()),
+            (std::set<std::string>{queued.id, running.id, by_admin.id}));
+  const auto state_of = [&](const JobRecord& j) {
+    auto got = store().Get(j.id);
+    EXPECT_TRUE(got.ok()) << got.status();
+    return got.ok() ? got->state : JobState::kQueued;
+  };
+  EXPECT_EQ(state_of(queued), JobState::kCancelled);
+  EXPECT_EQ(state_of(by_admin), JobState::kCancelled);
+  EXPECT_EQ(state_of(running), JobState::kCancelling) << "its worker stops it and reports the end";
+  EXPECT_EQ(state_of(finished), JobState::kCancelled);
+  EXPECT_EQ(state_of(other_model), JobState::kQueued);
+  EXPECT_EQ(state_of(earlier_registration), JobState::kQueued);
+  EXPECT_TRUE(CancelJobsBoundTo(store(), ModelBinding{"m", "lab-a/m", "u-1", "lab-a"}).empty())
+      << "nothing is left to cancel, and a cancelling job is not moved again";
+}
+
 TEST_P(JobStoreContract, AComparisonJobIsAmongTheJobsOfEveryModelItMeasures) {
   JobRecord comparison = MakeJob("m", 0, "a");
   comparison.spec.model_uid = "u-1";

@@ -13,7 +13,8 @@
 # It writes five files to $OUT (default bench-results/gpu): run.log (steps, nvidia-smi,
 # configure and build output, the benchmark's tables), torch_tests.log, the real-shapes rows
 # real-shapes-{bfloat16,float32}.jsonl (one line per case: seconds of both sides, the FLOPs, the
-# peak, the profiles' difference), and summary.json.
+# peak, the profiles' difference), and summary.json. A failed step does not stop the others; the
+# run then exits 1 and names them.
 #
 #   OUT=... bash bench/gpu/run_on_device.sh          on the GPU machine (about 10 minutes)
 #   POSBIAS_GPU_DRY_RUN=1 bash bench/gpu/run_on_device.sh
@@ -22,7 +23,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 OUT="${OUT:-bench-results/gpu}"
-PYTHON="${PYTHON:-python3}"
+# The python with torch: $PYTHON, else the first of python3 and Debian's /usr/bin/python3 that
+# imports it (a pyenv or venv python3 first on PATH may lack it).
+if [[ -z "${PYTHON:-}" ]]; then
+  PYTHON=python3
+  for candidate in python3 /usr/bin/python3; do
+    if "$candidate" -c 'import torch' 2> /dev/null; then PYTHON="$candidate"; break; fi
+  done
+fi
 DRY_RUN="${POSBIAS_GPU_DRY_RUN:-0}"
 PREFIX="${POSBIAS_KIT_PREFIX:-/tmp/posbias-kit}"
 BUILD="${POSBIAS_GPU_BUILD:-build/gpu}"
@@ -30,6 +38,8 @@ mkdir -p "$OUT" "$PREFIX"
 LOG="$OUT/run.log"
 : > "$LOG"
 log() { echo "== $*" | tee -a "$LOG" >&2; }
+# Steps that fail are named here; the run goes on (each step's figures stand alone) and exits 1.
+FAILED=()
 
 log "kit: unpacking .gpukit into $PREFIX"
 ls .gpukit/*.deb > /dev/null || { echo "error: .gpukit is empty: run bench/gpu/fetch_kit.sh here first" >&2; exit 1; }
@@ -69,7 +79,7 @@ for dtype in "${DTYPES[@]}"; do
   log "real shapes: $REAL_CASES, Hutchinson K = 8, $dtype on $DEVICE"
   OUT="$WORK/real-$dtype" DEVICE="$DEVICE" DTYPE="$dtype" MEMORY_BUDGET_MB="$BUDGET" CASES="$REAL_CASES" \
     BASELINE_CASES="$REAL_CASES" PY="$PYTHON" timeout 240 bash bench/run_real_shapes.sh "$BUILD" "$(nproc)" \
-    > "$WORK/real-$dtype.table" 2>> "$LOG" || { tail -5 "$LOG" >&2; }
+    > "$WORK/real-$dtype.table" 2>> "$LOG" || { tail -5 "$LOG" >&2; FAILED+=("real shapes $dtype"); }
   cat "$WORK/real-$dtype.table" >&2 || true
   cp "$WORK/real-$dtype/real-shapes.jsonl" "$OUT/real-shapes-$dtype.jsonl" 2> /dev/null || true
 done
@@ -84,9 +94,13 @@ for L in "${LONG_LENGTHS[@]}"; do
   log "long context: llama (2 layers, width 64) L = $L, Hutchinson K = 8, float32 on $DEVICE"
   timeout 150 "$MEASURE" "${LONG[@]}" --length "$L" --samples 1 --method hutchinson --probes 8 --seed 0 \
     --device "$DEVICE" --dtype float32 --memory-budget-mb "$BUDGET" > "$WORK/long/long-$L.json" 2>> "$LOG" \
-    || { tail -5 "$LOG" >&2; rm -f "$WORK/long/long-$L.json"; }
+    || { tail -5 "$LOG" >&2; rm -f "$WORK/long/long-$L.json"; FAILED+=("long context L = $L"); }
 done
 log "summary"
 "$PYTHON" bench/gpu/summarize.py "$OUT" "$WORK/long" | tee "$OUT/summary.json"
 rm -rf "$WORK"
-exit "$TESTS_RC"
+[[ "$TESTS_RC" == 0 ]] || FAILED+=("torch_tests")
+if (( ${#FAILED[@]} )); then
+  log "failed steps: $(IFS=,; echo "${FAILED[*]}") (run.log has their output)"
+  exit 1
+fi

@@ -20,15 +20,20 @@ import os
 import sys
 
 
+def sig(x, digits=4):
+    """x to `digits` significant digits (a tiny case's seconds and FLOPs keep their size)."""
+    return float(f"{x:.{digits}g}")
+
+
 def real_shape_row(row):
     """One case of the real-shapes benchmark, with its floor, efficiencies and speed-up."""
     floor = row["flops_required"] / (row["peak_gflops"] * 1e9)
     posbias, baseline = row["posbias_seconds"], row.get("baseline_seconds")
     return {"case": row["case"], "device": row.get("device"), "dtype": row.get("dtype"), "length": row["length"],
-            "rows": row["rows"], "tflop_required": round(row["flops_required"] / 1e12, 3),
-            "peak_tflop_per_s": round(row["peak_gflops"] / 1e3, 1), "floor_seconds": round(floor, 4),
-            "posbias_seconds": round(posbias, 4), "posbias_efficiency": round(floor / posbias, 3),
-            "baseline_seconds": round(baseline, 4) if baseline else None,
+            "rows": row["rows"], "tflop_required": sig(row["flops_required"] / 1e12),
+            "peak_tflop_per_s": sig(row["peak_gflops"] / 1e3), "floor_seconds": sig(floor),
+            "posbias_seconds": sig(posbias), "posbias_efficiency": round(floor / posbias, 3),
+            "baseline_seconds": sig(baseline) if baseline else None,
             "baseline_efficiency": round(floor / baseline, 3) if baseline else None,
             "speedup_over_pytorch": round(baseline / posbias, 2) if baseline else None,
             "max_rel_diff": row.get("max_rel_diff"), "baseline_how": row.get("baseline_how")}

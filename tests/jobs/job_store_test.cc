@@ -1181,6 +1181,18 @@ class SqliteJobStore : public ::testing::Test {
     ASSERT_EQ(rc, SQLITE_OK) << message;
   }
 
+  // Numbers the file's migrations as a release before the shared numbering that knew today's
+  // 1..`newest` did: today's 2 (PostgreSQL's parts, a no-op in a file) absent, 3..`newest` as
+  // 2..newest-1, and nothing after `newest`.
+  void NumberMigrationsAsBeforeTheSharedNumbering(int newest) const {
+    std::string sql = "DELETE FROM schema_migrations WHERE version = 2 OR version > " + std::to_string(newest) + ";";
+    for (int version = 3; version <= newest; ++version) {
+      sql += " UPDATE schema_migrations SET version = " + std::to_string(version - 1) +
+             " WHERE version = " + std::to_string(version) + ";";
+    }
+    Execute(sql);
+  }
+
  private:
   std::filesystem::path dir_;
 };
@@ -1211,10 +1223,10 @@ TEST_F(SqliteJobStore, TheJobsStoredBeforeModelUidsHadAColumnGetTheirsFromTheirS
   // The file as the release before model uids left it: no model_uid column, the uid only in the
   // spec, and its migrations numbered as then (1..4, where 2..4 are today's 3..5).
   Execute("DROP INDEX jobs_tenant_state; DROP INDEX jobs_tenant_started; DROP INDEX jobs_model_uid; "
-          "ALTER TABLE jobs DROP COLUMN model_uid; DELETE FROM schema_migrations WHERE version >= 6 OR version = 2; "
-          "UPDATE schema_migrations SET version = 2 WHERE version = 3; UPDATE schema_migrations SET version = 3 WHERE version = 4; "
-          "UPDATE schema_migrations SET version = 4 WHERE version = 5");
+          "ALTER TABLE jobs DROP COLUMN model_uid");
+  NumberMigrationsAsBeforeTheSharedNumbering(5);
   EXPECT_EQ(Query("SELECT COUNT(*) FROM pragma_table_info('jobs') WHERE name = 'model_uid'"), "0");
+  EXPECT_EQ(Query("SELECT MAX(version) FROM schema_migrations"), "4");
   ASSERT_OK_AND_ASSIGN(store, OpenSqliteJobStore(Path()));
   EXPECT_EQ(Query("SELECT model_uid FROM jobs"), "u-1");
   ListFilter filter;
@@ -1231,10 +1243,7 @@ TEST_F(SqliteJobStore, AFileOfTheEarlierNumberingIsRenumberedAndNothingIsApplied
   store.reset();
   // The file as the release before the shared numbering left it: versions 1..6, where 2..6 are
   // today's 3..7 (the tenant-turn indexes were its 6).
-  Execute("DELETE FROM schema_migrations WHERE version = 2; "
-          "UPDATE schema_migrations SET version = 2 WHERE version = 3; UPDATE schema_migrations SET version = 3 WHERE version = 4; "
-          "UPDATE schema_migrations SET version = 4 WHERE version = 5; UPDATE schema_migrations SET version = 5 WHERE version = 6; "
-          "UPDATE schema_migrations SET version = 6 WHERE version = 7");
+  NumberMigrationsAsBeforeTheSharedNumbering(7);
   EXPECT_EQ(Query("SELECT MAX(version) FROM schema_migrations"), "6");
   // Re-applying any of them would fail (a column or an index that exists already).
   ASSERT_OK_AND_ASSIGN(store, OpenSqliteJobStore(Path()));

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <limits>
 #include <regex>
 
 #include <torch/serialize.h>
@@ -24,6 +25,20 @@ absl::Status WriteText(const fs::path& path, const std::string& text) {
   out.close();
   if (!out) return absl::InternalError("cannot write " + path.string());
   return absl::OkStatus();
+}
+
+// A count in one of the trainer's files (`file`, for the message): a whole number in [0, 2^63);
+// DATA_LOSS naming the field otherwise. Only JSON integers are read: nlohmann converts a float
+// such as 1e300 with a cast, which is undefined behaviour out of range.
+absl::StatusOr<int64_t> CountAt(const json& object, const char* key, const std::string& file) {
+  const auto it = object.find(key);
+  const bool fits = it != object.end() && it->is_number_unsigned() &&
+                    it->get<uint64_t>() <= uint64_t{std::numeric_limits<int64_t>::max()};
+  if (!fits) {
+    return absl::DataLossError(absl::StrCat("--resume: ", file, ": \"", key, "\" must be a whole number in [0, 2^63), found ",
+                                            it == object.end() ? "nothing" : it->dump()));
+  }
+  return it->get<int64_t>();
 }
 
 absl::StatusOr<std::string> ReadText(const fs::path& path) {
@@ -116,26 +131,32 @@ absl::StatusOr<std::string> LatestCheckpoint(const std::string& out_dir) {
 }
 
 absl::StatusOr<TrainerState> ReadTrainerState(const std::string& step_dir) {
-  auto text = ReadText(fs::path(step_dir) / "trainer_state.json");
+  const std::string file = (fs::path(step_dir) / "trainer_state.json").string();
+  auto text = ReadText(file);
   if (!text.ok()) return text.status();
   const auto state_json = json::parse(*text, nullptr, false);
   if (state_json.is_discarded() || !state_json.is_object()) {
-    return absl::DataLossError(absl::StrCat("--resume: ", step_dir, "/trainer_state.json is not a JSON object"));
+    return absl::DataLossError(absl::StrCat("--resume: ", file, " is not a JSON object"));
   }
   TrainerState state;
-  try {
-    state.step = state_json.at("step").get<int64_t>();
-    state.epoch = state_json.at("epoch").get<int64_t>();
-    state.epoch_position = state_json.at("epoch_position").get<int64_t>();
-    state.tokens = state_json.at("tokens").get<int64_t>();
-    state.seed = state_json.at("seed").get<uint64_t>();
-    state.length = state_json.at("length").get<int64_t>();
-    state.batch_size = state_json.at("batch_size").get<int64_t>();
-    state.steps = state_json.at("steps").get<int64_t>();
-    state.config_json = state_json.at("config").dump();
-  } catch (const json::exception& error) {
-    return absl::DataLossError(absl::StrCat("--resume: ", step_dir, "/trainer_state.json: ", error.what()));
+  for (const auto& [key, field] : {std::pair{"step", &state.step}, {"epoch", &state.epoch},
+                                   {"epoch_position", &state.epoch_position}, {"tokens", &state.tokens},
+                                   {"length", &state.length}, {"batch_size", &state.batch_size}, {"steps", &state.steps}}) {
+    auto value = CountAt(state_json, key, file);
+    if (!value.ok()) return value.status();
+    *field = *value;
   }
+  const auto seed = state_json.find("seed");
+  if (seed == state_json.end() || !seed->is_number_unsigned()) {
+    return absl::DataLossError(absl::StrCat("--resume: ", file, ": \"seed\" must be a whole number in [0, 2^64), found ",
+                                            seed == state_json.end() ? "nothing" : seed->dump()));
+  }
+  state.seed = seed->get<uint64_t>();
+  const auto config = state_json.find("config");
+  if (config == state_json.end() || !config->is_object()) {
+    return absl::DataLossError(absl::StrCat("--resume: ", file, ": \"config\" must be an object"));
+  }
+  state.config_json = config->dump();
   return state;
 }
 
@@ -182,23 +203,29 @@ absl::Status WriteLossLog(const std::string& out_dir, const TrainResult& result,
 }
 
 absl::Status ReadLossLog(const std::string& out_dir, int64_t last_step, TrainResult& result) {
-  auto text = ReadText(fs::path(out_dir) / "loss.json");
+  const std::string file = (fs::path(out_dir) / "loss.json").string();
+  auto text = ReadText(file);
   if (!text.ok()) return text.status();
   const auto log = json::parse(*text, nullptr, false);
-  if (log.is_discarded() || !log.is_object()) return absl::DataLossError("--resume: " + out_dir + "/loss.json is not JSON");
+  if (log.is_discarded() || !log.is_object()) return absl::DataLossError("--resume: " + file + " is not JSON");
   try {
     for (const auto& r : log.at("steps")) {
-      if (r.at("step").get<int64_t>() > last_step) continue;
-      result.steps.push_back({r.at("step").get<int64_t>(), r.at("loss").get<double>(), r.at("objective").get<double>(),
-                              r.at("lr").get<double>(), r.at("grad_norm").get<double>(), r.at("tokens").get<int64_t>()});
+      auto step = CountAt(r, "step", file);
+      if (!step.ok()) return step.status();
+      if (*step > last_step) continue;
+      auto tokens = CountAt(r, "tokens", file);
+      if (!tokens.ok()) return tokens.status();
+      result.steps.push_back({*step, r.at("loss").get<double>(), r.at("objective").get<double>(), r.at("lr").get<double>(),
+                              r.at("grad_norm").get<double>(), *tokens});
     }
     for (const auto& r : log.at("eval")) {
-      if (r.at("step").get<int64_t>() > last_step) continue;
-      result.evals.push_back({r.at("step").get<int64_t>(), r.at("loss").get<double>(),
-                              r.value("by_decile", std::vector<double>{})});
+      auto step = CountAt(r, "step", file);
+      if (!step.ok()) return step.status();
+      if (*step > last_step) continue;
+      result.evals.push_back({*step, r.at("loss").get<double>(), r.value("by_decile", std::vector<double>{})});
     }
   } catch (const json::exception& error) {
-    return absl::DataLossError(absl::StrCat("--resume: ", out_dir, "/loss.json: ", error.what()));
+    return absl::DataLossError(absl::StrCat("--resume: ", file, ": ", error.what()));
   }
   return absl::OkStatus();
 }

@@ -11,6 +11,7 @@
 #include <torch/torch.h>
 
 #include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/models/weights.h"
 #include "server/train/trainer.h"
@@ -196,6 +197,51 @@ TEST(Trainer, ResumeEqualsAnUninterruptedRun) {
   // A different run's options are refused.
   interrupted.seed = 4;
   EXPECT_NE(Train(interrupted).status().message().find("--seed"), std::string::npos);
+}
+
+// A resumed run reads its own files back; one edited by hand (or cut short) is refused with
+// DATA_LOSS naming the file and the field, never read into a number it cannot hold.
+TEST(Trainer, ResumingFromAStateWhoseCountIsNotAWholeNumberIsDataLossNamingTheField) {
+  const auto dir = FreshDir("bad_state");
+  TrainOptions options = TinyOptions(dir);
+  options.steps = 4;
+  options.stop_after_step = 2;
+  ASSERT_TRUE(Train(options).ok());
+  options.stop_after_step = 0;
+  options.resume = true;
+  const fs::path state = fs::path(options.out_dir) / "step2" / "trainer_state.json";
+  const fs::path loss = fs::path(options.out_dir) / "loss.json";
+  const auto read = [](const fs::path& path) { std::ifstream in(path); return std::string(std::istreambuf_iterator<char>(in), {}); };
+  const std::string good_state = read(state), good_loss = read(loss);
+  // The first occurrence of `"key": <number>` in `text`, its number replaced by `value`.
+  const auto with = [](std::string text, const std::string& key, const std::string& value) {
+    const size_t at = text.find("\"" + key + "\": ");
+    EXPECT_NE(at, std::string::npos) << key;
+    const size_t begin = at + key.size() + 4, end = text.find_first_of(",}\n", begin);
+    return text.replace(begin, end - begin, value);
+  };
+  for (const auto& [key, value] : std::vector<std::pair<std::string, std::string>>{
+           {"step", "1e300"}, {"step", "-1"}, {"epoch", "2.5"}, {"tokens", "\"64\""}, {"steps", "9223372036854775808"},
+           {"seed", "-3"}, {"seed", "1.0"}}) {
+    std::ofstream(state) << with(good_state, key, value);
+    auto resumed = Train(options);
+    ASSERT_FALSE(resumed.ok()) << key << " = " << value;
+    EXPECT_EQ(resumed.status().code(), absl::StatusCode::kDataLoss) << resumed.status();
+    EXPECT_THAT(std::string(resumed.status().message()),
+                ::testing::AllOf(::testing::HasSubstr("trainer_state.json"), ::testing::HasSubstr("\"" + key + "\""),
+                                 ::testing::HasSubstr("whole number")));
+  }
+  std::ofstream(state) << good_state;
+  std::ofstream(loss) << with(good_loss, "step", "1e300");
+  auto resumed = Train(options);
+  ASSERT_FALSE(resumed.ok());
+  EXPECT_EQ(resumed.status().code(), absl::StatusCode::kDataLoss) << resumed.status();
+  EXPECT_THAT(std::string(resumed.status().message()),
+              ::testing::AllOf(::testing::HasSubstr("loss.json"), ::testing::HasSubstr("\"step\"")));
+  std::ofstream(loss) << good_loss;
+  auto finished = Train(options);
+  ASSERT_TRUE(finished.ok()) << finished.status();
+  EXPECT_EQ(finished->last_step, 4) << "the files as written resume";
 }
 
 TEST(Trainer, CheckpointReloadsIntoAFreshModel) {

@@ -55,8 +55,7 @@ absl::StatusOr<v1::Job> HandleCancelJob(JobRequests& service, Caller& caller, co
     JobToProto(*job, &out);
     return out;  // Cancelling is idempotent.
   }
-  auto moved = service.store->Transition(id, job->state == jobs::JobState::kQueued ? jobs::JobState::kCancelled
-                                                                            : jobs::JobState::kCancelling, {});
+  auto moved = service.store->Transition(id, jobs::StateAfterCancel(job->state), {});
   if (!moved.ok()) return moved.status();
   v1::Job out;
   JobToProto(*moved, &out);

@@ -26,6 +26,10 @@ bool IsAllowedTransition(JobState from, JobState to) {
   return false;
 }
 
+JobState StateAfterCancel(JobState from) {
+  return from == JobState::kQueued ? JobState::kCancelled : JobState::kCancelling;
+}
+
 std::string JobStateName(JobState state) {
   switch (state) {
     case JobState::kQueued: return "queued";

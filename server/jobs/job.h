@@ -33,6 +33,9 @@ enum class JobState { kQueued = 10, kRunning = 20, kCancelling = 30, kSucceeded 
 
 bool IsTerminal(JobState state);
 bool IsAllowedTransition(JobState from, JobState to);
+// Where a cancel moves an active job: QUEUED ends CANCELLED at once; RUNNING becomes CANCELLING
+// (its worker stops it). Only for QUEUED and RUNNING; the others have nothing left to cancel.
+JobState StateAfterCancel(JobState from);
 // "queued", "running", "cancelling", "succeeded", "failed", "cancelled".
 std::string JobStateName(JobState state);
 absl::StatusOr<JobState> ParseJobState(const std::string& name);

@@ -49,8 +49,7 @@ std::vector<std::string> CancelJobsBoundTo(JobStore& store, const ModelBinding& 
   (void)ForEachJob(store, std::move(filter), [&](JobRecord& job) { active.push_back(std::move(job)); });
   std::vector<std::string> cancelled;
   for (const auto& job : active) {
-    const auto next = job.state == JobState::kQueued ? JobState::kCancelled : JobState::kCancelling;
-    if (store.Transition(job.id, next, {}).ok()) cancelled.push_back(job.id);
+    if (store.Transition(job.id, StateAfterCancel(job.state), {}).ok()) cancelled.push_back(job.id);
   }
   return cancelled;
 }

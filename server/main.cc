@@ -1,8 +1,13 @@
 // posbias-server: flags (or environment variables) -> options -> start -> wait for SIGTERM/SIGINT
-// -> drain -> exit 0.
+// -> drain -> exit 0. Shutdown always ends: a drain that overruns --drain-seconds by more than
+// kShutdownOverrun (a call that does not stop, a job chunk that does not end) exits with status 1
+// at that moment; running jobs return to the queue when their lease lapses, as for a lost worker.
+#include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
+#include <thread>
 
 #include <google/protobuf/stubs/common.h>
 
@@ -19,6 +24,20 @@
 #endif
 
 namespace {
+
+// How long past --drain-seconds a shutdown may run before the process exits anyway.
+constexpr std::chrono::seconds kShutdownOverrun{5};
+
+// Ends the process once `limit` has passed, unless it ended first: the bound on shutdown.
+void ExitIfShutdownOverruns(std::chrono::seconds limit) {
+  std::thread([limit] {
+    std::this_thread::sleep_for(limit);
+    spdlog::error("shutdown overran its {} s bound (--drain-seconds plus {} s); exiting now: running jobs return "
+                  "to the queue when their leases lapse", limit.count(), kShutdownOverrun.count());
+    spdlog::shutdown();
+    std::_Exit(1);
+  }).detach();
+}
 
 struct Flags {
   posbias::app::Replica::Options server;
@@ -69,7 +88,8 @@ void DefineFlags(CLI::App& app, Flags& flags) {
       ->envname("POSBIAS_LOG_LEVEL")->capture_default_str();
   app.add_option("--log-format", flags.log_format, "text or json (JSON lines)")
       ->envname("POSBIAS_LOG_FORMAT")->check(CLI::IsMember({"text", "json"}))->capture_default_str();
-  app.add_option("--drain-seconds", flags.drain_seconds, "Grace period for in-flight calls on shutdown")
+  app.add_option("--drain-seconds", flags.drain_seconds,
+                 "Grace period for in-flight calls on shutdown; the process exits at most 5 s after it")
       ->envname("POSBIAS_DRAIN_SECONDS")->check(CLI::Range(0, 3600))->capture_default_str();
   AddLimitFlag(app, Limit::kMaxPoints, limits.max_points);
   AddLimitFlag(app, Limit::kMaxDiscreteLength, limits.max_discrete_length);
@@ -242,6 +262,7 @@ int main(int argc, char** argv) {
   }
   spdlog::info("received signal {}; draining in-flight calls for up to {} s", signal_number,
                flags.drain_seconds);
+  ExitIfShutdownOverruns(std::chrono::seconds(flags.drain_seconds) + kShutdownOverrun);
   server.Shutdown(std::chrono::seconds(flags.drain_seconds));
   metrics_server.Stop();
   spdlog::info("stopped cleanly");

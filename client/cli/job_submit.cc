@@ -130,14 +130,20 @@ absl::Status SetInput(const SubmitFlags& flags, v1::JacobianNormSpec* spec) {
   if (!flags.text_file.empty()) return SetTextInput(flags, spec->mutable_input()->mutable_text());
   if (!flags.tokens_file.empty()) {
     std::ifstream in(flags.tokens_file);
-    const auto json = nlohmann::json::parse(in, nullptr, false);
-    if (json.is_discarded() || !json.is_array()) {
-      return absl::InvalidArgumentError("--tokens: expected a JSON list of token id lists");
+    if (!in) {
+      return absl::InvalidArgumentError(absl::StrCat("--tokens ", flags.tokens_file,
+                                                     ": cannot read the file (--tokens takes a file holding a JSON "
+                                                     "list of token id lists, e.g. [[1, 2, 3], [4, 5, 6]])"));
     }
+    const auto json = nlohmann::json::parse(in, nullptr, false);
+    const std::string expected = absl::StrCat("--tokens ", flags.tokens_file,
+                                              ": the file does not hold a JSON list of token id lists (e.g. "
+                                              "[[1, 2, 3], [4, 5, 6]], ids >= 0)");
+    if (json.is_discarded() || !json.is_array()) return absl::InvalidArgumentError(expected);
     for (size_t s = 0; s < json.size(); ++s) {
       const auto& row = json[s];
       if (!row.is_array() || !std::all_of(row.begin(), row.end(), [](const auto& id) { return id.is_number_unsigned(); })) {
-        return absl::InvalidArgumentError("--tokens: expected a JSON list of token id lists");
+        return absl::InvalidArgumentError(expected);
       }
       // Ids travel as uint32: a larger one is refused here, never wrapped into another id.
       for (size_t i = 0; i < row.size(); ++i) {

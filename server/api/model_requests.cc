@@ -26,7 +26,7 @@ absl::StatusOr<v1::Model> HandleRegisterModel(ModelRequests& service, Caller& ca
   if (!registration.ok()) return registration.status();
   caller.resource = registration->name;
   auto entry = service.catalog->Register(registration->name, registration->source, registration->labels,
-                                  registration->request_id, ModelTenantOf(caller));
+                                  registration->request_id, ModelTenantOf(caller), [&caller] { return caller.Gone(); });
   if (!entry.ok()) return entry.status();
   v1::Model model;
   ModelToProto(*entry, 0, &model);

@@ -120,10 +120,10 @@ absl::Status UploadSession::Verify() {
   return absl::OkStatus();
 }
 
-absl::StatusOr<v1::Model> UploadSession::Register(const Caller& caller) {
+absl::StatusOr<v1::Model> UploadSession::Register(const Caller& caller, const registry::Cancelled& stop) {
   if (!verified_) return absl::FailedPreconditionError("the upload is not verified");
   auto entry = catalog_->RegisterUpload(upload_.name, staged_, upload_.config_json, upload_.ablations, upload_.labels,
-                                        upload_.request_id, ModelTenantOf(caller));
+                                        upload_.request_id, ModelTenantOf(caller), stop);
   if (!entry.ok()) return entry.status();
   registered_ = true;  // The catalog owns the file now.
   v1::Model model;

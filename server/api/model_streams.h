@@ -60,7 +60,8 @@ class UploadSession {
   // size and SHA-256 as announced). Accept refuses any message after it.
   absl::Status Verify();
   // Registers the verified file in the caller's namespace (slow: the catalog reads and hashes it).
-  absl::StatusOr<v1::Model> Register(const Caller& caller);
+  // `stop` (the client went away, the server drains) ends the load with CANCELLED.
+  absl::StatusOr<v1::Model> Register(const Caller& caller, const registry::Cancelled& stop = nullptr);
 
   // The call ended before a registration: the staging file goes now (a registered file is the
   // catalog's).

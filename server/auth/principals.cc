@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
+#include "server/jsontext/bounded_json.h"
 #include "server/status/error.h"
 
 namespace posbias::auth {
@@ -155,18 +156,15 @@ absl::StatusOr<std::vector<Principal>> ParsePrincipals(std::string_view json_tex
   if (json_text.size() > kMaxFileBytes) {
     return Bad("tokens file", absl::StrCat(json_text.size(), " bytes"), absl::StrCat("at most ", kMaxFileBytes, " bytes"));
   }
-  int depth = 0;
-  bool too_deep = false;
-  Json::parser_callback_t bound = [&](int level, Json::parse_event_t event, Json&) {
-    if (event == Json::parse_event_t::object_start || event == Json::parse_event_t::array_start) {
-      depth = level + 1;
-      too_deep = too_deep || depth > kMaxDepth;
-    }
-    return !too_deep;
-  };
-  const Json root = Json::parse(json_text.begin(), json_text.end(), bound, /*allow_exceptions=*/false);
-  if (too_deep) return Bad("tokens file", "nested too deeply", absl::StrCat("at most ", kMaxDepth, " levels"));
-  if (root.is_discarded() || !root.is_object() || !root.contains("principals") || !root["principals"].is_array()) {
+  jsontext::ParseBounds bounds;  // Linear time, nesting bounded while parsing.
+  bounds.max_depth = kMaxDepth;
+  jsontext::Parsed parsed = jsontext::Parse(json_text, bounds);
+  if (parsed.outcome == jsontext::ParseOutcome::kTooDeep) {
+    return Bad("tokens file", "nested too deeply", absl::StrCat("at most ", kMaxDepth, " levels"));
+  }
+  const bool valid = parsed.outcome == jsontext::ParseOutcome::kOk;
+  Json& root = parsed.value;
+  if (!valid || !root.is_object() || !root.contains("principals") || !root["principals"].is_array()) {
     return Bad("tokens file", "not {\"principals\": [...]}", "a JSON object with a \"principals\" array");
   }
   std::vector<Principal> principals;

@@ -74,8 +74,9 @@ class JobStore {
   // `max_queued_for_owner` > 0: RESOURCE_EXHAUSTED with reason QUOTA_EXCEEDED when job.owner has
   // that many QUEUED jobs; counted and inserted in one transaction, so concurrent submissions of
   // one principal cannot pass the quota together. `max_queued_for_tenant` > 0: RESOURCE_EXHAUSTED
-  // with reason QUEUE_FULL when job.tenant has that many QUEUED jobs (its share of the queue), in
-  // the same transaction.
+  // with reason QUEUE_FULL when job.tenant has that many QUEUED jobs (its share of the queue) and
+  // another tenant has a QUEUED job too, in the same transaction: the share binds only under
+  // contention, so a tenant alone may fill the whole queue (max_queued).
   virtual absl::StatusOr<Created> Create(JobRecord job, int64_t max_queued, int64_t max_queued_for_owner = 0,
                                          int64_t max_queued_for_tenant = 0) = 0;
 

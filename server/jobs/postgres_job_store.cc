@@ -366,12 +366,15 @@ class PostgresJobStore final : public JobStore {
                 .as<int64_t>();
         if (queued >= max_queued_for_owner) return internal::QuotaExceeded(job.owner, queued, max_queued_for_owner);
       }
-      if (max_queued_for_tenant > 0) {  // Likewise: one tenant's share of the queue.
-        const int64_t queued =
-            tx.exec_params(absl::StrCat("SELECT COUNT(*) FROM jobs WHERE state = 'queued' AND tenant = $1 AND ", kTopLevel),
-                           job.tenant)[0][0]
-                .as<int64_t>();
-        if (queued >= max_queued_for_tenant) return internal::TenantShareFull(job.tenant, queued, max_queued_for_tenant);
+      if (max_queued_for_tenant > 0) {  // Likewise: one tenant's share of the queue, while another tenant queues.
+        const auto counts = tx.exec_params(
+            absl::StrCat("SELECT COUNT(*) FILTER (WHERE tenant = $1), COUNT(*) FILTER (WHERE tenant <> $1) "
+                         "FROM jobs WHERE state = 'queued' AND ", kTopLevel),
+            job.tenant)[0];
+        const int64_t queued = counts[0].as<int64_t>();
+        if (queued >= max_queued_for_tenant && counts[1].as<int64_t>() > 0) {
+          return internal::TenantShareFull(job.tenant, queued, max_queued_for_tenant);
+        }
       }
       if (job.id.empty()) {
         job.id = candidate_id;

@@ -355,12 +355,14 @@ class SqliteJobStore final : public JobStore {
       if (!row.ok()) return row.status();
       if (count.Int(0) >= max_queued_for_owner) return internal::QuotaExceeded(job.owner, count.Int(0), max_queued_for_owner);
     }
-    if (max_queued_for_tenant > 0) {  // Likewise: one tenant's share of the queue.
-      Statement count(db_, "SELECT COUNT(*) FROM jobs WHERE state = 'queued' AND tenant = ?");
+    if (max_queued_for_tenant > 0) {  // Likewise: one tenant's share of the queue, while another tenant queues.
+      Statement count(db_,
+                      "SELECT COUNT(*) FILTER (WHERE tenant = ?1), COUNT(*) FILTER (WHERE tenant <> ?1) "
+                      "FROM jobs WHERE state = 'queued'");
       count.BindAll(job.tenant);
       absl::StatusOr<bool> row = count.Step();
       if (!row.ok()) return row.status();
-      if (count.Int(0) >= max_queued_for_tenant) {
+      if (count.Int(0) >= max_queued_for_tenant && count.Int(1) > 0) {
         return internal::TenantShareFull(job.tenant, count.Int(0), max_queued_for_tenant);
       }
     }

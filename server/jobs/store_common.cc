@@ -50,7 +50,8 @@ absl::Status TenantShareFull(const std::string& tenant, int64_t queued, int64_t 
   return ErrorWithReason(absl::StatusCode::kResourceExhausted, ErrorReason::kQueueFull,
                          absl::StrCat("tenant ", tenant.empty() ? "(default)" : tenant, " has ", queued,
                                       " queued jobs, its share of the job queue (", share,
-                                      ": --tenant-share of --max-queued); wait for some to start or cancel some"));
+                                      ": --tenant-share of --max-queued) while other tenants' jobs wait too; wait for "
+                                      "some to start or cancel some"));
 }
 
 absl::Status NoResult(const std::string& id, JobState state) {

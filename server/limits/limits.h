@@ -55,7 +55,7 @@ namespace posbias::limits {
   X(kMaxWatchStreams, "max_watch_streams", "--max-watch-streams", "streams", 1000, 1, 1048576, kResourceExhausted,  \
     kServerBusy, "1,000", "Open WatchJob streams")                                                                  \
   X(kTenantShare, "tenant_share", "--tenant-share", "fraction", 0.5, 0.01, 1, kResourceExhausted, kQueueFull, "0.5",  \
-    "Share of the job queue, the WatchJob streams and the RPC threads one tenant may hold at once")                \
+    "Share of the job queue, the WatchJob streams and the RPC threads one tenant may hold while another waits")                \
   X(kMaxTokenizeTextBytes, "max_tokenize_text_bytes", "", "bytes", 1048576, 1048576, 1048576, kResourceExhausted,   \
     kRequestTooLarge, "1 MiB", "Largest text of one Tokenize call")                                                 \
   X(kMaxTokenizeIds, "max_tokenize_ids", "", "ids", 1048576, 1048576, 1048576, kResourceExhausted,                  \
@@ -66,7 +66,7 @@ namespace posbias::limits {
   X(kExportIdleSeconds, "export_idle_seconds", "--export-idle-seconds", "seconds", 60, 1, 3600, kCancelled,        \
     kInternalError, "60 s", "An export whose client takes nothing this long is ended")                             \
   X(kMaxExportsPerPrincipal, "max_exports_per_principal", "--max-exports-per-principal", "streams", 2, 1, 1024,     \
-    kResourceExhausted, kQuotaExceeded, "2", "ExportModel streams one principal may have open at once")            \
+    kResourceExhausted, kQuotaExceeded, "2", "ExportModel streams one tenant's principals together may have open at once")            \
   X(kMaxUploadBytes, "max_upload_bytes", "--max-upload-bytes", "bytes", 17179869184.0, 1048576, 4398046511104.0,    \
     kResourceExhausted, kRequestTooLarge, "16 GiB", "Largest model upload")                                         \
   X(kMinFreeDiskMib, "min_free_disk_mib", "--min-free-disk-mib", "MiB", 256, 0, 1073741824, kResourceExhausted,     \

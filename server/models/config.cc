@@ -185,6 +185,10 @@ absl::Status CheckAttentionSettings(const ModelConfig& config) {
       return InvalidArgumentError({ErrorReason::kInvalidArgument, "rope_scaling.factor", FormatValue(scaling.factor),
                                    long_rope ? "> 0" : ">= 1"});
     }
+    if (scaling.type == RopeScaling::Type::kLongRope && scaling.original_max_positions < 1) {
+      return InvalidArgumentError({ErrorReason::kInvalidArgument, "original_max_position_embeddings",
+                                   std::to_string(scaling.original_max_positions), ">= 1"});
+    }
     if (scaling.type == RopeScaling::Type::kLongRope) {
       const size_t frequencies = static_cast<size_t>(config.rotary_dims() / 2);
       for (const auto* list : {&scaling.short_factor, &scaling.long_factor}) {
@@ -212,7 +216,7 @@ absl::Status CheckAttentionSettings(const ModelConfig& config) {
 
 }  // namespace
 
-absl::Status ValidateConfig(const ModelConfig& config) {
+absl::Status ValidateDimensions(const ModelConfig& config) {
   for (const auto& [value, field] : std::vector<std::pair<int64_t, std::string>>{
            {config.num_layers, "layers"}, {config.hidden_size, "width"}, {config.num_heads, "heads"},
            {config.num_kv_heads, "kv_heads"}, {config.intermediate_size, "mlp_width"},
@@ -233,6 +237,11 @@ absl::Status ValidateConfig(const ModelConfig& config) {
       return InvalidArgumentError({ErrorReason::kInvalidArgument, field, std::to_string(value), absl::StrCat("1..", most)});
     }
   }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateConfig(const ModelConfig& config) {
+  if (auto status = ValidateDimensions(config); !status.ok()) return status;
   if (config.explicit_head_dim == 0 && config.hidden_size % config.num_heads != 0) {
     return InvalidArgumentError({ErrorReason::kInvalidArgument, "heads", std::to_string(config.num_heads),
                                  absl::StrCat("a divisor of width ", config.hidden_size)});
@@ -250,6 +259,12 @@ absl::Status ValidateConfig(const ModelConfig& config) {
   }
   if (!(config.rope_theta > 0.0 && std::isfinite(config.rope_theta))) {
     return InvalidArgumentError({ErrorReason::kInvalidArgument, "rope_theta", FormatValue(config.rope_theta), "> 0"});
+  }
+  // The norms divide by sqrt(variance + eps): eps <= 0 can divide by zero, and a large one is no
+  // normalization at all.
+  if (!(config.norm_eps > 0.0 && config.norm_eps < 1.0)) {
+    return InvalidArgumentError({ErrorReason::kInvalidArgument, "norm_eps", FormatValue(config.norm_eps),
+                                 "(0, 1) (config.json rms_norm_eps or layer_norm_eps)"});
   }
   return absl::OkStatus();
 }

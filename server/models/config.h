@@ -166,6 +166,9 @@ ModelConfig ApplyOverrides(ModelConfig config, const ConfigOverrides& overrides)
 // INVALID_ARGUMENT naming the field when the shape is inconsistent (heads must divide the width,
 // kv heads must divide heads, Qwen2 head_dim even, positive sizes, ...).
 absl::Status ValidateConfig(const ModelConfig& config);
+// The part of ValidateConfig that bounds what a config makes anyone allocate (depth, widths,
+// heads, vocabulary, positions): checked before any per-layer list is built from it.
+absl::Status ValidateDimensions(const ModelConfig& config);
 
 // Parameters a model of this config has (exact up to biases and norms; 0 for TorchScript): what
 // a registration would load, checked against the host before anything is built.

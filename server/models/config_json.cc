@@ -5,12 +5,14 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
 #include "server/models/architecture.h"
 #include "server/models/config.h"
+#include "server/jsontext/bounded_json.h"
 #include "server/models/config_tables.h"
 #include "server/status/error.h"
 
@@ -243,6 +245,16 @@ absl::Status ReadWindows(const nlohmann::json& json, Family family, ModelConfig&
                                                                                   : fallback;
   };
   const int64_t layers = config.num_layers;
+  // What a config says is checked whether or not this family then uses it (Qwen3 ignores both
+  // without use_sliding_window), so every row refuses the same values.
+  if (window(0) < 0) {
+    return InvalidArgumentError({ErrorReason::kInvalidArgument, "sliding_window", std::to_string(window(0)),
+                                 ">= 0 (0 = full causal attention)"});
+  }
+  const bool has_layer_types = json.contains("layer_types") && !json["layer_types"].is_null();
+  absl::StatusOr<std::vector<LayerAttention>> listed = std::vector<LayerAttention>{};
+  if (has_layer_types) listed = ReadLayerTypes(json, layers);
+  if (!listed.ok()) return listed.status();
   std::vector<LayerAttention> rule;
   switch (family) {
     case Family::kQwen3: {
@@ -282,11 +294,7 @@ absl::Status ReadWindows(const nlohmann::json& json, Family family, ModelConfig&
     default:
       return absl::OkStatus();
   }
-  if (json.contains("layer_types") && !json["layer_types"].is_null()) {
-    auto types = ReadLayerTypes(json, layers);
-    if (!types.ok()) return types.status();
-    rule = *std::move(types);
-  }
+  if (has_layer_types) rule = *std::move(listed);
   config.layer_types = std::move(rule);
   return absl::OkStatus();
 }
@@ -304,6 +312,8 @@ absl::StatusOr<std::string> ReadActivation(const nlohmann::json& json, Family fa
   if (!known) return NotBuilt(key, "\"" + activation + "\"", gemma ? "\"gelu_pytorch_tanh\" or \"gelu\"" : "\"silu\"");
   return activation;
 }
+
+absl::Status ReadRowScalars(const nlohmann::json& json, const Architecture& a, Family family, ModelConfig& config);
 
 // The config.json of 2025-26's families (qwen3, gemma, gemma2, gemma3_text, phi3, olmo2, granite,
 // smollm3): Llama's keys, and what the family's row adds (architecture.h), with the defaults of its
@@ -325,8 +335,10 @@ absl::StatusOr<ModelConfig> ReadTodaysConfig(const nlohmann::json& json, Family 
   ModelConfig config = LlamaLike(family, RequiredInteger(json, "num_hidden_layers"), RequiredInteger(json, "hidden_size"),
                                  heads, IntegerMember(json, "num_key_value_heads", heads),
                                  RequiredInteger(json, "intermediate_size"), IntegerMember(json, "vocab_size", 32000), 0);
-  config.exact_gelu = gemma && *activation == "gelu";
   config.max_positions = IntegerMember(json, "max_position_embeddings", 2048);
+  // Depth and widths bound every per-layer list below: checked before any is built.
+  if (auto status = ValidateDimensions(config); !status.ok()) return status;
+  config.exact_gelu = gemma && *activation == "gelu";
   config.norm_eps = json.value("rms_norm_eps", 1e-6);
   config.rope_theta = json.value("rope_theta", family == Family::kGemma3 ? 1e6 : family == Family::kSmolLm3 ? 2e6 : 1e4);
   const bool tied_by_default = gemma || family == Family::kSmolLm3;
@@ -348,8 +360,10 @@ absl::StatusOr<ModelConfig> ReadTodaysConfig(const nlohmann::json& json, Family 
     if (json.contains("no_rope_layers") && !json["no_rope_layers"].is_null()) {
       const auto& list = json["no_rope_layers"];
       // Numbers only: a float outside int64_t read as an integer is undefined behaviour.
-      const bool numbers = list.is_array() && std::all_of(list.begin(), list.end(), [](const auto& item) { return item.is_number(); });
-      if (!numbers || static_cast<int64_t>(list.size()) != config.num_layers) {
+      const bool flags = list.is_array() && std::all_of(list.begin(), list.end(), [](const auto& item) {
+        return item.is_number() && (item.template get<double>() == 0.0 || item.template get<double>() == 1.0);
+      });
+      if (!flags || static_cast<int64_t>(list.size()) != config.num_layers) {
         return ErrorWithReason(absl::StatusCode::kInvalidArgument, ErrorReason::kInvalidModelFile,
                                absl::StrCat("config.json no_rope_layers is not a list of ", config.num_layers,
                                             " entries (1 = rotary, 0 = none, one per layer)"));
@@ -361,6 +375,12 @@ absl::StatusOr<ModelConfig> ReadTodaysConfig(const nlohmann::json& json, Family 
     }
   }
   if (auto status = ReadWindows(json, family, config); !status.ok()) return status;
+  if (auto status = ReadRowScalars(json, a, family, config); !status.ok()) return status;
+  return config;
+}
+
+// The scalar settings a row adds: partial rotary, soft-caps, the local rotary base, multipliers.
+absl::Status ReadRowScalars(const nlohmann::json& json, const Architecture& a, Family family, ModelConfig& config) {
   if (a.partial_rotary) config.rotary_pct = json.value("partial_rotary_factor", 1.0);
   if (a.soft_capping) {
     const auto number_or_none = [&json](const char* key, double fallback) {
@@ -373,41 +393,46 @@ absl::StatusOr<ModelConfig> ReadTodaysConfig(const nlohmann::json& json, Family 
     config.final_logit_softcapping = number_or_none("final_logit_softcapping", gemma2 ? 30.0 : 0.0);
     config.query_pre_attn_scalar = number_or_none("query_pre_attn_scalar", 256.0);
   }
-  if (a.local_rope_base) config.rope_local_theta = json.value("rope_local_base_freq", 10000.0);
+  if (a.local_rope_base) {
+    config.rope_local_theta = json.value("rope_local_base_freq", 10000.0);
+    if (!(config.rope_local_theta > 0 && std::isfinite(config.rope_local_theta))) {
+      return InvalidArgumentError({ErrorReason::kInvalidArgument, "rope_local_base_freq",
+                                   FormatValue(config.rope_local_theta), "a finite number > 0"});
+    }
+  }
   if (a.multipliers) {
     config.embedding_multiplier = json.value("embedding_multiplier", 1.0);
     config.attention_multiplier = json.value("attention_multiplier", 1.0);
     config.residual_multiplier = json.value("residual_multiplier", 1.0);
     config.logits_scaling = json.value("logits_scaling", 1.0);
   }
-  return config;
+  return absl::OkStatus();
 }
 
-// config.json's text as a JSON object: at most 1 MiB, nested at most 64 levels.
+// config.json's text as a JSON object: at most 1 MiB, nested at most 64 levels, parsed in linear
+// time (jsontext/bounded_json.h); a syntax error names its byte.
 absl::StatusOr<nlohmann::json> ParseConfigJson(const std::string& json_text) {
-  // Refuses nesting deeper than any config.json has while parsing (no recursion can run away).
-  constexpr int kMaxDepth = 64;
-  bool too_deep = false;
-  const auto depth_limit = [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json&) {
-    const bool opens = event == nlohmann::json::parse_event_t::object_start ||
-                       event == nlohmann::json::parse_event_t::array_start;
-    if (opens && depth >= kMaxDepth) too_deep = true;
-    return !too_deep;
-  };
   if (json_text.size() > (size_t{1} << 20)) {
     return ErrorWithReason(absl::StatusCode::kInvalidArgument, ErrorReason::kInvalidModelFile,
                            absl::StrCat("config.json has ", json_text.size(), " bytes; at most 1 MiB"));
   }
-  nlohmann::json json = nlohmann::json::parse(json_text, depth_limit, false);
-  if (too_deep) {
+  // nlohmann::json stops at a NUL byte as if the text ended there.
+  if (const size_t nul = json_text.find('\0'); nul != std::string::npos) {
     return ErrorWithReason(absl::StatusCode::kInvalidArgument, ErrorReason::kInvalidModelFile,
-                           absl::StrCat("config.json is nested deeper than ", kMaxDepth, " levels"));
+                           absl::StrCat("config.json is not valid JSON: a NUL byte at byte ", nul + 1));
   }
-  if (json.is_discarded() || !json.is_object()) {
+  jsontext::ParseBounds bounds;
+  bounds.max_depth = 64;  // Deeper than any config.json: no recursion can run away.
+  jsontext::Parsed parsed = jsontext::Parse(json_text, bounds);
+  if (parsed.outcome != jsontext::ParseOutcome::kOk) {
     return ErrorWithReason(absl::StatusCode::kInvalidArgument, ErrorReason::kInvalidModelFile,
-                           "config.json is not a JSON object");
+                           absl::StrCat("config.json ", jsontext::Describe(parsed, bounds)));
   }
-  return json;
+  if (!parsed.value.is_object()) {
+    return ErrorWithReason(absl::StatusCode::kInvalidArgument, ErrorReason::kInvalidModelFile,
+                           absl::StrCat("config.json is a JSON ", parsed.value.type_name(), ", not an object"));
+  }
+  return std::move(parsed.value);
 }
 
 }  // namespace

@@ -1,6 +1,8 @@
 #include "server/models/weights.h"
 
+#include <map>
 #include <set>
+#include <utility>
 #include <vector>
 
 #include <torch/torch.h>
@@ -68,7 +70,7 @@ absl::Status CopyInto(torch::Tensor& parameter, const safetensors::Checkpoint& c
 
 }  // namespace
 
-absl::Status LoadWeights(DecoderModel& model, const safetensors::Checkpoint& checkpoint) {
+absl::Status LoadWeights(DecoderModel& model, const safetensors::Checkpoint& checkpoint, const std::function<bool()>& stop) {
   const std::vector<std::string> listed = checkpoint.TensorNames();
   const std::set<std::string> names(listed.begin(), listed.end());
   std::set<std::string> used;
@@ -77,6 +79,10 @@ absl::Status LoadWeights(DecoderModel& model, const safetensors::Checkpoint& che
     if (found.empty()) {
       return ErrorWithReason(absl::StatusCode::kInvalidArgument, ErrorReason::kInvalidModelFile,
                              absl::StrCat("missing tensor '", name, "' in the checkpoint"));
+    }
+    if (stop && stop()) {
+      return absl::CancelledError("stopped while the weights were read (the call was cancelled, its job stopped, or "
+                                  "the server is shutting down)");
     }
     if (auto status = CopyInto(parameter, checkpoint, found); !status.ok()) return status;
     used.insert(found);
@@ -91,32 +97,60 @@ absl::Status LoadWeights(DecoderModel& model, const safetensors::Checkpoint& che
   return absl::OkStatus();
 }
 
-absl::Status LoadWeightsFromPath(DecoderModel& model, const std::string& path, const files::Scope& scope) {
-  auto checkpoint = safetensors::Checkpoint::Open(path, scope);
+absl::Status LoadWeightsFromPath(DecoderModel& model, const std::string& path, const files::Scope& scope,
+                                 const std::function<bool()>& stop) {
+  auto checkpoint = safetensors::Checkpoint::Open(path, scope, stop);
   if (!checkpoint.ok()) return checkpoint.status();
-  return LoadWeights(model, *checkpoint);
+  return LoadWeights(model, *checkpoint, stop);
 }
+
+namespace {
+
+// The export's layout (every parameter, Hugging Face names, in `dtype`) and its data, one tensor
+// at a time: what ExportWeights writes and WeightsDigest hashes.
+struct ExportPlan {
+  std::vector<std::pair<std::string, torch::Tensor>> parameters;
+  std::vector<safetensors::TensorToWrite> tensors;
+  torch::Tensor values;              // The tensor being written, float32 on the CPU (often the parameter itself).
+  std::vector<std::byte> converted;  // Its bytes in `dtype`, when that is not float32.
+};
+
+const std::map<std::string, std::string>& ExportMetadata() {
+  static const std::map<std::string, std::string> metadata = {{"format", "pt"}};
+  return metadata;
+}
+
+safetensors::TensorData PlanExport(DecoderModel& model, safetensors::DType dtype, const std::function<bool()>& cancelled,
+                                   ExportPlan& plan) {
+  plan.parameters = model.NamedParameters();
+  for (const auto& [name, parameter] : plan.parameters) {
+    const size_t bytes = static_cast<size_t>(parameter.numel()) * safetensors::DTypeSize(dtype);
+    plan.tensors.push_back({name, dtype, parameter.sizes().vec(), nullptr, bytes});
+  }
+  return [&plan, dtype, cancelled](size_t i) -> absl::StatusOr<const void*> {
+    if (cancelled && cancelled()) return absl::CancelledError("the export was cancelled");
+    plan.values = plan.parameters[i].second.detach().to(torch::kCPU, torch::kFloat32).contiguous();
+    if (dtype == safetensors::DType::kF32) return static_cast<const void*>(plan.values.data_ptr<float>());
+    plan.converted.resize(plan.tensors[i].size_bytes);
+    safetensors::ConvertFromFloat32(plan.values.data_ptr<float>(), static_cast<size_t>(plan.values.numel()), dtype,
+                                    plan.converted.data());
+    return static_cast<const void*>(plan.converted.data());
+  };
+}
+
+}  // namespace
 
 absl::Status ExportWeights(DecoderModel& model, const std::string& path, safetensors::DType dtype,
                            const std::function<bool()>& cancelled) {
-  const auto parameters = model.NamedParameters();
-  std::vector<safetensors::TensorToWrite> tensors;
-  for (const auto& [name, parameter] : parameters) {
-    const size_t bytes = static_cast<size_t>(parameter.numel()) * safetensors::DTypeSize(dtype);
-    tensors.push_back({name, dtype, parameter.sizes().vec(), nullptr, bytes});
-  }
-  torch::Tensor values;             // The tensor being written, float32 on the CPU (often the parameter itself).
-  std::vector<std::byte> converted;  // Its bytes in `dtype`, when that is not float32.
-  auto data = [&](size_t i) -> absl::StatusOr<const void*> {
-    if (cancelled && cancelled()) return absl::CancelledError("the export was cancelled");
-    values = parameters[i].second.detach().to(torch::kCPU, torch::kFloat32).contiguous();
-    if (dtype == safetensors::DType::kF32) return static_cast<const void*>(values.data_ptr<float>());
-    converted.resize(tensors[i].size_bytes);
-    safetensors::ConvertFromFloat32(values.data_ptr<float>(), static_cast<size_t>(values.numel()), dtype,
-                                    converted.data());
-    return static_cast<const void*>(converted.data());
-  };
-  return safetensors::WriteFile(path, tensors, {{"format", "pt"}}, data);
+  ExportPlan plan;
+  const safetensors::TensorData data = PlanExport(model, dtype, cancelled, plan);
+  return safetensors::WriteFile(path, plan.tensors, ExportMetadata(), data);
+}
+
+absl::Status StreamWeights(DecoderModel& model, const safetensors::ByteSink& sink, const std::function<bool()>& cancelled) {
+  ExportPlan plan;
+  const safetensors::TensorData data = PlanExport(model, safetensors::DType::kF32, cancelled, plan);
+  return safetensors::StreamFile(plan.tensors, ExportMetadata(), data, sink);
 }
 
 }  // namespace posbias::models

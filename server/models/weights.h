@@ -16,9 +16,12 @@ namespace posbias::models {
 // "attn.masked_bias", "rotary_emb.inv_freq") and a tied "lm_head.weight". GPT-2 names are also
 // accepted without the "transformer." prefix (checkpoints of GPT2Model). Errors are
 // INVALID_MODEL_FILE naming the tensor.
-absl::Status LoadWeights(DecoderModel& model, const safetensors::Checkpoint& checkpoint);
+// `stop` is asked between tensors (and while headers are parsed): true ends the load with CANCELLED.
+absl::Status LoadWeights(DecoderModel& model, const safetensors::Checkpoint& checkpoint,
+                         const std::function<bool()>& stop = nullptr);
 // Every file of the checkpoint is opened beneath `scope` (files/open_beneath.h; anywhere by default).
-absl::Status LoadWeightsFromPath(DecoderModel& model, const std::string& path, const files::Scope& scope = {});
+absl::Status LoadWeightsFromPath(DecoderModel& model, const std::string& path, const files::Scope& scope = {},
+                                 const std::function<bool()>& stop = nullptr);
 
 // Writes every parameter (Hugging Face names, the given dtype: F32, F16 or BF16) to one file,
 // one tensor at a time: beyond the model, the export holds at most one converted tensor (none
@@ -26,6 +29,12 @@ absl::Status LoadWeightsFromPath(DecoderModel& model, const std::string& path, c
 // stops with CANCELLED and leaves nothing at `path`.
 absl::Status ExportWeights(DecoderModel& model, const std::string& path,
                            safetensors::DType dtype = safetensors::DType::kF32,
+                           const std::function<bool()>& cancelled = nullptr);
+
+// The bytes ExportWeights writes with dtype F32 (the canonical file: ExportModel's default), handed
+// to `sink` in order instead of a file: the weights' digest is the SHA-256 of these bytes, taken
+// from the parameters in memory, so it names what a job measures, whatever file they came from.
+absl::Status StreamWeights(DecoderModel& model, const safetensors::ByteSink& sink,
                            const std::function<bool()>& cancelled = nullptr);
 
 }  // namespace posbias::models

@@ -157,7 +157,19 @@ absl::Status CheckTaskOptions(const TaskOptions& options) {
   const bool printable = std::all_of(values.begin(), values.end(), [](char c) { return c > ' ' && c < 127 && c != '='; });
   const std::set<char> distinct(values.begin(), values.end());
   if (values.empty() || values.size() > 64 || !printable || distinct.size() != values.size()) {
-    return OptionError("values", absl::StrCat("\"", values, "\""),
+    // Quoted as far as 64 characters, other bytes as \xNN: a refusal never echoes a long or
+    // unprintable input back.
+    std::string shown;
+    for (size_t i = 0; i < values.size() && i < 64; ++i) {
+      const auto byte = static_cast<unsigned char>(values[i]);
+      if (byte >= ' ' && byte < 127 && byte != '\\' && byte != '"') {
+        shown.push_back(values[i]);
+      } else {
+        absl::StrAppend(&shown, "\\x", absl::Hex(byte, absl::kZeroPad2));
+      }
+    }
+    if (values.size() > 64) absl::StrAppend(&shown, "... (", values.size(), " characters)");
+    return OptionError("values", absl::StrCat("\"", shown, "\""),
                        "1..64 distinct printable ASCII characters other than \"=\" and space");
   }
   return absl::OkStatus();

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "server/models/weights.h"
+#include "server/registry/sha256.h"
 #include "server/status/error.h"
 
 namespace posbias::registry {
@@ -14,9 +15,39 @@ namespace {
 
 constexpr auto kFloat32 = jobs::ComputeDtype::kFloat32;
 
-// What a load tells the catalog about the model it built.
+// What a load tells the catalog about the model it built (the digest is the caller's to add).
 LoadedModel Facts(models::DecoderModel& model) {
-  return {model.config(), models::ParameterCount(model), model.init_recipe()};
+  return {model.config(), models::ParameterCount(model), model.init_recipe(), ""};
+}
+
+// Whether a model has weights to digest: TorchScript archives and the Cesaro model have none.
+bool HasDigest(const LoadRequest& request) {
+  return request.kind != SourceKind::kTorchScript && request.config.family != models::Family::kCesaro;
+}
+
+// SHA-256 of the canonical float32 file of the parameters in memory (models::StreamWeights): the
+// bytes a job measures, hashed after they were read, so no file swapped between a hash and a read
+// can pass.
+absl::StatusOr<std::string> WeightsDigest(models::DecoderModel& model, const Cancelled& cancelled) {
+  Sha256 sha;
+  const auto into_hash = [&sha](const void* bytes, size_t size) {
+    sha.Update(static_cast<const char*>(bytes), size);
+    return true;
+  };
+  if (auto status = models::StreamWeights(model, into_hash, cancelled); !status.ok()) return status;
+  return sha.HexDigest();
+}
+
+// A load that read files must find the weights its registration recorded.
+absl::Status CheckDigest(const LoadRequest& request, models::DecoderModel& model, const Cancelled& cancelled) {
+  if (request.weights_sha256.empty() || request.weights_path.empty() || !HasDigest(request)) return absl::OkStatus();
+  auto digest = WeightsDigest(model, cancelled);
+  if (!digest.ok()) return digest.status();
+  if (*digest == request.weights_sha256) return absl::OkStatus();
+  return ErrorWithReason(absl::StatusCode::kFailedPrecondition, ErrorReason::kModelChanged,
+                         absl::StrCat("the weights of the model ", request.name, " changed on disk since it was registered: "
+                                      "registered SHA-256 ", request.weights_sha256, ", read now ", *digest,
+                                      "; nothing runs on them until its owner deletes the model and registers it again"));
 }
 
 }  // namespace
@@ -153,7 +184,11 @@ absl::StatusOr<ModelCache::Built> ModelCache::Build(const LoadRequest& request, 
   } else {
     model = models::BuildModel(request.config, request.seed);
     if (model.ok() && !request.weights_path.empty()) {
-      if (auto status = models::LoadWeightsFromPath(**model, request.weights_path, request.scope); !status.ok()) return status;
+      if (auto status = models::LoadWeightsFromPath(**model, request.weights_path, request.scope, wait.cancelled);
+          !status.ok()) {
+        return status;
+      }
+      if (auto status = CheckDigest(request, **model, wait.cancelled); !status.ok()) return status;
     }
   }
   if (!model.ok()) return model.status();
@@ -179,10 +214,16 @@ absl::StatusOr<std::shared_ptr<models::DecoderModel>> ModelCache::BuildForJob(co
   });
 }
 
-absl::StatusOr<LoadedModel> ModelCache::Load(const LoadRequest& request, const std::string& export_path) {
+absl::StatusOr<LoadedModel> ModelCache::Load(const LoadRequest& request, const Cancelled& cancelled) {
   Forget(request.name);  // A registration: whatever was kept under this name is not this model.
-  auto built = Build(request, CallWait(nullptr));
+  auto built = Build(request, CallWait(cancelled));
   if (!built.ok()) return built.status();
+  LoadedModel facts = Facts(*built->model);
+  if (HasDigest(request)) {
+    auto digest = WeightsDigest(*built->model, cancelled);
+    if (!digest.ok()) return digest.status();
+    facts.weights_sha256 = *digest;
+  }
   std::optional<Reservation> held;  // Not kept: the model's room is taken until it is freed here.
   std::shared_ptr<models::DecoderModel> model = built->model;
   if (options_.keep_models) {
@@ -190,14 +231,7 @@ absl::StatusOr<LoadedModel> ModelCache::Load(const LoadRequest& request, const s
   } else {
     held.emplace(std::move(built->reservation));
   }
-  if (!export_path.empty()) {
-    std::lock_guard instance(InstanceLock(request.name, kFloat32));
-    if (!models::ExportWeights(*model, export_path).ok()) {  // The weights hash stays empty.
-      std::error_code ignored;
-      std::filesystem::remove(export_path, ignored);
-    }
-  }
-  return Facts(*model);
+  return facts;
 }
 
 absl::Status ModelCache::Export(const LoadRequest& request, const std::string& path, const Cancelled& cancelled) {

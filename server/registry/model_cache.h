@@ -73,7 +73,7 @@ class ModelCache final : public ModelLoader {
                                                                     const models::ModelConfig& config, uint64_t seed,
                                                                     const Cancelled& stop = nullptr);
 
-  absl::StatusOr<LoadedModel> Load(const LoadRequest& request, const std::string& export_path) override;
+  absl::StatusOr<LoadedModel> Load(const LoadRequest& request, const Cancelled& cancelled = nullptr) override;
   absl::Status Export(const LoadRequest& request, const std::string& path, const Cancelled& cancelled) override;
   void Forget(const std::string& name) override;
 

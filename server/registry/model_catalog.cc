@@ -23,7 +23,6 @@
 #include "server/host/disk.h"
 #include "server/host/memory.h"
 #include "server/ids/random_id.h"
-#include "server/registry/sha256.h"
 #include "server/status/error.h"
 
 namespace posbias::registry {
@@ -434,6 +433,11 @@ absl::StatusOr<std::string> ModelCatalog::ResolveUnderRoot(const std::string& re
   const auto outside = InvalidArgumentError({ErrorReason::kPathNotAllowed, "path", relative,
                                              absl::StrCat("a path that stays under ", scope,
                                                           " (no '..' or symlinks leading out)")});
+  // No '..' at all, as the docs say: a path is read as written, never normalized into another
+  // folder (an admin's "lab-b/../lab-a/x" is refused, not taken as lab-a's).
+  for (const fs::path& part : given) {
+    if (part == "..") return outside;
+  }
   const fs::path lexical = fs::weakly_canonical(base / given, error);
   if (error || !inside(lexical)) return outside;
   // A symlink inside the scope whose target is missing names no file: refused like one that
@@ -482,6 +486,10 @@ absl::StatusOr<LoadRequest> ModelCatalog::RequestForEntry(const ModelEntry& entr
   auto config = ResolveConfig(entry.source, request.weights_path, request.scope);
   if (!config.ok()) return config.status();
   request.config = *config;
+  // Files can change under a registration: what it recorded is checked on every load of them.
+  // An upload registered before digests were taken from the parameters recorded its stream's
+  // digest instead, which no load can compare; its file is the data directory's own.
+  if (!entry.stream_digest) request.weights_sha256 = entry.weights_sha256;
   return request;
 }
 
@@ -505,7 +513,7 @@ absl::Status ModelCatalog::Refuse(const ModelEntry& entry, const absl::Status& w
   return WithMessage(why, message);
 }
 
-absl::StatusOr<ModelEntry> ModelCatalog::Finish(ModelEntry entry) {
+absl::StatusOr<ModelEntry> ModelCatalog::Finish(ModelEntry entry, const Cancelled& stop) {
   auto request = RequestForEntry(entry);
   // Refused up front: a model whose float32 parameters alone exceed the host's memory or the
   // model cache's budget (it could never be kept).
@@ -523,29 +531,12 @@ absl::StatusOr<ModelEntry> ModelCatalog::Finish(ModelEntry entry) {
                                                       static_cast<int64_t>(bytes / (1 << 20)), " MiB, more than this server's ",
                                                       host >> 20, " MiB")));
   }
-  // The weights hash is the SHA-256 of the exported F32 safetensors file (what ExportModel sends),
-  // written from the same build.
-  const bool hash = entry.weights_sha256.empty() && entry.source.kind != SourceKind::kTorchScript;
-  if (hash && request.ok()) {
-    const int64_t available = host::AvailableDiskBytes(uploads_dir());
-    if (available >= 0 && bytes + static_cast<double>(options_.min_free_disk_bytes) > static_cast<double>(available)) {
-      return Refuse(entry, ErrorWithReason(absl::StatusCode::kResourceExhausted, ErrorReason::kInsufficientStorage,
-                                           absl::StrCat("the data directory has ", available >> 20,
-                                                        " MiB free; hashing the model's weights writes ",
-                                                        static_cast<int64_t>(bytes) >> 20, " MiB and would leave less than the ",
-                                                        options_.min_free_disk_bytes >> 20,
-                                                        " MiB this server keeps free (--min-free-disk-mib); nothing was "
-                                                        "registered")));
-    }
-  }
-  const std::string scratch = hash ? ScratchPath(uploads_dir(), "hash", entry.name) : "";
-  absl::StatusOr<LoadedModel> loaded = request.ok() ? loader_->Load(*request, scratch) : request.status();
-  if (loaded.ok() && hash) entry.weights_sha256 = Sha256OfFile(scratch).value_or("");
-  if (hash) {
-    std::error_code ignored;
-    fs::remove(scratch, ignored);
-  }
+  // The weights' digest is the SHA-256 of the canonical float32 file (what ExportModel sends),
+  // taken by the load from the parameters it read; every later load of files checks it.
+  absl::StatusOr<LoadedModel> loaded = request.ok() ? loader_->Load(*request, stop) : request.status();
   if (!loaded.ok()) return Refuse(entry, loaded.status());
+  entry.weights_sha256 = loaded->weights_sha256;
+  entry.stream_digest = false;
   std::lock_guard lock(mutex_);
   entry.state = ModelState::kReady;
   if (request.ok()) entry.tokenizer_dir = TokenizerDirOf(entry, request->weights_path);
@@ -625,7 +616,8 @@ absl::StatusOr<std::optional<ModelEntry>> ModelCatalog::Reserve(const std::strin
 
 absl::StatusOr<ModelEntry> ModelCatalog::Register(const std::string& name, const ModelSource& source,
                                                   const std::map<std::string, std::string>& labels,
-                                                  const std::string& request_id, const std::string& tenant) {
+                                                  const std::string& request_id, const std::string& tenant,
+                                                  const Cancelled& stop) {
   if (auto status = CheckSourceAllowed(source); !status.ok()) return status;
   ModelEntry entry;
   entry.source = source;
@@ -651,14 +643,15 @@ absl::StatusOr<ModelEntry> ModelCatalog::Register(const std::string& name, const
                                           "and merges.txt"}));
     }
   }
-  return Finish(entry);
+  return Finish(entry, stop);
 }
 
 absl::StatusOr<ModelEntry> ModelCatalog::RegisterUpload(const std::string& name, const std::string& staged_path,
                                                         const std::string& config_json,
                                                         const models::Ablations& ablations,
                                                         const std::map<std::string, std::string>& labels,
-                                                        const std::string& request_id, const std::string& tenant) {
+                                                        const std::string& request_id, const std::string& tenant,
+                                                        const Cancelled& stop) {
   if (auto status = CheckUploadConfig(config_json, ablations); !status.ok()) return status;
   ModelEntry entry;
   entry.tenant = tenant;
@@ -700,9 +693,7 @@ absl::StatusOr<ModelEntry> ModelCatalog::RegisterUpload(const std::string& name,
   entry.source.kind = SourceKind::kUpload;
   entry.source.path = stored;
   entry.source.ablations = ablations;
-  auto sha = Sha256OfFile(stored);
-  if (sha.ok()) entry.weights_sha256 = *sha;
-  return Finish(entry);
+  return Finish(entry, stop);
 }
 
 absl::StatusOr<ModelEntry> ModelCatalog::Get(const std::string& path) {
@@ -832,7 +823,10 @@ absl::Status ModelCatalog::Export(const std::string& model_path, const std::stri
   }
   // Read-only: the recorded digest is the registration's (an upload's is its stream's, which an
   // F32 export of it need not equal); an export never changes it, nor the model's generation.
-  return loader_->Export(*request, file, cancelled);
+  absl::Status exported = loader_->Export(*request, file, cancelled);
+  // Weights that changed on disk mark the registration, as a job's load does.
+  if (ErrorReasonOf(exported) == ErrorReasonName(ErrorReason::kModelChanged)) RecordLoadFailure(model_path, exported);
+  return exported;
 }
 
 }  // namespace posbias::registry

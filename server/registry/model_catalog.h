@@ -60,13 +60,15 @@ class ModelCatalog {
   // stays free and an uploaded file is removed.
   absl::StatusOr<ModelEntry> Register(const std::string& name, const ModelSource& source,
                                       const std::map<std::string, std::string>& labels,
-                                      const std::string& request_id, const std::string& tenant = "");
+                                      const std::string& request_id, const std::string& tenant = "",
+                                      const Cancelled& stop = nullptr);
   // Registers an uploaded checkpoint: `staged_path` (a file the caller wrote under uploads_dir())
   // becomes the model's weights; `config_json` is its Hugging Face config, `ablations` applied on top.
   absl::StatusOr<ModelEntry> RegisterUpload(const std::string& name, const std::string& staged_path,
                                             const std::string& config_json, const models::Ablations& ablations,
                                             const std::map<std::string, std::string>& labels,
-                                            const std::string& request_id, const std::string& tenant = "");
+                                            const std::string& request_id, const std::string& tenant = "",
+                                            const Cancelled& stop = nullptr);
 
   // The model at `path` (ModelPath: "name" public, "tenant/name" a tenant's); MODEL_NOT_FOUND.
   absl::StatusOr<ModelEntry> Get(const std::string& path);
@@ -132,7 +134,8 @@ class ModelCatalog {
   absl::StatusOr<LoadRequest> RequestForEntry(const ModelEntry& entry) const;
   absl::Status CheckSourceAllowed(const ModelSource& source) const;
   // Registration's second half: loads the reserved entry and records READY or FAILED.
-  absl::StatusOr<ModelEntry> Finish(ModelEntry entry);
+  // `stop` ends the load (headers, tensors, the digest) with CANCELLED once the caller went away.
+  absl::StatusOr<ModelEntry> Finish(ModelEntry entry, const Cancelled& stop);
   // Reserves `name` in entry.tenant's namespace for `entry` (LOADING); the existing entry when the
   // same request_id made it; MODEL_ALREADY_EXISTS when the name is taken there or clashes across
   // namespaces (see Register).

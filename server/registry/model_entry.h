@@ -57,7 +57,13 @@ struct ModelEntry {
   ModelState state = ModelState::kLoading;
   std::string error_reason, error_message;
   std::string init_recipe;
-  std::string weights_sha256;  // SHA-256 of the exported F32 safetensors bytes ("" until computed).
+  // SHA-256 of the canonical float32 safetensors file of the parameters as loaded at registration
+  // (what ExportModel sends by default; "" until READY, for TorchScript and the Cesaro model).
+  // Every later load that reads files checks it (model_loader.h, LoadRequest::weights_sha256).
+  std::string weights_sha256;
+  // An upload registered before the digest was taken from the parameters: weights_sha256 is then
+  // its stream's digest, which loads cannot compare (models.json without "weights_sha256_of").
+  bool stream_digest = false;
   int64_t parameters = 0;
   int64_t memory_bytes = 0;    // Float32 parameters in memory.
   int64_t created_ms = 0;

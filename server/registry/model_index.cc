@@ -215,6 +215,7 @@ nlohmann::json ItemFromEntry(const ModelEntry& entry, const std::string& owner_t
   } else {
     item.update({{"error_reason", entry.error_reason}, {"error_message", entry.error_message},
                  {"init_recipe", entry.init_recipe}, {"weights_sha256", entry.weights_sha256},
+                 {"weights_sha256_of", entry.stream_digest ? "upload stream" : "float32 export"},
                  {"parameters", entry.parameters}, {"memory_bytes", entry.memory_bytes}});
   }
   return item;
@@ -237,6 +238,10 @@ absl::StatusOr<ModelEntry> EntryFromItem(const nlohmann::json& item) {
     entry.error_message = item.value("error_message", "");
     entry.init_recipe = item.value("init_recipe", "");
     entry.weights_sha256 = item.value("weights_sha256", "");
+    // Before "weights_sha256_of", an upload's digest was its stream's; every other the export's.
+    entry.stream_digest = entry.source.kind == SourceKind::kUpload
+                              ? item.value("weights_sha256_of", "upload stream") == "upload stream"
+                              : false;
     entry.parameters = item.value("parameters", int64_t{0});
     entry.memory_bytes = item.value("memory_bytes", int64_t{0});
     entry.created_ms = item.value("created_ms", int64_t{0});

@@ -37,18 +37,22 @@ void CallExecutor::Stop() {
 
 bool CallExecutor::TakeNext(std::function<void()>* work, std::string* tenant) {
   if (tenants_.empty()) return false;
-  // Round robin: the tenants after the last one served, then from the start up to it.
-  auto start = tenants_.upper_bound(turn_);
-  for (size_t seen = 0; seen < tenants_.size(); ++seen, ++start) {
-    if (start == tenants_.end()) start = tenants_.begin();
-    Tenant& candidate = start->second;
-    if (candidate.waiting.empty() || candidate.running >= threads_per_tenant_) continue;
-    *work = std::move(candidate.waiting.front());
-    candidate.waiting.pop_front();
-    ++candidate.running;
-    --waiting_;
-    *tenant = turn_ = start->first;
-    return true;
+  // Round robin: the tenants after the last one served, then from the start up to it. First
+  // among the tenants below their share; when none of them waits, among all (work-conserving: a
+  // share binds only while another tenant waits, so a tenant alone has every thread).
+  for (const bool within_share : {true, false}) {
+    auto start = tenants_.upper_bound(turn_);
+    for (size_t seen = 0; seen < tenants_.size(); ++seen, ++start) {
+      if (start == tenants_.end()) start = tenants_.begin();
+      Tenant& candidate = start->second;
+      if (candidate.waiting.empty() || (within_share && candidate.running >= threads_per_tenant_)) continue;
+      *work = std::move(candidate.waiting.front());
+      candidate.waiting.pop_front();
+      ++candidate.running;
+      --waiting_;
+      *tenant = turn_ = start->first;
+      return true;
+    }
   }
   return false;
 }

@@ -4,11 +4,14 @@
 // refused at once (RESOURCE_EXHAUSTED / SERVER_BUSY) instead of waiting without bound, so a burst
 // queues and a flood is told to back off, and no call holds a thread while it waits.
 //
-// Fair between tenants: waiting work is queued per tenant, and a free thread takes the next work
-// of the tenants in turn (round robin), skipping a tenant that already runs its share of the
-// threads (Options::tenant_share, at least one thread). So a tenant whose calls are slow (a large
-// text to tokenize, a model to build) holds at most its share of the threads, and another
-// tenant's call waits at most for one call of each tenant ahead of it, never behind a flood.
+// Fair between tenants, and work-conserving: waiting work is queued per tenant, and a free thread
+// takes the next work of the tenants in turn (round robin), first among the tenants that run less
+// than their share of the threads (Options::tenant_share, at least one thread); only when none of
+// those waits does it take work of a tenant beyond its share. So a tenant alone uses every
+// thread, and once another tenant's call waits, the next free thread is its: a tenant whose calls
+// are slow (a large text to tokenize, a model to build) keeps no more than its share while others
+// wait, and another tenant's call waits at most for the first running call to end and for one
+// call of each tenant ahead of it, never behind a flood.
 #pragma once
 
 #include <condition_variable>

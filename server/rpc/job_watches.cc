@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <map>
+#include <memory>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -140,31 +142,47 @@ grpc::ServerWriteReactor<v1::WatchJobResponse>* JobWatches::Open(grpc::CallbackS
   // Every stream, a refused one too, is kept until its OnDone.
   const auto before = static_cast<int64_t>(open_.Add(watch));
   std::optional<absl::Status> refused;
+  std::shared_ptr<Watch> displaced;  // A stream of a tenant beyond its share, closed to make room.
   if (!job.ok()) {
     refused = job.status();
   } else if (stopping) {
     refused = ShuttingDown();
   } else if (before >= options_.max_streams) {
-    refused = ErrorWithReason(absl::StatusCode::kResourceExhausted, ErrorReason::kServerBusy,
-                              absl::StrCat("this server has its maximum of open WatchJob streams (",
-                                           limits::Allowed(limits::Limit::kMaxWatchStreams,
-                                                           static_cast<double>(options_.max_streams)),
-                                           "); poll GetJob or retry later"));
-  }
-  if (!refused && watch->watcher()) {
-    // One tenant holds at most its share of the streams, so the others can always watch.
-    const std::string& tenant = watch->watcher()->tenant();
+    // Full. Shares bind only now (work-conserving: a tenant alone may hold every stream): a
+    // tenant below its share takes the place of a stream of the tenant furthest beyond
+    // its share, which ends with SERVER_BUSY and may watch again or poll.
     const int64_t share = limits::TenantShare(options_.max_streams, options_.tenant_share);
-    int64_t held = 0;
+    std::map<std::string, std::vector<std::shared_ptr<Watch>>> held;
     for (const auto& open : open_.Snapshot()) {
-      if (open != watch && open->watcher() && open->watcher()->tenant() == tenant && !open->finished()) ++held;
+      if (open != watch && open->watcher() && !open->finished()) held[open->watcher()->tenant()].push_back(open);
     }
-    if (held >= share) {
+    const std::string tenant = watch->watcher() ? watch->watcher()->tenant() : "";
+    const std::vector<std::shared_ptr<Watch>>* most = nullptr;
+    for (const auto& [other, streams] : held) {
+      if (other != tenant && static_cast<int64_t>(streams.size()) > share && (!most || streams.size() > most->size())) {
+        most = &streams;
+      }
+    }
+    if (watch->watcher() && static_cast<int64_t>(held[tenant].size()) < share && most != nullptr) {
+      displaced = most->back();
+    } else {
       refused = ErrorWithReason(absl::StatusCode::kResourceExhausted, ErrorReason::kServerBusy,
-                                absl::StrCat("tenant ", tenant.empty() ? "(default)" : tenant, " has ", held,
-                                             " WatchJob streams open, its share (", share,
-                                             ": --tenant-share of --max-watch-streams); close one, or poll GetJob"));
+                                absl::StrCat("this server has its maximum of open WatchJob streams (",
+                                             limits::Allowed(limits::Limit::kMaxWatchStreams,
+                                                             static_cast<double>(options_.max_streams)),
+                                             ") and no tenant holds more than its share (", share,
+                                             ": --tenant-share of --max-watch-streams) while yours holds ",
+                                             held[tenant].size(), "; poll GetJob or retry later"));
     }
+  }
+  if (displaced) {
+    const std::string& owner = displaced->watcher()->tenant();
+    displaced->End(ErrorWithReason(
+        absl::StatusCode::kResourceExhausted, ErrorReason::kServerBusy,
+        absl::StrCat("this WatchJob stream was closed to make room for another tenant's: the server holds its maximum "
+                     "of streams and tenant ", owner.empty() ? "(default)" : owner,
+                     " held more than its share (--tenant-share of --max-watch-streams); watch again later or poll "
+                     "GetJob")));
   }
   if (refused) {
     watch->End(*refused);

@@ -13,6 +13,16 @@
 
 namespace posbias::rpc {
 
+namespace {
+
+// Who an export's scratch copy counts against: the caller's tenant, or a principal of no tenant
+// itself (the prefixes keep a tenant and a principal of the same name apart).
+std::string ExportHolder(const api::Caller& caller) {
+  return caller.tenant().empty() ? "principal:" + caller.principal.name : "tenant:" + caller.tenant();
+}
+
+}  // namespace
+
 // ---- UploadModel ------------------------------------------------------------------------------
 
 // Moves the stream's messages into its UploadSession (model_streams.h, the upload's logic) under
@@ -118,7 +128,7 @@ class ModelTransfers::UploadReactor final : public grpc::ServerReadReactor<v1::U
   }
 
   void Register() {
-    auto model = session_.Register(*caller_);
+    auto model = session_.Register(*caller_, [this] { return context_->IsCancelled(); });
     if (model.ok()) *response_ = *std::move(model);
     {
       std::lock_guard lock(mutex_);
@@ -161,10 +171,10 @@ class ModelTransfers::ExportReactor final : public grpc::ServerWriteReactor<v1::
   }
   void Refuse(const absl::Status& status) { End(status); }
 
-  // The principal exporting ("" before admission), while the stream is open.
-  std::string open_principal() {
+  // Whose scratch copy this stream holds ("" before admission and once it ended): ExportHolder.
+  std::string open_holder() {
     std::lock_guard lock(caller_mutex_);
-    return ended_ || !caller_ ? "" : caller_->principal.name;
+    return ended_ || !caller_ ? "" : ExportHolder(*caller_);
   }
 
   // Cancels an export whose client has not taken the message in flight for `timeout`: the write
@@ -311,24 +321,28 @@ grpc::ServerWriteReactor<v1::ExportModelResponse>* ModelTransfers::ExportModel(g
     reactor->Refuse(caller.status());
     return reactor.get();
   }
-  // Each open export holds a scratch copy of the weights: a principal has a few at a time.
+  // Each open export holds a scratch copy of the weights: a tenant's principals together (a
+  // principal of no tenant: alone) have a few at a time, so one tenant's copies cannot fill the
+  // disk another tenant's upload needs.
   std::lock_guard lock(exports_admission_);
-  if (const int64_t open = OpenExportsOf(caller->principal.name); open >= options_.max_exports_per_principal) {
+  const std::string holder = ExportHolder(*caller);
+  if (const int64_t open = OpenExportsOf(holder); open >= options_.max_exports_per_principal) {
     reactor->Refuse(ErrorWithReason(
         absl::StatusCode::kResourceExhausted, ErrorReason::kQuotaExceeded,
-        absl::StrCat("principal ", caller->principal.name, " has ", open, " exports open (",
+        absl::StrCat(caller->tenant().empty() ? "principal " : "tenant ", caller->tenant().empty() ? caller->principal.name : caller->tenant(),
+                     " has ", open, " exports open (",
                      limits::Allowed(limits::Limit::kMaxExportsPerPrincipal,
                                      static_cast<double>(options_.max_exports_per_principal)),
-                     "); finish reading one first")));
+                     ", a tenant's principals together); finish reading one first")));
     return reactor.get();
   }
   reactor->Begin(*std::move(caller));
   return reactor.get();
 }
 
-int64_t ModelTransfers::OpenExportsOf(const std::string& name) {
+int64_t ModelTransfers::OpenExportsOf(const std::string& holder) {
   int64_t open = 0;
-  for (const auto& reactor : exports_.Snapshot()) open += reactor->open_principal() == name ? 1 : 0;
+  for (const auto& reactor : exports_.Snapshot()) open += reactor->open_holder() == holder ? 1 : 0;
   return open;
 }
 

@@ -5,8 +5,9 @@
 // are prepared on the executor, then streamed a chunk at a time as the client takes them). An
 // upload that sends nothing for the idle timeout is ended (DEADLINE_EXCEEDED); a cancelled,
 // refused or failed upload leaves no staging file and registers nothing. An export holds a
-// scratch copy of the weights while it streams: one principal has at most
-// max_exports_per_principal open (RESOURCE_EXHAUSTED / QUOTA_EXCEEDED beyond), a copy is written
+// scratch copy of the weights while it streams: one tenant's principals together (a principal of
+// no tenant: alone) have at most max_exports_per_principal open (RESOURCE_EXHAUSTED /
+// QUOTA_EXCEEDED beyond), a copy is written
 // only when it leaves --min-free-disk-mib free, and an export whose client takes nothing for its
 // idle timeout is cancelled (the copy removed).
 #pragma once
@@ -52,7 +53,7 @@ class ModelTransfers {
   // Ends open uploads (UNAVAILABLE / SHUTTING_DOWN); joins the watchdog.
   void Stop();
   // Open exports of the principal `name` (not yet ended).
-  int64_t OpenExportsOf(const std::string& name);
+  int64_t OpenExportsOf(const std::string& holder);  // Open exports counted against a tenant or principal.
   // After the tokens file was reloaded: ends every open upload and export whose principal was
   // revoked (UNAUTHENTICATED) or lost its role or tenant (PERMISSION_DENIED).
   void Recheck();

@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "nlohmann/json.hpp"
+#include "server/jsontext/bounded_json.h"
 #include "server/status/error.h"
 
 namespace posbias::safetensors {
@@ -68,6 +69,12 @@ absl::Status TensorError(const std::string& label, const std::string& name,
 absl::Status NotFoundError(const std::string& path, const std::string& message) {
   return ErrorWithReason(absl::StatusCode::kNotFound, ErrorReason::kPathNotFound,
                          absl::StrCat(path, ": ", message));
+}
+
+absl::Status Stopped(const std::string& label, const std::string& what) {
+  return absl::CancelledError(absl::StrCat(label, ": stopped while its ", what,
+                                           " was read (the call's deadline passed, it was cancelled, or the "
+                                           "server is shutting down)"));
 }
 
 absl::Status ArgumentError(const std::string& message) {
@@ -150,40 +157,30 @@ std::optional<uint64_t> AsUnsigned(const Json& value) {
 // ---------------------------------------------------------------------------------------------
 // Header parsing.
 
-// Parses JSON text; *duplicate receives the first top-level key seen twice (the parser keeps the
-// last value, so duplicates can only be seen while parsing).
-absl::StatusOr<Json> ParseJson(const std::string& text, const std::string& label,
-                               const std::string& what, std::optional<std::string>* duplicate) {
+// Parses JSON text in linear time (jsontext/bounded_json.h); *duplicate receives the first
+// top-level key seen twice (the parser keeps the last value, so duplicates can only be seen while
+// parsing). `stop` is asked as the parse goes (a long header is a deadline's or a shutdown's).
+absl::StatusOr<Json> ParseJson(const std::string& text, const std::string& label, const std::string& what,
+                               std::optional<std::string>* duplicate, int64_t max_entries, const StopCheck& stop) {
   // nlohmann::json stops at a NUL byte as if the input ended there: refuse NUL outright.
   if (text.find('\0') != std::string::npos) {
     return FileError(label, absl::StrCat(what, " is not valid JSON: it contains a NUL byte"));
   }
   std::set<std::string> seen;
-  // Headers are flat (tensor -> {dtype, shape, data_offsets}); deeper nesting is refused while
-  // parsing, before any recursive walk (or destructor) could exhaust the stack.
-  struct TooDeep {};
-  auto callback = [&](int depth, Json::parse_event_t event, Json& parsed) {
-    if ((event == Json::parse_event_t::object_start || event == Json::parse_event_t::array_start) &&
-        depth >= kMaxJsonDepth) {
-      throw TooDeep{};
-    }
-    if (event == Json::parse_event_t::key && depth == 1 && !duplicate->has_value() &&
-        !seen.insert(parsed.get_ref<const std::string&>()).second) {
-      *duplicate = parsed.get<std::string>();
-    }
-    return true;
+  jsontext::ParseBounds bounds;
+  bounds.max_depth = kMaxJsonDepth;
+  bounds.max_entries = max_entries;
+  bounds.stop = stop;
+  bounds.top_level_key = [&](const std::string& key) {
+    if (!duplicate->has_value() && !seen.insert(key).second) *duplicate = key;
   };
-  try {
-    return Json::parse(text, callback);
-  } catch (const TooDeep&) {
-    return FileError(label, absl::StrCat(what, " is nested deeper than ", kMaxJsonDepth, " levels"));
-  } catch (const Json::parse_error& error) {
-    // The position, not the parser's text (which quotes the bytes it last read).
-    return FileError(label, absl::StrCat(what, " is not valid JSON: a syntax error at byte ", error.byte,
-                                         "; expected a JSON object"));
-  } catch (const Json::exception& error) {
-    return FileError(label, absl::StrCat(what, " is not valid JSON (error ", error.id, ")"));
+  jsontext::Parsed parsed = jsontext::Parse(text, bounds);
+  if (parsed.outcome == jsontext::ParseOutcome::kStopped) return Stopped(label, what);
+  if (parsed.outcome != jsontext::ParseOutcome::kOk) {
+    return FileError(label, absl::StrCat(what, " ", jsontext::Describe(parsed, bounds),
+                                         parsed.outcome == jsontext::ParseOutcome::kSyntaxError ? "; expected a JSON object" : ""));
   }
+  return std::move(parsed.value);
 }
 
 absl::Status ParseShape(const Json& value, const std::string& label, const std::string& name,
@@ -420,13 +417,13 @@ absl::StatusOr<std::string> BuildHeader(const std::vector<TensorToWrite>& tensor
   return text;
 }
 
-// False with errno set on a write failure; a status `data` returns goes to *refused.
-bool WriteContents(int fd, const std::string& header, const std::vector<TensorToWrite>& tensors,
-                   const TensorData& data, absl::Status* refused) {
+// The file's bytes after its checks: the length prefix, the header, each tensor's data, handed
+// to `sink` in order. False when the sink refused (errno set by a file's sink); a status `data`
+// returns goes to *refused.
+bool StreamContents(const ByteSink& sink, const std::string& header, const std::vector<TensorToWrite>& tensors,
+                    const TensorData& data, absl::Status* refused) {
   const uint64_t length = header.size();
-  if (!WriteAll(fd, &length, sizeof(length)) || !WriteAll(fd, header.data(), header.size())) {
-    return false;
-  }
+  if (!sink(&length, sizeof(length)) || !sink(header.data(), header.size())) return false;
   for (size_t i = 0; i < tensors.size(); ++i) {
     absl::StatusOr<const void*> bytes = data(i);
     if (!bytes.ok()) {
@@ -437,9 +434,19 @@ bool WriteContents(int fd, const std::string& header, const std::vector<TensorTo
       *refused = ArgumentError(absl::StrCat("tensor '", Printable(tensors[i].name), "': data is null"));
       return false;
     }
-    if (!WriteAll(fd, *bytes, tensors[i].size_bytes)) return false;
+    if (!sink(*bytes, tensors[i].size_bytes)) return false;
   }
-  return ::fsync(fd) == 0;
+  return true;
+}
+
+// The tensors checked and the header built: what WriteFile and StreamFile share.
+absl::StatusOr<std::string> CheckedHeader(const std::vector<TensorToWrite>& tensors,
+                                          const std::map<std::string, std::string>& metadata) {
+  std::set<std::string> names;
+  for (const TensorToWrite& tensor : tensors) {
+    if (absl::Status status = CheckTensorToWrite(tensor, &names); !status.ok()) return status;
+  }
+  return BuildHeader(tensors, metadata);
 }
 
 std::string TemporaryPath(const std::string& path) {
@@ -509,9 +516,10 @@ int64_t ElementCount(const std::vector<int64_t>& shape) {
 // Parsing.
 
 absl::StatusOr<Header> ParseHeader(const std::string& header_json, uint64_t data_size,
-                                   const std::string& file_label) {
+                                   const std::string& file_label, const StopCheck& stop) {
   std::optional<std::string> duplicate;
-  absl::StatusOr<Json> json = ParseJson(header_json, file_label, "header", &duplicate);
+  // One entry more than the tensors: __metadata__.
+  absl::StatusOr<Json> json = ParseJson(header_json, file_label, "header", &duplicate, kMaxTensorsPerFile + 1, stop);
   if (!json.ok()) return json.status();
   if (duplicate.has_value()) {
     if (*duplicate == kMetadataKey) return FileError(file_label, "__metadata__ appears twice");
@@ -581,7 +589,7 @@ absl::Status ReadAt(int fd, uint64_t offset, uint64_t size, std::byte* out, cons
 
 }  // namespace
 
-absl::StatusOr<TensorFile> TensorFile::Open(const std::string& path, const files::Scope& scope) {
+absl::StatusOr<TensorFile> TensorFile::Open(const std::string& path, const files::Scope& scope, const StopCheck& stop) {
   absl::StatusOr<files::OpenFile> opened = files::OpenBeneath(scope, path);
   if (!opened.ok()) return opened.status();
   const std::string label = files::ShownPath(scope, path);
@@ -596,7 +604,7 @@ absl::StatusOr<TensorFile> TensorFile::Open(const std::string& path, const files
       !status.ok()) {
     return status;
   }
-  absl::StatusOr<Header> header = ParseHeader(header_json, size - 8 - length, label);
+  absl::StatusOr<Header> header = ParseHeader(header_json, size - 8 - length, label, stop);
   if (!header.ok()) return header.status();
   TensorFile file(*std::move(opened));
   file.path_ = path;
@@ -620,23 +628,24 @@ absl::Status TensorFile::Read(const TensorInfo& tensor, std::byte* out) const {
 // -----------------------------------------------------------------------------------------------
 // Checkpoint.
 
-absl::StatusOr<Checkpoint> Checkpoint::Open(const std::string& path, const files::Scope& scope) {
+absl::StatusOr<Checkpoint> Checkpoint::Open(const std::string& path, const files::Scope& scope, const StopCheck& stop) {
   const std::string label = files::ShownPath(scope, path);
   if (!files::HasEntry(path)) return NotFoundError(label, "no such file or directory");
   if (files::IsDirectoryBeneath(scope, path)) {
     const std::string single = JoinPath(path, kSingleFileName);
-    if (files::HasEntry(single)) return OpenSingle(single, scope);
+    if (files::HasEntry(single)) return OpenSingle(single, scope, stop);
     const std::string index = JoinPath(path, kIndexFileName);
-    if (files::HasEntry(index)) return OpenIndex(index, scope);
+    if (files::HasEntry(index)) return OpenIndex(index, scope, stop);
     return NotFoundError(
         label, absl::StrCat("directory holds neither ", kSingleFileName, " nor ", kIndexFileName));
   }
-  if (EndsWith(path, ".json")) return OpenIndex(path, scope);
-  return OpenSingle(path, scope);
+  if (EndsWith(path, ".json")) return OpenIndex(path, scope, stop);
+  return OpenSingle(path, scope, stop);
 }
 
-absl::StatusOr<Checkpoint> Checkpoint::OpenSingle(const std::string& path, const files::Scope& scope) {
-  absl::StatusOr<TensorFile> file = TensorFile::Open(path, scope);
+absl::StatusOr<Checkpoint> Checkpoint::OpenSingle(const std::string& path, const files::Scope& scope,
+                                                  const StopCheck& stop) {
+  absl::StatusOr<TensorFile> file = TensorFile::Open(path, scope, stop);
   if (!file.ok()) return file.status();
   Checkpoint checkpoint;
   checkpoint.label_ = files::ShownPath(scope, path);
@@ -650,12 +659,12 @@ namespace {
 
 // The weight map of an index: tensor name -> shard file name, every shard name checked.
 absl::StatusOr<std::map<std::string, std::string>> ReadWeightMap(const std::string& index_path,
-                                                                 const files::Scope& scope) {
+                                                                 const files::Scope& scope, const StopCheck& stop) {
   absl::StatusOr<std::string> text = files::ReadBeneath(scope, index_path, kMaxHeaderBytes);
   if (!text.ok()) return text.status();
   const std::string label = files::ShownPath(scope, index_path);
   std::optional<std::string> duplicate;
-  absl::StatusOr<Json> json = ParseJson(*text, label, "index", &duplicate);
+  absl::StatusOr<Json> json = ParseJson(*text, label, "index", &duplicate, kMaxIndexEntries, stop);
   if (!json.ok()) return json.status();
   if (!json->is_object() || !json->contains("weight_map") || !(*json)["weight_map"].is_object()) {
     return FileError(label, "index is not a JSON object with a \"weight_map\" object");
@@ -676,9 +685,9 @@ absl::StatusOr<std::map<std::string, std::string>> ReadWeightMap(const std::stri
 
 // Opens one shard; a missing shard names the index that lists it.
 absl::StatusOr<TensorFile> OpenShard(const std::string& directory, const std::string& shard,
-                                     const std::string& index_path, const files::Scope& scope) {
+                                     const std::string& index_path, const files::Scope& scope, const StopCheck& stop) {
   const std::string shard_path = JoinPath(directory, shard);
-  absl::StatusOr<TensorFile> file = TensorFile::Open(shard_path, scope);
+  absl::StatusOr<TensorFile> file = TensorFile::Open(shard_path, scope, stop);
   if (!file.ok() && absl::IsNotFound(file.status())) {
     return NotFoundError(files::ShownPath(scope, shard_path),
                          absl::StrCat("shard listed in ", files::ShownPath(scope, index_path), " does not exist"));
@@ -688,8 +697,9 @@ absl::StatusOr<TensorFile> OpenShard(const std::string& directory, const std::st
 
 }  // namespace
 
-absl::StatusOr<Checkpoint> Checkpoint::OpenIndex(const std::string& index_path, const files::Scope& scope) {
-  absl::StatusOr<std::map<std::string, std::string>> weight_map = ReadWeightMap(index_path, scope);
+absl::StatusOr<Checkpoint> Checkpoint::OpenIndex(const std::string& index_path, const files::Scope& scope,
+                                                  const StopCheck& stop) {
+  absl::StatusOr<std::map<std::string, std::string>> weight_map = ReadWeightMap(index_path, scope, stop);
   if (!weight_map.ok()) return weight_map.status();
   std::map<std::string, size_t> shard_files;  // Sorted, so files_[0] is the first shard by name.
   for (const auto& [name, shard] : *weight_map) shard_files.emplace(shard, 0);
@@ -697,7 +707,7 @@ absl::StatusOr<Checkpoint> Checkpoint::OpenIndex(const std::string& index_path, 
   checkpoint.label_ = files::ShownPath(scope, index_path);
   const std::string directory = DirectoryOf(index_path);
   for (auto& [shard, file_index] : shard_files) {
-    absl::StatusOr<TensorFile> file = OpenShard(directory, shard, index_path, scope);
+    absl::StatusOr<TensorFile> file = OpenShard(directory, shard, index_path, scope, stop);
     if (!file.ok()) return file.status();
     file_index = checkpoint.files_.size();
     checkpoint.files_.push_back(*std::move(file));
@@ -868,17 +878,14 @@ absl::Status WriteFile(const std::string& path, const std::vector<TensorToWrite>
 
 absl::Status WriteFile(const std::string& path, const std::vector<TensorToWrite>& tensors,
                        const std::map<std::string, std::string>& metadata, const TensorData& data) {
-  std::set<std::string> names;
-  for (const TensorToWrite& tensor : tensors) {
-    if (absl::Status status = CheckTensorToWrite(tensor, &names); !status.ok()) return status;
-  }
-  absl::StatusOr<std::string> header = BuildHeader(tensors, metadata);
+  absl::StatusOr<std::string> header = CheckedHeader(tensors, metadata);
   if (!header.ok()) return header.status();
   const std::string temporary = TemporaryPath(path);
   const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
   if (fd < 0) return OsError(temporary, "create", errno);
   absl::Status refused;
-  bool ok = WriteContents(fd, *header, tensors, data, &refused);
+  const ByteSink to_file = [fd](const void* bytes, size_t size) { return WriteAll(fd, bytes, size); };
+  bool ok = StreamContents(to_file, *header, tensors, data, &refused) && ::fsync(fd) == 0;
   int error = ok ? 0 : errno;
   if (::close(fd) != 0 && ok) {
     ok = false;
@@ -893,6 +900,17 @@ absl::Status WriteFile(const std::string& path, const std::vector<TensorToWrite>
     return refused.ok() ? OsError(path, "write", error) : refused;
   }
   return absl::OkStatus();
+}
+
+absl::Status StreamFile(const std::vector<TensorToWrite>& tensors, const std::map<std::string, std::string>& metadata,
+                        const TensorData& data, const ByteSink& sink) {
+  absl::StatusOr<std::string> header = CheckedHeader(tensors, metadata);
+  if (!header.ok()) return header.status();
+  absl::Status refused;
+  if (StreamContents(sink, *header, tensors, data, &refused)) return absl::OkStatus();
+  return refused.ok() ? ErrorWithReason(absl::StatusCode::kInternal, ErrorReason::kInternalError,
+                                        "the file's bytes could not be taken (the sink refused them)")
+                      : refused;
 }
 
 }  // namespace posbias::safetensors

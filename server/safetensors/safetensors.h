@@ -25,7 +25,9 @@
 // Bad arguments to WriteFile are INVALID_ARGUMENT / INVALID_ARGUMENT.
 //
 // Limits and caveats: the host must be little-endian (checked at compile time); the header is at
-// most 100 MiB; a file truncated by someone else while it is read is INVALID_MODEL_FILE ("the file
+// most 100 MiB and lists at most kMaxTensorsPerFile tensors, an index at most kMaxIndexEntries;
+// headers and indexes parse in time linear in their size and ask a StopCheck as they go (a
+// stopped parse is CANCELLED naming the file); a file truncated by someone else while it is read is INVALID_MODEL_FILE ("the file
 // shrank while it was read"), whatever the moment.
 #pragma once
 
@@ -53,6 +55,15 @@ size_t DTypeSize(DType dtype);
 inline constexpr uint64_t kMaxHeaderBytes = uint64_t{100} << 20;
 // Deepest nesting of arrays and objects a header (or index file) may have.
 inline constexpr int kMaxJsonDepth = 64;
+// Tensors one file's header may list (the largest published shards hold a few thousand), and
+// entries an index's weight map may have (DeepSeek-V3's has about 92 thousand). More is refused
+// while the JSON is read, before it is built in memory.
+inline constexpr int64_t kMaxTensorsPerFile = int64_t{1} << 18;
+inline constexpr int64_t kMaxIndexEntries = int64_t{1} << 20;
+
+// Asked while a header or an index is parsed (every few thousand tokens): true = stop now (the
+// caller's deadline passed, its call was cancelled, or the server is shutting down). Empty = never.
+using StopCheck = std::function<bool()>;
 
 struct TensorInfo {
   std::string name;
@@ -77,7 +88,7 @@ int64_t ElementCount(const std::vector<int64_t>& shape);
 // does). Gaps between tensors are allowed; overlaps are not (zero-size tensors overlap nothing).
 // header_json is the whole N-byte header (padding included): data_start is set to 8 + its size.
 absl::StatusOr<Header> ParseHeader(const std::string& header_json, uint64_t data_size,
-                                   const std::string& file_label);
+                                   const std::string& file_label, const StopCheck& stop = {});
 
 // Parses the header of a whole file held in memory (bytes[0, size)): checks the length prefix
 // (size >= 8, N <= size - 8, N <= kMaxHeaderBytes), then ParseHeader. Used by the fuzz targets
@@ -93,7 +104,8 @@ class TensorFile {
  public:
   // Opens `path` beneath `scope` (files/open_beneath.h; the default scope is anywhere). Messages
   // name the file as ShownPath does.
-  static absl::StatusOr<TensorFile> Open(const std::string& path, const files::Scope& scope = {});
+  static absl::StatusOr<TensorFile> Open(const std::string& path, const files::Scope& scope = {},
+                                         const StopCheck& stop = {});
 
   TensorFile(TensorFile&& other) noexcept = default;
   TensorFile& operator=(TensorFile&& other) noexcept = default;
@@ -125,7 +137,8 @@ class Checkpoint {
  public:
   // Every file (the checkpoint, its index and each shard) is opened beneath `scope`
   // (files/open_beneath.h): a shard or index that links out of it is PATH_NOT_ALLOWED.
-  static absl::StatusOr<Checkpoint> Open(const std::string& path, const files::Scope& scope = {});
+  static absl::StatusOr<Checkpoint> Open(const std::string& path, const files::Scope& scope = {},
+                                         const StopCheck& stop = {});
 
   std::vector<std::string> TensorNames() const;  // Sorted.
 
@@ -150,8 +163,9 @@ class Checkpoint {
     size_t file = 0;
     size_t tensor = 0;
   };
-  static absl::StatusOr<Checkpoint> OpenSingle(const std::string& path, const files::Scope& scope);
-  static absl::StatusOr<Checkpoint> OpenIndex(const std::string& index_path, const files::Scope& scope);
+  static absl::StatusOr<Checkpoint> OpenSingle(const std::string& path, const files::Scope& scope, const StopCheck& stop);
+  static absl::StatusOr<Checkpoint> OpenIndex(const std::string& index_path, const files::Scope& scope,
+                                              const StopCheck& stop);
 
   Checkpoint() = default;
 
@@ -197,5 +211,13 @@ absl::Status WriteFile(const std::string& path, const std::vector<TensorToWrite>
 using TensorData = std::function<absl::StatusOr<const void*>(size_t index)>;
 absl::Status WriteFile(const std::string& path, const std::vector<TensorToWrite>& tensors,
                        const std::map<std::string, std::string>& metadata, const TensorData& data);
+
+// Takes the bytes of a file in order; false refuses them (and ends the stream).
+using ByteSink = std::function<bool(const void* bytes, size_t size)>;
+// The bytes WriteFile would write (the same checks, header and data), handed to `sink` in order
+// instead of a file: how a file's SHA-256 is known without writing it. A status `data` returns
+// ends the stream with it; a sink that refuses is INTERNAL.
+absl::Status StreamFile(const std::vector<TensorToWrite>& tensors, const std::map<std::string, std::string>& metadata,
+                        const TensorData& data, const ByteSink& sink);
 
 }  // namespace posbias::safetensors

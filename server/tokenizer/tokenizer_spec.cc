@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "server/jsontext/bounded_json.h"
 #include "server/status/error.h"
 #include "server/tokenizer/utf8.h"
 
@@ -38,27 +39,23 @@ absl::Status Unsupported(const char* file, const std::string& what) {
                          absl::StrCat(file, ": ", what, " is not supported; ", kSupported));
 }
 
-// Parses `text` refusing files over the size bound and nesting over the depth bound while parsing
-// (no recursion can run away), as models/config.cc does for config.json.
+// Parses `text` in linear time (jsontext/bounded_json.h), refusing files over the size bound and
+// nesting over the depth bound while parsing (no recursion can run away), as config.json is.
 absl::StatusOr<json> ParseBounded(const char* file, std::string_view text,
                                   const LoadOptions& options) {
   if (text.size() > options.max_file_bytes) {
     return FileError(file,
                      absl::StrCat("has ", text.size(), " bytes; at most ", options.max_file_bytes));
   }
-  bool too_deep = false;
-  const auto depth_limit = [&](int depth, json::parse_event_t event, json&) {
-    const bool opens =
-        event == json::parse_event_t::object_start || event == json::parse_event_t::array_start;
-    if (opens && depth >= options.max_json_depth) too_deep = true;
-    return !too_deep;
-  };
-  json parsed = json::parse(text.begin(), text.end(), depth_limit, false);
-  if (too_deep)
-    return FileError(file,
-                     absl::StrCat("is nested deeper than ", options.max_json_depth, " levels"));
-  if (parsed.is_discarded() || !parsed.is_object()) return FileError(file, "is not a JSON object");
-  return parsed;
+  if (const size_t nul = text.find('\0'); nul != std::string_view::npos) {
+    return FileError(file, absl::StrCat("is not valid JSON: a NUL byte at byte ", nul + 1));
+  }
+  jsontext::ParseBounds bounds;
+  bounds.max_depth = options.max_json_depth;
+  jsontext::Parsed parsed = jsontext::Parse(text, bounds);
+  if (parsed.outcome != jsontext::ParseOutcome::kOk) return FileError(file, jsontext::Describe(parsed, bounds));
+  if (!parsed.value.is_object()) return FileError(file, "is not a JSON object");
+  return std::move(parsed.value);
 }
 
 // A component's "type", quoted in messages only when it is a short identifier (a type name);

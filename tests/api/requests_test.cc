@@ -21,9 +21,9 @@ namespace fs = std::filesystem;
 // Builds nothing: the catalog's registrations succeed with the config's facts.
 class FactsOnlyLoader final : public registry::ModelLoader {
  public:
-  absl::StatusOr<registry::LoadedModel> Load(const registry::LoadRequest& request, const std::string&) override {
+  absl::StatusOr<registry::LoadedModel> Load(const registry::LoadRequest& request, const registry::Cancelled&) override {
     return registry::LoadedModel{request.config, static_cast<int64_t>(models::EstimatedParameters(request.config)),
-                                 "not built (test)"};
+                                 "not built (test)", ""};
   }
   absl::Status Export(const registry::LoadRequest&, const std::string&, const registry::Cancelled&) override {
     return absl::UnimplementedError("the test loader exports nothing");

@@ -26,6 +26,11 @@
 #                              driver stores every layer as a full copy: several GB)   [0]
 #   POSBIAS_CONTAINER_BASE_MAX_AGE_DAYS  rebuild the cached debootstrap tarball when older   [7]
 #   POSBIAS_HOST_CLI           a host-built `posbias` CLI to also check the published port   [unset]
+#   POSBIAS_CONTAINER_PREBUILT a folder holding the host build's posbias-server, posbias,
+#                              posbias-measure and posbias-train: the image's runtime stage is built
+#                              over them instead of compiling inside (the test suite's way: the
+#                              compile is the main build's; the build stage's packages are checked
+#                              against scripts/setup.sh). Unset: the whole Dockerfile   [unset]
 set -euo pipefail
 
 SRC="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -34,6 +39,7 @@ JOBS="${POSBIAS_CONTAINER_JOBS:-2}"
 KEEP="${POSBIAS_CONTAINER_KEEP:-0}"
 BASE_MAX_AGE_DAYS="${POSBIAS_CONTAINER_BASE_MAX_AGE_DAYS:-7}"
 HOST_CLI="${POSBIAS_HOST_CLI:-}"
+PREBUILT="${POSBIAS_CONTAINER_PREBUILT:-}"
 BASE_IMAGE="docker.io/library/debian:bookworm-slim"
 IMAGE="localhost/posbias:container-test"
 CONTAINER="posbias-container-test-$$"
@@ -145,13 +151,45 @@ if ! "${PODMAN[@]}" image exists "$BASE_IMAGE"; then
 fi
 
 # --- build --------------------------------------------------------------------------------------------
-step "podman build --target runtime (compile with $JOBS jobs; log: $WORK/logs/build.log)"
 build_start=$SECONDS
 revision="$(git -C "$SRC" rev-parse HEAD 2>/dev/null || echo unknown)"
+DOCKERFILE="$SRC/Dockerfile"
+CONTEXT="$SRC"
+if [ -n "$PREBUILT" ]; then
+  # The compile shared with the host build: the Dockerfile's runtime stage, verbatim, over a build
+  # stage that holds the host's binaries (stripped, as `cmake --install --strip` does in the image).
+  # The build stage's own packages are the host build's: each must be one scripts/setup.sh installs.
+  step "Dockerfile's build stage installs only packages of scripts/setup.sh"
+  build_packages="$(awk '/AS build$/ {b=1} /AS runtime$/ {b=0} b' "$SRC/Dockerfile" \
+    | sed -n '/apt-get install/,/rm -rf/p' | tr ' \\;' '\n' | grep -E '^[a-z0-9][a-z0-9.+-]+$' \
+    | grep -vE '^(apt-get|install|rm|y|no|recommends|DEBIAN_FRONTEND)$' || true)"
+  [ -n "$build_packages" ] || fail "no package list found in the Dockerfile's build stage"
+  for package in $build_packages; do
+    grep -qE "(^|[[:space:]])${package//+/\\+}([[:space:]]|\$)" "$SRC/scripts/setup.sh" \
+      || fail "the build stage installs $package, which scripts/setup.sh does not: the host build does not vouch for it"
+  done
+  step "podman build --target runtime over the host's binaries ($PREBUILT; log: $WORK/logs/build.log)"
+  CONTEXT="$WORK/prebuilt-context"
+  rm -rf "$CONTEXT"
+  mkdir -p "$CONTEXT/bin"
+  for binary in posbias-server posbias posbias-measure posbias-train; do
+    [ -x "$PREBUILT/$binary" ] || fail "$PREBUILT/$binary is missing (build the release preset first)"
+    strip -o "$CONTEXT/bin/$binary" "$PREBUILT/$binary" || fail "strip $binary"
+  done
+  DOCKERFILE="$CONTEXT/Dockerfile"
+  { echo 'ARG DEBIAN_IMAGE=debian:bookworm-slim'
+    echo 'FROM scratch AS build'
+    echo 'COPY bin/ /opt/posbias/bin/'
+    awk '/^FROM .* AS runtime$/ {r=1} r' "$SRC/Dockerfile"; } >"$DOCKERFILE"
+  grep -q 'COPY --from=build /opt/posbias/bin/ /usr/local/bin/' "$DOCKERFILE" \
+    || fail "the runtime stage no longer copies /opt/posbias/bin from the build stage"
+else
+  step "podman build --target runtime (compile with $JOBS jobs; log: $WORK/logs/build.log)"
+fi
 if ! nice -n 19 "${PODMAN[@]}" build --pull=never --format docker --layers --network host \
      "${ULIMITS[@]}" --target runtime --build-arg "JOBS=$JOBS" --build-arg "REVISION=$revision" \
      --build-arg "CREATED=$(date -u +%Y-%m-%dT%H:%M:%SZ)" \
-     -t "$IMAGE" -f "$SRC/Dockerfile" "$SRC" >"$WORK/logs/build.log" 2>&1; then
+     -t "$IMAGE" -f "$DOCKERFILE" "$CONTEXT" >"$WORK/logs/build.log" 2>&1; then
   tail -40 "$WORK/logs/build.log" >&2
   fail "podman build (full log: $WORK/logs/build.log)"
 fi

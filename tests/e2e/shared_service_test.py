@@ -37,6 +37,7 @@ def principals(path):
     for tenant in ("lab-a", "lab-b"):
         for role in ("reader", "submitter", "operator"):
             tokens.add("%s-%s" % (tenant[-1], role), tenant, role)
+    tokens.add("b-operator2", "lab-b", "operator")  # A second principal of one tenant.
     tokens.add("admin", "ops", "admin")
     tokens.write()
     return tokens
@@ -118,29 +119,45 @@ class SharesOfAServerWithoutWorkers(WithServer):
     EXTRA = ["--no-cpu-worker", "--max-queued", "4", "--max-watch-streams", "4", "--tenant-share", "0.5",
              "--export-idle-seconds", "2", "--max-exports-per-principal", "2"]
 
-    def test_one_tenant_fills_only_its_share_of_the_queue(self):
-        mine = [self.submit("a-submitter") for _ in range(2)]
-        error = self.refusal(lambda: self.submit("a-submitter"))
-        self.assertEqual((error.code(), reason_of(error)), (grpc.StatusCode.RESOURCE_EXHAUSTED, "QUEUE_FULL"))
-        self.assertIn("share", error.details())
-        theirs = [self.submit("b-submitter") for _ in range(2)]  # lab-b still has its half.
-        for job, who in [(j, "a-submitter") for j in mine] + [(j, "b-submitter") for j in theirs]:
+    def cancel(self, jobs_of):
+        for job, who in jobs_of:
             self.jobs.CancelJob(pb.job.CancelJobRequest(id=job.id), timeout=RPC_TIMEOUT_S, metadata=self.md(who))
 
-    def test_one_reader_holds_only_its_tenants_share_of_the_watches(self):
+    def test_a_tenant_alone_fills_the_whole_queue_and_its_share_binds_once_another_tenant_queues(self):
+        mine = [self.submit("a-submitter") for _ in range(4)]  # Alone: every place, not half of them.
+        error = self.refusal(lambda: self.submit("a-submitter"))
+        self.assertEqual((error.code(), reason_of(error)), (grpc.StatusCode.RESOURCE_EXHAUSTED, "QUEUE_FULL"))
+        self.assertIn("the job queue is full", error.details())
+        self.cancel([(job, "a-submitter") for job in mine[2:]])
+        theirs = [self.submit("b-submitter")]  # lab-b's job waits beside lab-a's two.
+        error = self.refusal(lambda: self.submit("a-submitter"))
+        self.assertEqual((error.code(), reason_of(error)), (grpc.StatusCode.RESOURCE_EXHAUSTED, "QUEUE_FULL"))
+        self.assertIn("its share of the job queue (2", error.details())
+        theirs.append(self.submit("b-submitter"))  # lab-b still has its half.
+        self.cancel([(job, "a-submitter") for job in mine[:2]] + [(job, "b-submitter") for job in theirs])
+
+    def test_a_reader_alone_holds_every_watch_until_another_tenant_needs_one(self):
         job = self.submit("a-submitter")
         other = self.submit("b-submitter")
         try:
             watches = [self.jobs.WatchJob(pb.job.WatchJobRequest(id=job.id), timeout=60, metadata=self.md("a-reader"))
-                       for _ in range(2)]
+                       for _ in range(4)]
             for watch in watches:
-                next(watch)  # Open, its first message read.
-            third = self.jobs.WatchJob(pb.job.WatchJobRequest(id=job.id), timeout=60, metadata=self.md("a-reader"))
-            error = self.refusal(lambda: next(third))
+                next(watch)  # Open, its first message read: all four of the server's streams.
+            theirs = self.jobs.WatchJob(pb.job.WatchJobRequest(id=other.id), timeout=60, metadata=self.md("b-reader"))
+            self.assertEqual(next(theirs).job.id, other.id, "lab-b takes the place of one of lab-a's four")
+            ended = [w for w in watches if w.done()]
+            deadline = time.monotonic() + 10
+            while not ended and time.monotonic() < deadline:
+                time.sleep(0.05)
+                ended = [w for w in watches if w.done()]
+            self.assertEqual(len(ended), 1, "exactly one of lab-a's streams made room")
+            self.assertEqual(ended[0].code(), grpc.StatusCode.RESOURCE_EXHAUSTED)
+            self.assertIn("make room for another tenant", ended[0].details())
+            fifth = self.jobs.WatchJob(pb.job.WatchJobRequest(id=job.id), timeout=60, metadata=self.md("a-reader"))
+            error = self.refusal(lambda: next(fifth))  # lab-a holds 3, beyond its share of 2: refused.
             self.assertEqual((error.code(), reason_of(error)), (grpc.StatusCode.RESOURCE_EXHAUSTED, "SERVER_BUSY"))
             self.assertIn("share", error.details())
-            theirs = self.jobs.WatchJob(pb.job.WatchJobRequest(id=other.id), timeout=60, metadata=self.md("b-reader"))
-            self.assertEqual(next(theirs).job.id, other.id, "lab-b still watches")
             theirs.cancel()
             for watch in watches:
                 watch.cancel()
@@ -169,7 +186,13 @@ class SharesOfAServerWithoutWorkers(WithServer):
                                         metadata=self.md("b-operator"))
         error = self.refusal(lambda: next(third))
         self.assertEqual((error.code(), reason_of(error)), (grpc.StatusCode.RESOURCE_EXHAUSTED, "QUOTA_EXCEEDED"))
-        # Another principal is not held back by b-operator's streams.
+        # The copies count against the tenant: another of lab-b's principals is refused too.
+        fourth = self.models.ExportModel(pb.model.ExportModelRequest(name="exported"), timeout=60,
+                                         metadata=self.md("b-operator2"))
+        error = self.refusal(lambda: next(fourth))
+        self.assertEqual((error.code(), reason_of(error)), (grpc.StatusCode.RESOURCE_EXHAUSTED, "QUOTA_EXCEEDED"))
+        self.assertIn("tenant lab-b", error.details())
+        # Another tenant's principal is not held back by lab-b's streams.
         mine = self.models.ExportModel(pb.model.ExportModelRequest(name="gpt2-tiny"), timeout=60,
                                        metadata=self.md("a-operator"))
         self.assertGreater(sum(len(m.chunk) for m in mine), 0)

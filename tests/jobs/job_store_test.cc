@@ -314,6 +314,28 @@ TEST_P(JobStoreContract, AnOwnersQueuedQuotaIsCountedInTheInsertAndConcurrentSub
   EXPECT_NE(full.message().find("principal alice has 2 queued jobs"), std::string::npos) << full;
 }
 
+TEST_P(JobStoreContract, ATenantAloneFillsTheWholeQueueAndItsShareBindsOnceAnotherTenantQueues) {
+  JobRecord mine = MakeJob();
+  mine.tenant = "lab-a";
+  std::vector<std::string> ids;
+  for (int i = 0; i < 4; ++i) {
+    ASSERT_OK_AND_ASSIGN(JobStore::Created created, store().Create(mine, 4, 0, 2));
+    ids.push_back(created.job.id);  // Alone: every place, not half of them.
+  }
+  const auto full = store().Create(mine, 4, 0, 2).status();
+  EXPECT_EQ(ErrorReasonOf(full), "QUEUE_FULL");
+  EXPECT_NE(full.message().find("the job queue is full"), std::string::npos) << full;
+  for (size_t i = 0; i < 2; ++i) ASSERT_OK(store().Transition(ids[i], JobState::kCancelled, {}).status());
+  JobRecord theirs = MakeJob();
+  theirs.tenant = "lab-b";
+  ASSERT_OK(store().Create(theirs, 4, 0, 2).status());
+  const auto share = store().Create(mine, 4, 0, 2).status();  // lab-a holds 2, its share, and lab-b waits.
+  EXPECT_EQ(ErrorReasonOf(share), "QUEUE_FULL");
+  EXPECT_NE(share.message().find("tenant lab-a has 2 queued jobs, its share of the job queue (2"), std::string::npos)
+      << share;
+  ASSERT_OK(store().Create(theirs, 4, 0, 2).status());  // lab-b still has its half.
+}
+
 TEST_P(JobStoreContract, CreateWithAKnownRequestIdReturnsTheSameJobWithoutASecond) {
   JobRecord job = MakeJob();
   job.request_id = "client-42";

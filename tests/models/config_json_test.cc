@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "server/status/error.h"
@@ -253,6 +254,69 @@ TEST(TodaysFamilies, UnsupportedValuesAreRefusedWithTheirExactMessage) {
   EXPECT_EQ(short_list.code(), absl::StatusCode::kInvalidArgument) << short_list;
   EXPECT_NE(short_list.message().find("rope_scaling.short_factor"), std::string::npos) << short_list.message();
   EXPECT_NE(short_list.message().find("2 positive factors"), std::string::npos) << short_list.message();
+}
+
+// A hostile review's configs: each row refuses the same values the same way, and a depth or
+// width that bounds an allocation is refused before anything is built from it (a gemma2 config
+// with 1e9 layers used to allocate for seconds and abort the server).
+TEST(ConfigsRefusedBeforeAllocation, EveryRowRefusesADepthBombAsAnInvalidDepth) {
+  for (const std::string type : {"gpt2", "qwen2", "llama", "mistral", "gpt_neox", "qwen3", "gemma", "gemma2",
+                                 "gemma3_text", "phi3", "olmo2", "granite", "smollm3"}) {
+    for (const std::string layers : {"1000000000", "4294967298", "1e9"}) {
+      const std::string depth_key = type == "gpt2" ? "n_layer" : "num_hidden_layers";
+      const std::string json = R"({"model_type": ")" + type + R"(", ")" + depth_key + R"(": )" + layers +
+                               R"(, "hidden_size": 32, "n_embd": 32, "num_attention_heads": 4, "n_head": 4,
+                                  "num_key_value_heads": 4, "intermediate_size": 48, "max_position_embeddings": 64})";
+      const absl::Status status = ConfigFromHuggingFaceJson(json).status();
+      EXPECT_EQ(ErrorReasonOf(status), "INVALID_DEPTH") << type << " " << layers << ": " << status;
+      EXPECT_EQ(status.message(), "layers = " + std::to_string(static_cast<int64_t>(std::stod(layers))) +
+                                      " is invalid: allowed 1..1024")
+          << type;
+    }
+  }
+  const absl::Status negative = ConfigFromHuggingFaceJson("{" + Shape("gemma2", -1) + "}").status();
+  EXPECT_EQ(negative.message(), "layers = -1 is invalid: allowed >= 1") << "the depth is blamed, not layer_types";
+}
+
+TEST(ConfigsRefusedBeforeAllocation, KeysEveryRowChecksWhetherOrNotItUsesThem) {
+  struct Case {
+    std::string json, message;
+  };
+  const std::vector<Case> cases = {
+      // Qwen3 ignores both without use_sliding_window; they are checked all the same.
+      {Shape("qwen3", 2) + R"(, "layer_types": ["full_attention"])",
+       "config.json layer_types = [\"full_attention\"] is not a list of 2 entries (one per layer)"},
+      {Shape("qwen3") + R"(, "sliding_window": -1)", "sliding_window = -1 is invalid: allowed >= 0 (0 = full causal attention)"},
+      {Shape("gemma2") + R"(, "sliding_window": -1)", "sliding_window = -1 is invalid: allowed >= 0 (0 = full causal attention)"},
+      {Shape("smollm3", 2) + R"(, "no_rope_layers": [2, 5])",
+       "config.json no_rope_layers is not a list of 2 entries (1 = rotary, 0 = none, one per layer)"},
+      {Shape("smollm3", 2) + R"(, "no_rope_layers": [-1, 0])",
+       "config.json no_rope_layers is not a list of 2 entries (1 = rotary, 0 = none, one per layer)"},
+      {Shape("phi3") + R"(, "original_max_position_embeddings": 0, "partial_rotary_factor": 0.5,
+          "rope_scaling": {"type": "longrope", "short_factor": [1, 1], "long_factor": [2, 3]})",
+       "original_max_position_embeddings = 0 is invalid: allowed >= 1"},
+      {Shape("gemma3_text") + R"(, "rope_local_base_freq": 0)",
+       "rope_local_base_freq = 0 is invalid: allowed a finite number > 0"},
+      {Shape("llama") + R"(, "rms_norm_eps": -1)",
+       "norm_eps = -1 is invalid: allowed (0, 1) (config.json rms_norm_eps or layer_norm_eps)"},
+      {Shape("gemma2") + R"(, "rms_norm_eps": 0)",
+       "norm_eps = 0 is invalid: allowed (0, 1) (config.json rms_norm_eps or layer_norm_eps)"},
+  };
+  for (const Case& c : cases) {
+    const absl::Status status = ConfigFromHuggingFaceJson("{" + c.json + "}").status();
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << c.json << ": " << status;
+    EXPECT_EQ(status.message(), c.message) << c.json;
+  }
+}
+
+TEST(ConfigsRefusedBeforeAllocation, ASyntaxErrorNamesItsByte) {
+  const std::string text = R"({"model_type": "llama", "rms_norm_eps": NaN})";
+  const absl::Status status = ConfigFromHuggingFaceJson(text).status();
+  EXPECT_EQ(ErrorReasonOf(status), "INVALID_MODEL_FILE");
+  EXPECT_NE(status.message().find("config.json is not valid JSON: a syntax error at byte 41"), std::string::npos)
+      << status.message();
+  EXPECT_NE(status.message().find("NaN"), std::string::npos) << status.message();
+  EXPECT_EQ(ConfigFromHuggingFaceJson("[1, 2]").status().message(), "config.json is a JSON array, not an object");
 }
 
 }  // namespace

@@ -475,6 +475,91 @@ TEST_F(RegistryTest, LoadsACheckpointDirectoryAndRefusesABrokenOneLeavingNothing
       << "the name is free to try again";
 }
 
+// Found by a hostile review: a registered checkpoint's file replaced on disk (same shapes, other
+// values) ran every later job on the new weights under the registered digest. Every load that
+// reads files checks the digest; a mismatch fails naming both, and the registration is FAILED
+// (MODEL_CHANGED) until its owner registers it again.
+TEST_F(RegistryTest, WeightsChangedOnDiskFailEveryLaterLoadNamingBothDigests) {
+  fs::create_directories(base_ / "root" / "ckpt");
+  const std::string weights = (base_ / "root" / "ckpt" / "model.safetensors").string();
+  const auto write_model = [&](uint64_t seed) {
+    auto model = std::move(*models::BuildModel(*models::PresetConfig("gpt2-tiny"), seed));
+    ASSERT_TRUE(models::ExportWeights(*model, weights).ok());
+    std::ofstream(base_ / "root" / "ckpt" / "config.json") << models::ConfigToHuggingFaceJson(model->config());
+  };
+  write_model(5);
+  ModelSource checkpoint;
+  checkpoint.kind = SourceKind::kCheckpoint;
+  checkpoint.path = "ckpt";
+  std::string registered;
+  {
+    auto registry = Open();
+    auto entry = registry->Register("ckpt", checkpoint, {}, "");
+    ASSERT_TRUE(entry.ok()) << entry.status();
+    registered = entry->weights_sha256;
+    ASSERT_EQ(registered.size(), 64u);
+    EXPECT_EQ(Sha256OfFile(weights).value(), registered) << "the canonical file's digest, as ExportModel sends it";
+    write_model(6);  // Same shapes, other values.
+    ASSERT_TRUE(registry->Acquire("ckpt").ok()) << "the model kept in memory is the registered one";
+    registry->cache.Forget("ckpt");  // It leaves the cache: the next load reads the file.
+    const absl::Status changed = registry->Acquire("ckpt").status();
+    EXPECT_EQ(changed.code(), absl::StatusCode::kFailedPrecondition) << changed;
+    EXPECT_EQ(ErrorReasonOf(changed), "MODEL_CHANGED");
+    const std::string now = Sha256OfFile(weights).value();
+    EXPECT_NE(changed.message().find("registered SHA-256 " + registered + ", read now " + now), std::string::npos)
+        << changed.message();
+    auto marked = registry->Get("ckpt");
+    ASSERT_TRUE(marked.ok());
+    EXPECT_EQ(marked->state, ModelState::kFailed);
+    EXPECT_EQ(marked->error_reason, "MODEL_CHANGED");
+    EXPECT_EQ(ErrorReasonOf(registry->Export("ckpt", (base_ / "out.safetensors").string())), "MODEL_NOT_READY")
+        << "nothing streams the new file under the old digest";
+  }
+  // After a restart the same: the file is still not what was registered.
+  write_model(5);
+  {
+    auto registry = Open();
+    ASSERT_TRUE(registry->Delete("ckpt", false, 0).ok());
+    ASSERT_TRUE(registry->Register("ckpt", checkpoint, {}, "").ok()) << "its owner registers it again";
+    write_model(7);
+  }
+  auto restarted = Open();
+  const absl::Status after_restart = restarted->Acquire("ckpt").status();
+  EXPECT_EQ(ErrorReasonOf(after_restart), "MODEL_CHANGED") << after_restart;
+}
+
+// Uploads and folder registrations of the same bytes give the same digest, and an export uploaded
+// again keeps it: the digest is the canonical float32 file's, whatever the source.
+TEST_F(RegistryTest, AnUploadAndAFolderOfTheSameWeightsShareOneDigestAndExportRoundTripsIt) {
+  auto registry = Open();
+  fs::create_directories(base_ / "root" / "bf16");
+  auto model = std::move(*models::BuildModel(*models::PresetConfig("qwen2-tiny"), 9));
+  const std::string weights = (base_ / "root" / "bf16" / "model.safetensors").string();
+  ASSERT_TRUE(models::ExportWeights(*model, weights, safetensors::DType::kBF16).ok());
+  const std::string config = models::ConfigToHuggingFaceJson(model->config());
+  std::ofstream(base_ / "root" / "bf16" / "config.json") << config;
+  ModelSource folder;
+  folder.kind = SourceKind::kCheckpoint;
+  folder.path = "bf16";
+  auto from_folder = registry->Register("folder", folder, {}, "");
+  ASSERT_TRUE(from_folder.ok()) << from_folder.status();
+  const auto upload = [&](const std::string& name, const std::string& file) {
+    const std::string staged = registry->catalog->uploads_dir() + "/staged-" + name;
+    fs::copy_file(file, staged);
+    return registry->catalog->RegisterUpload(name, staged, config, {}, {}, "");
+  };
+  auto uploaded = upload("uploaded", weights);
+  ASSERT_TRUE(uploaded.ok()) << uploaded.status();
+  EXPECT_EQ(uploaded->weights_sha256, from_folder->weights_sha256) << "the same bytes, the same digest";
+  EXPECT_NE(uploaded->weights_sha256, Sha256OfFile(weights).value()) << "not the bfloat16 stream's own digest";
+  const std::string exported = (base_ / "exported.safetensors").string();
+  ASSERT_TRUE(registry->Export("uploaded", exported).ok());
+  EXPECT_EQ(Sha256OfFile(exported).value(), uploaded->weights_sha256) << "ExportModel's stream matches the model";
+  auto again = upload("again", exported);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->weights_sha256, uploaded->weights_sha256) << "export -> upload keeps the digest";
+}
+
 // Found by a two-tenant review: lab-b made lab-b/pub1/ with a config.json and a model.safetensors
 // linking to lab-a's private checkpoint, an admin registered it as a public model, and lab-b
 // exported lab-a's weights. Files under <root>/<tenant>/ are opened with that tenant's scope

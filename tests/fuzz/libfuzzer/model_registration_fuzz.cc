@@ -48,7 +48,7 @@ using posbias::registry::ModelCatalog;
 class NothingLoader final : public posbias::registry::ModelLoader {
  public:
   absl::StatusOr<posbias::registry::LoadedModel> Load(const posbias::registry::LoadRequest& request,
-                                                      const std::string&) override {
+                                                      const posbias::registry::Cancelled&) override {
     posbias::registry::LoadedModel loaded;
     loaded.config = request.config;
     loaded.parameters = static_cast<int64_t>(posbias::models::EstimatedParameters(request.config));

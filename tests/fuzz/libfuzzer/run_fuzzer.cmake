@@ -21,10 +21,16 @@ if(seed_count)
 endif()
 get_filename_component(name ${CORPUS} NAME)
 # -timeout: one input may take 20 s (a slow input is a finding); -rss_limit_mb: ASan's shadow
-# included; -max_len 16 KiB: room for nesting and long lists, still fast.
+# included; -max_len 16 KiB: room for nesting and long lists, still fast; -malloc_limit_mb: one
+# allocation's bound (MALLOC_LIMIT_MB: config.json's harness allows 64 MiB, so a config that makes
+# any row allocate per layer before its depth is checked is a finding).
+if(NOT MALLOC_LIMIT_MB)
+  set(MALLOC_LIMIT_MB 3072)
+endif()
 set(log ${WORK_DIR}/fuzzer.log)
 execute_process(
-  COMMAND ${FUZZER} -max_total_time=${SECONDS} -timeout=20 -rss_limit_mb=3072 -max_len=16384
+  COMMAND ${FUZZER} -max_total_time=${SECONDS} -timeout=20 -rss_limit_mb=3072 -malloc_limit_mb=${MALLOC_LIMIT_MB}
+          -max_len=16384
           -print_final_stats=1 -artifact_prefix=${WORK_DIR}/artifacts/ ${WORK_DIR}/corpus
   WORKING_DIRECTORY ${WORK_DIR} OUTPUT_FILE ${log} ERROR_FILE ${log} RESULT_VARIABLE result)
 file(READ ${log} output)

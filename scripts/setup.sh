@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
-# Installs every Debian 12 package that posbias needs to build, test and benchmark, skipping what
-# is already installed. Idempotent; runs as root (or through sudo when available).
+# Installs the Debian 12 packages posbias needs, skipping what is already installed. Idempotent;
+# runs as root (or through sudo when available).
+#
+#   bash scripts/setup.sh          everything: build, test and benchmark (what scripts/test.sh runs)
+#   bash scripts/setup.sh serve    the server, the CLIs and the Python client only (scripts/serve.sh):
+#                                  no test frameworks, PostgreSQL, container tools, clang or mkdocs
 set -euo pipefail
 
-PACKAGES=(
+SERVE_PACKAGES=(
   # Toolchain
   g++ cmake ninja-build pkg-config git util-linux
   # RPC stack and libraries
@@ -17,12 +21,15 @@ PACKAGES=(
   # LibTorch (CPU) for the model zoo and the Jacobian engine, with an optimized BLAS behind
   # libblas.so.3 (the reference BLAS is ~15x slower for the matrix products)
   libtorch-dev libopenblas0-openmp
-  # Tests and benchmarks
-  libgtest-dev libgmock-dev libbenchmark-dev
-  python3 python3-grpcio python3-protobuf python3-mpmath python3-numpy python3-scipy python3-torch
-  # The Python client package: installed into a venv by its tests (pip, venv), with its optional
-  # progress bar and plot (tqdm, matplotlib); clang for the libFuzzer harnesses
-  python3-venv python3-pip python3-setuptools python3-tqdm python3-matplotlib clang
+  # The Python client package (README's first session): a venv of Debian's Python with its gRPC,
+  # protobuf and numpy, and its optional progress bar and plot (tqdm, matplotlib)
+  python3 python3-venv python3-pip python3-setuptools python3-grpcio python3-protobuf python3-numpy
+  python3-tqdm python3-matplotlib
+)
+TEST_PACKAGES=(
+  # Tests and benchmarks; high-precision golden values (mpmath), scipy and PyTorch references;
+  # clang for the libFuzzer harnesses
+  libgtest-dev libgmock-dev libbenchmark-dev python3-mpmath python3-scipy python3-torch clang
   # A real PostgreSQL 15 server for the job-store tests (started by the tests on a loopback port)
   postgresql-15
   # Deployment tests: the container image built and run without a Docker engine, manifests
@@ -31,10 +38,18 @@ PACKAGES=(
   # The docs site (docs/, mkdocs.yml), built with --strict by the test suite
   mkdocs
 )
-# Node.js (with npm) and kubectl may come from other sources on the machine: only when a command is
-# missing is Debian's package for it added.
-command -v node >/dev/null && command -v npm >/dev/null || PACKAGES+=(nodejs npm)
-command -v kubectl >/dev/null || PACKAGES+=(kubernetes-client)
+
+case "${1:-all}" in
+  serve) PACKAGES=("${SERVE_PACKAGES[@]}") ;;
+  all)
+    PACKAGES=("${SERVE_PACKAGES[@]}" "${TEST_PACKAGES[@]}")
+    # Node.js (with npm) and kubectl may come from other sources on the machine: only when a command
+    # is missing is Debian's package for it added.
+    command -v node >/dev/null && command -v npm >/dev/null || PACKAGES+=(nodejs npm)
+    command -v kubectl >/dev/null || PACKAGES+=(kubernetes-client)
+    ;;
+  *) echo "setup: unknown set '$1': allowed serve or all" >&2; exit 2 ;;
+esac
 
 missing=()
 for package in "${PACKAGES[@]}"; do

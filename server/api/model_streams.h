@@ -86,7 +86,11 @@ class UploadSession {
 
 class ExportSession {
  public:
-  static constexpr size_t kChunkBytes = size_t{1} << 20;  // Bytes per chunk message.
+  // Bytes per chunk message. Small enough that a slow but steady reader completes a write well
+  // within the idle timeout (the transfers cancel an export whose write in flight is not taken for
+  // --export-idle-seconds): with 64 KiB, a client is idle only below about 1 KiB/s at the default
+  // 60 s, where 1 MiB messages counted a reader of 1 MiB every 4 s as idle at 2 s.
+  static constexpr size_t kChunkBytes = size_t{64} << 10;
 
   // `catalog` outlives this.
   explicit ExportSession(registry::ModelCatalog* catalog,

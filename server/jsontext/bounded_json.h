@@ -1,12 +1,12 @@
 // Untrusted JSON text (safetensors headers and index files, config.json, tokenizer.json, the
-// tokens file) parsed in time linear in its size, with the bounds a shared server needs:
-//   - nesting deeper than ParseBounds::max_depth is refused while parsing, before any recursive
-//     walk or destructor could exhaust the stack;
-//   - every ParseBounds::stop_every tokens the caller is asked whether to stop (a deadline, a
-//     cancelled call, the server shutting down), so a large text never holds a thread past them;
-//   - a syntax error (NaN and Infinity included: they are not JSON) reports its byte offset;
-//   - the keys of the top-level object may be watched as they are read (duplicates, which the
-//     DOM keeps only once, can only be seen then).
+// tokens file) parsed in time linear in its size, with the bounds a shared server needs. Nesting
+// deeper than ParseBounds::max_depth and objects or arrays of more than ParseBounds::max_entries
+// are refused while parsing, before any recursive walk or destructor could exhaust the stack and
+// before a huge document is built. Every ParseBounds::stop_every tokens the caller is asked
+// whether to stop (a deadline, a cancelled call, the server shutting down), so a large text never
+// holds a thread past them. A syntax error (NaN and Infinity included: they are not JSON) reports
+// its byte offset. The keys of the top-level object may be watched as they are read (duplicates,
+// which the DOM keeps only once, can only be seen then).
 // Why not nlohmann's callback parser: after each nested object it walks its parent's entries
 // looking for a discarded value, which is quadratic in the number of entries (a 32k-tensor
 // safetensors header took 13 s). The filter here forwards every event to nlohmann's own linear

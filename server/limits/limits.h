@@ -64,7 +64,7 @@ namespace posbias::limits {
   X(kUploadIdleSeconds, "upload_idle_seconds", "--upload-idle-seconds", "seconds", 60, 1, 3600, kDeadlineExceeded,  \
     kInvalidArgument, "60 s", "An upload that sends nothing this long is ended")                                    \
   X(kExportIdleSeconds, "export_idle_seconds", "--export-idle-seconds", "seconds", 60, 1, 3600, kCancelled,        \
-    kInternalError, "60 s", "An export whose client takes nothing this long is ended")                             \
+    kInternalError, "60 s", "An export whose client takes no 64 KiB chunk this long is ended")                             \
   X(kMaxExportsPerPrincipal, "max_exports_per_principal", "--max-exports-per-principal", "streams", 2, 1, 1024,     \
     kResourceExhausted, kQuotaExceeded, "2", "ExportModel streams one tenant's principals together may have open at once")            \
   X(kMaxUploadBytes, "max_upload_bytes", "--max-upload-bytes", "bytes", 17179869184.0, 1048576, 4398046511104.0,    \

@@ -120,7 +120,10 @@ absl::StatusOr<posbias::models::ModelConfig> ResolveConfig(const Flags& f) {
     base = f.preset.empty() ? FamilyConfig(f.arch) : PresetConfig(f.preset);
   }
   if (!base.ok()) return base.status();
-  ModelConfig config = ApplyOverrides(*base, f.overrides);
+  // A checkpoint's config.json is its shape; a family or a preset is resized by the flags.
+  const bool from_checkpoint = !f.weights.empty() && !f.arch_given && f.preset.empty() &&
+                               std::filesystem::is_regular_file(config_json);
+  ModelConfig config = from_checkpoint ? ApplyOverrides(*base, f.overrides) : ApplyShapeOverrides(*base, f.overrides);
   config.ablations = f.ablations;
   return config;
 }
@@ -130,6 +133,7 @@ absl::StatusOr<std::unique_ptr<posbias::models::DecoderModel>> MakeModel(const F
   if (!f.torchscript.empty()) return LoadTorchScriptModel(f.torchscript, f.overrides.hidden_size.value_or(0));
   auto config = ResolveConfig(f);
   if (!config.ok()) return config.status();
+  std::cerr << "model " << ShapeSummary(*config) << "\n";
   auto model = BuildModel(*config, f.model_seed);
   if (!model.ok() || f.weights.empty()) return model;
   if (auto status = LoadWeightsFromPath(**model, f.weights); !status.ok()) return status;

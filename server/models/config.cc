@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "server/models/architecture.h"
 #include "server/models/config_tables.h"
 #include "server/status/error.h"
@@ -85,6 +86,44 @@ ModelConfig ApplyOverrides(ModelConfig config, const ConfigOverrides& overrides)
     config.explicit_head_dim = 0;  // hidden_size / num_heads.
   }
   return config;
+}
+
+ModelConfig ApplyShapeOverrides(const ModelConfig& base, const ConfigOverrides& overrides) {
+  ModelConfig config = ApplyOverrides(base, overrides);
+  if (!overrides.hidden_size && !overrides.num_heads) return config;
+  if (overrides.hidden_size && !overrides.intermediate_size && base.hidden_size > 0) {
+    const double ratio = static_cast<double>(base.intermediate_size) / static_cast<double>(base.hidden_size);
+    config.intermediate_size = std::max<int64_t>(1, std::llround(ratio * static_cast<double>(config.hidden_size)));
+  }
+  if (overrides.num_heads && !overrides.num_kv_heads && base.num_kv_heads > 0 && config.num_heads > 0) {
+    const int64_t group = std::max<int64_t>(1, base.num_heads / base.num_kv_heads);
+    config.num_kv_heads = config.num_heads % group == 0 ? config.num_heads / group : config.num_heads;
+  }
+  if (config.rope_scaling.type != RopeScaling::Type::kNone) {
+    const int64_t original = config.rope_scaling.original_max_positions;
+    if (!overrides.max_positions && original > 0) config.max_positions = std::min(config.max_positions, original);
+    config.rope_scaling = RopeScaling{};
+  }
+  return config;
+}
+
+std::string ShapeSummary(const ModelConfig& config) {
+  const auto grouped = [](int64_t n) {
+    std::string digits = std::to_string(n), out;
+    for (size_t i = 0; i < digits.size(); ++i) {
+      if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+      out += digits[i];
+    }
+    return out;
+  };
+  std::string text = absl::StrCat(FamilyName(config.family), ": ", config.num_layers, " layers, width ",
+                                  config.hidden_size, ", ", config.num_heads, " heads (", config.num_kv_heads,
+                                  " key/value), MLP ", config.intermediate_size, ", vocabulary ",
+                                  grouped(config.vocab_size), ", ", grouped(config.max_positions), " positions");
+  if (HasRotary(config.family)) absl::StrAppend(&text, ", rope theta ", FormatValue(config.rope_theta));
+  if (config.rope_scaling.type != RopeScaling::Type::kNone) absl::StrAppend(&text, " (scaled)");
+  absl::StrAppend(&text, ": ", absl::StrFormat("%.2f", EstimatedParameters(config) / 1e6), " M parameters");
+  return text;
 }
 
 namespace {

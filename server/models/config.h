@@ -163,6 +163,20 @@ absl::StatusOr<ModelConfig> FamilyConfig(const std::string& family);
 
 ModelConfig ApplyOverrides(ModelConfig config, const ConfigOverrides& overrides);
 
+// What posbias-train and posbias-measure build from a family's base shape or a preset and their
+// shape flags: ApplyOverrides, and where the width or the heads are given, the rest of a small
+// shape derived from them instead of kept from the large model, unless given too: the MLP width
+// keeps the base's ratio to the width (Llama-3.2-1B's 4, Qwen2's 4864 / 896); the key/value heads
+// keep the base's group size where it divides the heads, else equal the heads; a long-context
+// rope scaling (llama3, longrope, linear) is dropped and the positions capped at its original
+// length. So `--arch llama --width 64 --heads 4` is a 4-head, MLP-256 model of 8,192 positions,
+// not Llama-3.2-1B's MLP of 8,192 on a width of 64.
+ModelConfig ApplyShapeOverrides(const ModelConfig& base, const ConfigOverrides& overrides);
+
+// One line: "llama: 2 layers, width 64, 4 heads (1 key/value), MLP 256, vocabulary 257, 8,192
+// positions, rope theta 5e+05: 0.14 M parameters" (what the two tools print before they work).
+std::string ShapeSummary(const ModelConfig& config);
+
 // INVALID_ARGUMENT naming the field when the shape is inconsistent (heads must divide the width,
 // kv heads must divide heads, Qwen2 head_dim even, positive sizes, ...).
 absl::Status ValidateConfig(const ModelConfig& config);

@@ -105,7 +105,7 @@ absl::Status Resolve(const CLI::App& app, Flags& f) {
   using namespace posbias;
   auto base = f.preset.empty() ? models::FamilyConfig(f.arch) : models::PresetConfig(f.preset);
   if (!base.ok()) return base.status();
-  f.options.model = models::ApplyOverrides(*base, f.overrides);
+  f.options.model = models::ApplyShapeOverrides(*base, f.overrides);
   f.options.vocab_given = app.count("--vocab") > 0;
   f.options.beta1 = f.betas[0];
   f.options.beta2 = f.betas[1];
@@ -143,6 +143,7 @@ int main(int argc, char** argv) {
   DefineOutputFlags(app, f);
   CLI11_PARSE(app, argc, argv);
   if (auto status = Resolve(app, f); !status.ok()) return Fail(status);
+  if (!f.quiet) std::cerr << "model " << posbias::models::ShapeSummary(f.options.model) << "\n";
   auto result = posbias::train::Train(f.options);
   if (!result.ok()) return Fail(result.status());
   std::cout << Summary(*result, f.options.out_dir).dump(2) << "\n";

@@ -209,6 +209,34 @@ class SharesOfAServerWithoutWorkers(WithServer):
         self.assertGreater(sum(len(m.chunk) for m in again), 4 * 256 * 256)
 
 
+class ASlowButSteadyExportReader(WithServer):
+    # Exports are cancelled when their client takes no chunk for 2 s.
+    EXTRA = ["--export-idle-seconds", "2"]
+
+    def test_reads_the_whole_export_without_being_taken_for_idle(self):
+        # Found by a hostile review: a reader taking 1 MiB every 4 s was cancelled as idle (a whole
+        # 1 MiB message had to be taken within the idle time). Here, scaled to a 2 s idle time: about
+        # 430 KiB/s, so one 1 MiB message would take 2.4 s.
+        overrides = pb.model.ModelArchitectureOverrides(hidden_size=256, mlp_width=1024, vocab_size=2048)
+        self.models.RegisterModel(pb.model.RegisterModelRequest(
+            name="slow-read", preset=pb.model.PresetSource(preset="gpt2-tiny", overrides=overrides, init_seed=4),
+            wait=True), timeout=120, metadata=self.md("a-operator"))
+        options = [("grpc.http2.bdp_probe", 0)]  # The window grows only as the reader reads.
+        with grpc.insecure_channel(self.server.address, options=options) as channel:
+            stream = pb.model_grpc.ModelServiceStub(channel).ExportModel(
+                pb.model.ExportModelRequest(name="slow-read"), timeout=120, metadata=self.md("a-operator"))
+            header, received, started = None, 0, time.monotonic()
+            for message in stream:
+                if message.WhichOneof("part") == "header":
+                    header = message.header
+                    continue
+                received += len(message.chunk)
+                # Pace the reading to 430 KiB/s from the start.
+                time.sleep(max(0.0, started + received / (430 * 1024) - time.monotonic()))
+        self.assertEqual(received, header.total_bytes)
+        self.assertGreater(received, 6 << 20, "several 1 MiB messages' worth")
+
+
 class ASubmissionWhoseClientHasGone(WithServer):
     EXTRA = ["--no-cpu-worker"]
 

@@ -515,12 +515,13 @@ class TenantWall(unittest.TestCase):
             yield pb.model.UploadModelRequest(chunk=upload)
 
         model = self.models.UploadModel(messages(), timeout=120, metadata=self.tokens.md("admin"))
-        self.assertEqual(model.weights_sha256, hashlib.sha256(upload).hexdigest(), "the stream's digest, from the start")
+        self.assertNotEqual(model.weights_sha256, hashlib.sha256(upload).hexdigest(),
+                            "the parameters' canonical file's digest, not the stream's")
         spec = pb.job.JobSpec(jacobian_norm=pb.job.JacobianNormSpec(model="public-upload", sequence_length=8, samples=1))
         exported = b"".join(m.chunk for m in self.models.ExportModel(pb.model.ExportModelRequest(name="public-upload"),
                                                                       timeout=RPC_TIMEOUT_S, metadata=self.tokens.md("b-operator"))
                             if m.WhichOneof("part") == "chunk")
-        self.assertNotEqual(hashlib.sha256(exported).hexdigest(), model.weights_sha256)
+        self.assertEqual(hashlib.sha256(exported).hexdigest(), model.weights_sha256, "the export is what it names")
         after = self.models.GetModel(pb.model.GetModelRequest(name="public-upload"), timeout=RPC_TIMEOUT_S,
                                      metadata=self.tokens.md("a-reader"))
         self.assertEqual((after.weights_sha256, after.generation), (model.weights_sha256, model.generation))

@@ -5,6 +5,7 @@
 #include <limits>
 #include <string>
 
+#include "absl/strings/str_format.h"
 #include "gtest/gtest.h"
 #include "server/status/error.h"
 
@@ -39,6 +40,38 @@ TEST(Overrides, AWidthOrHeadsOverrideDerivesTheHeadWidthUnlessItIsGiven) {
   ConfigOverrides layers_only;
   layers_only.num_layers = 2;
   EXPECT_EQ(ApplyOverrides(llama, layers_only).head_dim(), 64) << "the preset's own head width stays";
+}
+
+// Found by a first session: `posbias-train --arch llama --width 64 --heads 4` kept Llama-3.2-1B's
+// MLP of 8,192, its 8 key/value heads (refused with 4 heads) and its llama3 rope scaling to
+// 131,072 positions: 3.19 M parameters, 97 % of them in the MLP.
+TEST(ShapeOverrides, AWidthAndHeadsMakeASmallModelOfTheFamilysProportions) {
+  const ModelConfig llama = *FamilyConfig("llama");
+  ConfigOverrides overrides;
+  overrides.hidden_size = 64;
+  overrides.num_heads = 4;
+  const ModelConfig small = ApplyShapeOverrides(llama, overrides);
+  EXPECT_EQ(small.intermediate_size, 256) << "Llama-3.2-1B's ratio of 4";
+  EXPECT_EQ(small.num_kv_heads, 1) << "its group of 4 query heads per key/value head";
+  EXPECT_EQ(small.rope_scaling.type, RopeScaling::Type::kNone);
+  EXPECT_EQ(small.max_positions, 8192) << "the scaling's original length";
+  EXPECT_TRUE(ValidateConfig(small).ok()) << ValidateConfig(small);
+  overrides.num_heads = 6;  // 4 does not divide 6: one key/value head per head.
+  EXPECT_EQ(ApplyShapeOverrides(llama, overrides).num_kv_heads, 6);
+  overrides.intermediate_size = 100;
+  overrides.num_kv_heads = 2;
+  overrides.max_positions = 512;
+  const ModelConfig given = ApplyShapeOverrides(llama, overrides);
+  EXPECT_EQ(given.intermediate_size, 100) << "what is given stays";
+  EXPECT_EQ(given.num_kv_heads, 2);
+  EXPECT_EQ(given.max_positions, 512);
+  ConfigOverrides depth_only;
+  depth_only.num_layers = 2;
+  EXPECT_EQ(ApplyShapeOverrides(llama, depth_only).intermediate_size, llama.intermediate_size)
+      << "a depth alone resizes nothing else";
+  EXPECT_EQ(ShapeSummary(small),
+            "llama: 16 layers, width 64, 4 heads (1 key/value), MLP 256, vocabulary 128,256, 8,192 positions, rope "
+            "theta 5e+05: " + absl::StrFormat("%.2f", EstimatedParameters(small) / 1e6) + " M parameters");
 }
 
 TEST(Validation, NamesTheInconsistentField) {

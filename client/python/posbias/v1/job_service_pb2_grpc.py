@@ -107,9 +107,11 @@ class JobServiceServicer(object):
         entered and left between two looks (a job running for less than 100 ms) is not; the terminal
         state is always delivered. Progress-only changes may be coalesced (at most one per 250 ms). If the
         job is deleted meanwhile the stream ends with NOT_FOUND / JOB_NOT_FOUND; if the server drains,
-        with UNAVAILABLE / SHUTTING_DOWN (call again after it restarts). One tenant's watchers hold at
-        most their share of the server's streams (--tenant-share, default 0.5, of --max-watch-streams,
-        default 1,000): beyond, RESOURCE_EXHAUSTED / SERVER_BUSY.
+        with UNAVAILABLE / SHUTTING_DOWN (call again after it restarts). The server holds at most
+        --max-watch-streams (default 1,000) streams; a tenant alone may hold all of them. When they are
+        all open, a tenant below its share (--tenant-share, default 0.5) takes the place of a stream
+        of the tenant furthest beyond its share, which ends with RESOURCE_EXHAUSTED / SERVER_BUSY
+        (watch again or poll); otherwise the new stream is refused with the same status.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

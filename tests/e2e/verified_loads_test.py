@@ -30,23 +30,14 @@ import grpc
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__))))
 from posbias_server import ServerProcess, generate_stubs, start_watchdog  # noqa: E402
-from tenant_wall_test import Tokens, reason_of  # noqa: E402
+from shared_service_test import principals  # noqa: E402
+from tenant_wall_test import reason_of  # noqa: E402
 
 ARGS = None
 pb = None
 WORK = None
 RPC_TIMEOUT_S = 60
 WATCHDOG_S = 560
-
-
-def principals(path):
-    tokens = Tokens(path)
-    for tenant in ("lab-a", "lab-b"):
-        for role in ("reader", "submitter", "operator"):
-            tokens.add("%s-%s" % (tenant[-1], role), tenant, role)
-    tokens.add("admin", "ops", "admin")
-    tokens.write()
-    return tokens
 
 
 class Service:
@@ -97,6 +88,13 @@ class Service:
                 yield pb.model.UploadModelRequest(chunk=data[start:start + (1 << 20)])
         return self.models.UploadModel(messages(), timeout=timeout, metadata=self.md(who))
 
+    def write_checkpoint(self, relative, data, config_json):
+        """A checkpoint folder under the model root: model.safetensors and config.json."""
+        folder = os.path.join(self.root, relative)
+        os.makedirs(folder, exist_ok=True)
+        write(os.path.join(folder, "model.safetensors"), data)
+        write(os.path.join(folder, "config.json"), config_json, "w")
+
     def seeded_checkpoint(self, seed):
         """The weights and config.json of gpt2-tiny at `seed`, as ExportModel writes them."""
         name = "seed-%d" % seed
@@ -145,10 +143,7 @@ class VerifiedLoads(unittest.TestCase):
         s = self.service
         registered_bytes, config = s.seeded_checkpoint(1)
         other_bytes, _ = s.seeded_checkpoint(2)
-        folder = os.path.join(s.root, "lab-a", "ckpt")
-        os.makedirs(folder)
-        write(os.path.join(folder, "model.safetensors"), registered_bytes)
-        write(os.path.join(folder, "config.json"), config, "w")
+        s.write_checkpoint("lab-a/ckpt", registered_bytes, config)
         public = s.models.RegisterModel(pb.model.RegisterModelRequest(
             name="pub", checkpoint=pb.model.CheckpointSource(path="lab-a/ckpt"), wait=True),
             timeout=RPC_TIMEOUT_S, metadata=s.md("admin"))
@@ -156,7 +151,7 @@ class VerifiedLoads(unittest.TestCase):
         first = s.wait_for_end(s.submit("pub", "b-submitter").id, "b-reader")
         self.assertEqual(first.state, pb.job.JOB_STATE_SUCCEEDED, first.error)
         # lab-a changes what every tenant measures: same shapes, other values. The server restarts.
-        write(os.path.join(folder, "model.safetensors"), other_bytes)
+        s.write_checkpoint("lab-a/ckpt", other_bytes, config)
         s.stop()
         s.start()
         job = s.wait_for_end(s.submit("pub", "b-submitter").id, "b-reader")
@@ -176,10 +171,7 @@ class VerifiedLoads(unittest.TestCase):
     def test_an_upload_and_a_folder_of_the_same_bytes_share_a_digest_that_export_and_upload_keep(self):
         s = self.service
         data, config = s.seeded_checkpoint(3)
-        folder = os.path.join(s.root, "lab-a", "mine")
-        os.makedirs(folder)
-        write(os.path.join(folder, "model.safetensors"), data)
-        write(os.path.join(folder, "config.json"), config, "w")
+        s.write_checkpoint("lab-a/mine", data, config)
         from_folder = s.models.RegisterModel(pb.model.RegisterModelRequest(
             name="folder", checkpoint=pb.model.CheckpointSource(path="mine"), wait=True),
             timeout=RPC_TIMEOUT_S, metadata=s.md("a-operator"))

@@ -134,6 +134,11 @@ TEST_F(RegistryTest, ATenantsCheckpointPathsStayInItsOwnFolderAndRefusalsSayNoth
   EXPECT_EQ(exists.code(), missing.code());
   // An admin's (public) scope is the whole root.
   EXPECT_TRUE(registry->ResolveUnderRoot("lab-a/ckpt").ok());
+  // Found by a hostile review: an admin's "lab-b/../lab-a/ckpt" was normalized into lab-a's folder
+  // (and opened with lab-b's wall) where the docs say '..' is refused. Any '..' is, even one
+  // that stays inside.
+  EXPECT_EQ(ErrorReasonOf(registry->ResolveUnderRoot("lab-b/../lab-a/ckpt").status()), "PATH_NOT_ALLOWED");
+  EXPECT_EQ(ErrorReasonOf(registry->ResolveUnderRoot("mine/../mine", "lab-b").status()), "PATH_NOT_ALLOWED");
 }
 
 TEST_F(RegistryTest, AReRegisteredNameIsAnotherRegistrationThatReplicasAndBoundJobsTellApart) {

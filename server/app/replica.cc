@@ -253,8 +253,7 @@ absl::Status Replica::Start() {
   if (metrics_ != nullptr) runtime_options.on_model_load = [this](double seconds) { metrics_->ModelLoaded(seconds); };
   runtime_ = runners::Runtime::Create(runtime_options);
   auto catalog = registry::ModelCatalog::Open(
-      {options_.model_root, options_.data_dir, options_.allow_torchscript, options_.cache_budget_bytes,
-       options_.min_free_disk_bytes},
+      {options_.model_root, options_.data_dir, options_.allow_torchscript, options_.cache_budget_bytes},
       runtime_->loader());
   if (!catalog.ok()) return catalog.status();
   catalog_ = std::move(*catalog);

@@ -92,6 +92,12 @@ class BoundedSax {
 
 Parsed Parse(std::string_view text, const ParseBounds& bounds) {
   Parsed parsed;
+  // nlohmann::json stops at a NUL byte as if the text ended there: a NUL is a syntax error at it.
+  if (const size_t nul = text.find('\0'); nul != std::string_view::npos) {
+    parsed.outcome = ParseOutcome::kSyntaxError;
+    parsed.byte = nul + 1;
+    return parsed;
+  }
   Json result;
   BoundedSax sax(result, bounds, parsed);
   const bool ok = Json::sax_parse(text.begin(), text.end(), &sax, nlohmann::detail::input_format_t::json,

@@ -4,8 +4,8 @@
 // are refused while parsing, before any recursive walk or destructor could exhaust the stack and
 // before a huge document is built. Every ParseBounds::stop_every tokens the caller is asked
 // whether to stop (a deadline, a cancelled call, the server shutting down), so a large text never
-// holds a thread past them. A syntax error (NaN and Infinity included: they are not JSON) reports
-// its byte offset. The keys of the top-level object may be watched as they are read (duplicates,
+// holds a thread past them. A syntax error (NaN, Infinity and a NUL byte included: they are not
+// JSON) reports its byte offset. The keys of the top-level object may be watched as they are read (duplicates,
 // which the DOM keeps only once, can only be seen then).
 // Why not nlohmann's callback parser: after each nested object it walks its parent's entries
 // looking for a discarded value, which is quadratic in the number of entries (a 32k-tensor

@@ -416,11 +416,6 @@ absl::StatusOr<nlohmann::json> ParseConfigJson(const std::string& json_text) {
     return ErrorWithReason(absl::StatusCode::kInvalidArgument, ErrorReason::kInvalidModelFile,
                            absl::StrCat("config.json has ", json_text.size(), " bytes; at most 1 MiB"));
   }
-  // nlohmann::json stops at a NUL byte as if the text ended there.
-  if (const size_t nul = json_text.find('\0'); nul != std::string::npos) {
-    return ErrorWithReason(absl::StatusCode::kInvalidArgument, ErrorReason::kInvalidModelFile,
-                           absl::StrCat("config.json is not valid JSON: a NUL byte at byte ", nul + 1));
-  }
   jsontext::ParseBounds bounds;
   bounds.max_depth = 64;  // Deeper than any config.json: no recursion can run away.
   jsontext::Parsed parsed = jsontext::Parse(json_text, bounds);

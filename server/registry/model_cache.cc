@@ -224,14 +224,8 @@ absl::StatusOr<LoadedModel> ModelCache::Load(const LoadRequest& request, const C
     if (!digest.ok()) return digest.status();
     facts.weights_sha256 = *digest;
   }
-  std::optional<Reservation> held;  // Not kept: the model's room is taken until it is freed here.
-  std::shared_ptr<models::DecoderModel> model = built->model;
-  if (options_.keep_models) {
-    Keep(request.name, kFloat32, *std::move(built));
-  } else {
-    held.emplace(std::move(built->reservation));
-  }
-  return facts;
+  if (options_.keep_models) Keep(request.name, kFloat32, *std::move(built));
+  return facts;  // Not kept: the model and its room are freed with `built`.
 }
 
 absl::Status ModelCache::Export(const LoadRequest& request, const std::string& path, const Cancelled& cancelled) {

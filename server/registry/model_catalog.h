@@ -40,9 +40,6 @@ class ModelCatalog {
     // it is refused at registration (RESOURCE_EXHAUSTED / INSUFFICIENT_MEMORY), as one that
     // exceeds the host's memory is. 0 = no such limit.
     int64_t max_model_bytes = 0;
-    // Disk a registration's scratch file (the weights written once to hash them) leaves free in
-    // the data directory; a registration that would not is refused (INSUFFICIENT_STORAGE).
-    int64_t min_free_disk_bytes = 0;
   };
 
   // `loader` outlives the catalog.

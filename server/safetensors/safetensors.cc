@@ -162,10 +162,6 @@ std::optional<uint64_t> AsUnsigned(const Json& value) {
 // parsing). `stop` is asked as the parse goes (a long header is a deadline's or a shutdown's).
 absl::StatusOr<Json> ParseJson(const std::string& text, const std::string& label, const std::string& what,
                                std::optional<std::string>* duplicate, int64_t max_entries, const StopCheck& stop) {
-  // nlohmann::json stops at a NUL byte as if the input ended there: refuse NUL outright.
-  if (text.find('\0') != std::string::npos) {
-    return FileError(label, absl::StrCat(what, " is not valid JSON: it contains a NUL byte"));
-  }
   std::set<std::string> seen;
   jsontext::ParseBounds bounds;
   bounds.max_depth = kMaxJsonDepth;

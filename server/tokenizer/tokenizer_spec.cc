@@ -47,9 +47,6 @@ absl::StatusOr<json> ParseBounded(const char* file, std::string_view text,
     return FileError(file,
                      absl::StrCat("has ", text.size(), " bytes; at most ", options.max_file_bytes));
   }
-  if (const size_t nul = text.find('\0'); nul != std::string_view::npos) {
-    return FileError(file, absl::StrCat("is not valid JSON: a NUL byte at byte ", nul + 1));
-  }
   jsontext::ParseBounds bounds;
   bounds.max_depth = options.max_json_depth;
   jsontext::Parsed parsed = jsontext::Parse(text, bounds);

@@ -68,6 +68,9 @@ TEST(BoundedJson, ASyntaxErrorNamesItsByteAndNaNIsOne) {
   EXPECT_EQ(Describe(nan, {}),
             "is not valid JSON: a syntax error at byte 9 (NaN, Infinity, comments and trailing commas are not JSON)");
   EXPECT_EQ(Parse("[1, 2,]", {}).outcome, ParseOutcome::kSyntaxError);
+  const Parsed nul = Parse(std::string_view("{\"a\": 1}\0{", 10), {});  // nlohmann would stop at the NUL.
+  EXPECT_EQ(nul.outcome, ParseOutcome::kSyntaxError);
+  EXPECT_EQ(nul.byte, 9u);
   EXPECT_EQ(Parse("", {}).outcome, ParseOutcome::kSyntaxError);
 }
 

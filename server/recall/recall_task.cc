@@ -5,34 +5,13 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "server/recall/splitmix.h"
 #include "server/status/error.h"
 
 namespace posbias::recall {
 namespace {
 
-// splitmix64: the generator's one source of randomness, the same numbers everywhere.
-class Stream {
- public:
-  explicit Stream(uint64_t seed) : state_(seed) {}
-  uint64_t Next() {
-    uint64_t z = (state_ += 0x9E3779B97F4A7C15ULL);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-    return z ^ (z >> 31);
-  }
-  // Uniform in [0, n), n >= 1, without modulo bias (draws below 2^64 mod n are rejected).
-  uint64_t Below(uint64_t n) {
-    const uint64_t threshold = (0 - n) % n;
-    for (;;) {
-      const uint64_t r = Next();
-      if (r >= threshold) return r % n;
-    }
-  }
-  double Uniform() { return static_cast<double>(Next() >> 11) * 0x1.0p-53; }
-
- private:
-  uint64_t state_;
-};
+using Stream = SplitMix64;
 
 absl::Status OptionError(const std::string& name, const std::string& value, const std::string& allowed) {
   return InvalidArgumentError({ErrorReason::kInvalidArgument, name, value, allowed});

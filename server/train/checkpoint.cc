@@ -185,10 +185,23 @@ absl::Status LoadTrainingState(const std::string& step_dir, models::DecoderModel
 absl::Status WriteLossLog(const std::string& out_dir, const TrainResult& result, int64_t batch_size, int64_t length) {
   json steps = json::array(), evals = json::array();
   for (const auto& r : result.steps) {
-    steps.push_back({{"step", r.step}, {"loss", r.loss}, {"objective", r.objective}, {"lr", r.lr},
-                     {"grad_norm", r.grad_norm}, {"tokens", r.tokens}});
+    json record = {{"step", r.step}, {"loss", r.loss}, {"objective", r.objective}, {"lr", r.lr},
+                   {"grad_norm", r.grad_norm}, {"tokens", r.tokens}};
+    if (r.accuracy >= 0) record["accuracy"] = r.accuracy;
+    steps.push_back(std::move(record));
   }
-  for (const auto& r : result.evals) evals.push_back({{"step", r.step}, {"loss", r.loss}, {"by_decile", r.by_decile}});
+  for (const auto& r : result.evals) {
+    json record = {{"step", r.step}, {"loss", r.loss}, {"by_decile", r.by_decile}};
+    if (r.accuracy >= 0) {
+      record["accuracy"] = r.accuracy;
+      json by_depth = json::array();
+      for (const auto& d : r.recall) {
+        by_depth.push_back({{"depth", d.depth}, {"probes", d.probes}, {"accuracy", d.accuracy}, {"log_prob", d.log_prob}});
+      }
+      record["recall"] = std::move(by_depth);
+    }
+    evals.push_back(std::move(record));
+  }
   const json log = {{"unigram_entropy_nats", result.unigram_entropy_nats}, {"length", length},
                     {"batch_size", batch_size}, {"tokens_per_step", batch_size * length},
                     {"documents", result.documents}, {"corpus_tokens", result.corpus_tokens},
@@ -216,13 +229,18 @@ absl::Status ReadLossLog(const std::string& out_dir, int64_t last_step, TrainRes
       auto tokens = CountAt(r, "tokens", file);
       if (!tokens.ok()) return tokens.status();
       result.steps.push_back({*step, r.at("loss").get<double>(), r.at("objective").get<double>(), r.at("lr").get<double>(),
-                              r.at("grad_norm").get<double>(), *tokens});
+                              r.at("grad_norm").get<double>(), *tokens, r.value("accuracy", -1.0)});
     }
     for (const auto& r : log.at("eval")) {
       auto step = CountAt(r, "step", file);
       if (!step.ok()) return step.status();
       if (*step > last_step) continue;
-      result.evals.push_back({*step, r.at("loss").get<double>(), r.value("by_decile", std::vector<double>{})});
+      EvalRecord eval{*step, r.at("loss").get<double>(), r.value("by_decile", std::vector<double>{}), {}, r.value("accuracy", -1.0)};
+      for (const auto& d : r.value("recall", json::array())) {
+        eval.recall.push_back({d.at("depth").get<double>(), d.at("probes").get<int64_t>(), d.at("accuracy").get<double>(),
+                               d.at("log_prob").get<double>()});
+      }
+      result.evals.push_back(std::move(eval));
     }
   } catch (const json::exception& error) {
     return absl::DataLossError(absl::StrCat("--resume: ", file, ": ", error.what()));

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
 #include "server/models/config.h"
+#include "server/train/byte_tokenizer.h"
 #include "server/train/position_weights.h"
 #include "server/train/trainer.h"
 
@@ -23,6 +24,8 @@ struct Flags {
   posbias::train::TrainOptions options;
   std::vector<double> betas{0.9, 0.95};
   std::string position_weighting = "none", position_weights_file;
+  std::string task = "text", placement = "uniform";
+  std::vector<int64_t> key_ids{128, 192}, value_ids{192, 256}, filler_ids{32, 127};
   bool progress = false, quiet = false;
 };
 
@@ -47,8 +50,11 @@ void DefineModelFlags(CLI::App& app, Flags& f) {
 
 void DefineDataFlags(CLI::App& app, Flags& f) {
   auto& o = f.options;
+  app.add_option("--task", f.task, "text: next-token prediction on --data; recall: multi-query associative recall "
+                 "on token ids (no corpus; the defaults of --steps, --batch-size, --lr and --warmup-steps become "
+                 "its recipe)")->check(CLI::IsMember({"text", "recall"}))->capture_default_str();
   app.add_option("--data", o.data_paths, "A text file (one document), a .jsonl file (a \"text\" per line) or a "
-                 "directory of such files; repeatable")->required();
+                 "directory of such files; repeatable (--task text)");
   app.add_option("--tokenizer", o.tokenizer_dir, "Directory with tokenizer.json or vocab.json + merges.txt "
                  "(default: a byte-level tokenizer written to <out>/tokenizer)");
   app.add_option("--eos-token", o.eos_token, "Token between documents (default: the tokenizer's EOS, <|endoftext|>)");
@@ -61,6 +67,18 @@ void DefineDataFlags(CLI::App& app, Flags& f) {
   app.add_option("--recall-pairs", o.recall.pairs, "key=value pairs per recall probe")->capture_default_str();
   app.add_option("--recall-values", o.recall.values, "The recall values' alphabet (chance accuracy = 1 / its size)")
       ->capture_default_str();
+  app.add_option("--key-ids", f.key_ids, "--task recall: the keys' token ids FIRST,LAST (LAST excluded)")
+      ->expected(2)->delimiter(',')->capture_default_str();
+  app.add_option("--value-ids", f.value_ids, "--task recall: the values' token ids FIRST,LAST (chance = 1 / their count)")
+      ->expected(2)->delimiter(',')->capture_default_str();
+  app.add_option("--filler-ids", f.filler_ids, "--task recall: the filler's token ids FIRST,LAST")
+      ->expected(2)->delimiter(',')->capture_default_str();
+  app.add_option("--recall-placement", f.placement, "--task recall: where the training rows' pairs sit: uniform, or "
+                 "near-query (start weighted 1 / its distance to the queries)")->capture_default_str();
+  app.add_option("--recall-rest-weight", o.recall_rest_weight,
+                 "--task recall: loss weight of the targets that are not answers (answers: 1)")->capture_default_str();
+  app.add_option("--probes-per-depth", o.probes_per_depth,
+                 "--task recall: held-out probes at each of the depths 0, 0.1, .., 1 at every save")->capture_default_str();
 }
 
 void DefineOptimizerFlags(CLI::App& app, Flags& f) {
@@ -103,10 +121,29 @@ int Fail(const absl::Status& status) {
 // The model, position-weight and output choices the flags name, into the options.
 absl::Status Resolve(const CLI::App& app, Flags& f) {
   using namespace posbias;
+  auto task = train::ParseTask(f.task);
+  if (!task.ok()) return task.status();
+  auto& o = f.options;
+  o.task = *task;
+  o.mqar.pairs = o.recall.pairs;
+  o.mqar.keys = {f.key_ids[0], f.key_ids[1]};
+  o.mqar.values = {f.value_ids[0], f.value_ids[1]};
+  o.mqar.filler = {f.filler_ids[0], f.filler_ids[1]};
+  if (auto status = recall::ParsePlacement(f.placement, o.mqar.placement); !status.ok()) return status;
+  if (o.task == train::Task::kRecall) {  // The task's recipe where the flags are not given.
+    using Recipe = train::RecallRecipe;
+    if (app.count("--steps") == 0) o.steps = Recipe::kSteps;
+    if (app.count("--batch-size") == 0) o.batch_size = Recipe::kBatchSize;
+    if (app.count("--lr") == 0) o.lr = Recipe::kLr;
+    if (app.count("--warmup-steps") == 0) o.warmup_steps = std::min(Recipe::kWarmupSteps, o.steps);
+    if (app.count("--weight-decay") == 0) o.weight_decay = Recipe::kWeightDecay;
+  }
   auto base = f.preset.empty() ? models::FamilyConfig(f.arch) : models::PresetConfig(f.preset);
   if (!base.ok()) return base.status();
   f.options.model = models::ApplyShapeOverrides(*base, f.overrides);
   f.options.vocab_given = app.count("--vocab") > 0;
+  // The byte-level tokenizer's vocabulary, as Train resolves it, so that the printed shape is the one built.
+  if (!f.options.vocab_given && f.options.tokenizer_dir.empty()) f.options.model.vocab_size = train::kByteLevelVocabSize;
   f.options.beta1 = f.betas[0];
   f.options.beta2 = f.betas[1];
   auto weighting = train::ParsePositionWeighting(f.position_weighting);
@@ -129,6 +166,7 @@ nlohmann::ordered_json Summary(const posbias::train::TrainResult& result, const 
                                     {"train_sequences", result.train_sequences}, {"eval_sequences", result.eval_sequences}};
   if (!result.steps.empty()) summary["final_loss"] = result.steps.back().loss;
   if (!result.evals.empty()) summary["final_eval_loss"] = result.evals.back().loss;
+  if (!result.evals.empty() && result.evals.back().accuracy >= 0) summary["final_recall_accuracy"] = result.evals.back().accuracy;
   return summary;
 }
 

@@ -98,13 +98,50 @@ absl::Status ValidateRecall(const TrainOptions& o) {
 
 }  // namespace
 
+std::string TaskJson(const TrainOptions& options) {
+  nlohmann::ordered_json task = {{"task", TaskName(options.task)}};
+  if (options.task == Task::kRecall) {
+    const auto& m = options.mqar;
+    task["length"] = options.length;
+    task["pairs"] = m.pairs;
+    task["keys"] = {m.keys.first, m.keys.last};
+    task["values"] = {m.values.first, m.values.last};
+    task["filler"] = {m.filler.first, m.filler.last};
+    task["placement"] = recall::PlacementName(m.placement);
+    task["rest_weight"] = options.recall_rest_weight;
+  }
+  return task.dump(1) + "\n";
+}
+
+std::string TaskName(Task task) { return task == Task::kText ? "text" : "recall"; }
+
+absl::StatusOr<Task> ParseTask(const std::string& name) {
+  if (name == "text") return Task::kText;
+  if (name == "recall") return Task::kRecall;
+  return FlagError("--task", name, "text (next-token prediction on --data) or recall (associative recall on token ids)");
+}
+
 absl::Status ValidateOptions(const TrainOptions& o) {
   const auto family = o.model.family;
   if (family == models::Family::kCesaro || family == models::Family::kTorchScript) {
     return FlagError("--arch", models::FamilyName(family), "gpt2, qwen2, llama, mistral or gpt_neox (a family with parameters)");
   }
   if (auto status = models::ValidateConfig(o.model); !status.ok()) return status;
-  if (o.data_paths.empty()) return FlagError("--data", "none", "one or more files or directories");
+  if (o.task == Task::kText && o.data_paths.empty()) {
+    return FlagError("--data", "none", "one or more files or directories (or --task recall, which needs no corpus)");
+  }
+  if (o.task == Task::kRecall) {
+    if (!o.data_paths.empty()) {
+      return FlagError("--data", o.data_paths.front(), "no corpus with --task recall (its filler is the --filler-ids)");
+    }
+    if (o.recall_fraction != 0) {
+      return FlagError("--recall-fraction", FormatValue(o.recall_fraction), "0 with --task recall (every row is a recall row)");
+    }
+    if (!(o.recall_rest_weight >= 0 && o.recall_rest_weight <= 1)) {
+      return FlagError("--recall-rest-weight", FormatValue(o.recall_rest_weight), "[0, 1]");
+    }
+    if (o.probes_per_depth < 1) return FlagError("--probes-per-depth", absl::StrCat(o.probes_per_depth), ">= 1");
+  }
   if (o.out_dir.empty()) return FlagError("--out", "none", "a directory for the checkpoints and loss.json");
   if (o.length < 2 || o.length > o.model.max_positions) {
     return FlagError("--length", absl::StrCat(o.length), absl::StrCat("[2, the model's --max-positions = ", o.model.max_positions, "]"));
@@ -137,10 +174,22 @@ class Trainer {
   TrainResult TakeResult() { return std::move(result_); }
 
  private:
+  struct Batch {
+    std::vector<torch::Tensor> rows;  // L + 1 ids each.
+    torch::Tensor answers;            // --task recall: [B, L] float32, 1 at the answers' targets.
+  };
   std::vector<int64_t> BatchSequences(int64_t step);
   std::vector<torch::Tensor> BatchRows(int64_t step);
+  Batch RecallBatch(int64_t step) const;
+  recall::MqarOptions Mqar() const {
+    recall::MqarOptions mqar = options_.mqar;
+    mqar.length = options_.length;
+    return mqar;
+  }
+  EvalRecord EvaluateRecall(int64_t step);
   torch::Tensor CorpusRow(int64_t sequence) const;
-  torch::Tensor TokenLosses(const std::vector<torch::Tensor>& rows);
+  // The cross-entropy of every target, [B, L]; the logits [B, L, V] into *logits_out when given.
+  torch::Tensor TokenLosses(const std::vector<torch::Tensor>& rows, torch::Tensor* logits_out = nullptr);
   StepRecord Step(int64_t step);
   EvalRecord Evaluate(int64_t step);
   TrainerState StateAfter(int64_t step) const;
@@ -193,7 +242,8 @@ absl::Status Trainer::Setup(const models::ModelConfig& config) {
     weights_ = torch::tensor(*position_weights, torch::kFloat64).to(device_, torch::kFloat32);
   }
   auto& stream = data_.stream.tokens;
-  tokens_ = torch::from_blob(stream.data(), {static_cast<int64_t>(stream.size())}, torch::kLong).clone();
+  tokens_ = stream.empty() ? torch::zeros({0}, torch::kLong)
+                           : torch::from_blob(stream.data(), {static_cast<int64_t>(stream.size())}, torch::kLong).clone();
   schedule_ = {options_.lr, options_.warmup_steps, options_.steps, options_.min_lr_ratio};
   result_.config = config;
   result_.model = model_;
@@ -280,8 +330,24 @@ std::vector<torch::Tensor> Trainer::BatchRows(int64_t step) {
   return rows;
 }
 
+// Update `step`'s recall rows: position p of the data order (p = (step - 1) B + i) is the MQAR
+// row of seed ProbeSeed(seed ^ "MQAR", p), so a resumed run draws what an uninterrupted one would.
+Trainer::Batch Trainer::RecallBatch(int64_t step) const {
+  Batch batch;
+  const recall::MqarOptions mqar = Mqar();
+  auto answers = torch::zeros({options_.batch_size, options_.length}, torch::kFloat32);
+  for (int64_t i = 0; i < options_.batch_size; ++i) {
+    const auto position = static_cast<uint64_t>((step - 1) * options_.batch_size + i);
+    const recall::MqarRow row = recall::MakeMqarRow(mqar, recall::ProbeSeed(options_.seed ^ 0x4D514152ULL, position));
+    batch.rows.push_back(torch::tensor(row.tokens, torch::kLong));
+    for (const int64_t target : row.answer_targets) answers[i][target] = 1.0f;
+  }
+  batch.answers = answers.to(device_);
+  return batch;
+}
+
 // The cross-entropy of every target of the rows (L + 1 ids each), [B, L] float32.
-torch::Tensor Trainer::TokenLosses(const std::vector<torch::Tensor>& rows) {
+torch::Tensor Trainer::TokenLosses(const std::vector<torch::Tensor>& rows, torch::Tensor* logits_out) {
   const int64_t length = options_.length;
   auto batch = torch::stack(rows).to(device_);
   auto inputs = batch.narrow(1, 0, length), targets = batch.narrow(1, 1, length);
@@ -291,6 +357,7 @@ torch::Tensor Trainer::TokenLosses(const std::vector<torch::Tensor>& rows) {
   namespace F = torch::nn::functional;
   auto losses = F::cross_entropy(logits.reshape({-1, vocab}).to(torch::kFloat32), targets.reshape({-1}),
                                  F::CrossEntropyFuncOptions().reduction(torch::kNone));
+  if (logits_out != nullptr) *logits_out = logits.detach();
   return losses.view({static_cast<int64_t>(rows.size()), length});
 }
 
@@ -302,9 +369,24 @@ StepRecord Trainer::Step(int64_t step) {
     static_cast<torch::optim::AdamWOptions&>(group.options()).lr(record.lr);
   }
   optimizer_->zero_grad();
-  auto losses = TokenLosses(BatchRows(step));
-  auto loss = losses.mean();
-  auto objective = weights_.defined() ? (losses * weights_).mean() : loss;
+  torch::Tensor loss, objective;
+  if (options_.task == Task::kRecall) {
+    Batch batch = RecallBatch(step);
+    torch::Tensor logits;
+    auto losses = TokenLosses(batch.rows, &logits);
+    auto targets = torch::stack(batch.rows).to(device_).narrow(1, 1, options_.length);
+    auto hits = (logits.argmax(-1) == targets).to(torch::kFloat32);
+    const auto answer_count = batch.answers.sum();
+    loss = (losses * batch.answers).sum() / answer_count;
+    record.accuracy = ((hits * batch.answers).sum() / answer_count).item<double>();
+    auto weight = batch.answers + options_.recall_rest_weight * (1 - batch.answers);
+    if (weights_.defined()) weight = weight * weights_;
+    objective = (losses * weight).sum() / weight.sum();
+  } else {
+    auto losses = TokenLosses(BatchRows(step));
+    loss = losses.mean();
+    objective = weights_.defined() ? (losses * weights_).mean() : loss;
+  }
   objective.backward();
   const double max_norm = options_.clip > 0 ? options_.clip : std::numeric_limits<double>::infinity();
   record.grad_norm = torch::nn::utils::clip_grad_norm_(parameters_, max_norm);
@@ -319,6 +401,7 @@ StepRecord Trainer::Step(int64_t step) {
 // The mean cross-entropy over the first max_eval_sequences held-out sequences, unweighted, overall
 // and by target position decile.
 EvalRecord Trainer::Evaluate(int64_t step) {
+  if (options_.task == Task::kRecall) return EvaluateRecall(step);
   torch::NoGradGuard no_grad;
   const auto& eval = data_.split.eval;
   const auto count = std::min<int64_t>(static_cast<int64_t>(eval.size()), options_.max_eval_sequences);
@@ -349,10 +432,54 @@ EvalRecord Trainer::Evaluate(int64_t step) {
   return record;
 }
 
+// probes_per_depth held-out probes at each depth 0, 0.1, .., 1: probe k at depth index d is of seed
+// ProbeSeed(seed ^ "HELDOUT", 1000003 d + k), a stream the training rows never use.
+EvalRecord Trainer::EvaluateRecall(int64_t step) {
+  torch::NoGradGuard no_grad;
+  const recall::MqarOptions mqar = Mqar();
+  EvalRecord record;
+  record.step = step;
+  double log_prob_sum = 0, hit_sum = 0;
+  int64_t probes = 0;
+  for (int d = 0; d <= 10; ++d) {
+    DepthRecall at{d / 10.0, options_.probes_per_depth, 0, 0};
+    for (int64_t first = 0; first < options_.probes_per_depth; first += options_.batch_size) {
+      const int64_t last = std::min(options_.probes_per_depth, first + options_.batch_size);
+      std::vector<torch::Tensor> rows;
+      std::vector<int64_t> answers;
+      for (int64_t k = first; k < last; ++k) {
+        const uint64_t seed = recall::ProbeSeed(options_.seed ^ 0x48454C444F5554ULL, static_cast<uint64_t>(1000003 * d + k));
+        const recall::MqarRow probe = recall::MakeMqarProbe(mqar, at.depth, seed);
+        rows.push_back(torch::tensor(probe.tokens, torch::kLong));
+        answers.push_back(probe.tokens.back());
+      }
+      torch::Tensor logits;
+      TokenLosses(rows, &logits);
+      auto last_logits = logits.select(1, options_.length - 1).to(torch::kCPU).to(torch::kFloat64);
+      auto log_probs = torch::log_softmax(last_logits, -1);
+      auto predicted = last_logits.argmax(-1);
+      for (size_t i = 0; i < answers.size(); ++i) {
+        const auto row = static_cast<int64_t>(i);
+        at.log_prob += log_probs[row][answers[i]].item<double>();
+        at.accuracy += predicted[row].item<int64_t>() == answers[i] ? 1.0 : 0.0;
+      }
+    }
+    log_prob_sum += at.log_prob;
+    hit_sum += at.accuracy;
+    probes += at.probes;
+    at.log_prob /= static_cast<double>(at.probes);
+    at.accuracy /= static_cast<double>(at.probes);
+    record.recall.push_back(at);
+  }
+  record.loss = -log_prob_sum / static_cast<double>(probes);
+  record.accuracy = hit_sum / static_cast<double>(probes);
+  return record;
+}
+
 TrainerState Trainer::StateAfter(int64_t step) const {
   TrainerState state;
   const int64_t position = step * options_.batch_size;
-  const auto count = static_cast<int64_t>(data_.split.train.size());
+  const auto count = std::max<int64_t>(1, static_cast<int64_t>(data_.split.train.size()));
   state.step = step;
   state.epoch = position / count;
   state.epoch_position = position % count;
@@ -373,7 +500,11 @@ bool Trainer::Saves(int64_t step) const {
 
 absl::Status Trainer::Save(int64_t step) {
   std::string eval_note;
-  if (!data_.split.eval.empty()) {
+  if (options_.task == Task::kRecall) {
+    result_.evals.push_back(Evaluate(step));
+    eval_note = absl::StrCat(", held-out probes: accuracy ", result_.evals.back().accuracy, ", answer loss ",
+                             result_.evals.back().loss);
+  } else if (!data_.split.eval.empty()) {
     result_.evals.push_back(Evaluate(step));
     eval_note = absl::StrCat(", eval loss ", result_.evals.back().loss);
   }
@@ -419,12 +550,23 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& options) {
   if (!data.ok()) return data.status();
   auto config = ResolveModelConfig(options, *data);
   if (!config.ok()) return config.status();
+  if (options.task == Task::kRecall) {
+    recall::MqarOptions mqar = options.mqar;
+    mqar.length = options.length;
+    if (auto status = recall::CheckMqarOptions(mqar, config->vocab_size); !status.ok()) return status;
+  }
+  data->tokenizer_files.push_back({std::string(kTaskFileName), TaskJson(options)});
   if (auto status = WriteTokenizerCopy(options, *data); !status.ok()) return status;
   if (options.threads > 0) torch::set_num_threads(options.threads);
-  std::string note = absl::StrCat("posbias-train: ", data->stream.documents, " documents, ", data->stream.tokens.size(),
-                                  " tokens; ", data->split.train.size(), " training and ", data->split.eval.size(),
-                                  " held-out sequences of ", options.length, " + 1 tokens; unigram entropy ",
-                                  data->unigram_entropy_nats, " nats/token\n");
+  std::string note =
+      options.task == Task::kRecall
+          ? absl::StrCat("posbias-train: task recall: ", options.mqar.pairs, " pairs per row of ", options.length,
+                         " + 1 tokens, placement ", recall::PlacementName(options.mqar.placement), "; ",
+                         options.probes_per_depth, " held-out probes at each of 11 depths per save\n")
+          : absl::StrCat("posbias-train: ", data->stream.documents, " documents, ", data->stream.tokens.size(),
+                         " tokens; ", data->split.train.size(), " training and ", data->split.eval.size(),
+                         " held-out sequences of ", options.length, " + 1 tokens; unigram entropy ",
+                         data->unigram_entropy_nats, " nats/token\n");
   Trainer trainer(options, *std::move(data), device, dtype);
   try {
     if (auto status = trainer.Setup(*config); !status.ok()) return status;

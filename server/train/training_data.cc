@@ -71,9 +71,14 @@ absl::StatusOr<int64_t> ResolveEos(const TrainOptions& options, const tokenizer:
 
 absl::StatusOr<TrainingData> PrepareTrainingData(const TrainOptions& options) {
   if (auto status = CheckOutputDirectory(options); !status.ok()) return status;
+  TrainingData data;
+  if (options.task == Task::kRecall) {  // No corpus: the rows are drawn from the seed.
+    if (auto status = LoadTokenizer(options, data); !status.ok()) return status;
+    if (auto eos = data.tokenizer->eos_token_id()) data.eos_id = *eos;
+    return data;
+  }
   auto files = ListDocumentFiles(options.data_paths);
   if (!files.ok()) return files.status();
-  TrainingData data;
   if (auto status = LoadTokenizer(options, data); !status.ok()) return status;
   auto eos = ResolveEos(options, *data.tokenizer);
   if (!eos.ok()) return eos.status();

@@ -199,6 +199,115 @@ TEST(Trainer, ResumeEqualsAnUninterruptedRun) {
   EXPECT_NE(Train(interrupted).status().message().find("--seed"), std::string::npos);
 }
 
+// --task recall on a small MQAR: 2 pairs in 32 tokens, 16 keys and 16 values (chance 1/16), a
+// 2-layer Llama of width 32.
+TrainOptions TinyRecallOptions(const fs::path& dir) {
+  TrainOptions options;
+  options.task = Task::kRecall;
+  models::ConfigOverrides shape;
+  shape.num_layers = 2;
+  shape.hidden_size = 32;
+  shape.num_heads = 2;
+  options.model = models::ApplyShapeOverrides(*models::FamilyConfig("llama"), shape);
+  options.out_dir = (dir / "out").string();
+  options.length = 32;
+  options.mqar.pairs = 2;
+  options.mqar.keys = {128, 144};
+  options.mqar.values = {192, 208};
+  options.batch_size = 32;
+  options.steps = 400;
+  options.lr = 3e-3;
+  options.warmup_steps = 20;
+  options.probes_per_depth = 16;
+  options.seed = 1;
+  options.threads = 1;
+  options.progress = TrainOptions::Progress::kOff;
+  return options;
+}
+
+TEST(TrainOptions, TheRecallTaskRefusesACorpusAMixAndIdsTheVocabularyLacks) {
+  const auto dir = FreshDir("recall_options");
+  const TrainOptions good = TinyRecallOptions(dir);
+  EXPECT_TRUE(ValidateOptions(good).ok()) << ValidateOptions(good);
+  const std::vector<std::pair<std::function<void(TrainOptions&)>, std::string>> cases{
+      {[](TrainOptions& o) { o.data_paths = {"corpus.txt"}; }, "--data"},
+      {[](TrainOptions& o) { o.recall_fraction = 0.5; }, "--recall-fraction"},
+      {[](TrainOptions& o) { o.recall_rest_weight = 2; }, "--recall-rest-weight"},
+      {[](TrainOptions& o) { o.probes_per_depth = 0; }, "--probes-per-depth"},
+  };
+  for (const auto& [change, flag] : cases) {
+    TrainOptions options = good;
+    change(options);
+    const auto status = ValidateOptions(options);
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << flag;
+    EXPECT_NE(status.message().find(flag), std::string::npos) << status;
+  }
+  TrainOptions beyond = good;
+  beyond.mqar.values = {240, 300};  // The byte-level vocabulary has 257 ids.
+  const auto refused = Train(beyond);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(refused.status().message()),
+              testing::AllOf(testing::HasSubstr("--value-ids"), testing::HasSubstr("240:300"), testing::HasSubstr("257")));
+  EXPECT_FALSE(fs::exists(fs::path(beyond.out_dir) / "step0"));
+}
+
+TEST(Trainer, TheRecallTaskIsLearnedFarAboveChanceWithinAStepBudget) {
+  const auto dir = FreshDir("recall_learns");
+  TrainOptions options = TinyRecallOptions(dir);
+  options.save_steps = {0};
+  auto result = Train(options);
+  ASSERT_TRUE(result.ok()) << result.status();
+  ASSERT_EQ(result->evals.size(), 2u);
+  const double chance = 1.0 / 16;
+  EXPECT_LT(result->evals.front().accuracy, 3 * chance) << "at initialization";
+  EXPECT_GT(result->evals.back().accuracy, 5 * chance) << "after 400 updates";
+  EXPECT_LT(result->evals.back().loss, std::log(16.0) - 0.5) << "the answers' loss left chance";
+  ASSERT_EQ(result->evals.back().recall.size(), 11u);
+  double mean = 0;
+  for (const auto& depth : result->evals.back().recall) {
+    EXPECT_EQ(depth.probes, 16);
+    mean += depth.accuracy / 11;
+  }
+  EXPECT_NEAR(mean, result->evals.back().accuracy, 1e-12) << "the overall accuracy is the depths' mean";
+  EXPECT_GE(result->steps.back().accuracy, 0.0);
+  // Every checkpoint says what it was trained on.
+  std::ifstream task_file(fs::path(options.out_dir) / "step400" / std::string(kTaskFileName));
+  const std::string task((std::istreambuf_iterator<char>(task_file)), std::istreambuf_iterator<char>());
+  EXPECT_THAT(task, testing::HasSubstr("\"task\": \"recall\""));
+  EXPECT_THAT(task, testing::HasSubstr("\"pairs\": 2"));
+  EXPECT_TRUE(fs::is_regular_file(fs::path(options.out_dir) / "step0" / std::string(kTaskFileName)));
+}
+
+TEST(Trainer, ARecallRunResumesAsItWouldHaveRun) {
+  const auto dir = FreshDir("recall_resume");
+  TrainOptions straight = TinyRecallOptions(dir);
+  straight.steps = 8;
+  straight.warmup_steps = 2;
+  straight.recall_rest_weight = 0.1;
+  auto whole = Train(straight);
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  TrainOptions interrupted = straight;
+  interrupted.out_dir = (dir / "interrupted").string();
+  interrupted.stop_after_step = 3;
+  ASSERT_TRUE(Train(interrupted).ok());
+  interrupted.stop_after_step = 0;
+  interrupted.resume = true;
+  auto second = Train(interrupted);
+  ASSERT_TRUE(second.ok()) << second.status();
+  ASSERT_EQ(second->steps.size(), whole->steps.size());
+  for (size_t i = 0; i < whole->steps.size(); ++i) {
+    EXPECT_NEAR(second->steps[i].loss, whole->steps[i].loss, 1e-6) << i;
+    EXPECT_NEAR(second->steps[i].objective, whole->steps[i].objective, 1e-6) << i;
+    EXPECT_DOUBLE_EQ(second->steps[i].accuracy, whole->steps[i].accuracy) << i;
+  }
+  ASSERT_EQ(second->evals.size(), 2u) << "step 3's, read back from loss.json, and step 8's";
+  EXPECT_EQ(second->evals.front().step, 3);
+  EXPECT_EQ(second->evals.front().recall.size(), 11u);
+  EXPECT_GE(second->evals.front().accuracy, 0.0);
+  EXPECT_DOUBLE_EQ(second->evals.back().accuracy, whole->evals.back().accuracy);
+  EXPECT_NEAR(second->evals.back().loss, whole->evals.back().loss, 1e-6);
+}
+
 // A resumed run reads its own files back; one edited by hand (or cut short) is refused with
 // DATA_LOSS naming the file and the field, never read into a number it cannot hold.
 TEST(Trainer, ResumingFromAStateWhoseCountIsNotAWholeNumberIsDataLossNamingTheField) {

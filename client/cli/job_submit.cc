@@ -36,7 +36,8 @@ struct SubmitFlags {
   // Recall inputs: depths, probes per depth, and the generator's options (0 / "" = the server's).
   std::vector<double> recall_depths;
   uint32_t recall_probes = 16, recall_pairs = 0, recall_key_letters = 0;
-  std::string recall_values;
+  std::string recall_values, recall_kind;  // recall_kind: "" = the server's choice, "text" or "token-ids".
+  std::vector<int64_t> recall_key_ids, recall_value_ids, recall_filler_ids;
   std::optional<uint64_t> recall_seed;
   bool truncate = false, raw = false, compare_pathways = false;
   std::string pathway = "full", probe_distribution;  // "" = the server's default.
@@ -125,6 +126,22 @@ absl::Status SetInput(const SubmitFlags& flags, v1::JacobianNormSpec* spec) {
     recall->set_key_letters(flags.recall_key_letters);
     recall->set_values(flags.recall_values);
     if (flags.recall_seed) recall->set_seed(*flags.recall_seed);
+    const bool ranges = !flags.recall_key_ids.empty() || !flags.recall_value_ids.empty() || !flags.recall_filler_ids.empty();
+    if (flags.recall_kind == "text") {
+      if (ranges) return absl::InvalidArgumentError("--recall-key-ids, --recall-value-ids, --recall-filler-ids: allowed with token-id probes, not --recall-kind text");
+      recall->set_text(true);
+    } else if (flags.recall_kind == "token-ids" || ranges) {
+      auto* ids = recall->mutable_token_ids();
+      const auto set = [](const std::vector<int64_t>& range, v1::IdRange* out) {
+        if (range.size() == 2) {
+          out->set_first(range[0]);
+          out->set_last(range[1]);
+        }
+      };
+      set(flags.recall_key_ids, ids->mutable_key_ids());
+      set(flags.recall_value_ids, ids->mutable_value_ids());
+      set(flags.recall_filler_ids, ids->mutable_filler_ids());
+    }
     return absl::OkStatus();
   }
   if (!flags.text_file.empty()) return SetTextInput(flags, spec->mutable_input()->mutable_text());
@@ -237,6 +254,29 @@ int RunSubmit(const CliContext& context, const SubmitFlags& flags) {
 
 }  // namespace
 
+// --recall and its options: the probes' depths, count and generator, text or token ids.
+void DefineRecallFlags(CLI::App& command, const std::shared_ptr<SubmitFlags>& f) {
+  command.add_option("--recall", f->recall_depths,
+                     "Associative-recall probes with the queried pair at these depths, e.g. 0,0.25,0.5,0.75,1 (the "
+                     "result answers recall accuracy by depth)")
+      ->delimiter(',');
+  command.add_option("--recall-probes", f->recall_probes, "With --recall: probes per depth")->capture_default_str();
+  command.add_option("--recall-pairs", f->recall_pairs, "With --recall: key=value pairs per probe (default 8)");
+  command.add_option("--recall-key-letters", f->recall_key_letters, "With --recall: letters per key (default 3)");
+  command.add_option("--recall-values", f->recall_values, "With --recall: the values' alphabet (default a-z)");
+  command.add_option("--recall-seed", f->recall_seed, "With --recall: the generator's seed (default 0)");
+  command.add_option("--recall-kind", f->recall_kind,
+                     "With --recall: text (key=value words) or token-ids (single-id keys and values); default: the "
+                     "task a posbias-train --task recall checkpoint was trained on, else text")
+      ->check(CLI::IsMember({"text", "token-ids"}));
+  command.add_option("--recall-key-ids", f->recall_key_ids, "With --recall token-ids: the keys' ids FIRST,LAST (LAST excluded)")
+      ->expected(2)->delimiter(',');
+  command.add_option("--recall-value-ids", f->recall_value_ids, "With --recall token-ids: the values' ids FIRST,LAST")
+      ->expected(2)->delimiter(',');
+  command.add_option("--recall-filler-ids", f->recall_filler_ids, "With --recall token-ids: the filler's ids FIRST,LAST")
+      ->expected(2)->delimiter(',');
+}
+
 CommandRun DefineSubmit(CLI::App& command) {
   auto f = std::make_shared<SubmitFlags>();
   command.add_option("--model", f->model, "Registered model name")->required();
@@ -284,15 +324,7 @@ CommandRun DefineSubmit(CLI::App& command) {
                      "With --layout boundaries or needle: eos, bos or none, put at each document start (boundaries) "
                      "or after each filler document (needle)")
       ->capture_default_str();
-  command.add_option("--recall", f->recall_depths,
-                     "Associative-recall probes with the queried pair at these depths, e.g. 0,0.25,0.5,0.75,1 (the "
-                     "result answers recall accuracy by depth)")
-      ->delimiter(',');
-  command.add_option("--recall-probes", f->recall_probes, "With --recall: probes per depth")->capture_default_str();
-  command.add_option("--recall-pairs", f->recall_pairs, "With --recall: key=value pairs per probe (default 8)");
-  command.add_option("--recall-key-letters", f->recall_key_letters, "With --recall: letters per key (default 3)");
-  command.add_option("--recall-values", f->recall_values, "With --recall: the values' alphabet (default a-z)");
-  command.add_option("--recall-seed", f->recall_seed, "With --recall: the generator's seed (default 0)");
+  DefineRecallFlags(command, f);
   command.add_option("--dtype", f->dtype, "float32, bfloat16, float16 or float64")
       ->capture_default_str();
   command.add_option("--pathway", f->pathway,

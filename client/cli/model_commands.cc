@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "client/cli/output.h"
 #include "nlohmann/json.hpp"
 
@@ -18,6 +19,14 @@ namespace {
 
 // Whether the model's weights are a seeded initialization (a preset's), not loaded from a file.
 bool Seeded(const v1::Model& m) { return m.source().kind_case() == v1::ModelSource::kPreset; }
+
+// "token ids: 8 pairs, keys 128:192, values 192:256, filler 32:127, L = 128".
+std::string TrainedRecallText(const v1::TrainedRecallTask& task) {
+  const auto range = [](const v1::IdRange& ids) { return absl::StrCat(ids.first(), ":", ids.last()); };
+  const auto& ids = task.token_ids();
+  return absl::StrCat("token ids: ", task.pairs(), " pairs, keys ", range(ids.key_ids()), ", values ", range(ids.value_ids()),
+                      ", filler ", range(ids.filler_ids()), ", L = ", task.length());
+}
 
 nlohmann::ordered_json ModelJson(const v1::Model& m) {
   const auto& c = m.config();
@@ -45,11 +54,16 @@ nlohmann::ordered_json ModelJson(const v1::Model& m) {
           // A seed only where one made the weights (not a checkpoint's, an upload's or TorchScript's).
           {"seed", Seeded(m) ? nlohmann::ordered_json(m.init().seed()) : nullptr},
           {"weights_sha256", m.weights_sha256()},
+          {"has_tokenizer", m.has_tokenizer()},
+          // A posbias-train --task recall checkpoint: what recall jobs ask it by default.
+          {"trained_recall", m.has_trained_recall() ? nlohmann::ordered_json(TrainedRecallText(m.trained_recall()))
+                                                    : nlohmann::ordered_json(nullptr)},
           {"active_jobs", m.active_job_count()},
           {"error", error}};
 }
 
 // ----------------------------------------------------------------------------------- register
+
 
 struct RegisterFlags {
   std::string name, arch = "gpt2", preset, checkpoint, torchscript, request_id, tokenizer;

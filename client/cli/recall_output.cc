@@ -37,6 +37,7 @@ void PrintRecall(std::ostream& out, const v1::JacobianNormResult& result) {
   for (const auto& [name, table] : Tables(result, "the job's model")) {
     out << "recall of " << name << " (chance " << absl::StrFormat("%.4g", table->chance())
         << "; accuracy with its 95 % Clopper-Pearson interval; pair share of sum ||J||^2 over the context 1..L-1)\n";
+    if (!table->probes().empty()) out << "probes: " << table->probes() << "\n";
     out << "   depth  probes  correct  accuracy  [low, high]         log p(answer) +- se   pair share (context) +- se\n";
     for (const auto& d : table->depths()) {
       out << absl::StrFormat("%8.4g  %6u  %7u  %8.4f  [%.4f, %.4f]  %10.4f +- %-8.4f  %10.6f +- %-10.4g\n", d.depth(),

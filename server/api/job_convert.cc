@@ -307,6 +307,7 @@ void CorrelationToProto(const jobs::RecallCorrelation& correlation, v1::RecallCo
 
 void RecallToProto(const jobs::RecallSummary& summary, v1::RecallSummary* out) {
   out->set_chance(summary.chance);
+  out->set_probes(summary.probes);
   for (const jobs::RecallDepth& measured : summary.depths) {
     auto* depth = out->add_depths();
     depth->set_depth(measured.depth);

@@ -75,6 +75,14 @@ absl::Status CheckSharedInputs(JobRequests& service, const v1::SubmitJobRequest&
     return Incompatible(i, absl::StrCat(other.name, " (width ", other.config.hidden_size, ")"),
                         absl::StrCat("width ", first.config.hidden_size, " (model ", first.name, "'s embeddings)"));
   }
+  if (IsLaidOut(request) && spec.recall && spec.recall->token_ids) {  // The same ids for every model.
+    const int64_t needed = std::max({spec.recall->key_ids[1], spec.recall->value_ids[1], spec.recall->filler_ids[1]});
+    if (other.config.vocab_size < needed) {
+      return Incompatible(i, absl::StrCat(other.name, " (a vocabulary of ", other.config.vocab_size, ")"),
+                          absl::StrCat("a vocabulary of at least ", needed, " (the token-id recall probes' ids)"));
+    }
+    return absl::OkStatus();
+  }
   if (!IsLaidOut(request) || service.tokenizers == nullptr) return absl::OkStatus();
   // The same tokenizer files lay the text out into the same ids.
   if (!compared.insert(other.tokenizer_dir).second) return absl::OkStatus();
@@ -143,6 +151,34 @@ absl::Status BindVersus(JobRequests& service, Caller& caller, const v1::SubmitJo
   return absl::OkStatus();
 }
 
+// Text and recall inputs laid out into the job's given tokens: with the model's tokenizer, or as
+// token-id recall probes, which need none.
+absl::Status LayOutInputs(JobRequests& service, const v1::SubmitJobRequest& request, const registry::ModelEntry& model,
+                          jobs::JobRecord& record) {
+  if (!IsLaidOut(request)) return absl::OkStatus();
+  const auto& input = request.spec().jacobian_norm().input();
+  const bool token_ids = input.has_recall() && text::AsksTokenIds(input.recall(), model);
+  if (service.tokenizers == nullptr && !token_ids) {
+    return ErrorWithReason(absl::StatusCode::kUnimplemented, ErrorReason::kNotImplemented, "text and recall inputs are off");
+  }
+  absl::StatusOr<text::LaidOutText> laid_out;
+  if (token_ids) {
+    laid_out = text::LayOutTokenIdRecall(input.recall(), model, record.spec);
+  } else {
+    auto tokenizer = service.tokenizers->For(model);
+    if (!tokenizer.ok()) return tokenizer.status();
+    laid_out = LayOut(**tokenizer, request, record.spec);
+  }
+  if (!laid_out.ok()) return laid_out.status();
+  record.spec.input = jobs::JacobianInput::kGivenTokens;
+  record.spec.tokens = std::move(laid_out->tokens);
+  record.spec.document_starts = std::move(laid_out->document_starts);
+  record.spec.needle_sweep = std::move(laid_out->needle_sweep);
+  record.spec.recall = std::move(laid_out->recall);
+  record.spec.samples = static_cast<int64_t>(record.spec.tokens.size());
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<v1::Job> HandleSubmitJob(JobRequests& service, Caller& caller, const v1::SubmitJobRequest& request) {
@@ -161,21 +197,7 @@ absl::StatusOr<v1::Job> HandleSubmitJob(JobRequests& service, Caller& caller, co
   // The job names the model as its tenant sees it (an admin's job on a tenant's model: by path),
   // and is bound to this registration, not to the name.
   BindModel(*model, *record);
-  if (IsLaidOut(request)) {
-    if (service.tokenizers == nullptr) {
-      return ErrorWithReason(absl::StatusCode::kUnimplemented, ErrorReason::kNotImplemented, "text and recall inputs are off");
-    }
-    auto tokenizer = service.tokenizers->For(*model);
-    if (!tokenizer.ok()) return tokenizer.status();
-    auto laid_out = LayOut(**tokenizer, request, record->spec);
-    if (!laid_out.ok()) return laid_out.status();
-    record->spec.input = jobs::JacobianInput::kGivenTokens;
-    record->spec.tokens = std::move(laid_out->tokens);
-    record->spec.document_starts = std::move(laid_out->document_starts);
-    record->spec.needle_sweep = std::move(laid_out->needle_sweep);
-    record->spec.recall = std::move(laid_out->recall);
-    record->spec.samples = static_cast<int64_t>(record->spec.tokens.size());
-  }
+  if (auto status = LayOutInputs(service, request, *model, *record); !status.ok()) return status;
   const auto host = host::ReadHostMemory();
   if (auto admitted = admission::AdmitJob(*record, *model, service.limits, static_cast<double>(host.total_bytes));
       !admitted.ok()) {

@@ -233,6 +233,18 @@ void ModelToProto(const registry::ModelEntry& entry, int64_t active_jobs, v1::Mo
   out->set_builtin(entry.builtin);
   out->set_active_job_count(static_cast<uint32_t>(active_jobs));
   out->set_has_tokenizer(!entry.tokenizer_dir.empty());
+  if (const auto& task = entry.trained_recall) {
+    auto* trained = out->mutable_trained_recall();
+    const auto range = [](const recall::IdRange& ids, v1::IdRange* range_out) {
+      range_out->set_first(ids.first);
+      range_out->set_last(ids.last);
+    };
+    range(task->keys, trained->mutable_token_ids()->mutable_key_ids());
+    range(task->values, trained->mutable_token_ids()->mutable_value_ids());
+    range(task->filler, trained->mutable_token_ids()->mutable_filler_ids());
+    trained->set_pairs(static_cast<uint32_t>(task->pairs));
+    trained->set_length(static_cast<uint32_t>(task->length));
+  }
 }
 
 }  // namespace posbias::api

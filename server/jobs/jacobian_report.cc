@@ -329,6 +329,7 @@ void Members(Self& m, Visit&& visit) {
 template <typename Self, typename Visit, Same<Self, RecallSummary> = 0>
 void Members(Self& m, Visit&& visit) {
   visit("chance", m.chance);
+  visit("probes", Later(m.probes));
   visit("depths", m.depths);
   visit("share_accuracy", m.share_accuracy);
 }

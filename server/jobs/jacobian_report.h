@@ -165,7 +165,8 @@ struct RecallCorrelation {
   int64_t cells = 0;
 };
 struct RecallSummary {
-  double chance = 0;  // 1 / the values' alphabet.
+  double chance = 0;  // 1 / the number of values.
+  std::string probes;  // RecallSweep::Description().
   std::vector<RecallDepth> depths;
   // Across depths: mean pair_context_share against accuracy.
   std::optional<RecallCorrelation> share_accuracy;

@@ -202,6 +202,10 @@ nlohmann::json SpecToJson(const JacobianJobSpec& spec) {
                       {"pairs", recall->pairs},             {"key_letters", recall->key_letters},
                       {"values", recall->values},           {"seed", recall->seed},
                       {"pair_starts", recall->pair_starts}, {"pair_tokens", recall->pair_tokens}};
+    if (recall->token_ids) {
+      json["recall"]["token_ids"] = {{"key_ids", recall->key_ids}, {"value_ids", recall->value_ids},
+                                     {"filler_ids", recall->filler_ids}, {"trained_task_of", recall->trained_task_of}};
+    }
   }
   if (!spec.versus.empty()) {
     Json versus = Json::array();
@@ -270,6 +274,21 @@ absl::Status ReadRecall(const Json& json, JacobianJobSpec& spec) {
     if (!depth.is_number()) return TypeError("spec.recall.depths", depth, "a number");
     recall.depths.push_back(depth.get<double>());
   }
+  if (auto ids = it->find("token_ids"); ids != it->end() && !ids->is_null()) {
+    if (!ids->is_object()) return TypeError("spec.recall.token_ids", *ids, "an object");
+    recall.token_ids = true;
+    for (absl::Status status : {ReadIdList(*ids, "recall.token_ids.key_ids", "key_ids", recall.key_ids),
+                                ReadIdList(*ids, "recall.token_ids.value_ids", "value_ids", recall.value_ids),
+                                ReadIdList(*ids, "recall.token_ids.filler_ids", "filler_ids", recall.filler_ids),
+                                ReadString(*ids, "trained_task_of", recall.trained_task_of)}) {
+      if (!status.ok()) return status;
+    }
+    for (const auto* range : {&recall.key_ids, &recall.value_ids, &recall.filler_ids}) {
+      if (range->size() != 2 || (*range)[0] >= (*range)[1]) {
+        return TypeError("spec.recall.token_ids", *ids, "ranges of two ids [first, last) with first < last");
+      }
+    }
+  }
   if (recall.pair_starts.size() != recall.pair_tokens.size() ||
       static_cast<int64_t>(recall.pair_starts.size()) != recall.probes_per_depth * static_cast<int64_t>(recall.depths.size())) {
     return TypeError("spec.recall.pair_starts", it->value("pair_starts", Json()), "one start and one length per probe");
@@ -279,6 +298,18 @@ absl::Status ReadRecall(const Json& json, JacobianJobSpec& spec) {
 }
 
 }  // namespace
+
+double JacobianJobSpec::RecallSweep::Chance() const {
+  if (token_ids) return value_ids.size() == 2 ? 1.0 / static_cast<double>(value_ids[1] - value_ids[0]) : 0.0;
+  return values.empty() ? 0.0 : 1.0 / static_cast<double>(values.size());
+}
+
+std::string JacobianJobSpec::RecallSweep::Description() const {
+  if (!token_ids) return absl::StrCat("text: ", pairs, " key=value pairs, values of ", values.size(), " characters");
+  const auto range = [](const std::vector<int64_t>& ids) { return absl::StrCat(ids.at(0), ":", ids.at(1)); };
+  return absl::StrCat("token ids: ", pairs, " pairs, keys ", range(key_ids), ", values ", range(value_ids), ", filler ",
+                      range(filler_ids), trained_task_of.empty() ? "" : absl::StrCat(" (the task ", trained_task_of, " was trained on)"));
+}
 
 absl::StatusOr<JacobianJobSpec> SpecFromJson(const nlohmann::json& json) {
   if (!json.is_object()) return TypeError("spec", json, "a JSON object");

@@ -122,17 +122,28 @@ struct JacobianJobSpec {
     std::vector<std::vector<int64_t>> samples;
   };
   std::optional<NeedleSweep> needle_sweep;
-  // Recall inputs (recall/recall_task.h), generated at submission into `tokens` (L + 1 ids each,
-  // the last the answer): probe s asks at depths[s / probes_per_depth]. The job scores each
-  // probe's answer (NextTokenScore) beside its profile, and the result answers per depth.
+  // Recall inputs (text: recall/recall_task.h; token ids: recall/mqar.h), generated at submission
+  // into `tokens` (L + 1 ids each, the last the answer): probe s asks at depths[s /
+  // probes_per_depth]. The job scores each probe's answer (NextTokenScore) beside its profile, and
+  // the result answers per depth.
   struct RecallSweep {
     std::vector<double> depths;
     int64_t probes_per_depth = 0;
     int64_t pairs = 0, key_letters = 0;
-    std::string values;                   // The values' alphabet (chance = 1 / its size).
+    std::string values;                   // Text: the values' alphabet (chance = 1 / its size).
     uint64_t seed = 0;                    // The generator's.
     std::vector<int64_t> pair_starts;     // Per probe: the queried pair's first position, 1-based.
-    std::vector<int64_t> pair_tokens;     // Per probe: its key, "=" and value tokens.
+    std::vector<int64_t> pair_tokens;     // Per probe: its key, "=" and value tokens (token ids: 2).
+    // Token-id probes: the ranges {first, last} (chance = 1 / the values' count), and the model
+    // whose trained task chose them ("" = the request did).
+    bool token_ids = false;
+    std::vector<int64_t> key_ids, value_ids, filler_ids;
+    std::string trained_task_of;
+    // 1 / the number of values the answer is drawn from.
+    double Chance() const;
+    // In words (RecallSummary.probes): "text: 8 key=value pairs, values of 26 characters", or
+    // "token ids: 8 pairs, keys 128:192, values 192:256, filler 32:127 (the task m was trained on)".
+    std::string Description() const;
   };
   std::optional<RecallSweep> recall;
   // Comparison jobs (THEORY.md section 11): the models measured after `model` on the same inputs

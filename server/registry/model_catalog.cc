@@ -20,6 +20,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "nlohmann/json.hpp"
+#include "server/jsontext/bounded_json.h"
 #include "server/host/disk.h"
 #include "server/host/memory.h"
 #include "server/ids/random_id.h"
@@ -100,16 +101,25 @@ std::string ModelCatalog::WallFolder(const std::string& relative, const std::str
 
 namespace {
 
-// The seed a posbias-train checkpoint's trainer_state.json records beside its weights (read
-// beneath the model's scope), if there is one.
-std::optional<uint64_t> TrainerSeed(const std::string& weights_path, const files::Scope& scope) {
+// A small JSON file posbias-train writes beside a checkpoint's weights (trainer_state.json,
+// posbias_task.json), read beneath the model's scope (at most 1 MiB, nested at most 8 deep); null
+// when it is absent or not such a file.
+nlohmann::json TrainerFile(const std::string& weights_path, const files::Scope& scope, const char* name) {
   std::error_code error;
   const fs::path dir = fs::is_directory(weights_path, error) ? fs::path(weights_path) : fs::path(weights_path).parent_path();
-  const std::string state = (dir / "trainer_state.json").string();
-  if (!files::HasEntry(state)) return std::nullopt;
-  auto text = files::ReadBeneath(scope, state, uint64_t{1} << 20);
-  if (!text.ok()) return std::nullopt;
-  const auto json = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
+  const std::string file = (dir / name).string();
+  if (!files::HasEntry(file)) return nullptr;
+  auto text = files::ReadBeneath(scope, file, uint64_t{1} << 20);
+  if (!text.ok()) return nullptr;
+  jsontext::ParseBounds bounds;
+  bounds.max_depth = 8;
+  auto parsed = jsontext::Parse(*text, bounds);
+  return parsed.outcome == jsontext::ParseOutcome::kOk ? std::move(parsed.value) : nlohmann::json(nullptr);
+}
+
+// The seed a posbias-train checkpoint's trainer_state.json records, if there is one.
+std::optional<uint64_t> TrainerSeed(const std::string& weights_path, const files::Scope& scope) {
+  const auto json = TrainerFile(weights_path, scope, "trainer_state.json");
   if (!json.is_object() || !json.contains("seed") || !json["seed"].is_number_unsigned()) return std::nullopt;
   return json["seed"].get<uint64_t>();
 }
@@ -554,6 +564,8 @@ absl::StatusOr<ModelEntry> ModelCatalog::Finish(ModelEntry entry, const Cancelle
       entry.source.seed = *seed;
       absl::StrAppend(&entry.init_recipe, " (trained by posbias-train from seed ", *seed, ")");
     }
+    // And the task it was trained on: recall jobs ask a recall task's probes by default.
+    entry.trained_recall = recall::MqarFromTaskJson(TrainerFile(request->weights_path, request->scope, "posbias_task.json"));
   }
   entry.config = loaded->config;
   ++entry.generation;

@@ -10,12 +10,14 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 
 #include "server/files/open_beneath.h"
 #include "absl/status/statusor.h"
 #include "server/models/config.h"
+#include "server/recall/mqar.h"
 
 namespace posbias::registry {
 
@@ -64,6 +66,9 @@ struct ModelEntry {
   // An upload registered before the digest was taken from the parameters: weights_sha256 is then
   // its stream's digest, which loads cannot compare (models.json without "weights_sha256_of").
   bool stream_digest = false;
+  // A checkpoint trained with posbias-train --task recall: the task its posbias_task.json
+  // records (read at registration; recall jobs ask it by default).
+  std::optional<recall::MqarOptions> trained_recall;
   int64_t parameters = 0;
   int64_t memory_bytes = 0;    // Float32 parameters in memory.
   int64_t created_ms = 0;

@@ -217,6 +217,7 @@ nlohmann::json ItemFromEntry(const ModelEntry& entry, const std::string& owner_t
                  {"init_recipe", entry.init_recipe}, {"weights_sha256", entry.weights_sha256},
                  {"weights_sha256_of", entry.stream_digest ? "upload stream" : "float32 export"},
                  {"parameters", entry.parameters}, {"memory_bytes", entry.memory_bytes}});
+    if (entry.trained_recall) item["trained_recall"] = recall::MqarTaskJson(*entry.trained_recall);
   }
   return item;
 }
@@ -248,6 +249,7 @@ absl::StatusOr<ModelEntry> EntryFromItem(const nlohmann::json& item) {
     entry.labels = item.value("labels", std::map<std::string, std::string>{});
     entry.request_id = item.value("request_id", "");
     entry.tenant = item.value("tenant", "");
+    if (auto it = item.find("trained_recall"); it != item.end()) entry.trained_recall = recall::MqarFromTaskJson(*it);
     return entry;
   } catch (const std::exception& e) {
     return ErrorWithReason(absl::StatusCode::kDataLoss, ErrorReason::kInternalError,

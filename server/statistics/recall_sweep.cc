@@ -70,7 +70,8 @@ RecallSummary RecallSweepStatistics(const JacobianJobSpec::RecallSweep& sweep,
                                     const std::vector<std::vector<double>>& sample_sq_norm,
                                     const std::vector<NextTokenScore>& scores) {
   RecallSummary summary;
-  summary.chance = sweep.values.empty() ? 0.0 : 1.0 / static_cast<double>(sweep.values.size());
+  summary.chance = sweep.Chance();
+  summary.probes = sweep.Description();
   std::vector<double> shares, accuracies;
   for (size_t d = 0; d < sweep.depths.size(); ++d) {
     RecallDepth depth;

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "server/recall/mqar.h"
 #include "server/recall/recall_task.h"
 #include "server/status/error.h"
 
@@ -78,6 +79,73 @@ absl::StatusOr<LaidOutText> LayOutRecall(const tokenizer::Tokenizer& tokenizer, 
     sweep.pair_starts.push_back(probe->pair_start);
     sweep.pair_tokens.push_back(probe->pair_tokens);
     laid_out.tokens.push_back(std::move(probe->tokens));
+  }
+  laid_out.recall = std::move(sweep);
+  return laid_out;
+}
+
+bool AsksTokenIds(const v1::RecallInput& input, const registry::ModelEntry& model) {
+  return input.has_token_ids() || (!input.text() && model.trained_recall.has_value());
+}
+
+namespace {
+
+// The probes' options: the model's trained task unless the request sets token_ids, then the
+// request's pairs and ranges over those.
+absl::StatusOr<recall::MqarOptions> TokenIdOptions(const v1::RecallInput& input, const registry::ModelEntry& model,
+                                                   int64_t length) {
+  if (input.has_token_ids() && input.text()) {
+    return FieldError("text", "true", "false when token_ids is set (token-id probes or text probes, not both)");
+  }
+  if (input.key_letters() != 0) return FieldError("key_letters", absl::StrCat(input.key_letters()), "0 with token-id probes (keys are single ids)");
+  if (!input.values().empty()) return FieldError("values", input.values(), "empty with token-id probes (see token_ids.value_ids)");
+  recall::MqarOptions options;
+  if (!input.has_token_ids() && model.trained_recall) options = *model.trained_recall;
+  options.length = length;
+  options.placement = recall::Placement::kUniform;
+  if (input.pairs() != 0) options.pairs = input.pairs();
+  const auto& ids = input.token_ids();
+  const auto take = [](const v1::IdRange& range, recall::IdRange& out) {
+    if (range.first() != 0 || range.last() != 0) out = {range.first(), range.last()};
+  };
+  if (input.has_token_ids()) {
+    take(ids.key_ids(), options.keys);
+    take(ids.value_ids(), options.values);
+    take(ids.filler_ids(), options.filler);
+  }
+  const std::string field = "spec.jacobian_norm.input.recall.";
+  const recall::MqarNames names{field + "pairs", field + "token_ids.key_ids", field + "token_ids.value_ids",
+                                field + "token_ids.filler_ids"};
+  if (auto status = recall::CheckMqarOptions(options, model.config.vocab_size, names, /*for_probes=*/true); !status.ok()) {
+    return status;
+  }
+  return options;
+}
+
+}  // namespace
+
+absl::StatusOr<LaidOutText> LayOutTokenIdRecall(const v1::RecallInput& input, const registry::ModelEntry& model,
+                                                const jobs::JacobianJobSpec& spec, int64_t max_samples) {
+  if (auto status = CheckRecallRequest(input, spec, max_samples); !status.ok()) return status;
+  auto options = TokenIdOptions(input, model, spec.length);
+  if (!options.ok()) return options.status();
+  LaidOutText laid_out;
+  jobs::JacobianJobSpec::RecallSweep sweep;
+  sweep.depths.assign(input.depths().begin(), input.depths().end());
+  sweep.probes_per_depth = input.probes_per_depth();
+  sweep.pairs = options->pairs;
+  sweep.seed = input.seed();
+  sweep.token_ids = true;
+  sweep.key_ids = {options->keys.first, options->keys.last};
+  sweep.value_ids = {options->values.first, options->values.last};
+  sweep.filler_ids = {options->filler.first, options->filler.last};
+  if (!input.has_token_ids()) sweep.trained_task_of = model.name;
+  for (int64_t i = 0; i < sweep.probes_per_depth * static_cast<int64_t>(sweep.depths.size()); ++i) {
+    const double depth = sweep.depths[static_cast<size_t>(i / sweep.probes_per_depth)];
+    recall::MqarRow probe = recall::MakeMqarProbe(*options, depth, recall::ProbeSeed(sweep.seed, static_cast<uint64_t>(i)));
+    sweep.pair_starts.push_back(probe.key_positions.front());
+    sweep.pair_tokens.push_back(2);
+    laid_out.tokens.push_back(std::move(probe.tokens));
   }
   laid_out.recall = std::move(sweep);
   return laid_out;

@@ -11,6 +11,7 @@
 #include "posbias/v1/job_service.pb.h"
 #include "server/jobs/jacobian_spec.h"
 #include "server/limits/limits.h"
+#include "server/registry/model_entry.h"
 #include "server/text/text_input.h"
 #include "server/tokenizer/tokenizer.h"
 
@@ -25,5 +26,20 @@ inline constexpr int kMaxRecallDepths = 64;
 absl::StatusOr<LaidOutText> LayOutRecall(const tokenizer::Tokenizer& tokenizer, const v1::RecallInput& input,
                                          const jobs::JacobianJobSpec& spec,
                                          int64_t max_samples = limits::Default<int64_t>(limits::Limit::kMaxSamples));
+
+// Whether a recall input asks token-id probes of `model`: it sets token_ids, or sets neither
+// token_ids nor text and the model was trained on a recall task (ModelEntry::trained_recall).
+bool AsksTokenIds(const v1::RecallInput& input, const registry::ModelEntry& model);
+
+// Token-id probes (recall/mqar.h), no tokenizer needed: the request's ranges (unset ones: the
+// defaults 128:192, 192:256, 32:127) and pairs (0 = 8), or, when the request sets no token_ids,
+// `model`'s trained task's ranges and pairs (the sweep says so: RecallSweep::trained_task_of).
+// Probe i asks at depths[i / probes_per_depth] and is drawn from recall::ProbeSeed(seed, i).
+// INVALID_ARGUMENT naming the field: as LayOutRecall's checks, token_ids with text, key_letters
+// or values with token ids, ranges outside the model's vocabulary or overlapping, more pairs than
+// keys or than a probe has room for.
+absl::StatusOr<LaidOutText> LayOutTokenIdRecall(const v1::RecallInput& input, const registry::ModelEntry& model,
+                                                const jobs::JacobianJobSpec& spec,
+                                                int64_t max_samples = limits::Default<int64_t>(limits::Limit::kMaxSamples));
 
 }  // namespace posbias::text

@@ -73,8 +73,11 @@ void DefineDataFlags(CLI::App& app, Flags& f) {
       ->expected(2)->delimiter(',')->capture_default_str();
   app.add_option("--filler-ids", f.filler_ids, "--task recall: the filler's token ids FIRST,LAST")
       ->expected(2)->delimiter(',')->capture_default_str();
-  app.add_option("--recall-placement", f.placement, "--task recall: where the training rows' pairs sit: uniform, or "
-                 "near-query (start weighted 1 / its distance to the queries)")->capture_default_str();
+  app.add_option("--recall-placement", f.placement, "--task recall: where the training rows' pairs sit before their "
+                 "queries: uniform; near-query (weighted 1 / the distance); middle (depths 0.1..0.9 weighted "
+                 "--recall-middle-factor: the needle-placement cure as data)")->capture_default_str();
+  app.add_option("--recall-middle-factor", f.options.mqar.middle_factor,
+                 "--task recall, --recall-placement middle: how many times as often as uniform")->capture_default_str();
   app.add_option("--recall-rest-weight", o.recall_rest_weight,
                  "--task recall: loss weight of the targets that are not answers (answers: 1)")->capture_default_str();
   app.add_option("--probes-per-depth", o.probes_per_depth,

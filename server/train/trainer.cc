@@ -101,13 +101,9 @@ absl::Status ValidateRecall(const TrainOptions& o) {
 std::string TaskJson(const TrainOptions& options) {
   nlohmann::ordered_json task = {{"task", TaskName(options.task)}};
   if (options.task == Task::kRecall) {
-    const auto& m = options.mqar;
-    task["length"] = options.length;
-    task["pairs"] = m.pairs;
-    task["keys"] = {m.keys.first, m.keys.last};
-    task["values"] = {m.values.first, m.values.last};
-    task["filler"] = {m.filler.first, m.filler.last};
-    task["placement"] = recall::PlacementName(m.placement);
+    recall::MqarOptions mqar = options.mqar;
+    mqar.length = options.length;
+    task = recall::MqarTaskJson(mqar);
     task["rest_weight"] = options.recall_rest_weight;
   }
   return task.dump(1) + "\n";

@@ -48,7 +48,8 @@ struct TrainOptions;
 enum class Task {
   kText,    // Next-token prediction on a corpus (--data), optionally mixed with recall probes.
   kRecall,  // Multi-query associative recall on token ids (recall/mqar.h): no corpus; the loss on
-            // the answers (the other targets weighted by recall_rest_weight).
+            // the answers (the other targets weighted by recall_rest_weight); held-out probes by
+            // depth at each save.
 };
 
 std::string TaskName(Task task);
@@ -61,9 +62,9 @@ absl::StatusOr<Task> ParseTask(const std::string& name);
 inline constexpr std::string_view kTaskFileName = "posbias_task.json";
 std::string TaskJson(const TrainOptions& options);
 
-// --task recall's recipe (what the defaults of posbias-train are for that task; docs/user-guide/
-// training.md says what it reached): 2-layer models of width 64-128 reach >= 0.9 probe accuracy at
-// L = 128, K = 8 with it.
+// --task recall's recipe: posbias-train's defaults for that task. docs/user-guide/recall.md says
+// what it reached; it does not yet meet the goal of >= 0.9 probe accuracy for 2-layer models of
+// width 64 at L = 128, K = 8.
 struct RecallRecipe {
   static constexpr int64_t kSteps = 3000;
   static constexpr int64_t kBatchSize = 64;

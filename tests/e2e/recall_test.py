@@ -18,6 +18,9 @@ beside the mechanism (the queried pair's Jacobian share), end to end.
 3. A comparison job, the trained checkpoint against its step0, on four depths: every model has
    its table, each share is a share, and `jobs result` prints the tables and draws the plots.
 4. Refusals name what is wrong and what is allowed.
+5. posbias-train --task recall trains a tiny Llama on token-id associative recall for a fixed
+   number of updates; registered, it shows the task it learned, a recall job asks that task's
+   probes by default and says so, and it answers far above chance; text probes can still be asked.
 """
 
 import argparse
@@ -40,6 +43,7 @@ from posbias_server import Cli, ServerProcess, read_safetensors_header, start_wa
 
 ARGS = None
 LENGTH = 48
+MQAR_LENGTH = 32
 JOB_TIMEOUT_S = 300
 
 
@@ -69,11 +73,19 @@ class RecallByDepth(unittest.TestCase):
                         "--recall-fraction", "0.5", "--recall-pairs", "2", "--quiet",
                         "--data", os.path.join(cls.root, "corpus"), "--out", os.path.join(cls.models, "run")],
                        check=True, timeout=300)
+        # Token-id associative recall: 2 pairs in 32 tokens, 16 keys and 16 values (chance 1/16).
+        subprocess.run([ARGS.train_binary, "--task", "recall", "--arch", "llama", "--layers", "2", "--width", "32",
+                        "--heads", "2", "--rope-theta", "10000", "--length", str(MQAR_LENGTH), "--recall-pairs", "2",
+                        "--key-ids", "128,144", "--value-ids", "192,208", "--steps", "400", "--batch-size", "32",
+                        "--lr", "3e-3", "--warmup-steps", "20", "--probes-per-depth", "16", "--seed", "1",
+                        "--threads", "1", "--quiet", "--out", os.path.join(cls.models, "mqar")],
+                       check=True, timeout=300)
         cls.write_answers_x()
         cls.server = ServerProcess(ARGS.server_binary, ["--data-dir", os.path.join(cls.root, "data"),
                                                         "--model-root", cls.models, "--cpu-threads", "1"]).start()
         cls.cli = Cli(ARGS.cli_binary, cls.server, timeout=JOB_TIMEOUT_S)
-        for name, folder in (("step0", "run/step0"), ("step30", "run/step30"), ("answers-x", "answers-x")):
+        for name, folder in (("step0", "run/step0"), ("step30", "run/step30"), ("answers-x", "answers-x"),
+                             ("mqar", "mqar/step400")):
             cls.cli.json("models", "register", name, "--checkpoint", folder)
 
     @classmethod
@@ -165,6 +177,34 @@ class RecallByDepth(unittest.TestCase):
             with open(os.path.join(self.root, "recall-%s.svg" % suffix)) as f:
                 self.assertIn("<svg", f.read())
 
+    def test_a_model_trained_on_token_id_recall_is_asked_its_task_and_answers_far_above_chance(self):
+        model = self.cli.json("models", "get", "mqar")
+        self.assertEqual(model["trained_recall"],
+                         "token ids: 2 pairs, keys 128:144, values 192:208, filler 32:127, L = 32")
+        self.assertTrue(model["has_tokenizer"])
+        job = self.cli.json("jobs", "submit", "--model", "mqar", "--length", str(MQAR_LENGTH), "--recall", "0,0.5,1",
+                            "--recall-probes", "32", "--recall-seed", "3", "--wait", timeout=JOB_TIMEOUT_S)
+        self.assertEqual(job["state"], "succeeded", job)
+        report = self.cli.json("jobs", "result", job["id"])
+        recall = report["recall"]
+        self.assertEqual(recall["probes"],
+                         "token ids: 2 pairs, keys 128:144, values 192:208, filler 32:127 (the task mqar was trained on)")
+        self.assertAlmostEqual(recall["chance"], 1 / 16)
+        for row in report["tokens"]:
+            self.assertEqual(len(row), MQAR_LENGTH + 1)
+            self.assertTrue(192 <= row[MQAR_LENGTH] < 208, row)
+            self.assertIn(row[MQAR_LENGTH - 1], row[:MQAR_LENGTH - 2], "the queried key occurs in the context")
+        correct = sum(d["correct"] for d in recall["depths"])
+        self.assertGreater(correct / 96, 4 / 16, recall["depths"])
+        printed = self.cli.run("jobs", "result", job["id"])
+        self.assertIn("probes: token ids: 2 pairs", printed.stdout)
+        # Text probes on the same model, asked for.
+        text = self.cli.json("jobs", "submit", "--model", "mqar", "--length", str(LENGTH), "--recall", "0,1",
+                             "--recall-probes", "2", "--recall-pairs", "2", "--recall-kind", "text", "--wait",
+                             timeout=JOB_TIMEOUT_S)
+        self.assertEqual(text["state"], "succeeded", text)
+        self.assertTrue(self.cli.json("jobs", "result", text["id"])["recall"]["probes"].startswith("text: 2 key=value"))
+
     def test_refusals_name_what_is_wrong_and_what_is_allowed(self):
         cases = [
             (["--recall", "0,1", "--output", "loss"], "LOG_PROB with recall inputs"),
@@ -175,6 +215,17 @@ class RecallByDepth(unittest.TestCase):
         ]
         for flags, message in cases:
             result = self.cli.run("jobs", "submit", "--model", "step0", "--length", str(LENGTH), *flags)
+            self.assertNotEqual(result.returncode, 0, flags)
+            self.assertIn("INVALID_ARGUMENT", result.stderr, flags)
+            self.assertIn(message, result.stderr, flags)
+        token_id_cases = [
+            (["--recall-value-ids", "250,300"], "spec.jacobian_norm.input.recall.token_ids.value_ids"),
+            (["--recall-value-ids", "130,140"], "disjoint from spec.jacobian_norm.input.recall.token_ids.key_ids"),
+            (["--recall-pairs", "12"], "at most (L - 3) / 3 = 9"),
+        ]
+        for flags, message in token_id_cases:
+            result = self.cli.run("jobs", "submit", "--model", "mqar", "--length", str(MQAR_LENGTH), "--recall", "0,1",
+                                  *flags)
             self.assertNotEqual(result.returncode, 0, flags)
             self.assertIn("INVALID_ARGUMENT", result.stderr, flags)
             self.assertIn(message, result.stderr, flags)

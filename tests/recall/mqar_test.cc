@@ -19,38 +19,64 @@ MqarOptions Small() {
   return options;
 }
 
-// The haystack's length H = L + 1 - 2K.
-int64_t Haystack(const MqarOptions& options) { return options.length + 1 - 2 * options.pairs; }
-
-void ExpectWellFormed(const MqarOptions& options, const MqarRow& row) {
-  const int64_t haystack = Haystack(options);
+// Every block where the row says, `asked` of the pairs asked (the last at position L), and filler
+// everywhere else.
+void ExpectWellFormed(const MqarOptions& options, const MqarRow& row, int64_t asked) {
   ASSERT_EQ(static_cast<int64_t>(row.tokens.size()), options.length + 1);
-  ASSERT_EQ(static_cast<int64_t>(row.answer_targets.size()), options.pairs);
-  std::set<int64_t> keys, pair_positions;
-  for (int64_t q = 0; q < options.pairs; ++q) {
-    const int64_t query = haystack + 2 * q;  // 0-based index of the asked key.
-    EXPECT_EQ(row.answer_targets[q], query) << "the answer is the target predicted at the asked key";
+  ASSERT_EQ(static_cast<int64_t>(row.answer_targets.size()), asked);
+  ASSERT_EQ(static_cast<int64_t>(row.other_key_positions.size()), options.pairs - asked);
+  std::set<int64_t> keys, block_positions;  // 0-based.
+  const auto block = [&](int64_t first) {
+    EXPECT_TRUE(block_positions.insert(first).second && block_positions.insert(first + 1).second) << "blocks never overlap";
+  };
+  for (const int64_t at : row.other_key_positions) {
+    EXPECT_TRUE(options.keys.Contains(row.tokens[at - 1]));
+    EXPECT_TRUE(options.values.Contains(row.tokens[at]));
+    EXPECT_TRUE(keys.insert(row.tokens[at - 1]).second) << "keys are distinct";
+    block(at - 1);
+  }
+  for (int64_t q = 0; q < asked; ++q) {
+    const int64_t query = row.answer_targets[q];  // 0-based index of the asked key.
     const int64_t key = row.tokens[query], value = row.tokens[query + 1];
     EXPECT_TRUE(options.keys.Contains(key));
     EXPECT_TRUE(options.values.Contains(value));
     EXPECT_TRUE(keys.insert(key).second) << "keys are distinct";
     const int64_t at = row.key_positions[q];  // 1-based.
-    ASSERT_GE(at, 1);
-    ASSERT_LE(at, haystack - 1);
-    EXPECT_EQ(row.tokens[at - 1], key) << "the haystack holds the asked key at its position";
+    EXPECT_LT(at, query) << "the pair comes before its query";
+    EXPECT_EQ(row.tokens[at - 1], key) << "the pair holds the asked key";
     EXPECT_EQ(row.tokens[at], value) << "and its value right after";
-    EXPECT_TRUE(pair_positions.insert(at).second && pair_positions.insert(at + 1).second) << "pairs never overlap";
+    block(at - 1);
+    block(query);
+    if (q > 0) {
+      EXPECT_EQ(query, row.answer_targets[q - 1] + 2) << "the queries follow one another";
+    }
   }
-  for (int64_t p = 1; p <= haystack; ++p) {
-    if (!pair_positions.count(p)) {
-      EXPECT_TRUE(options.filler.Contains(row.tokens[p - 1])) << "position " << p;
+  EXPECT_EQ(row.answer_targets.back(), options.length - 1) << "the last query's key sits at position L";
+  for (int64_t p = 0; p <= options.length; ++p) {
+    if (!block_positions.count(p)) {
+      EXPECT_TRUE(options.filler.Contains(row.tokens[p])) << "position " << p + 1;
     }
   }
 }
 
-TEST(Mqar, ARowIsHaystackThenEveryKeyAskedOnceWithItsValue) {
+// The number of queries a row asks, after checking it.
+int64_t Asked(const MqarOptions& options, const MqarRow& row) {
+  const auto asked = static_cast<int64_t>(row.answer_targets.size());
+  EXPECT_GE(asked, 1);
+  EXPECT_LE(asked, options.pairs);
+  ExpectWellFormed(options, row, asked);
+  return asked;
+}
+
+TEST(Mqar, ARowHoldsThePairsThenAsksSomeOfThemTheLastKeyAtPositionL) {
   const MqarOptions options = Small();
-  for (uint64_t seed = 0; seed < 200; ++seed) ExpectWellFormed(options, MakeMqarRow(options, seed));
+  std::set<int64_t> counts;
+  for (uint64_t seed = 0; seed < 300; ++seed) counts.insert(Asked(options, MakeMqarRow(options, seed)));
+  EXPECT_EQ(counts, (std::set<int64_t>{1, 2, 3})) << "every number of queries from 1 to K";
+  MqarOptions crowded = Small();
+  crowded.length = 30;
+  crowded.pairs = 6;  // 5K = L: the most a row holds.
+  for (uint64_t seed = 0; seed < 300; ++seed) Asked(crowded, MakeMqarRow(crowded, seed));
 }
 
 TEST(Mqar, TheSameSeedGivesTheSameRowAndAnotherSeedAnother) {
@@ -59,34 +85,55 @@ TEST(Mqar, TheSameSeedGivesTheSameRowAndAnotherSeedAnother) {
   EXPECT_NE(MakeMqarRow(options, 7).tokens, MakeMqarRow(options, 8).tokens);
 }
 
-TEST(Mqar, AProbeAsksThePairAtItsDepthLast) {
-  const MqarOptions options = Small();  // H = 27: the key at 1 + round(depth x 25).
-  for (const auto& [depth, position] : std::vector<std::pair<double, int64_t>>{{0.0, 1}, {0.5, 14}, {1.0, 26}}) {
+TEST(Mqar, AProbeAsksOnlyThePairAtItsDepthWithTheKeyAtPositionL) {
+  const MqarOptions options = Small();  // The key at 1 + round(depth x 29).
+  for (const auto& [depth, position] : std::vector<std::pair<double, int64_t>>{{0.0, 1}, {0.5, 16}, {1.0, 30}}) {
     for (uint64_t seed = 0; seed < 50; ++seed) {
       const MqarRow probe = MakeMqarProbe(options, depth, seed);
-      ExpectWellFormed(options, probe);
-      EXPECT_EQ(probe.key_positions.back(), position) << "depth " << depth;
-      EXPECT_EQ(probe.answer_targets.back(), options.length - 1) << "the last target is the answer after position L";
-      EXPECT_DOUBLE_EQ(MqarDepth(options, probe.key_positions.back()), static_cast<double>(position - 1) / 25);
+      ExpectWellFormed(options, probe, 1);
+      EXPECT_EQ(probe.key_positions.front(), position) << "depth " << depth;
+      EXPECT_EQ(probe.tokens[options.length - 1], probe.tokens[position - 1]) << "position L holds the queried key";
+      EXPECT_DOUBLE_EQ(MqarProbeDepth(options, probe.key_positions.front()), static_cast<double>(position - 1) / 29);
     }
   }
 }
 
-TEST(Mqar, NearQueryPlacementPutsThePairsNearerTheQueriesThanUniform) {
-  MqarOptions uniform = Small(), near = Small();
-  uniform.length = near.length = 128;
-  uniform.pairs = near.pairs = 8;
-  near.placement = Placement::kNearQuery;
-  double uniform_sum = 0, near_sum = 0;
-  for (uint64_t seed = 0; seed < 400; ++seed) {
-    for (const int64_t p : MakeMqarRow(uniform, seed).key_positions) uniform_sum += static_cast<double>(p);
-    const MqarRow row = MakeMqarRow(near, seed);
-    ExpectWellFormed(near, row);
-    for (const int64_t p : row.key_positions) near_sum += static_cast<double>(p);
+// The depth of the last query's pair in its row's haystack (which ends where the queries begin).
+double LastDepth(const MqarOptions& options, const MqarRow& row) {
+  Asked(options, row);
+  return static_cast<double>(row.key_positions.back() - 1) / static_cast<double>(row.answer_targets.front() - 2);
+}
+
+double MeanLastDepth(const MqarOptions& options) {
+  double sum = 0;
+  for (uint64_t seed = 0; seed < 2000; ++seed) sum += LastDepth(options, MakeMqarRow(options, seed));
+  return sum / 2000;
+}
+
+// The share of last-query pairs at depths in [0.1, 0.9].
+double MiddleShare(const MqarOptions& options) {
+  int middle = 0;
+  for (uint64_t seed = 0; seed < 2000; ++seed) {
+    const double depth = LastDepth(options, MakeMqarRow(options, seed));
+    middle += depth >= 0.1 && depth <= 0.9 ? 1 : 0;
   }
-  const double rows = 400 * 8;
-  EXPECT_NEAR(uniform_sum / rows, 57.0, 3.0) << "uniform: the mean start near the haystack's middle (H = 113)";
-  EXPECT_GT(near_sum / rows, 70.0) << "near-query: weighted toward the queries";
+  return middle / 2000.0;
+}
+
+TEST(Mqar, PlacementsMoveThePairsWhereTheySay) {
+  MqarOptions uniform = Small();
+  uniform.length = 128;
+  uniform.pairs = 8;
+  MqarOptions near = uniform, middle = uniform;
+  near.placement = Placement::kNearQuery;
+  middle.placement = Placement::kMiddle;
+  middle.middle_factor = 9;
+  EXPECT_NEAR(MeanLastDepth(uniform), 0.5, 0.03) << "uniform over the context";
+  EXPECT_GT(MeanLastDepth(near), 0.7) << "near-query: weighted toward the queries";
+  // Uniform: about 80 % of the starts are in the middle band; a factor of 9 makes that 36 / 37
+  // (less the pairs placed after others took the middle's room).
+  EXPECT_NEAR(MiddleShare(uniform), 0.8, 0.04);
+  EXPECT_GT(MiddleShare(middle), 0.93);
 }
 
 TEST(Mqar, RefusalsNameTheFlagAndWhatIsAllowed) {
@@ -101,13 +148,19 @@ TEST(Mqar, RefusalsNameTheFlagAndWhatIsAllowed) {
   crowded.pairs = 7;
   EXPECT_THAT(std::string(CheckMqarOptions(crowded, 257).message()),
               testing::AllOf(testing::HasSubstr("--recall-pairs"), testing::HasSubstr("at most L / 5 = 6")));
+  EXPECT_TRUE(CheckMqarOptions(crowded, 257, {}, /*for_probes=*/true).ok()) << "a probe holds 3K <= L - 3";
+  crowded.pairs = 10;
+  EXPECT_THAT(std::string(CheckMqarOptions(crowded, 257, {}, true).message()), testing::HasSubstr("at most (L - 3) / 3 = 9"));
   MqarOptions few_keys = Small();
   few_keys.keys = {128, 130};
   EXPECT_THAT(std::string(CheckMqarOptions(few_keys, 257).message()),
               testing::AllOf(testing::HasSubstr("--recall-pairs"), testing::HasSubstr("the 2 keys of --key-ids")));
   EXPECT_TRUE(CheckMqarOptions(Small(), 257).ok());
   Placement placement;
-  EXPECT_THAT(std::string(ParsePlacement("middle", placement).message()), testing::HasSubstr("uniform or near-query"));
+  EXPECT_THAT(std::string(ParsePlacement("edges", placement).message()), testing::HasSubstr("uniform, near-query or middle"));
+  MqarOptions factor = Small();
+  factor.middle_factor = 0.5;
+  EXPECT_THAT(std::string(CheckMqarOptions(factor, 257).message()), testing::HasSubstr("--recall-middle-factor"));
 }
 
 }  // namespace

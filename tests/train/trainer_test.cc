@@ -208,6 +208,7 @@ TrainOptions TinyRecallOptions(const fs::path& dir) {
   shape.num_layers = 2;
   shape.hidden_size = 32;
   shape.num_heads = 2;
+  shape.rope_theta = 10000;
   options.model = models::ApplyShapeOverrides(*models::FamilyConfig("llama"), shape);
   options.out_dir = (dir / "out").string();
   options.length = 32;

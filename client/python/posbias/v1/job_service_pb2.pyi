@@ -754,30 +754,36 @@ class RecallDepth(_message.Message):
     def __init__(self, depth: _Optional[float] = ..., probes: _Optional[int] = ..., correct: _Optional[int] = ..., accuracy: _Optional[float] = ..., accuracy_low: _Optional[float] = ..., accuracy_high: _Optional[float] = ..., log_prob_mean: _Optional[float] = ..., log_prob_std: _Optional[float] = ..., log_prob_stderr: _Optional[float] = ..., pair_share_mean: _Optional[float] = ..., pair_share_stderr: _Optional[float] = ..., pair_context_share_mean: _Optional[float] = ..., pair_context_share_stderr: _Optional[float] = ...) -> None: ...
 
 class RecallInput(_message.Message):
-    __slots__ = ["depths", "key_letters", "pairs", "probes_per_depth", "seed", "values"]
+    __slots__ = ["depths", "key_letters", "pairs", "probes_per_depth", "seed", "text", "token_ids", "values"]
     DEPTHS_FIELD_NUMBER: _ClassVar[int]
     KEY_LETTERS_FIELD_NUMBER: _ClassVar[int]
     PAIRS_FIELD_NUMBER: _ClassVar[int]
     PROBES_PER_DEPTH_FIELD_NUMBER: _ClassVar[int]
     SEED_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_IDS_FIELD_NUMBER: _ClassVar[int]
     VALUES_FIELD_NUMBER: _ClassVar[int]
     depths: _containers.RepeatedScalarFieldContainer[float]
     key_letters: int
     pairs: int
     probes_per_depth: int
     seed: int
+    text: bool
+    token_ids: _model_service_pb2.TokenIdRecall
     values: str
-    def __init__(self, depths: _Optional[_Iterable[float]] = ..., probes_per_depth: _Optional[int] = ..., pairs: _Optional[int] = ..., key_letters: _Optional[int] = ..., values: _Optional[str] = ..., seed: _Optional[int] = ...) -> None: ...
+    def __init__(self, depths: _Optional[_Iterable[float]] = ..., probes_per_depth: _Optional[int] = ..., pairs: _Optional[int] = ..., key_letters: _Optional[int] = ..., values: _Optional[str] = ..., seed: _Optional[int] = ..., token_ids: _Optional[_Union[_model_service_pb2.TokenIdRecall, _Mapping]] = ..., text: bool = ...) -> None: ...
 
 class RecallSummary(_message.Message):
-    __slots__ = ["chance", "depths", "share_accuracy"]
+    __slots__ = ["chance", "depths", "probes", "share_accuracy"]
     CHANCE_FIELD_NUMBER: _ClassVar[int]
     DEPTHS_FIELD_NUMBER: _ClassVar[int]
+    PROBES_FIELD_NUMBER: _ClassVar[int]
     SHARE_ACCURACY_FIELD_NUMBER: _ClassVar[int]
     chance: float
     depths: _containers.RepeatedCompositeFieldContainer[RecallDepth]
+    probes: str
     share_accuracy: RecallCorrelation
-    def __init__(self, chance: _Optional[float] = ..., depths: _Optional[_Iterable[_Union[RecallDepth, _Mapping]]] = ..., share_accuracy: _Optional[_Union[RecallCorrelation, _Mapping]] = ...) -> None: ...
+    def __init__(self, chance: _Optional[float] = ..., depths: _Optional[_Iterable[_Union[RecallDepth, _Mapping]]] = ..., share_accuracy: _Optional[_Union[RecallCorrelation, _Mapping]] = ..., probes: _Optional[str] = ...) -> None: ...
 
 class ShareEstimate(_message.Message):
     __slots__ = ["mean", "std", "stderr"]

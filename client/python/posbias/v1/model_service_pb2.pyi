@@ -107,6 +107,14 @@ class GetModelRequest(_message.Message):
     name: str
     def __init__(self, name: _Optional[str] = ...) -> None: ...
 
+class IdRange(_message.Message):
+    __slots__ = ["first", "last"]
+    FIRST_FIELD_NUMBER: _ClassVar[int]
+    LAST_FIELD_NUMBER: _ClassVar[int]
+    first: int
+    last: int
+    def __init__(self, first: _Optional[int] = ..., last: _Optional[int] = ...) -> None: ...
+
 class ListModelsRequest(_message.Message):
     __slots__ = ["family", "label_selector", "page_size", "page_token", "state"]
     FAMILY_FIELD_NUMBER: _ClassVar[int]
@@ -140,7 +148,7 @@ class ListPresetsResponse(_message.Message):
     def __init__(self, presets: _Optional[_Iterable[_Union[ModelPreset, _Mapping]]] = ...) -> None: ...
 
 class Model(_message.Message):
-    __slots__ = ["active_job_count", "builtin", "config", "create_time", "error", "family", "generation", "has_tokenizer", "init", "labels", "memory_bytes", "name", "parameter_count", "ready_time", "source", "state", "tenant", "uid", "weights_dtype", "weights_sha256"]
+    __slots__ = ["active_job_count", "builtin", "config", "create_time", "error", "family", "generation", "has_tokenizer", "init", "labels", "memory_bytes", "name", "parameter_count", "ready_time", "source", "state", "tenant", "trained_recall", "uid", "weights_dtype", "weights_sha256"]
     class LabelsEntry(_message.Message):
         __slots__ = ["key", "value"]
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -165,6 +173,7 @@ class Model(_message.Message):
     SOURCE_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     TENANT_FIELD_NUMBER: _ClassVar[int]
+    TRAINED_RECALL_FIELD_NUMBER: _ClassVar[int]
     UID_FIELD_NUMBER: _ClassVar[int]
     WEIGHTS_DTYPE_FIELD_NUMBER: _ClassVar[int]
     WEIGHTS_SHA256_FIELD_NUMBER: _ClassVar[int]
@@ -185,10 +194,11 @@ class Model(_message.Message):
     source: ModelSource
     state: ModelState
     tenant: str
+    trained_recall: TrainedRecallTask
     uid: str
     weights_dtype: _common_pb2.ComputeDtype
     weights_sha256: str
-    def __init__(self, name: _Optional[str] = ..., family: _Optional[_Union[ModelFamily, str]] = ..., config: _Optional[_Union[ModelConfig, _Mapping]] = ..., source: _Optional[_Union[ModelSource, _Mapping]] = ..., init: _Optional[_Union[ModelInitRecipe, _Mapping]] = ..., state: _Optional[_Union[ModelState, str]] = ..., error: _Optional[_Union[ModelError, _Mapping]] = ..., weights_sha256: _Optional[str] = ..., parameter_count: _Optional[int] = ..., memory_bytes: _Optional[int] = ..., weights_dtype: _Optional[_Union[_common_pb2.ComputeDtype, str]] = ..., create_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., ready_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., labels: _Optional[_Mapping[str, str]] = ..., builtin: bool = ..., active_job_count: _Optional[int] = ..., has_tokenizer: bool = ..., uid: _Optional[str] = ..., generation: _Optional[int] = ..., tenant: _Optional[str] = ...) -> None: ...
+    def __init__(self, name: _Optional[str] = ..., family: _Optional[_Union[ModelFamily, str]] = ..., config: _Optional[_Union[ModelConfig, _Mapping]] = ..., source: _Optional[_Union[ModelSource, _Mapping]] = ..., init: _Optional[_Union[ModelInitRecipe, _Mapping]] = ..., state: _Optional[_Union[ModelState, str]] = ..., error: _Optional[_Union[ModelError, _Mapping]] = ..., weights_sha256: _Optional[str] = ..., parameter_count: _Optional[int] = ..., memory_bytes: _Optional[int] = ..., weights_dtype: _Optional[_Union[_common_pb2.ComputeDtype, str]] = ..., create_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., ready_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., labels: _Optional[_Mapping[str, str]] = ..., builtin: bool = ..., active_job_count: _Optional[int] = ..., has_tokenizer: bool = ..., uid: _Optional[str] = ..., generation: _Optional[int] = ..., tenant: _Optional[str] = ..., trained_recall: _Optional[_Union[TrainedRecallTask, _Mapping]] = ...) -> None: ...
 
 class ModelAblations(_message.Message):
     __slots__ = ["no_mlp", "no_position_encoding", "uniform_attention"]
@@ -403,6 +413,16 @@ class RopeScaling(_message.Message):
     short_factor: _containers.RepeatedScalarFieldContainer[float]
     def __init__(self, rope_type: _Optional[str] = ..., factor: _Optional[float] = ..., low_freq_factor: _Optional[float] = ..., high_freq_factor: _Optional[float] = ..., original_max_position_embeddings: _Optional[int] = ..., short_factor: _Optional[_Iterable[float]] = ..., long_factor: _Optional[_Iterable[float]] = ..., attention_factor: _Optional[float] = ...) -> None: ...
 
+class TokenIdRecall(_message.Message):
+    __slots__ = ["filler_ids", "key_ids", "value_ids"]
+    FILLER_IDS_FIELD_NUMBER: _ClassVar[int]
+    KEY_IDS_FIELD_NUMBER: _ClassVar[int]
+    VALUE_IDS_FIELD_NUMBER: _ClassVar[int]
+    filler_ids: IdRange
+    key_ids: IdRange
+    value_ids: IdRange
+    def __init__(self, key_ids: _Optional[_Union[IdRange, _Mapping]] = ..., value_ids: _Optional[_Union[IdRange, _Mapping]] = ..., filler_ids: _Optional[_Union[IdRange, _Mapping]] = ...) -> None: ...
+
 class TokenIds(_message.Message):
     __slots__ = ["ids"]
     IDS_FIELD_NUMBER: _ClassVar[int]
@@ -458,6 +478,16 @@ class TorchScriptSource(_message.Message):
     path: str
     shape: TorchScriptShape
     def __init__(self, path: _Optional[str] = ..., shape: _Optional[_Union[TorchScriptShape, _Mapping]] = ...) -> None: ...
+
+class TrainedRecallTask(_message.Message):
+    __slots__ = ["length", "pairs", "token_ids"]
+    LENGTH_FIELD_NUMBER: _ClassVar[int]
+    PAIRS_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_IDS_FIELD_NUMBER: _ClassVar[int]
+    length: int
+    pairs: int
+    token_ids: TokenIdRecall
+    def __init__(self, token_ids: _Optional[_Union[TokenIdRecall, _Mapping]] = ..., pairs: _Optional[int] = ..., length: _Optional[int] = ...) -> None: ...
 
 class UploadModelMetadata(_message.Message):
     __slots__ = ["ablations", "config_json", "file_name", "format", "labels", "name", "request_id", "sha256", "torchscript_shape", "total_bytes", "wait"]

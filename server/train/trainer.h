@@ -13,17 +13,20 @@
 // Data order: update s (1-based) takes the B training sequences at positions (s - 1) B .. s B - 1
 // of the concatenation of per-epoch orders, epoch e's order a seeded permutation of the training
 // sequences (corpus.h: SeededPermutation); with --recall-fraction, the positions drawn for recall
-// take a probe generated from the seed and the position instead. The order is thus a function of the seed and the step,
-// and a run resumed from a checkpoint takes exactly the batches an uninterrupted one would. On the
-// CPU a run is deterministic for a seed.
+// take a probe generated from the seed and the position instead; with --task recall (no corpus),
+// position p is the recall row of seed ProbeSeed(seed ^ "MQAR", p) (recall/mqar.h). The order is
+// thus a function of the seed and the step, and a run resumed from a checkpoint takes exactly the
+// batches an uninterrupted one would. On the CPU a run is deterministic for a seed.
 //
 // Output, in <out>/: step<N>/ for each saved step N (the seeded initialization as step0): a Hugging
 // Face directory (config.json, model.safetensors in float32, the tokenizer's files) plus
 // trainer_state.pt (the parameters in the training dtype and the AdamW state) and
-// trainer_state.json (step, epoch and position of the data order, seed, shape); loss.json (every
-// update's loss, lr, gradient norm and tokens seen, the eval loss at each saved step, and the
-// unigram entropy of the training targets for reference), rewritten at each save. A step
-// directory appears whole (written as step<N>.partial, then renamed).
+// trainer_state.json (step, epoch and position of the data order, seed, shape) and
+// posbias_task.json (the task, kTaskFileName); loss.json (every update's loss, lr, gradient norm
+// and tokens seen, the eval loss at each saved step, with --task recall the answers' accuracy and
+// the held-out probes by depth, and the unigram entropy of the training targets for reference),
+// rewritten at each save. A step directory appears whole (written as step<N>.partial, then
+// renamed).
 #pragma once
 
 #include <cstdint>

@@ -548,6 +548,18 @@ class JobTest(ClientTestCase):
         with self.assertRaisesRegex(ValueError, "recall"):
             self.client.submit_jacobian("tiny", 64, recall_depths=[0, 1], tokens=[[1] * 64])
 
+    def test_token_id_recall_probes_need_no_tokenizer_and_say_what_was_asked(self):
+        result = self.client.submit_jacobian("tiny", 32, recall_depths=[0, 1], recall_probes=2, recall_pairs=2,
+                                             recall_key_ids=(10, 30), recall_value_ids=(30, 50),
+                                             recall_filler_ids=(50, 100)).wait(progress=False).result()
+        self.assertEqual(result.recall.asked, "token ids: 2 pairs, keys 10:30, values 30:50, filler 50:100")
+        self.assertAlmostEqual(result.recall.chance, 1 / 20)
+        np.testing.assert_array_equal(result.recall.probes, [2, 2])
+        with self.assertRaisesRegex(ValueError, "recall_kind"):
+            self.client.submit_jacobian("tiny", 32, recall_depths=[0], recall_kind="ids")
+        with self.assertRaisesRegex(ValueError, "token_ids"):
+            self.client.submit_jacobian("tiny", 32, recall_depths=[0], recall_kind="text", recall_key_ids=(1, 2))
+
     def test_list_jobs_follows_every_page_and_matches_the_cli(self):
         for seed in range(3):
             self.client.submit_jacobian("tiny", 4, samples=1, seed=seed).wait(progress=False)

@@ -163,5 +163,27 @@ TEST(Mqar, RefusalsNameTheFlagAndWhatIsAllowed) {
   EXPECT_THAT(std::string(CheckMqarOptions(factor, 257).message()), testing::HasSubstr("--recall-middle-factor"));
 }
 
+TEST(Mqar, TheTaskRecordReadsBackAndAnythingElseReadsAsNoTask) {
+  MqarOptions options = Small();
+  options.keys = {130, 150};
+  options.placement = Placement::kMiddle;
+  options.middle_factor = 3;
+  const auto back = MqarFromTaskJson(nlohmann::json::parse(MqarTaskJson(options).dump()));
+  ASSERT_TRUE(back.has_value());
+  EXPECT_EQ(back->length, 32);
+  EXPECT_EQ(back->pairs, 3);
+  EXPECT_EQ(back->keys.first, 130);
+  EXPECT_EQ(back->keys.last, 150);
+  EXPECT_EQ(back->placement, Placement::kMiddle);
+  EXPECT_DOUBLE_EQ(back->middle_factor, 3);
+  for (const char* text : {R"({"task": "text"})", R"([1, 2])", R"({"task": "recall"})",
+                           R"({"task": "recall", "length": 32, "pairs": 3, "keys": [0, 10], "values": [5, 20], "filler": [30, 40]})",
+                           R"({"task": "recall", "length": 32, "pairs": 3, "keys": [0, 10], "values": [10, 20], "filler": [-5, 0]})",
+                           R"({"task": "recall", "length": 32, "pairs": 3, "keys": [0, 10], "values": [10, 20], "filler": [20, 30], "placement": "edges"})",
+                           R"({"task": "recall", "length": 18446744073709551615, "pairs": 3, "keys": [0, 10], "values": [10, 20], "filler": [20, 30]})"}) {
+    EXPECT_FALSE(MqarFromTaskJson(nlohmann::json::parse(text)).has_value()) << text;
+  }
+}
+
 }  // namespace
 }  // namespace posbias::recall

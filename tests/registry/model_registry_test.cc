@@ -2,6 +2,7 @@
 // reopening, deletion rules, the loaded-model cache.
 #include "server/registry/model_cache.h"
 #include "server/registry/model_catalog.h"
+#include "server/registry/model_index.h"
 #include "server/registry/scratch_files.h"
 #include "server/registry/sha256.h"
 
@@ -757,6 +758,29 @@ TEST_F(RegistryTest, AHalfPrecisionJobMeasuresAnInstanceOfItsOwn) {
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(again->get(), full->get());
   EXPECT_TRUE(torch::equal((*again)->NamedParameters().front().second, before)) << "the float32 weights are untouched";
+}
+
+// A checkpoint's trained recall task (read from its posbias_task.json at registration) is kept in
+// models.json, so a restart or another replica asks the same probes by default.
+TEST(ModelIndexItems, ATrainedRecallTaskSurvivesTheIndexAndAnEntryWithoutOneHasNone) {
+  ModelEntry entry;
+  entry.name = "recall-run";
+  entry.uid = "0123456789abcdef0123456789abcdef";
+  entry.state = ModelState::kReady;
+  recall::MqarOptions task;
+  task.pairs = 4;
+  task.keys = {130, 150};
+  entry.trained_recall = task;
+  auto back = EntryFromItem(ItemFromEntry(entry, "owner"));
+  ASSERT_TRUE(back.ok()) << back.status();
+  ASSERT_TRUE(back->trained_recall.has_value());
+  EXPECT_EQ(back->trained_recall->pairs, 4);
+  EXPECT_EQ(back->trained_recall->keys.first, 130);
+  EXPECT_EQ(back->trained_recall->values.first, 192);
+  entry.trained_recall.reset();
+  auto plain = EntryFromItem(ItemFromEntry(entry, "owner"));
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_FALSE(plain->trained_recall.has_value());
 }
 
 }  // namespace

@@ -60,11 +60,24 @@ TrainOptions TinyOptions(const fs::path& dir) {
   return options;
 }
 
+using OptionChanges = std::vector<std::pair<std::function<void(TrainOptions&)>, std::string>>;
+
+// Each change of `good` is refused by ValidateOptions with INVALID_ARGUMENT naming its flag.
+void ExpectEachRefusedNamingItsFlag(const TrainOptions& good, const OptionChanges& cases) {
+  for (const auto& [change, flag] : cases) {
+    TrainOptions options = good;
+    change(options);
+    const auto status = ValidateOptions(options);
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << flag;
+    EXPECT_NE(status.message().find(flag), std::string::npos) << status;
+  }
+}
+
 TEST(TrainOptions, BadValuesNameTheirFlag) {
   const auto dir = FreshDir("options");
   const TrainOptions good = TinyOptions(dir);
   EXPECT_TRUE(ValidateOptions(good).ok()) << ValidateOptions(good);
-  const std::vector<std::pair<std::function<void(TrainOptions&)>, std::string>> cases{
+  const OptionChanges cases{
       {[](TrainOptions& o) { o.steps = 0; }, "--steps"},
       {[](TrainOptions& o) { o.lr = 0; }, "--lr"},
       {[](TrainOptions& o) { o.length = 1; }, "--length"},
@@ -83,13 +96,7 @@ TEST(TrainOptions, BadValuesNameTheirFlag) {
       {[](TrainOptions& o) { o.model = *models::PresetConfig("cesaro"); }, "--arch"},
       {[](TrainOptions& o) { o.position_weights.explicit_weights = {1, 2, 3}; }, "--position-weights"},
   };
-  for (const auto& [change, flag] : cases) {
-    TrainOptions options = good;
-    change(options);
-    const auto status = ValidateOptions(options);
-    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << flag;
-    EXPECT_NE(status.message().find(flag), std::string::npos) << status;
-  }
+  ExpectEachRefusedNamingItsFlag(good, cases);
 }
 
 TEST(TrainOptions, DataAndTokenizerErrorsComeBeforeAnyWork) {
@@ -230,19 +237,13 @@ TEST(TrainOptions, TheRecallTaskRefusesACorpusAMixAndIdsTheVocabularyLacks) {
   const auto dir = FreshDir("recall_options");
   const TrainOptions good = TinyRecallOptions(dir);
   EXPECT_TRUE(ValidateOptions(good).ok()) << ValidateOptions(good);
-  const std::vector<std::pair<std::function<void(TrainOptions&)>, std::string>> cases{
+  const OptionChanges cases{
       {[](TrainOptions& o) { o.data_paths = {"corpus.txt"}; }, "--data"},
       {[](TrainOptions& o) { o.recall_fraction = 0.5; }, "--recall-fraction"},
       {[](TrainOptions& o) { o.recall_rest_weight = 2; }, "--recall-rest-weight"},
       {[](TrainOptions& o) { o.probes_per_depth = 0; }, "--probes-per-depth"},
   };
-  for (const auto& [change, flag] : cases) {
-    TrainOptions options = good;
-    change(options);
-    const auto status = ValidateOptions(options);
-    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << flag;
-    EXPECT_NE(status.message().find(flag), std::string::npos) << status;
-  }
+  ExpectEachRefusedNamingItsFlag(good, cases);
   TrainOptions beyond = good;
   beyond.mqar.values = {240, 300};  // The byte-level vocabulary has 257 ids.
   const auto refused = Train(beyond);

@@ -619,7 +619,10 @@ class Client:
                         boundary_token: EnumLike = "none", question: str = "",
                         recall_depths: Optional[Sequence[float]] = None, recall_probes: int = 16,
                         recall_pairs: int = 0, recall_key_letters: int = 0, recall_values: str = "",
-                        recall_seed: Optional[int] = None,
+                        recall_seed: Optional[int] = None, recall_kind: Optional[str] = None,
+                        recall_key_ids: Optional[Tuple[int, int]] = None,
+                        recall_value_ids: Optional[Tuple[int, int]] = None,
+                        recall_filler_ids: Optional[Tuple[int, int]] = None,
                         versus: Optional[Sequence[str]] = None, init_seed: Optional[int] = None,
                         reference: Optional[str] = None,
                         labels: Optional[Mapping[str, str]] = None,
@@ -650,7 +653,11 @@ class Client:
         `recall_key_letters` letters, default 3, values from `recall_values`, default a-z, then a
         query key; its value is the answer), `recall_probes` per depth from `recall_seed` (default
         0): the result's `recall` (RecallSweep) gives accuracy by depth with its interval beside
-        the queried pair's Jacobian share. versus: a comparison job, more models measured on the
+        the queried pair's Jacobian share. recall_kind "token_ids" asks single-id keys and values
+        (`recall_key_ids`, `recall_value_ids`, `recall_filler_ids`: (first, last) id ranges, last
+        excluded; no tokenizer needed), "text" the key=value text; None (default) the task a
+        `posbias-train --task recall` checkpoint was trained on, else text (the result's
+        `recall.asked` says which). versus: a comparison job, more models measured on the
         same inputs and probes after `model` (registered names in order, e.g. the checkpoints of a
         training run; "init" = `model`'s architecture at seeded initialization, `init_seed`, by
         default the seed a posbias-train checkpoint records); the result's `comparison` pairs each
@@ -688,6 +695,20 @@ class Client:
             recall.values = recall_values
             if recall_seed is not None:
                 recall.seed = int(recall_seed)
+            ranges = {"key_ids": recall_key_ids, "value_ids": recall_value_ids, "filler_ids": recall_filler_ids}
+            if recall_kind not in (None, "text", "token_ids"):
+                raise ValueError("recall_kind %r: allowed None, \"text\" or \"token_ids\"" % (recall_kind,))
+            if recall_kind == "text":
+                if any(r is not None for r in ranges.values()):
+                    raise ValueError("recall id ranges are for recall_kind \"token_ids\", not \"text\"")
+                recall.text = True
+            elif recall_kind == "token_ids" or any(r is not None for r in ranges.values()):
+                recall.token_ids.SetInParent()
+                for name, pair in ranges.items():
+                    if pair is not None:
+                        first, last = (int(v) for v in pair)
+                        getattr(recall.token_ids, name).first = first
+                        getattr(recall.token_ids, name).last = last
         elif texts is not None:
             if tokens is not None or seed is not None or stddev is not None:
                 raise ValueError("texts take no tokens, seed or stddev")

@@ -467,7 +467,9 @@ class RecallSweep:
     (`log_prob_mean` / `_std` / `_stderr`), and the queried pair's share of sum_j ||J_j||^2 over
     1..L (`pair_share_*`) and over the context 1..L-1 (`pair_context_share_*`). `chance` = 1 / the
     values' alphabet; `share_accuracy` = (r, low, high, cells): Pearson's r of the depths' mean
-    pair_context_share against accuracy with its 95 % Fisher-z interval (None when undefined)."""
+    pair_context_share against accuracy with its 95 % Fisher-z interval (None when undefined).
+    `asked`: which probes, in words ("text: 8 key=value pairs, ..." or "token ids: 8 pairs, keys
+    128:192, ... (the task <model> was trained on)")."""
     chance: float
     depth: np.ndarray
     probes: np.ndarray
@@ -483,6 +485,7 @@ class RecallSweep:
     pair_context_share_mean: np.ndarray
     pair_context_share_stderr: np.ndarray
     share_accuracy: Optional[Tuple[float, float, float, int]]
+    asked: str = ""
 
     @staticmethod
     def correlation(message) -> Tuple[float, float, float, int]:
@@ -497,7 +500,7 @@ class RecallSweep:
                    "pair_context_share_stderr")
         return cls(chance=summary.chance, probes=column("probes", np.int64), correct=column("correct", np.int64),
                    share_accuracy=cls.correlation(summary.share_accuracy) if summary.HasField("share_accuracy")
-                   else None, **{name: column(name) for name in floats_})
+                   else None, asked=summary.probes, **{name: column(name) for name in floats_})
 
 
 @dataclasses.dataclass
